@@ -1,0 +1,57 @@
+#pragma once
+
+// The lowered form of a scheduled workload: global buffers and an ordered list of kernels, each a
+// statement tree with its launch configuration. Code generators (codegen/) print it; the
+// verifier (verify.h) checks it against a target's limits.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "schedules/ir/buffer.h"
+#include "schedules/ir/stmt.h"
+#include "schedules/target/target.h"
+
+namespace tessel::schedules {
+
+struct LaunchConfig {
+  std::array<int64_t, 3> grid{1, 1, 1};
+  std::array<int64_t, 3> block{1, 1, 1};
+  int64_t dynamic_shared_bytes = 0;
+  int64_t threads_per_block() const { return block[0] * block[1] * block[2]; }
+};
+
+struct Kernel {
+  std::string name;  // entry point
+  Stmt body;
+  LaunchConfig launch;
+  // Global buffers the kernel touches, in Program::buffers order: its parameters.
+  std::vector<BufferPtr> params;
+};
+
+enum class BufferRole : uint8_t { kInput, kOutput, kWorkspace };
+const char* BufferRoleName(BufferRole r);  // "input", "output", "workspace"
+
+struct ProgramBuffer {
+  BufferPtr buffer;
+  BufferRole role;
+};
+
+struct Program {
+  std::string name;  // prefix of the entry points, e.g. "matmul_k3f2a"
+  TargetKind target = TargetKind::kHost;
+  // Every global buffer: inputs (workload order), then outputs, then workspace (intermediate
+  // tensors that are neither inlined nor cached on chip). The host entry receives them in this
+  // order; CUDA kernels receive their params.
+  std::vector<ProgramBuffer> buffers;
+  // Run in order. On the host they form one function.
+  std::vector<Kernel> kernels;
+  // True when some buffer has 2^31 elements or more: index arithmetic must use 64 bits.
+  bool needs_int64_indices = false;
+};
+
+// Indented IR of every kernel (`tessel lower --emit ir`).
+std::string ToString(const Program& p);
+
+}  // namespace tessel::schedules
