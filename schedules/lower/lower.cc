@@ -1,0 +1,537 @@
+#include "schedules/lower/lower.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "schedules/ir/expr_functor.h"
+#include "schedules/ir/simplify.h"
+#include "schedules/ir/stmt_functor.h"
+#include "schedules/ir/substitute.h"
+#include "schedules/lower/bound.h"
+
+namespace tessel::schedules {
+
+namespace {
+
+std::string Sanitize(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  return out;
+}
+
+// A buffer as lowered: the realized buffer and the offset of its origin in the logical tensor.
+struct Realized {
+  BufferPtr buffer;
+  std::vector<Expr> offset;  // empty: no offset
+};
+
+// Rewrites loads of logical buffers to their realized buffers.
+class AccessRewriter : public ExprMutator {
+ public:
+  explicit AccessRewriter(const std::unordered_map<const Buffer*, Realized>& realized)
+      : realized_(realized) {}
+  std::vector<Expr> Indices(const Buffer* b, const std::vector<Expr>& idx) {
+    auto it = realized_.find(b);
+    if (it == realized_.end() || it->second.offset.empty()) return idx;
+    std::vector<Expr> out;
+    for (size_t d = 0; d < idx.size(); ++d) out.push_back(idx[d] - it->second.offset[d]);
+    return out;
+  }
+  BufferPtr Target(const BufferPtr& b) {
+    auto it = realized_.find(b.get());
+    return it == realized_.end() ? b : it->second.buffer;
+  }
+
+ protected:
+  Expr VisitLoad(const LoadNode& n, const Expr& self) override {
+    Expr e = ExprMutator::VisitLoad(n, self);
+    const auto* l = As<LoadNode>(e);
+    auto it = realized_.find(l->buffer.get());
+    if (it == realized_.end()) return e;
+    return MakeLoad(it->second.buffer, Indices(l->buffer.get(), l->indices));
+  }
+
+ private:
+  const std::unordered_map<const Buffer*, Realized>& realized_;
+};
+
+class BufferCollector : public StmtMutator {
+ public:
+  std::set<const Buffer*> used;
+
+ protected:
+  class Loads : public ExprVisitor {
+   public:
+    explicit Loads(std::set<const Buffer*>* u) : used_(u) {}
+
+   protected:
+    void VisitLoad(const LoadNode& n, const Expr& self) override {
+      used_->insert(n.buffer.get());
+      ExprVisitor::VisitLoad(n, self);
+    }
+
+   private:
+    std::set<const Buffer*>* used_;
+  };
+  Expr VisitExpr(const Expr& e) override {
+    Loads l(&used);
+    l.Visit(e);
+    return e;
+  }
+  Stmt VisitStore(const StoreNode& n, const Stmt& self) override {
+    used.insert(n.buffer.get());
+    return StmtMutator::VisitStore(n, self);
+  }
+};
+
+class Lowerer {
+ public:
+  Lowerer(const Schedule& sch, const Target& target)
+      : sch_(sch), target_(target), stages_(sch.stages()) {}
+
+  absl::StatusOr<Program> Run() {
+    auto bounds = InferBounds(&stages_);
+    if (!bounds.ok()) return bounds.status();
+    bounds_ = std::move(*bounds);
+    if (absl::Status st = Check(); !st.ok()) return st;
+    for (const Stage& s : stages_) {
+      for (int leaf : s.leaves) analyzer_.Bind(s.iters[leaf].var, 0, s.iters[leaf].extent);
+    }
+    if (absl::Status st = RealizeBuffers(); !st.ok()) return st;
+
+    Program p;
+    p.name = "tessel_" + Sanitize(sch_.workload().name);
+    p.target = target_.kind;
+    for (const TensorDef& t : sch_.workload().tensors) {
+      if (t.is_input) p.buffers.push_back({t.buffer, BufferRole::kInput});
+    }
+    for (const std::string& o : sch_.workload().outputs) {
+      for (const Stage& s : stages_) {
+        if (!s.inlined() && s.is_output && s.buffer->name == o) {
+          p.buffers.push_back({s.buffer, BufferRole::kOutput});
+        }
+      }
+    }
+    for (const Stage& s : stages_) {
+      if (!s.inlined() && !s.is_output && s.buffer->scope == MemScope::kGlobal) {
+        p.buffers.push_back({s.buffer, BufferRole::kWorkspace});
+      }
+    }
+    for (const ProgramBuffer& b : p.buffers) {
+      if (b.buffer->NumElements() >= (int64_t{1} << 31)) p.needs_int64_indices = true;
+    }
+    for (size_t i = 0; i < stages_.size(); ++i) {
+      const Stage& s = stages_[i];
+      if (s.inlined() || s.attach.kind != AttachPoint::Kind::kRoot) continue;
+      Kernel k;
+      k.name = absl::StrCat(p.name, "_", Sanitize(s.name));
+      auto launch = LaunchOf(static_cast<int>(i));
+      if (!launch.ok()) return launch.status();
+      k.launch = *launch;
+      launch_ = *launch;
+      auto body = BuildNest(static_cast<int>(i));
+      if (!body.ok()) return body.status();
+      k.body = analyzer_.Simplify(*body);
+      BufferCollector bc;
+      bc.Visit(k.body);
+      for (const ProgramBuffer& b : p.buffers) {
+        if (bc.used.count(b.buffer.get())) k.params.push_back(b.buffer);
+      }
+      p.kernels.push_back(std::move(k));
+    }
+    return p;
+  }
+
+ private:
+  absl::Status Check() {
+    for (const Stage& s : stages_) {
+      if (s.inlined()) continue;
+      const bool attached = s.attach.kind == AttachPoint::Kind::kAt;
+      if (!attached && s.buffer->scope != MemScope::kGlobal) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "stage ", s.name, " is in ", MemScopeName(s.buffer->scope),
+            " memory but not attached to any loop; compute_at it inside the loop that uses it"));
+      }
+      for (int leaf : s.leaves) {
+        const IterVar& iv = s.iters[leaf];
+        if (!target_.is_cuda() && iv.thread != ThreadTag::kNone) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "stage ", s.name, " binds loop ", iv.var->name, " to ", ThreadTagName(iv.thread),
+              ", but the host target has no thread axes; use parallel instead"));
+        }
+        if (target_.is_cuda() && iv.kind == ForKind::kParallel) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "stage ", s.name, " marks loop ", iv.var->name,
+              " parallel, which is for the host target; bind it to blockIdx/threadIdx instead"));
+        }
+        if (attached && IsBlockTag(iv.thread)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "stage ", s.name, " binds loop ", iv.var->name, " to ", ThreadTagName(iv.thread),
+              " but is attached inside stage ", s.attach.stage,
+              "; only a kernel's root stage can bind blocks"));
+        }
+      }
+      if (s.reduce && s.init_at < 0) {
+        int first_reduce = -1;
+        for (size_t p = 0; p < s.leaves.size(); ++p) {
+          const IterVar& iv = s.iters[s.leaves[p]];
+          if (iv.reduce && first_reduce < 0) first_reduce = static_cast<int>(p);
+          if (!iv.reduce && first_reduce >= 0 && iv.thread == ThreadTag::kNone) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "stage ", s.name, " has spatial loop ", iv.var->name, " inside reduction loop ",
+                s.iters[s.leaves[first_reduce]].var->name,
+                "; use decompose_reduction to place the initialization before the reduction"));
+          }
+        }
+      }
+      if (s.reduce && s.init_at >= 0) {
+        const int pos = s.LeafPosition(s.init_at);
+        if (pos < 0) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "the decompose_reduction loop of stage ", s.name, " was later transformed"));
+        }
+        for (int p = 0; p < pos; ++p) {
+          if (s.iters[s.leaves[p]].reduce) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "stage ", s.name, ": reduction loop ", s.iters[s.leaves[p]].var->name,
+                " is outside the loop its initialization was placed before"));
+          }
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RealizeBuffers() {
+    for (size_t i = 0; i < stages_.size(); ++i) {
+      const Stage& s = stages_[i];
+      if (s.inlined()) continue;
+      const bool attached = s.attach.kind == AttachPoint::Kind::kAt;
+      if (!attached || s.buffer->scope == MemScope::kGlobal) {
+        if (!s.aligns.empty()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "stage ", s.name, " is in global memory; storage_align applies to shared/local"));
+        }
+        continue;
+      }
+      const StageBound& b = bounds_[i];
+      std::vector<int64_t> shape(b.root_extent.begin(), b.root_extent.begin() + s.axes.size());
+      std::vector<int64_t> strides;
+      if (!s.aligns.empty()) {
+        strides.assign(shape.size(), 1);
+        for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) {
+          int64_t st = strides[d + 1] * shape[d + 1];
+          for (const StorageAlign& a : s.aligns) {
+            if (a.axis == d) {
+              int64_t rem = ((st - a.offset) % a.factor + a.factor) % a.factor;
+              if (rem != 0) st += a.factor - rem;
+            }
+          }
+          strides[d] = st;
+        }
+      }
+      Realized r;
+      r.buffer = MakeBuffer(s.buffer->name, s.buffer->dtype, shape, s.buffer->scope, strides);
+      r.offset.assign(b.root_min.begin(), b.root_min.begin() + s.axes.size());
+      realized_[s.buffer.get()] = r;
+    }
+    return absl::OkStatus();
+  }
+
+  // Launch dimensions of the kernel rooted at stage `root`: every stage attached inside it.
+  absl::StatusOr<LaunchConfig> LaunchOf(int root) {
+    LaunchConfig l;
+    for (size_t i = 0; i < stages_.size(); ++i) {
+      const Stage& s = stages_[i];
+      if (s.inlined()) continue;
+      if (static_cast<int>(i) != root) {
+        // Attached (transitively) to root?
+        const Stage* cur = &s;
+        bool inside = false;
+        for (int depth = 0; depth < 1000 && cur->attach.kind == AttachPoint::Kind::kAt; ++depth) {
+          if (cur->attach.stage == stages_[root].name) {
+            inside = true;
+            break;
+          }
+          int pi = FindStageIndex(stages_, cur->attach.stage);
+          if (pi < 0) break;
+          cur = &stages_[pi];
+        }
+        if (!inside) continue;
+      }
+      for (int leaf : s.leaves) {
+        const IterVar& iv = s.iters[leaf];
+        const int64_t e = iv.extent;
+        switch (iv.thread) {
+          case ThreadTag::kBlockX: l.grid[0] = e; break;
+          case ThreadTag::kBlockY: l.grid[1] = e; break;
+          case ThreadTag::kBlockZ: l.grid[2] = e; break;
+          case ThreadTag::kThreadX: l.block[0] = std::max(l.block[0], e); break;
+          case ThreadTag::kThreadY: l.block[1] = std::max(l.block[1], e); break;
+          case ThreadTag::kThreadZ: l.block[2] = std::max(l.block[2], e); break;
+          default: break;
+        }
+      }
+    }
+    return l;
+  }
+
+  int64_t BlockDim(ThreadTag t) const {
+    switch (t) {
+      case ThreadTag::kThreadX: return launch_.block[0];
+      case ThreadTag::kThreadY: return launch_.block[1];
+      case ThreadTag::kThreadZ: return launch_.block[2];
+      default: return 1;
+    }
+  }
+
+  Stmt MakeLoop(const Stage& s, int iter, Stmt body, bool unrolled) {
+    const IterVar& iv = s.iters[iter];
+    ForKind kind = iv.kind;
+    if (kind == ForKind::kSerial && unrolled) kind = ForKind::kUnrolled;
+    if (iv.thread == ThreadTag::kVThread) kind = ForKind::kThreadBinding;
+    if (!body) body = MakeSeq({});
+    return MakeFor(iv.var, MakeInt(0), MakeInt(iv.extent), kind, iv.thread, std::move(body),
+                   iv.annotations);
+  }
+
+  // Whether the nest at (stage, iter) runs more than once per thread (so a shared producer there
+  // needs a barrier before it too).
+  bool RunsRepeatedly(int si, int iter) {
+    for (auto [st, it] : EnclosingLoops(stages_, si, iter)) {
+      const IterVar& iv = stages_[st].iters[it];
+      if (iv.thread != ThreadTag::kNone && iv.thread != ThreadTag::kVThread) continue;
+      if (iv.extent > 1) return true;
+    }
+    return false;
+  }
+
+  absl::StatusOr<Stmt> BuildNest(int si) {
+    const Stage& s = stages_[si];
+    const StageBound& b = bounds_[si];
+    const int naxes = static_cast<int>(s.axes.size());
+    const std::vector<Expr> vals = s.IterValues();
+    std::vector<Expr> g(s.num_root());
+    std::unordered_map<const VarNode*, Expr> map;
+    for (int r = 0; r < s.num_root(); ++r) {
+      g[r] = analyzer_.Simplify(b.root_min[r] + vals[r]);
+      map[r < naxes ? s.axes[r].get() : s.reduce_axes[r - naxes].get()] = g[r];
+    }
+    AccessRewriter rw(realized_);
+    Expr value = rw.Visit(Substitute(s.body, map));
+    std::vector<Expr> idx(g.begin(), g.begin() + naxes);
+    BufferPtr out = rw.Target(s.buffer);
+    std::vector<Expr> out_idx = rw.Indices(s.buffer.get(), idx);
+
+    // Guards.
+    Expr spatial_cond, reduce_cond;
+    const bool attached = s.attach.kind == AttachPoint::Kind::kAt;
+    for (int r = 0; r < s.num_root(); ++r) {
+      Expr c = vals[r] < b.root_extent[r];
+      Expr& acc = r < naxes ? spatial_cond : reduce_cond;
+      if (!analyzer_.CanProve(c)) acc = MakeAnd(acc, c);
+      if (r < naxes && attached) {
+        int64_t lo = 0, hi = 0;
+        const int64_t dim = s.buffer->shape[r];
+        if (!analyzer_.ConstBounds(g[r], &lo, &hi) || lo < 0 || hi >= dim) {
+          if (!(analyzer_.ConstBounds(g[r], &lo, &hi) && lo >= 0)) acc = MakeAnd(acc, g[r] >= 0);
+          acc = MakeAnd(acc, g[r] < dim);
+        }
+      }
+    }
+    int cross = -1;  // leaf position of a thread-bound reduction loop
+    for (size_t p = 0; p < s.leaves.size(); ++p) {
+      const IterVar& iv = s.iters[s.leaves[p]];
+      if (IsThreadTag(iv.thread) && iv.extent < BlockDim(iv.thread)) {
+        Expr c = Expr(iv.var) < iv.extent;
+        if (iv.reduce) {
+          reduce_cond = MakeAnd(reduce_cond, c);
+        } else {
+          spatial_cond = MakeAnd(spatial_cond, c);
+        }
+      }
+      if (iv.reduce && IsThreadTag(iv.thread)) cross = static_cast<int>(p);
+    }
+    if (cross >= 0 && s.buffer->scope == MemScope::kLocal &&
+        s.attach.kind != AttachPoint::Kind::kAt) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("stage ", s.name, " is local but not attached"));
+    }
+
+    // Unrolling from the stage annotation.
+    std::vector<bool> unrolled(s.leaves.size(), false);
+    if (auto it = s.annotations.find("auto_unroll_max_step"); it != s.annotations.end()) {
+      int64_t prod = 1;
+      for (int p = static_cast<int>(s.leaves.size()) - 1; p >= 0; --p) {
+        const IterVar& iv = s.iters[s.leaves[p]];
+        if (iv.kind != ForKind::kSerial || iv.thread != ThreadTag::kNone) break;
+        prod *= iv.extent;
+        if (prod > it->second) break;
+        unrolled[p] = true;
+      }
+    }
+
+    // Innermost statement.
+    const DType vt = value->dtype;
+    BufferPtr acc_buf;
+    Stmt body;
+    if (!s.reduce) {
+      body = MakeIf(MakeAnd(spatial_cond, reduce_cond), MakeStore(out, out_idx, value));
+    } else if (cross >= 0) {
+      acc_buf = MakeBuffer(Sanitize(s.name) + "_acc", vt, {1}, MemScope::kLocal);
+      Expr acc = MakeLoad(acc_buf, {MakeInt(0)});
+      body = MakeIf(MakeAnd(spatial_cond, reduce_cond),
+                    MakeStore(acc_buf, {MakeInt(0)}, ReduceCombine(*s.reduce, acc, value)));
+    } else {
+      Expr cur = MakeLoad(out, out_idx);
+      body = MakeIf(MakeAnd(spatial_cond, reduce_cond),
+                    MakeStore(out, out_idx, ReduceCombine(*s.reduce, cur, value)));
+    }
+
+    int first_reduce = -1;
+    for (size_t p = 0; p < s.leaves.size(); ++p) {
+      if (s.iters[s.leaves[p]].reduce) {
+        first_reduce = static_cast<int>(p);
+        break;
+      }
+    }
+    const int init_pos = s.init_at >= 0 ? s.LeafPosition(s.init_at) : first_reduce;
+
+    for (int p = static_cast<int>(s.leaves.size()) - 1; p >= 0; --p) {
+      const int iter = s.leaves[p];
+      // Stages attached here.
+      std::vector<Stmt> before, after;
+      std::vector<BufferPtr> allocs;
+      bool shared_before = false;
+      for (size_t ai = 0; ai < stages_.size(); ++ai) {
+        const Stage& a = stages_[ai];
+        if (a.inlined() || a.attach.kind != AttachPoint::Kind::kAt || a.attach.stage != s.name ||
+            a.attach.iter != iter) {
+          continue;
+        }
+        if (p == cross) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "stage ", a.name, " is attached to the cross-thread reduction loop ",
+              s.iters[iter].var->name, " of stage ", s.name, "; attach it to another loop"));
+        }
+        auto nest = BuildNest(static_cast<int>(ai));
+        if (!nest.ok()) return nest.status();
+        const bool shared = a.buffer->scope != MemScope::kLocal && target_.is_cuda();
+        if (a.attach.reverse) {
+          after.push_back(*nest);
+        } else {
+          before.push_back(*nest);
+          shared_before |= shared;
+        }
+        auto it = realized_.find(a.buffer.get());
+        if (it != realized_.end()) allocs.push_back(it->second.buffer);
+      }
+      if (shared_before) {
+        // Producers in memory other threads read: everyone waits for them to be written, and
+        // (when this nest runs repeatedly) for the previous iteration's readers to finish.
+        if (RunsRepeatedly(si, iter)) before.insert(before.begin(), MakeBarrier());
+        before.push_back(MakeBarrier());
+      }
+      if (!before.empty() || !after.empty()) {
+        std::vector<Stmt> seq = before;
+        seq.push_back(body);
+        seq.insert(seq.end(), after.begin(), after.end());
+        body = MakeSeq(seq);
+      }
+      for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) body = MakeAllocate(*it, body);
+
+      Stmt loop = p == cross ? body : MakeLoop(s, iter, body, unrolled[p]);
+      if (s.reduce && p == init_pos && cross < 0) {
+        // The initialization nest: the spatial loops at and below this position.
+        Stmt init = MakeIf(spatial_cond, MakeStore(out, out_idx, ReduceIdentity(*s.reduce, vt)));
+        for (int q = static_cast<int>(s.leaves.size()) - 1; q >= p; --q) {
+          if (!s.iters[s.leaves[q]].reduce) init = MakeLoop(s, s.leaves[q], init, unrolled[q]);
+        }
+        loop = MakeSeq({init, loop});
+      }
+      if (cross >= 0 && p == first_reduce) {
+        const IterVar& tv = s.iters[s.leaves[cross]];
+        Expr acc = MakeLoad(acc_buf, {MakeInt(0)});
+        BufferPtr res = MakeBuffer(Sanitize(s.name) + "_red", vt, {1}, MemScope::kLocal);
+        Expr store_cond = spatial_cond;
+        if (s.buffer->scope != MemScope::kLocal) {
+          store_cond = MakeAnd(store_cond, Expr(tv.var) == 0);
+        }
+        Stmt reduce_and_store = MakeAllocate(
+            res, MakeSeq({MakeAllReduce(*s.reduce, acc, res, tv.thread, BlockDim(tv.thread)),
+                          MakeIf(store_cond,
+                                 MakeStore(out, out_idx, MakeLoad(res, {MakeInt(0)})))}));
+        Stmt block = MakeAllocate(
+            acc_buf,
+            MakeSeq({MakeStore(acc_buf, {MakeInt(0)}, ReduceIdentity(*s.reduce, vt)), loop,
+                     reduce_and_store}));
+        loop = MakeFor(tv.var, MakeInt(0), MakeInt(tv.extent), ForKind::kThreadBinding,
+                       tv.thread, block, tv.annotations);
+      }
+      body = loop;
+    }
+    if (s.leaves.empty()) {
+      // A 0-d stage: the body alone (with the reduction's init if any).
+      if (s.reduce && cross < 0) {
+        body = MakeSeq({MakeStore(out, out_idx, ReduceIdentity(*s.reduce, vt)), body});
+      }
+    }
+    return body;
+  }
+
+  const Schedule& sch_;
+  const Target& target_;
+  std::vector<Stage> stages_;
+  std::vector<StageBound> bounds_;
+  std::unordered_map<const Buffer*, Realized> realized_;
+  Analyzer analyzer_;
+  LaunchConfig launch_;
+};
+
+}  // namespace
+
+absl::StatusOr<Program> Lower(const Schedule& schedule, const Target& target) {
+  return Lowerer(schedule, target).Run();
+}
+
+absl::StatusOr<Schedule> ReferenceSchedule(const Workload& workload, const Target& target) {
+  auto sch = Schedule::Create(workload);
+  if (!sch.ok()) return sch.status();
+  if (!target.is_cuda()) return sch;
+  std::vector<std::string> names;
+  for (const Stage& s : sch->stages()) names.push_back(s.name);
+  for (const std::string& name : names) {
+    auto b = sch->GetBlock(name);
+    if (!b.ok()) return b.status();
+    auto loops = sch->GetLoops(*b);
+    if (!loops.ok()) return loops.status();
+    std::vector<LoopRV> spatial;
+    for (LoopRV l : *loops) {
+      if (!sch->LoopStage(l).iters[sch->LoopIter(l)].reduce) spatial.push_back(l);
+    }
+    if (spatial.empty()) continue;
+    LoopRV fused = spatial[0];
+    if (spatial.size() > 1) {
+      auto f = sch->Fuse(spatial);
+      if (!f.ok()) return f.status();
+      fused = *f;
+    }
+    const int64_t threads = std::min<int64_t>(256, sch->LoopExtent(fused));
+    auto parts = sch->Split(fused, {-1, threads});
+    if (!parts.ok()) return parts.status();
+    if (auto st = sch->Bind((*parts)[0], "blockIdx.x"); !st.ok()) return st;
+    if (auto st = sch->Bind((*parts)[1], "threadIdx.x"); !st.ok()) return st;
+  }
+  return sch;
+}
+
+absl::StatusOr<Program> LowerReference(const Workload& workload, const Target& target) {
+  auto sch = ReferenceSchedule(workload, target);
+  if (!sch.ok()) return sch.status();
+  return Lower(*sch, target);
+}
+
+}  // namespace tessel::schedules

@@ -1,0 +1,116 @@
+#include "schedules/lower/verify.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace tessel::schedules {
+
+namespace {
+
+// Registers a thread needs beyond its local buffers: indices, pointers, loop counters.
+constexpr int64_t kRegisterOverhead = 24;
+
+void Walk(const Stmt& s, int64_t live_local, KernelResources* r) {
+  if (!s) return;
+  switch (s->kind) {
+    case StmtKind::kFor: {
+      const auto& n = static_cast<const ForNode&>(*s);
+      if (n.kind == ForKind::kVectorized) {
+        int64_t ext = 0;
+        if (IsConstInt(n.extent, &ext)) {
+          // The element type is that of the stores inside; assume 4 bytes unless a store says.
+          int64_t bytes = 4;
+          if (const auto* st = As<StoreNode>(n.body)) bytes = DTypeBytes(st->buffer->dtype);
+          r->max_vector_bytes = std::max(r->max_vector_bytes, ext * bytes);
+        }
+      }
+      Walk(n.body, live_local, r);
+      return;
+    }
+    case StmtKind::kAllocate: {
+      const auto& n = static_cast<const AllocateNode&>(*s);
+      if (n.buffer->scope == MemScope::kShared) {
+        r->shared_bytes += n.buffer->AllocatedBytes();
+        Walk(n.body, live_local, r);
+      } else {
+        const int64_t words = (n.buffer->AllocatedBytes() + 3) / 4;
+        r->local_elements = std::max(r->local_elements, live_local + words);
+        Walk(n.body, live_local + words, r);
+      }
+      return;
+    }
+    case StmtKind::kIfThenElse: {
+      const auto& n = static_cast<const IfThenElseNode&>(*s);
+      Walk(n.then_case, live_local, r);
+      Walk(n.else_case, live_local, r);
+      return;
+    }
+    case StmtKind::kSeq:
+      for (const Stmt& c : static_cast<const SeqNode&>(*s).stmts) Walk(c, live_local, r);
+      return;
+    case StmtKind::kLetStmt:
+      Walk(static_cast<const LetStmtNode&>(*s).body, live_local, r);
+      return;
+    default: return;
+  }
+}
+
+}  // namespace
+
+KernelResources EstimateResources(const Kernel& k) {
+  KernelResources r;
+  r.threads = k.launch.threads_per_block();
+  Walk(k.body, 0, &r);
+  return r;
+}
+
+absl::Status VerifyProgram(const Program& p, const Target& t) {
+  if (p.kernels.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("program ", p.name, " has no kernel"));
+  }
+  if (!t.is_cuda()) return absl::OkStatus();
+  for (const Kernel& k : p.kernels) {
+    const KernelResources r = EstimateResources(k);
+    if (r.threads > t.max_threads_per_block) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "kernel ", k.name, " uses ", r.threads, " threads per block, over the limit of ",
+          t.max_threads_per_block, " by ", r.threads - t.max_threads_per_block));
+    }
+    for (int d = 0; d < 3; ++d) {
+      const int64_t max_grid = d == 0 ? (int64_t{1} << 31) - 1 : 65535;
+      if (k.launch.grid[d] > max_grid) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "kernel ", k.name, " launches ", k.launch.grid[d], " blocks along ", std::string(1, "xyz"[d]),
+            ", over the limit of ", max_grid, " by ", k.launch.grid[d] - max_grid));
+      }
+    }
+    if (r.shared_bytes > t.max_shared_bytes_optin) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "kernel ", k.name, " needs ", r.shared_bytes, " bytes of shared memory per block, over ",
+          "the ", t.arch, " limit of ", t.max_shared_bytes_optin, " by ",
+          r.shared_bytes - t.max_shared_bytes_optin));
+    }
+    const int64_t regs = r.local_elements + kRegisterOverhead;
+    if (regs > t.max_registers_per_thread) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "kernel ", k.name, " keeps ", r.local_elements,
+          " words in local buffers, about ", regs, " registers per thread, over the limit of ",
+          t.max_registers_per_thread, " by ", regs - t.max_registers_per_thread));
+    }
+    if (regs * r.threads > t.registers_per_block) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "kernel ", k.name, " needs about ", regs, " registers per thread for ", r.threads,
+          " threads: ", regs * r.threads, " per block, over the limit of ", t.registers_per_block,
+          " by ", regs * r.threads - t.registers_per_block));
+    }
+    if (r.max_vector_bytes > t.max_vector_bytes) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "kernel ", k.name, " vectorizes ", r.max_vector_bytes, " bytes per access, over the ",
+          "limit of ", t.max_vector_bytes, " by ", r.max_vector_bytes - t.max_vector_bytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessel::schedules

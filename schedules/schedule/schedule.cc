@@ -1,0 +1,1518 @@
+#include "schedules/schedule/schedule.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "schedules/ir/expr_functor.h"
+#include "schedules/ir/substitute.h"
+#include "schedules/lower/bound.h"
+#include "schedules/util/check.h"
+
+namespace tessel::schedules {
+
+
+namespace {
+
+absl::Status Invalid(const std::string& prim, const std::string& msg) {
+  return absl::InvalidArgumentError(absl::StrCat(prim, ": ", msg));
+}
+absl::Status Precondition(const std::string& prim, const std::string& msg) {
+  return absl::FailedPreconditionError(absl::StrCat(prim, ": ", msg));
+}
+
+// Replaces loads of one buffer by loads of another (same indices).
+class BufferReplacer : public ExprMutator {
+ public:
+  BufferReplacer(const Buffer* from, BufferPtr to) : from_(from), to_(std::move(to)) {}
+
+ protected:
+  Expr VisitLoad(const LoadNode& n, const Expr& self) override {
+    Expr e = ExprMutator::VisitLoad(n, self);
+    const auto* l = As<LoadNode>(e);
+    if (l->buffer.get() == from_) return MakeLoad(to_, l->indices);
+    return e;
+  }
+
+ private:
+  const Buffer* from_;
+  BufferPtr to_;
+};
+
+// Replaces loads of `buffer` by the producer's body with its axes bound to the load's indices.
+class Inliner : public ExprMutator {
+ public:
+  Inliner(const Buffer* buffer, const std::vector<VarPtr>& axes, Expr body)
+      : buffer_(buffer), axes_(axes), body_(std::move(body)) {}
+
+ protected:
+  Expr VisitLoad(const LoadNode& n, const Expr& self) override {
+    Expr e = ExprMutator::VisitLoad(n, self);
+    const auto* l = As<LoadNode>(e);
+    if (l->buffer.get() != buffer_) return e;
+    std::unordered_map<const VarNode*, Expr> map;
+    for (size_t i = 0; i < axes_.size(); ++i) map[axes_[i].get()] = l->indices[i];
+    return Substitute(body_, map);
+  }
+
+ private:
+  const Buffer* buffer_;
+  const std::vector<VarPtr>& axes_;
+  Expr body_;
+};
+
+class LoadCollector : public ExprVisitor {
+ public:
+  explicit LoadCollector(const Buffer* b) : buffer_(b) {}
+  std::vector<const LoadNode*> loads;
+
+ protected:
+  void VisitLoad(const LoadNode& n, const Expr& self) override {
+    if (n.buffer.get() == buffer_) loads.push_back(&n);
+    ExprVisitor::VisitLoad(n, self);
+  }
+
+ private:
+  const Buffer* buffer_;
+};
+
+bool Reads(const Stage& s, const Buffer* b) {
+  LoadCollector c(b);
+  c.Visit(s.body);
+  return !c.loads.empty();
+}
+
+// Whether every load of `b` in `s` indexes it with exactly the stage's axes, in order.
+bool ReadsAtIdentity(const Stage& s, const Buffer* b) {
+  LoadCollector c(b);
+  c.Visit(s.body);
+  if (c.loads.empty()) return false;
+  for (const LoadNode* l : c.loads) {
+    if (l->indices.size() != s.axes.size()) return false;
+    for (size_t i = 0; i < s.axes.size(); ++i) {
+      if (l->indices[i].get() != s.axes[i].get()) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Creation and bookkeeping.
+
+absl::StatusOr<Schedule> Schedule::Create(const Workload& workload, uint64_t seed) {
+  if (absl::Status s = ValidateWorkload(workload); !s.ok()) return s;
+  Schedule sch;
+  sch.workload_ = std::make_shared<Workload>(workload);
+  sch.rng_.seed(seed);
+  for (const TensorDef& t : sch.workload_->tensors) {
+    if (t.is_input) {
+      sch.inputs_.push_back(t.buffer);
+      continue;
+    }
+    Stage s;
+    s.name = t.name;
+    s.buffer = t.buffer;
+    s.axes = t.axes;
+    s.reduce_axes = t.reduce_axes;
+    s.reduce = t.reduce;
+    s.body = t.body;
+    for (size_t d = 0; d < t.axes.size(); ++d) {
+      s.iters.push_back(IterVar{t.axes[d], t.buffer->shape[d]});
+    }
+    for (size_t r = 0; r < t.reduce_axes.size(); ++r) {
+      IterVar iv{t.reduce_axes[r], t.reduce_extents[r]};
+      iv.reduce = true;
+      s.iters.push_back(iv);
+    }
+    s.leaves.resize(s.iters.size());
+    std::iota(s.leaves.begin(), s.leaves.end(), 0);
+    s.is_output = sch.workload_->IsOutput(t.name);
+    s.origin = "compute";
+    sch.stages_.push_back(std::move(s));
+  }
+  return sch;
+}
+
+const Stage* Schedule::FindStage(const std::string& name) const {
+  int i = StageIndex(name);
+  return i < 0 ? nullptr : &stages_[i];
+}
+
+int Schedule::StageIndex(const std::string& name) const {
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    if (stages_[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+const Stage& Schedule::GetStage(BlockRV b) const {
+  TESSEL_CHECK(b.id >= 0 && b.id < static_cast<int>(rvs_.size()) && rvs_[b.id].kind == 'b')
+      << "not a stage random variable: " << b.id;
+  const Stage* s = FindStage(rvs_[b.id].stage);
+  TESSEL_CHECK(s) << "stage " << rvs_[b.id].stage << " vanished";
+  return *s;
+}
+
+const Stage& Schedule::LoopStage(LoopRV l) const {
+  TESSEL_CHECK(l.id >= 0 && l.id < static_cast<int>(rvs_.size()) && rvs_[l.id].kind == 'l')
+      << "not a loop random variable: " << l.id;
+  const Stage* s = FindStage(rvs_[l.id].stage);
+  TESSEL_CHECK(s) << "stage " << rvs_[l.id].stage << " vanished";
+  return *s;
+}
+
+int Schedule::LoopIter(LoopRV l) const {
+  LoopStage(l);
+  return rvs_[l.id].iter;
+}
+
+int64_t Schedule::LoopExtent(LoopRV l) const { return LoopStage(l).iters[LoopIter(l)].extent; }
+
+std::string Schedule::LoopName(LoopRV l) const {
+  const Stage& s = LoopStage(l);
+  return absl::StrCat(s.name, ".", s.iters[LoopIter(l)].var->name);
+}
+
+int64_t Schedule::Value(IntRV v) const {
+  TESSEL_CHECK(v.id >= 0 && v.id < static_cast<int>(rvs_.size()) && rvs_[v.id].kind == 'v')
+      << "not an integer random variable: " << v.id;
+  return rvs_[v.id].value;
+}
+
+std::string Schedule::NewRV(char kind, RVEntry entry) {
+  entry.kind = kind;
+  std::string name = absl::StrCat(std::string(1, kind), rvs_.size());
+  rvs_.push_back(std::move(entry));
+  rv_names_.push_back(name);
+  return name;
+}
+
+absl::StatusOr<Stage*> Schedule::MutableStage(BlockRV b, const char* prim) {
+  if (b.id < 0 || b.id >= static_cast<int>(rvs_.size()) || rvs_[b.id].kind != 'b') {
+    return Invalid(prim, "the stage handle does not belong to this schedule");
+  }
+  int i = StageIndex(rvs_[b.id].stage);
+  if (i < 0) return Invalid(prim, absl::StrCat("stage ", rvs_[b.id].stage, " no longer exists"));
+  Stage* s = &stages_[i];
+  if (s->inlined()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " was inlined and has no loops"));
+  }
+  return s;
+}
+
+absl::StatusOr<std::pair<Stage*, int>> Schedule::MutableLoop(LoopRV l, const char* prim) {
+  if (l.id < 0 || l.id >= static_cast<int>(rvs_.size()) || rvs_[l.id].kind != 'l') {
+    return Invalid(prim, "the loop handle does not belong to this schedule");
+  }
+  int i = StageIndex(rvs_[l.id].stage);
+  if (i < 0) return Invalid(prim, absl::StrCat("stage ", rvs_[l.id].stage, " no longer exists"));
+  Stage* s = &stages_[i];
+  if (s->inlined()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " was inlined and has no loops"));
+  }
+  const int iter = rvs_[l.id].iter;
+  if (s->LeafPosition(iter) < 0) {
+    return Precondition(prim, absl::StrCat(LoopDesc(*s, iter),
+                                           " is no longer a loop (it was split, fused or its "
+                                           "stage's loops were reset by compute_at)"));
+  }
+  return std::make_pair(s, iter);
+}
+
+std::string Schedule::LoopDesc(const Stage& s, int iter) const {
+  return absl::StrCat("loop ", s.iters[iter].var->name, " of stage ", s.name);
+}
+
+std::string Schedule::UniqueStageName(const std::string& base) const {
+  std::string name = base;
+  for (int i = 1; StageIndex(name) >= 0 || workload_->Find(name) != nullptr; ++i) {
+    name = absl::StrCat(base, "_", i);
+  }
+  return name;
+}
+
+std::string Schedule::NewVarName(const Stage& s, const std::string& base) const {
+  std::set<std::string> used;
+  for (const IterVar& iv : s.iters) used.insert(iv.var->name);
+  std::string name = base;
+  for (int i = 1; used.count(name); ++i) name = absl::StrCat(base, "_", i);
+  return name;
+}
+
+std::vector<int> Schedule::Consumers(const Buffer* buffer) const {
+  std::vector<int> out;
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    if (!stages_[i].inlined() && Reads(stages_[i], buffer)) out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+void Schedule::ReplaceBuffer(const BufferPtr& from, const BufferPtr& to) {
+  BufferReplacer r(from.get(), to);
+  for (Stage& s : stages_) {
+    if (s.buffer.get() == from.get()) s.buffer = to;
+    s.body = r.Visit(s.body);
+  }
+}
+
+
+void Schedule::ResetLoops(Stage* s, const std::vector<int64_t>& root_extents) {
+  s->iters.resize(s->num_root());
+  for (int i = 0; i < s->num_root(); ++i) {
+    IterVar& iv = s->iters[i];
+    iv.extent = root_extents[i];
+    iv.kind = ForKind::kSerial;
+    iv.thread = ThreadTag::kNone;
+    iv.annotations.clear();
+  }
+  s->relations.clear();
+  s->leaves.resize(s->iters.size());
+  std::iota(s->leaves.begin(), s->leaves.end(), 0);
+  s->init_at = -1;
+}
+
+bool Schedule::IsAttachedWithin(const Stage& s, const std::string& ancestor) const {
+  const Stage* cur = &s;
+  for (int depth = 0; depth < 1000; ++depth) {
+    if (cur->attach.kind != AttachPoint::Kind::kAt) return false;
+    if (cur->attach.stage == ancestor) return true;
+    cur = FindStage(cur->attach.stage);
+    if (!cur) return false;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lookup.
+
+absl::StatusOr<BlockRV> Schedule::GetBlock(const std::string& stage_name) {
+  const Stage* s = FindStage(stage_name);
+  if (!s) {
+    std::vector<std::string> names;
+    for (const Stage& st : stages_) {
+      if (!st.inlined()) names.push_back(st.name);
+    }
+    return Invalid("get_stage", absl::StrCat("no stage named '", stage_name,
+                                             "'; the stages are: ", absl::StrJoin(names, ", ")));
+  }
+  BlockRV b{static_cast<int>(rvs_.size())};
+  Instruction inst{"get_stage", {}, {{"name", stage_name}}, {NewRV('b', {0, stage_name})}, {}};
+  Record(std::move(inst));
+  return b;
+}
+
+absl::StatusOr<std::vector<LoopRV>> Schedule::GetLoops(BlockRV block) {
+  auto s = MutableStage(block, "get_loops");
+  if (!s.ok()) return s.status();
+  Instruction inst{"get_loops", {RVName(block.id)}, {}, {}, {}};
+  std::vector<LoopRV> out;
+  for (int iter : (*s)->leaves) {
+    out.push_back(LoopRV{static_cast<int>(rvs_.size())});
+    inst.outputs.push_back(NewRV('l', {0, (*s)->name, iter}));
+  }
+  Record(std::move(inst));
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sampling.
+
+namespace {
+
+// Portable uniform integer in [0, n): std::mt19937_64 output is standardized, distributions are
+// not, so sampling does its own reduction.
+int64_t UniformInt(std::mt19937_64& rng, int64_t n) { return static_cast<int64_t>(rng() % n); }
+
+std::vector<int64_t> Divisors(int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = 1; i * i <= n; ++i) {
+    if (n % i == 0) {
+      d.push_back(i);
+      if (i != n / i) d.push_back(n / i);
+    }
+  }
+  std::sort(d.begin(), d.end());
+  return d;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<IntRV>> Schedule::SamplePerfectTile(
+    LoopRV loop, int n, int64_t max_innermost, std::optional<std::vector<int64_t>> decision) {
+  const char* prim = "sample_perfect_tile";
+  auto l = MutableLoop(loop, prim);
+  if (!l.ok()) return l.status();
+  const auto [s, iter] = *l;
+  const int64_t extent = s->iters[iter].extent;
+  if (n < 1) return Invalid(prim, absl::StrCat("n must be at least 1, got ", n));
+  if (max_innermost < 1) {
+    return Invalid(prim, absl::StrCat("max_innermost must be at least 1, got ", max_innermost));
+  }
+  std::vector<int64_t> factors;
+  if (decision) {
+    factors = *decision;
+    int64_t prod = 1;
+    for (int64_t f : factors) prod *= f;
+    if (static_cast<int>(factors.size()) != n || prod != extent ||
+        std::any_of(factors.begin(), factors.end(), [](int64_t f) { return f < 1; })) {
+      return Invalid(prim, absl::StrCat("decision [", absl::StrJoin(factors, ", "),
+                                        "] is not ", n, " positive factors of ",
+                                        LoopDesc(*s, iter), " (extent ", extent, ")"));
+    }
+    if (factors.back() > max_innermost) {
+      return Invalid(prim, absl::StrCat("decision's innermost factor ", factors.back(),
+                                        " exceeds max_innermost ", max_innermost));
+    }
+  } else {
+    // Innermost first: a divisor of the extent within max_innermost, then the others uniformly
+    // among the divisors of what is left; the outermost takes the rest.
+    factors.assign(n, 1);
+    int64_t rest = extent;
+    for (int i = n - 1; i >= 1; --i) {
+      std::vector<int64_t> d = Divisors(rest);
+      if (i == n - 1) {
+        d.erase(std::remove_if(d.begin(), d.end(), [&](int64_t x) { return x > max_innermost; }),
+                d.end());
+      }
+      factors[i] = d[UniformInt(rng_, static_cast<int64_t>(d.size()))];
+      rest /= factors[i];
+    }
+    factors[0] = rest;
+  }
+  Instruction inst{prim, {RVName(loop.id)}, {{"n", n}, {"max_innermost", max_innermost}}, {},
+                   factors};
+  std::vector<IntRV> out;
+  for (int64_t f : factors) {
+    out.push_back(IntRV{static_cast<int>(rvs_.size())});
+    RVEntry e;
+    e.value = f;
+    inst.outputs.push_back(NewRV('v', e));
+  }
+  Record(std::move(inst));
+  return out;
+}
+
+absl::StatusOr<IntRV> Schedule::SampleCategorical(std::vector<int64_t> candidates,
+                                                  std::vector<double> probs,
+                                                  std::optional<int64_t> decision) {
+  const char* prim = "sample_categorical";
+  if (candidates.empty() || candidates.size() != probs.size()) {
+    return Invalid(prim, absl::StrCat("needs as many probabilities as candidates (got ",
+                                      candidates.size(), " candidates and ", probs.size(),
+                                      " probabilities)"));
+  }
+  double total = 0;
+  for (double p : probs) {
+    if (!(p >= 0)) return Invalid(prim, "probabilities must be non-negative");
+    total += p;
+  }
+  if (total <= 0) return Invalid(prim, "probabilities must not all be zero");
+  int64_t index = 0;
+  if (decision) {
+    if (*decision < 0 || *decision >= static_cast<int64_t>(candidates.size())) {
+      return Invalid(prim, absl::StrCat("decision ", *decision, " is not an index below ",
+                                        candidates.size()));
+    }
+    index = *decision;
+  } else {
+    // 53 random bits to a double in [0, total).
+    const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0) * total;
+    double acc = 0;
+    index = static_cast<int64_t>(candidates.size()) - 1;
+    for (size_t i = 0; i < probs.size(); ++i) {
+      acc += probs[i];
+      if (u < acc) {
+        index = static_cast<int64_t>(i);
+        break;
+      }
+    }
+  }
+  IntRV out{static_cast<int>(rvs_.size())};
+  RVEntry e;
+  e.value = candidates[index];
+  Instruction inst{prim, {}, {{"candidates", candidates}, {"probs", probs}}, {NewRV('v', e)},
+                   index};
+  Record(std::move(inst));
+  return out;
+}
+
+absl::StatusOr<LoopRV> Schedule::SampleComputeLocation(BlockRV block,
+                                                       std::optional<int64_t> decision) {
+  const char* prim = "sample_compute_location";
+  auto s = MutableStage(block, prim);
+  if (!s.ok()) return s.status();
+  std::vector<int> consumers = Consumers((*s)->buffer.get());
+  // Candidates: root, inline (injective, not an output, nothing attached to it), and every loop
+  // of the single consumer.
+  std::vector<int64_t> choices = {-2};
+  const bool can_inline = !(*s)->reduce && !(*s)->is_output;
+  if (can_inline) choices.push_back(-1);
+  const Stage* consumer = consumers.size() == 1 ? &stages_[consumers[0]] : nullptr;
+  if (consumer) {
+    for (size_t i = 0; i < consumer->leaves.size(); ++i) choices.push_back(static_cast<int64_t>(i));
+  }
+  int64_t pick;
+  if (decision) {
+    if (std::find(choices.begin(), choices.end(), *decision) == choices.end()) {
+      return Invalid(prim, absl::StrCat("decision ", *decision, " is not a location of stage ",
+                                        (*s)->name));
+    }
+    pick = *decision;
+  } else {
+    pick = choices[UniformInt(rng_, static_cast<int64_t>(choices.size()))];
+  }
+  LoopRV out;
+  std::string out_name;
+  if (pick == -2) {
+    out.id = kRootLoop;
+    out_name = "root";
+  } else if (pick == -1) {
+    out.id = kInlineLoop;
+    out_name = "inline";
+  } else {
+    out.id = static_cast<int>(rvs_.size());
+    out_name = NewRV('l', {0, consumer->name, consumer->leaves[pick]});
+  }
+  Record(Instruction{prim, {RVName(block.id)}, {}, {out_name}, pick});
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loop transformations.
+
+absl::StatusOr<std::vector<LoopRV>> Schedule::Split(LoopRV loop,
+                                                    const std::vector<Factor>& factors) {
+  const char* prim = "split";
+  auto l = MutableLoop(loop, prim);
+  if (!l.ok()) return l.status();
+  auto [s, iter] = *l;
+  const int64_t extent = s->iters[iter].extent;
+  if (factors.size() < 2) {
+    return Invalid(prim, absl::StrCat("needs at least two factors to split ", LoopDesc(*s, iter)));
+  }
+  std::vector<int64_t> f;
+  int inferred = -1;
+  for (size_t i = 0; i < factors.size(); ++i) {
+    int64_t v = factors[i].rv.id >= 0 ? Value(factors[i].rv) : factors[i].value;
+    if (v == -1 && factors[i].rv.id < 0) {
+      if (inferred >= 0) {
+        return Invalid(prim, absl::StrCat("at most one factor may be -1 (inferred) when splitting ",
+                                          LoopDesc(*s, iter)));
+      }
+      inferred = static_cast<int>(i);
+      v = 1;
+    } else if (v <= 0) {
+      return Invalid(prim, absl::StrCat("factor ", v, " is not positive; cannot split ",
+                                        LoopDesc(*s, iter)));
+    }
+    f.push_back(v);
+  }
+  int64_t prod = 1;
+  for (int64_t v : f) prod *= v;
+  if (inferred >= 0) {
+    f[inferred] = (extent + prod - 1) / prod;
+    prod *= f[inferred];
+  }
+  if (prod < extent) {
+    return Invalid(prim, absl::StrCat("factors [", absl::StrJoin(f, ", "), "] multiply to ", prod,
+                                      ", less than the extent ", extent, " of ",
+                                      LoopDesc(*s, iter), "; use -1 for one factor to infer it"));
+  }
+  if (s->iters[iter].thread != ThreadTag::kNone || s->iters[iter].kind != ForKind::kSerial) {
+    return Precondition(prim, absl::StrCat(LoopDesc(*s, iter), " is already ",
+                                           ForKindName(s->iters[iter].kind),
+                                           "; split before binding or annotating it"));
+  }
+  // A chain of binary splits: iter -> (o0, rest0), rest0 -> (o1, rest1), ...
+  const std::string base = s->iters[iter].var->name;
+  const bool reduce = s->iters[iter].reduce;
+  std::vector<int> outs;
+  int cur = iter;
+  int64_t inner_prod = prod / f[0];
+  for (size_t i = 0; i + 1 < f.size(); ++i) {
+    IterRelation r;
+    r.kind = IterRelation::Kind::kSplit;
+    r.parent = cur;
+    r.factor = inner_prod;
+    IterVar outer{MakeVar(NewVarName(*s, absl::StrCat(base, "_", i))), 0, reduce};
+    s->iters.push_back(outer);
+    r.outer = static_cast<int>(s->iters.size()) - 1;
+    IterVar inner{MakeVar(i + 2 == f.size() ? NewVarName(*s, absl::StrCat(base, "_", i + 1))
+                                            : NewVarName(*s, absl::StrCat(base, "_r", i))),
+                  0, reduce};
+    s->iters.push_back(inner);
+    r.inner = static_cast<int>(s->iters.size()) - 1;
+    s->relations.push_back(r);
+    outs.push_back(r.outer);
+    cur = r.inner;
+    if (i + 2 < f.size()) inner_prod /= f[i + 1];
+  }
+  outs.push_back(cur);
+  s->PropagateExtents();
+  // The outermost takes the requested factor (it may exceed ceil(extent / rest): extra
+  // iterations are guarded like a tail).
+  s->iters[outs[0]].extent = std::max(s->iters[outs[0]].extent, f[0]);
+  // Replace the leaf by the new loops.
+  const int pos = s->LeafPosition(iter);
+  s->leaves.erase(s->leaves.begin() + pos);
+  s->leaves.insert(s->leaves.begin() + pos, outs.begin(), outs.end());
+
+  Instruction inst{prim, {RVName(loop.id)}, {}, {}, {}};
+  nlohmann::json lit = nlohmann::json::array();
+  for (const Factor& fa : factors) {
+    if (fa.rv.id >= 0) {
+      inst.inputs.push_back(RVName(fa.rv.id));
+      lit.push_back(nullptr);
+    } else {
+      lit.push_back(fa.value);
+    }
+  }
+  inst.attrs["factors"] = lit;
+  std::vector<LoopRV> result;
+  for (int o : outs) {
+    result.push_back(LoopRV{static_cast<int>(rvs_.size())});
+    inst.outputs.push_back(NewRV('l', {0, s->name, o}));
+  }
+  Record(std::move(inst));
+  return result;
+}
+
+absl::StatusOr<LoopRV> Schedule::Fuse(const std::vector<LoopRV>& loops) {
+  const char* prim = "fuse";
+  if (loops.size() < 2) return Invalid(prim, "needs at least two loops");
+  Stage* s = nullptr;
+  std::vector<int> iters;
+  for (LoopRV l : loops) {
+    auto r = MutableLoop(l, prim);
+    if (!r.ok()) return r.status();
+    if (s && r->first != s) {
+      return Invalid(prim, absl::StrCat("loops of different stages (", s->name, " and ",
+                                        r->first->name, ") cannot be fused"));
+    }
+    s = r->first;
+    iters.push_back(r->second);
+  }
+  const int first = s->LeafPosition(iters[0]);
+  for (size_t i = 0; i < iters.size(); ++i) {
+    if (s->LeafPosition(iters[i]) != first + static_cast<int>(i)) {
+      return Invalid(prim, absl::StrCat("loops must be adjacent and outermost first; ",
+                                        LoopDesc(*s, iters[i]), " is not right inside ",
+                                        LoopDesc(*s, iters[i ? i - 1 : 0])));
+    }
+    const IterVar& iv = s->iters[iters[i]];
+    if (iv.reduce != s->iters[iters[0]].reduce) {
+      return Invalid(prim, absl::StrCat("cannot fuse reduction and spatial loops (",
+                                        LoopDesc(*s, iters[0]), ", ", LoopDesc(*s, iters[i]),
+                                        ")"));
+    }
+    if (iv.thread != ThreadTag::kNone || iv.kind != ForKind::kSerial) {
+      return Precondition(prim, absl::StrCat(LoopDesc(*s, iters[i]), " is already ",
+                                             ForKindName(iv.kind), "; fuse before binding"));
+    }
+  }
+  // Fuse pairwise from the outside in.
+  std::string name = s->iters[iters[0]].var->name;
+  int cur = iters[0];
+  for (size_t i = 1; i < iters.size(); ++i) {
+    name = absl::StrCat(name, "_", s->iters[iters[i]].var->name);
+    IterRelation r;
+    r.kind = IterRelation::Kind::kFuse;
+    r.outer = cur;
+    r.inner = iters[i];
+    IterVar fused{MakeVar(NewVarName(*s, i + 1 == iters.size() ? name + "_f" : name + "_p")), 0,
+                  s->iters[cur].reduce};
+    s->iters.push_back(fused);
+    r.fused = static_cast<int>(s->iters.size()) - 1;
+    s->relations.push_back(r);
+    cur = r.fused;
+  }
+  s->PropagateExtents();
+  s->leaves.erase(s->leaves.begin() + first, s->leaves.begin() + first + iters.size());
+  s->leaves.insert(s->leaves.begin() + first, cur);
+  Instruction inst{prim, {}, {}, {}, {}};
+  for (LoopRV l : loops) inst.inputs.push_back(RVName(l.id));
+  LoopRV out{static_cast<int>(rvs_.size())};
+  inst.outputs.push_back(NewRV('l', {0, s->name, cur}));
+  Record(std::move(inst));
+  return out;
+}
+
+absl::Status Schedule::Reorder(const std::vector<LoopRV>& loops) {
+  const char* prim = "reorder";
+  if (loops.empty()) return Invalid(prim, "needs at least one loop");
+  Stage* s = nullptr;
+  std::vector<int> iters, positions;
+  for (LoopRV l : loops) {
+    auto r = MutableLoop(l, prim);
+    if (!r.ok()) return r.status();
+    if (s && r->first != s) {
+      return Invalid(prim, absl::StrCat("loops of different stages (", s->name, " and ",
+                                        r->first->name, ") cannot be reordered together"));
+    }
+    s = r->first;
+    if (std::find(iters.begin(), iters.end(), r->second) != iters.end()) {
+      return Invalid(prim, absl::StrCat(LoopDesc(*s, r->second), " appears twice"));
+    }
+    iters.push_back(r->second);
+    positions.push_back(s->LeafPosition(r->second));
+  }
+  std::sort(positions.begin(), positions.end());
+  for (size_t i = 0; i < iters.size(); ++i) s->leaves[positions[i]] = iters[i];
+  Instruction inst{prim, {}, {}, {}, {}};
+  for (LoopRV l : loops) inst.inputs.push_back(RVName(l.id));
+  Record(std::move(inst));
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::Bind(LoopRV loop, const std::string& thread) {
+  const char* prim = "bind";
+  auto l = MutableLoop(loop, prim);
+  if (!l.ok()) return l.status();
+  auto [s, iter] = *l;
+  ThreadTag tag;
+  if (!ParseThreadTag(thread, &tag)) {
+    return Invalid(prim, absl::StrCat("unknown thread axis '", thread,
+                                      "'; use blockIdx.x|y|z, threadIdx.x|y|z or vthread"));
+  }
+  IterVar& iv = s->iters[iter];
+  if (iv.thread != ThreadTag::kNone || iv.kind != ForKind::kSerial) {
+    return Precondition(prim, absl::StrCat(LoopDesc(*s, iter), " is already ",
+                                           iv.thread != ThreadTag::kNone
+                                               ? std::string(ThreadTagName(iv.thread))
+                                               : std::string(ForKindName(iv.kind))));
+  }
+  if (tag != ThreadTag::kVThread) {
+    for (int other : s->leaves) {
+      if (s->iters[other].thread == tag) {
+        return Precondition(prim, absl::StrCat(thread, " is already bound to ",
+                                               LoopDesc(*s, other)));
+      }
+    }
+  }
+  if (iv.reduce && IsBlockTag(tag)) {
+    return Invalid(prim, absl::StrCat("cannot bind reduction ", LoopDesc(*s, iter), " to ",
+                                      thread, ": blocks cannot combine partial results; "
+                                      "rfactor the reduction first"));
+  }
+  if (iv.reduce && tag == ThreadTag::kVThread) {
+    return Invalid(prim, absl::StrCat("cannot bind reduction ", LoopDesc(*s, iter),
+                                      " to vthread"));
+  }
+  if (iv.reduce) {
+    for (int other : s->leaves) {
+      if (other != iter && s->iters[other].reduce && IsThreadTag(s->iters[other].thread)) {
+        return Precondition(prim, absl::StrCat("stage ", s->name,
+                                               " already has a cross-thread reduction over ",
+                                               LoopDesc(*s, other)));
+      }
+    }
+  }
+  iv.kind = ForKind::kThreadBinding;
+  iv.thread = tag;
+  Record(Instruction{prim, {RVName(loop.id)}, {{"thread", thread}}, {}, {}});
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status MarkLoop(Stage* s, int iter, ForKind kind, const char* prim, const std::string& desc) {
+  IterVar& iv = s->iters[iter];
+  if (iv.thread != ThreadTag::kNone || iv.kind != ForKind::kSerial) {
+    return Precondition(prim, absl::StrCat(desc, " is already ",
+                                           iv.thread != ThreadTag::kNone
+                                               ? std::string(ThreadTagName(iv.thread))
+                                               : std::string(ForKindName(iv.kind))));
+  }
+  if (iv.reduce && (kind == ForKind::kParallel || kind == ForKind::kVectorized)) {
+    return Invalid(prim, absl::StrCat("cannot make reduction ", desc, " ", ForKindName(kind),
+                                      ": its iterations depend on each other"));
+  }
+  iv.kind = kind;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Schedule::Parallel(LoopRV loop) {
+  auto l = MutableLoop(loop, "parallel");
+  if (!l.ok()) return l.status();
+  auto [s, iter] = *l;
+  if (auto st = MarkLoop(s, iter, ForKind::kParallel, "parallel", LoopDesc(*s, iter)); !st.ok())
+    return st;
+  Record(Instruction{"parallel", {RVName(loop.id)}, {}, {}, {}});
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::Vectorize(LoopRV loop) {
+  auto l = MutableLoop(loop, "vectorize");
+  if (!l.ok()) return l.status();
+  auto [s, iter] = *l;
+  if (auto st = MarkLoop(s, iter, ForKind::kVectorized, "vectorize", LoopDesc(*s, iter));
+      !st.ok())
+    return st;
+  Record(Instruction{"vectorize", {RVName(loop.id)}, {}, {}, {}});
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::Unroll(LoopRV loop) {
+  auto l = MutableLoop(loop, "unroll");
+  if (!l.ok()) return l.status();
+  auto [s, iter] = *l;
+  if (auto st = MarkLoop(s, iter, ForKind::kUnrolled, "unroll", LoopDesc(*s, iter)); !st.ok())
+    return st;
+  Record(Instruction{"unroll", {RVName(loop.id)}, {}, {}, {}});
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stage transformations.
+
+absl::StatusOr<BlockRV> Schedule::CacheRead(const std::string& tensor, const std::string& scope,
+                                            const std::vector<BlockRV>& readers) {
+  const char* prim = "cache_read";
+  MemScope ms;
+  if (!ParseMemScope(scope, &ms) || ms == MemScope::kGlobal) {
+    return Invalid(prim, absl::StrCat("unknown cache scope '", scope, "'; use shared or local"));
+  }
+  BufferPtr src;
+  int insert_at = 0;
+  if (int i = StageIndex(tensor); i >= 0) {
+    if (stages_[i].inlined()) {
+      return Precondition(prim, absl::StrCat("stage ", tensor, " was inlined; it has no buffer "
+                                                               "to cache"));
+    }
+    src = stages_[i].buffer;
+    insert_at = i + 1;
+  } else {
+    for (const BufferPtr& b : inputs_) {
+      if (b->name == tensor) src = b;
+    }
+  }
+  if (!src) {
+    return Invalid(prim, absl::StrCat("no tensor named '", tensor, "' to cache"));
+  }
+  if (readers.empty()) return Invalid(prim, "needs at least one reader stage");
+  std::vector<int> reader_idx;
+  for (BlockRV r : readers) {
+    auto st = MutableStage(r, prim);
+    if (!st.ok()) return st.status();
+    if (!Reads(**st, src.get())) {
+      return Precondition(prim, absl::StrCat("stage ", (*st)->name, " does not read ", tensor));
+    }
+    reader_idx.push_back(StageIndex((*st)->name));
+  }
+  Stage c;
+  c.name = UniqueStageName(absl::StrCat(tensor, "_", scope));
+  c.buffer = MakeBuffer(c.name, src->dtype, src->shape, ms);
+  std::vector<Expr> idx;
+  for (size_t d = 0; d < src->shape.size(); ++d) {
+    c.axes.push_back(MakeVar(absl::StrCat("ax", d)));
+    c.iters.push_back(IterVar{c.axes.back(), src->shape[d]});
+    c.leaves.push_back(static_cast<int>(d));
+    idx.push_back(c.axes.back());
+  }
+  c.body = MakeLoad(src, idx);
+  c.origin = "cache_read";
+  BufferReplacer rep(src.get(), c.buffer);
+  for (int i : reader_idx) stages_[i].body = rep.Visit(stages_[i].body);
+  // Readers keep their indices; insert the copy stage before its first reader.
+  int first_reader = *std::min_element(reader_idx.begin(), reader_idx.end());
+  insert_at = std::min(std::max(insert_at, 0), first_reader);
+  stages_.insert(stages_.begin() + insert_at, std::move(c));
+  const std::string& name = stages_[insert_at].name;
+  Instruction inst{prim, {}, {{"tensor", tensor}, {"scope", scope}}, {}, {}};
+  for (BlockRV r : readers) inst.inputs.push_back(RVName(r.id));
+  BlockRV out{static_cast<int>(rvs_.size())};
+  inst.outputs.push_back(NewRV('b', {0, name}));
+  Record(std::move(inst));
+  return out;
+}
+
+absl::StatusOr<BlockRV> Schedule::CacheWrite(BlockRV block, const std::string& scope) {
+  const char* prim = "cache_write";
+  MemScope ms;
+  if (!ParseMemScope(scope, &ms) || ms == MemScope::kGlobal) {
+    return Invalid(prim, absl::StrCat("unknown cache scope '", scope, "'; use shared or local"));
+  }
+  auto st = MutableStage(block, prim);
+  if (!st.ok()) return st.status();
+  Stage* s = *st;
+  if (!s->relations.empty() || s->attach.kind != AttachPoint::Kind::kRoot) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " has transformed loops or is attached; cache_write "
+                                           "must come before its loops are transformed"));
+  }
+  Stage c;
+  c.name = UniqueStageName(absl::StrCat(s->name, "_", scope));
+  c.buffer = MakeBuffer(c.name, s->buffer->dtype, s->buffer->shape, ms);
+  // The cache stage takes over the computation with fresh variables.
+  std::unordered_map<const VarNode*, Expr> map;
+  for (const VarPtr& a : s->axes) {
+    c.axes.push_back(MakeVar(a->name));
+    map[a.get()] = c.axes.back();
+  }
+  for (const VarPtr& a : s->reduce_axes) {
+    c.reduce_axes.push_back(MakeVar(a->name));
+    map[a.get()] = c.reduce_axes.back();
+  }
+  c.reduce = s->reduce;
+  c.body = Substitute(s->body, map);
+  for (int i = 0; i < s->num_root(); ++i) {
+    IterVar iv = s->iters[i];
+    iv.var = i < static_cast<int>(c.axes.size()) ? c.axes[i] : c.reduce_axes[i - c.axes.size()];
+    iv.kind = ForKind::kSerial;
+    iv.thread = ThreadTag::kNone;
+    c.iters.push_back(iv);
+    c.leaves.push_back(i);
+  }
+  c.annotations = s->annotations;
+  c.origin = "cache_write";
+  // The stage becomes a copy of the cache.
+  std::vector<Expr> idx(s->axes.begin(), s->axes.end());
+  s->body = MakeLoad(c.buffer, idx);
+  s->reduce.reset();
+  s->reduce_axes.clear();
+  std::vector<int64_t> extents(s->buffer->shape.begin(), s->buffer->shape.end());
+  ResetLoops(s, extents);
+  const int at = StageIndex(s->name);
+  stages_.insert(stages_.begin() + at, std::move(c));
+  const std::string name = stages_[at].name;
+  BlockRV out{static_cast<int>(rvs_.size())};
+  Record(Instruction{prim, {RVName(block.id)}, {{"scope", scope}}, {NewRV('b', {0, name})}, {}});
+  return out;
+}
+
+absl::Status Schedule::ComputeAt(BlockRV block, LoopRV loop) {
+  const char* prim = "compute_at";
+  if (loop.id == kRootLoop || loop.id == kInlineLoop) {
+    // Markers from sample_compute_location.
+    auto st = MutableStage(block, prim);
+    if (!st.ok()) return st.status();
+    if (loop.id == kInlineLoop) return ComputeInline(block);
+    Stage* s = *st;
+    if (s->attach.kind == AttachPoint::Kind::kAt) {
+      s->attach = AttachPoint{};
+      std::vector<int64_t> ext(s->buffer->shape.begin(), s->buffer->shape.end());
+      for (const IterVar& iv : s->iters) {
+        if (iv.reduce && static_cast<int>(ext.size()) < s->num_root()) ext.push_back(iv.extent);
+      }
+      ResetLoops(s, ext);
+    }
+    Record(Instruction{prim, {RVName(block.id), "root"}, {}, {}, {}});
+    return absl::OkStatus();
+  }
+  auto st = MutableStage(block, prim);
+  if (!st.ok()) return st.status();
+  auto l = MutableLoop(loop, prim);
+  if (!l.ok()) return l.status();
+  Stage* s = *st;
+  auto [t, iter] = *l;
+  if (s == t) return Invalid(prim, absl::StrCat("cannot attach stage ", s->name, " to itself"));
+  if (s->is_output) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " is an output; attach its producers to it instead, "
+                                           "or use reverse_compute_at"));
+  }
+  if (IsAttachedWithin(*t, s->name)) {
+    return Precondition(prim, absl::StrCat("stage ", t->name, " is attached inside stage ",
+                                           s->name, "; attaching back would make a cycle"));
+  }
+  for (int c : Consumers(s->buffer.get())) {
+    const Stage& cs = stages_[c];
+    if (cs.name != t->name && !IsAttachedWithin(cs, t->name)) {
+      return Precondition(
+          prim, absl::StrCat("stage ", s->name, " is also read by stage ", cs.name,
+                             ", which is not inside stage ", t->name,
+                             "; cache_read it for each reader or attach that reader too"));
+    }
+  }
+  if (Consumers(s->buffer.get()).empty()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " has no consumer"));
+  }
+  const AttachPoint saved = s->attach;
+  s->attach = AttachPoint{AttachPoint::Kind::kAt, t->name, iter, false};
+  auto region = InferRootExtents(stages_, StageIndex(s->name));
+  if (!region.ok()) {
+    s->attach = saved;
+    return Precondition(prim, std::string(region.status().message()));
+  }
+  ResetLoops(s, *region);
+  Record(Instruction{prim, {RVName(block.id), RVName(loop.id)}, {}, {}, {}});
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::ReverseComputeAt(BlockRV block, LoopRV loop) {
+  const char* prim = "reverse_compute_at";
+  auto st = MutableStage(block, prim);
+  if (!st.ok()) return st.status();
+  auto l = MutableLoop(loop, prim);
+  if (!l.ok()) return l.status();
+  Stage* s = *st;
+  auto [t, iter] = *l;
+  if (s == t) return Invalid(prim, absl::StrCat("cannot attach stage ", s->name, " to itself"));
+  if (s->reduce) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " is a reduction; only injective consumers can be "
+                                           "attached after their producer"));
+  }
+  if (!ReadsAtIdentity(*s, t->buffer.get())) {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " must read ", t->name,
+                                           " at its own indices (an elementwise consumer)"));
+  }
+  if (t->buffer->scope != MemScope::kGlobal && Consumers(t->buffer.get()).size() > 1) {
+    return Precondition(prim, absl::StrCat("stage ", t->name, " is in ",
+                                           MemScopeName(t->buffer->scope),
+                                           " memory and has other consumers than ", s->name));
+  }
+  if (IsAttachedWithin(*t, s->name)) {
+    return Precondition(prim, absl::StrCat("stage ", t->name, " is attached inside stage ",
+                                           s->name, "; attaching back would make a cycle"));
+  }
+  const AttachPoint saved = s->attach;
+  s->attach = AttachPoint{AttachPoint::Kind::kAt, t->name, iter, true};
+  auto region = InferRootExtents(stages_, StageIndex(s->name));
+  if (!region.ok()) {
+    s->attach = saved;
+    return Precondition(prim, std::string(region.status().message()));
+  }
+  ResetLoops(s, *region);
+  Record(Instruction{prim, {RVName(block.id), RVName(loop.id)}, {}, {}, {}});
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::ComputeInline(BlockRV block) {
+  const char* prim = "compute_inline";
+  auto st = MutableStage(block, prim);
+  if (!st.ok()) return st.status();
+  Stage* s = *st;
+  if (s->reduce) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " is a reduction; only injective stages can be "
+                                           "inlined"));
+  }
+  if (s->is_output) {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " is an output of the workload; "
+                                                             "outputs must be stored"));
+  }
+  for (const Stage& o : stages_) {
+    if (o.attach.kind == AttachPoint::Kind::kAt && o.attach.stage == s->name) {
+      return Precondition(prim, absl::StrCat("stage ", o.name, " is attached to a loop of ",
+                                             s->name, "; move it before inlining ", s->name));
+    }
+  }
+  std::vector<int> consumers = Consumers(s->buffer.get());
+  if (consumers.empty()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " has no consumer to inline into"));
+  }
+  Inliner inl(s->buffer.get(), s->axes, s->body);
+  for (int c : consumers) stages_[c].body = inl.Visit(stages_[c].body);
+  s->attach = AttachPoint{AttachPoint::Kind::kInline, "", -1, false};
+  Record(Instruction{prim, {RVName(block.id)}, {}, {}, {}});
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::ReverseComputeInline(BlockRV block) {
+  const char* prim = "reverse_compute_inline";
+  auto st = MutableStage(block, prim);
+  if (!st.ok()) return st.status();
+  Stage* s = *st;
+  if (s->reduce) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " is a reduction; only injective consumers can be "
+                                           "inlined into their producer"));
+  }
+  // The producer: the one computed (non-input) stage that s reads at identity indices.
+  Stage* p = nullptr;
+  for (Stage& cand : stages_) {
+    if (&cand == s || cand.inlined()) continue;
+    if (Reads(*s, cand.buffer.get())) {
+      if (p) {
+        return Precondition(prim, absl::StrCat("stage ", s->name, " reads two computed stages (",
+                                               p->name, " and ", cand.name,
+                                               "); it can be inlined into one producer only"));
+      }
+      p = &cand;
+    }
+  }
+  if (!p) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " reads no computed stage to be inlined into"));
+  }
+  if (p->reduce) {
+    return Precondition(prim, absl::StrCat("producer ", p->name, " of stage ", s->name,
+                                           " is a reduction; cache_write it first and inline into "
+                                           "the write-back stage"));
+  }
+  if (!ReadsAtIdentity(*s, p->buffer.get()) || s->axes.size() != p->axes.size() ||
+      s->buffer->shape != p->buffer->shape) {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " must read ", p->name,
+                                           " at its own indices, with the same shape"));
+  }
+  if (Consumers(p->buffer.get()).size() != 1) {
+    return Precondition(prim, absl::StrCat("producer ", p->name, " has other consumers than ",
+                                           s->name));
+  }
+  for (const Stage& o : stages_) {
+    if (o.attach.kind == AttachPoint::Kind::kAt && o.attach.stage == s->name) {
+      return Precondition(prim, absl::StrCat("stage ", o.name, " is attached to a loop of ",
+                                             s->name, "; move it before inlining ", s->name));
+    }
+  }
+  if (p->is_output) {
+    return Precondition(prim, absl::StrCat("producer ", p->name, " is an output"));
+  }
+  // p now computes s: s's body with s's axes renamed to p's and p's value substituted.
+  std::unordered_map<const VarNode*, Expr> rename;
+  for (size_t i = 0; i < s->axes.size(); ++i) rename[s->axes[i].get()] = p->axes[i];
+  Expr body = Substitute(s->body, rename);
+  Inliner inl(p->buffer.get(), p->axes, p->body);
+  p->body = inl.Visit(body);
+  BufferPtr old = p->buffer;
+  p->buffer = MakeBuffer(s->buffer->name, s->buffer->dtype, s->buffer->shape, old->scope,
+                         old->strides);
+  p->is_output = s->is_output;
+  BufferPtr out_buffer = s->buffer;
+  s->attach = AttachPoint{AttachPoint::Kind::kInline, "", -1, false};
+  // Keep the workload's buffer object for outputs so that later stages and lowering agree.
+  if (old->scope == out_buffer->scope) p->buffer = out_buffer;
+  ReplaceBuffer(out_buffer, p->buffer);
+  Record(Instruction{prim, {RVName(block.id)}, {}, {}, {}});
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::SetScope(BlockRV block, const std::string& scope) {
+  const char* prim = "set_scope";
+  auto st = MutableStage(block, prim);
+  if (!st.ok()) return st.status();
+  Stage* s = *st;
+  MemScope ms;
+  if (!ParseMemScope(scope, &ms)) {
+    return Invalid(prim, absl::StrCat("unknown scope '", scope, "'; use global, shared or local"));
+  }
+  if (s->is_output && ms != MemScope::kGlobal) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " is an output and must stay in global memory"));
+  }
+  BufferPtr nb = MakeBuffer(s->buffer->name, s->buffer->dtype, s->buffer->shape, ms,
+                            s->buffer->strides);
+  ReplaceBuffer(s->buffer, nb);
+  Record(Instruction{prim, {RVName(block.id)}, {{"scope", scope}}, {}, {}});
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::StorageAlign(BlockRV block, int axis, int64_t factor, int64_t offset) {
+  const char* prim = "storage_align";
+  auto st = MutableStage(block, prim);
+  if (!st.ok()) return st.status();
+  Stage* s = *st;
+  const int rank = static_cast<int>(s->buffer->shape.size());
+  if (axis < 0 || axis >= rank - 1) {
+    return Invalid(prim, absl::StrCat("axis ", axis, " of stage ", s->name, " (rank ", rank,
+                                      ") must be an outer axis in [0, ", rank - 1,
+                                      "): the innermost stride is always 1"));
+  }
+  if (factor <= 0 || offset < 0 || offset >= factor) {
+    return Invalid(prim, absl::StrCat("needs factor > 0 and 0 <= offset < factor, got factor ",
+                                      factor, " offset ", offset));
+  }
+  if (s->buffer->scope == MemScope::kGlobal) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " is in global memory; storage_align pads buffers the "
+                                           "kernel allocates (shared, local)"));
+  }
+  s->aligns.push_back(schedules::StorageAlign{axis, factor, offset});
+  Record(Instruction{prim, {RVName(block.id)}, {{"axis", axis}, {"factor", factor},
+                                                 {"offset", offset}}, {}, {}});
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::Annotate(LoopRV loop, const std::string& key, int64_t value) {
+  auto l = MutableLoop(loop, "annotate");
+  if (!l.ok()) return l.status();
+  auto [s, iter] = *l;
+  if (key.empty()) return Invalid("annotate", "the annotation key is empty");
+  s->iters[iter].annotations.emplace_back(key, value);
+  Record(Instruction{"annotate_loop", {RVName(loop.id)}, {{"key", key}, {"value", value}}, {},
+                     {}});
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::Annotate(BlockRV block, const std::string& key, int64_t value) {
+  auto st = MutableStage(block, "annotate");
+  if (!st.ok()) return st.status();
+  if (key.empty()) return Invalid("annotate", "the annotation key is empty");
+  (*st)->annotations[key] = value;
+  Record(Instruction{"annotate_stage", {RVName(block.id)}, {{"key", key}, {"value", value}}, {},
+                     {}});
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::DecomposeReduction(BlockRV block, LoopRV loop) {
+  const char* prim = "decompose_reduction";
+  auto st = MutableStage(block, prim);
+  if (!st.ok()) return st.status();
+  auto l = MutableLoop(loop, prim);
+  if (!l.ok()) return l.status();
+  Stage* s = *st;
+  auto [t, iter] = *l;
+  if (t != s) {
+    return Invalid(prim, absl::StrCat(LoopDesc(*t, iter), " is not a loop of stage ", s->name));
+  }
+  if (!s->reduce) {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " is not a reduction"));
+  }
+  const int pos = s->LeafPosition(iter);
+  for (int p = 0; p < pos; ++p) {
+    if (s->iters[s->leaves[p]].reduce) {
+      return Precondition(prim, absl::StrCat("reduction ", LoopDesc(*s, s->leaves[p]),
+                                             " is outside ", LoopDesc(*s, iter),
+                                             "; the initialization must come before every "
+                                             "reduction loop"));
+    }
+  }
+  s->init_at = iter;
+  Record(Instruction{prim, {RVName(block.id), RVName(loop.id)}, {}, {}, {}});
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
+  const char* prim = "rfactor";
+  auto l = MutableLoop(loop, prim);
+  if (!l.ok()) return l.status();
+  auto [s, iter] = *l;
+  if (!s->reduce || !s->iters[iter].reduce) {
+    return Invalid(prim, absl::StrCat(LoopDesc(*s, iter), " is not a reduction loop"));
+  }
+  if (s->attach.kind != AttachPoint::Kind::kRoot) {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " is attached; rfactor it first"));
+  }
+  // Supported form: the loop is one side of a single split of a reduction root, both sides
+  // leaves; other relations may exist on spatial iters only.
+  const IterRelation* split = nullptr;
+  for (const IterRelation& r : s->relations) {
+    if (r.kind == IterRelation::Kind::kSplit && (r.outer == iter || r.inner == iter)) split = &r;
+  }
+  if (!split || split->parent >= s->num_root() || s->LeafPosition(split->outer) < 0 ||
+      s->LeafPosition(split->inner) < 0) {
+    return Precondition(prim, absl::StrCat(LoopDesc(*s, iter),
+                                           " must come from one split of a reduction axis "
+                                           "(split it in two, then rfactor one side)"));
+  }
+  for (const IterRelation& r : s->relations) {
+    if (&r == split) continue;
+    const int touched = r.kind == IterRelation::Kind::kSplit ? r.parent : r.outer;
+    if (s->iters[touched].reduce) {
+      return Precondition(prim, absl::StrCat("stage ", s->name,
+                                             " has other transformed reduction loops; rfactor "
+                                             "supports one split of one reduction axis"));
+    }
+  }
+  const int root = split->parent;
+  const int other = split->outer == iter ? split->inner : split->outer;
+  const int64_t root_extent = s->iters[root].extent;
+  const int64_t factor = split->factor;
+  const int64_t f_extent = s->iters[iter].extent;
+  const int64_t o_extent = s->iters[other].extent;
+  const ReduceOp op = *s->reduce;
+
+  // New stage: rf[axes..., f] = reduce over (other, remaining reduce roots) of body.
+  Stage rf;
+  rf.name = UniqueStageName(absl::StrCat(s->name, "_rf"));
+  std::vector<int64_t> shape = s->buffer->shape;
+  shape.push_back(f_extent);
+  rf.buffer = MakeBuffer(rf.name, s->buffer->dtype, shape, MemScope::kGlobal);
+  std::unordered_map<const VarNode*, Expr> map;
+  for (const VarPtr& a : s->axes) {
+    rf.axes.push_back(MakeVar(a->name));
+    map[a.get()] = rf.axes.back();
+  }
+  VarPtr fv = MakeVar(s->iters[iter].var->name);
+  rf.axes.push_back(fv);
+  VarPtr ov = MakeVar(s->iters[other].var->name);
+  rf.reduce_axes.push_back(ov);
+  std::vector<int64_t> rext = {o_extent};
+  for (size_t r = 0; r < s->reduce_axes.size(); ++r) {
+    const int id = static_cast<int>(s->axes.size() + r);
+    if (id == root) continue;
+    rf.reduce_axes.push_back(MakeVar(s->reduce_axes[r]->name));
+    map[s->reduce_axes[r].get()] = rf.reduce_axes.back();
+    rext.push_back(s->iters[id].extent);
+  }
+  Expr outer = split->outer == iter ? Expr(fv) : Expr(ov);
+  Expr inner = split->outer == iter ? Expr(ov) : Expr(fv);
+  Expr k = outer * factor + inner;
+  map[s->iters[root].var.get()] = k;
+  Expr body = Substitute(s->body, map);
+  if (f_extent * o_extent != root_extent) {
+    body = MakeSelect(k < root_extent, body, ReduceIdentity(op, body->dtype));
+  }
+  rf.body = body;
+  rf.reduce = op;
+  for (size_t d = 0; d < rf.axes.size(); ++d) rf.iters.push_back(IterVar{rf.axes[d], shape[d]});
+  for (size_t r = 0; r < rf.reduce_axes.size(); ++r) {
+    IterVar iv{rf.reduce_axes[r], rext[r]};
+    iv.reduce = true;
+    rf.iters.push_back(iv);
+  }
+  rf.leaves.resize(rf.iters.size());
+  std::iota(rf.leaves.begin(), rf.leaves.end(), 0);
+  rf.origin = "rfactor";
+  rf.annotations = s->annotations;
+
+  // The stage reduces the partials: s[axes] = reduce over f of rf[axes, f].
+  VarPtr sv = MakeVar(s->iters[iter].var->name);
+  std::vector<Expr> idx(s->axes.begin(), s->axes.end());
+  idx.push_back(sv);
+  s->body = MakeLoad(rf.buffer, idx);
+  s->reduce_axes = {sv};
+  std::vector<int64_t> ext(s->buffer->shape.begin(), s->buffer->shape.end());
+  ext.push_back(f_extent);
+  s->iters.resize(s->axes.size());
+  IterVar riv{sv, f_extent};
+  riv.reduce = true;
+  s->iters.push_back(riv);
+  ResetLoops(s, ext);
+  const int at = StageIndex(s->name);
+  const std::string sname = s->name;
+  stages_.insert(stages_.begin() + at, std::move(rf));
+  const std::string name = stages_[at].name;
+  BlockRV out{static_cast<int>(rvs_.size())};
+  Record(Instruction{prim, {RVName(loop.id)}, {}, {NewRV('b', {0, name})}, {}});
+  (void)sname;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replay.
+
+absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, uint64_t seed) {
+  auto created = Schedule::Create(workload, seed);
+  if (!created.ok()) return created.status();
+  Schedule sch = std::move(*created);
+  std::map<std::string, int> rv;  // trace name -> id in this schedule
+  int n = 0;
+  for (const Instruction& inst : trace.insts) {
+    auto fail = [&](const std::string& msg) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("replaying instruction ", n, " (", inst.kind, "): ", msg));
+    };
+    auto input = [&](size_t i, char kind, int* id) -> absl::Status {
+      if (i >= inst.inputs.size()) return fail(absl::StrCat("missing input ", i));
+      const std::string& name = inst.inputs[i];
+      if (kind == 'l' && (name == "root" || name == "inline")) {
+        *id = name == "root" ? Schedule::kRootLoop : Schedule::kInlineLoop;
+        return absl::OkStatus();
+      }
+      auto it = rv.find(name);
+      if (it == rv.end()) return fail(absl::StrCat("input ", name, " is not defined before"));
+      if (name.empty() || name[0] != kind) {
+        return fail(absl::StrCat("input ", name, " has the wrong kind (expected a ",
+                                 kind == 'b' ? "stage" : kind == 'l' ? "loop" : "value", ")"));
+      }
+      *id = it->second;
+      return absl::OkStatus();
+    };
+    auto bind_outputs = [&](const std::vector<int>& ids) -> absl::Status {
+      if (ids.size() != inst.outputs.size()) {
+        return fail(absl::StrCat("produced ", ids.size(), " results but the trace names ",
+                                 inst.outputs.size()));
+      }
+      for (size_t i = 0; i < ids.size(); ++i) rv[inst.outputs[i]] = ids[i];
+      return absl::OkStatus();
+    };
+    const auto& a = inst.attrs;
+    auto attr_int = [&](const char* key) -> absl::StatusOr<int64_t> {
+      if (!a.contains(key) || !a[key].is_number_integer()) {
+        return fail(absl::StrCat("attribute \"", key, "\" must be an integer"));
+      }
+      return a[key].get<int64_t>();
+    };
+    auto attr_str = [&](const char* key) -> absl::StatusOr<std::string> {
+      if (!a.contains(key) || !a[key].is_string()) {
+        return fail(absl::StrCat("attribute \"", key, "\" must be a string"));
+      }
+      return a[key].get<std::string>();
+    };
+    absl::Status st;
+    const std::string& k = inst.kind;
+    int b = -1, l = -1;
+    if (k == "get_stage") {
+      auto name = attr_str("name");
+      if (!name.ok()) return name.status();
+      auto r = sch.GetBlock(*name);
+      if (!r.ok()) return r.status();
+      st = bind_outputs({r->id});
+    } else if (k == "get_loops") {
+      if (st = input(0, 'b', &b); !st.ok()) return st;
+      auto r = sch.GetLoops(BlockRV{b});
+      if (!r.ok()) return r.status();
+      std::vector<int> ids;
+      for (LoopRV x : *r) ids.push_back(x.id);
+      st = bind_outputs(ids);
+    } else if (k == "sample_perfect_tile") {
+      if (st = input(0, 'l', &l); !st.ok()) return st;
+      auto nn = attr_int("n");
+      auto mi = attr_int("max_innermost");
+      if (!nn.ok()) return nn.status();
+      if (!mi.ok()) return mi.status();
+      std::optional<std::vector<int64_t>> dec;
+      if (inst.decision.is_array()) dec = inst.decision.get<std::vector<int64_t>>();
+      auto r = sch.SamplePerfectTile(LoopRV{l}, static_cast<int>(*nn), *mi, dec);
+      if (!r.ok()) return r.status();
+      std::vector<int> ids;
+      for (IntRV x : *r) ids.push_back(x.id);
+      st = bind_outputs(ids);
+    } else if (k == "sample_categorical") {
+      if (!a.contains("candidates") || !a.contains("probs")) {
+        return fail("needs \"candidates\" and \"probs\"");
+      }
+      std::optional<int64_t> dec;
+      if (inst.decision.is_number_integer()) dec = inst.decision.get<int64_t>();
+      auto r = sch.SampleCategorical(a["candidates"].get<std::vector<int64_t>>(),
+                                     a["probs"].get<std::vector<double>>(), dec);
+      if (!r.ok()) return r.status();
+      st = bind_outputs({r->id});
+    } else if (k == "sample_compute_location") {
+      if (st = input(0, 'b', &b); !st.ok()) return st;
+      std::optional<int64_t> dec;
+      if (inst.decision.is_number_integer()) dec = inst.decision.get<int64_t>();
+      auto r = sch.SampleComputeLocation(BlockRV{b}, dec);
+      if (!r.ok()) return r.status();
+      if (r->id < 0) {
+        if (inst.outputs.size() != 1) return fail("needs one output");
+        rv[inst.outputs[0]] = r->id;
+        st = absl::OkStatus();
+      } else {
+        st = bind_outputs({r->id});
+      }
+    } else if (k == "split") {
+      if (st = input(0, 'l', &l); !st.ok()) return st;
+      if (!a.contains("factors") || !a["factors"].is_array()) {
+        return fail("attribute \"factors\" must be an array");
+      }
+      std::vector<Factor> fs;
+      size_t next = 1;
+      for (const auto& f : a["factors"]) {
+        if (f.is_null()) {
+          int v = -1;
+          if (st = input(next++, 'v', &v); !st.ok()) return st;
+          fs.emplace_back(IntRV{v});
+        } else if (f.is_number_integer()) {
+          fs.emplace_back(f.get<int64_t>());
+        } else {
+          return fail("factors must be integers or null");
+        }
+      }
+      auto r = sch.Split(LoopRV{l}, fs);
+      if (!r.ok()) return r.status();
+      std::vector<int> ids;
+      for (LoopRV x : *r) ids.push_back(x.id);
+      st = bind_outputs(ids);
+    } else if (k == "fuse" || k == "reorder") {
+      std::vector<LoopRV> loops;
+      for (size_t i = 0; i < inst.inputs.size(); ++i) {
+        if (st = input(i, 'l', &l); !st.ok()) return st;
+        loops.push_back(LoopRV{l});
+      }
+      if (k == "fuse") {
+        auto r = sch.Fuse(loops);
+        if (!r.ok()) return r.status();
+        st = bind_outputs({r->id});
+      } else {
+        st = sch.Reorder(loops);
+      }
+    } else if (k == "bind" || k == "parallel" || k == "vectorize" || k == "unroll") {
+      if (st = input(0, 'l', &l); !st.ok()) return st;
+      if (k == "bind") {
+        auto t = attr_str("thread");
+        if (!t.ok()) return t.status();
+        st = sch.Bind(LoopRV{l}, *t);
+      } else if (k == "parallel") {
+        st = sch.Parallel(LoopRV{l});
+      } else if (k == "vectorize") {
+        st = sch.Vectorize(LoopRV{l});
+      } else {
+        st = sch.Unroll(LoopRV{l});
+      }
+    } else if (k == "cache_read") {
+      auto tensor = attr_str("tensor");
+      auto scope = attr_str("scope");
+      if (!tensor.ok()) return tensor.status();
+      if (!scope.ok()) return scope.status();
+      std::vector<BlockRV> readers;
+      for (size_t i = 0; i < inst.inputs.size(); ++i) {
+        if (st = input(i, 'b', &b); !st.ok()) return st;
+        readers.push_back(BlockRV{b});
+      }
+      auto r = sch.CacheRead(*tensor, *scope, readers);
+      if (!r.ok()) return r.status();
+      st = bind_outputs({r->id});
+    } else if (k == "cache_write" || k == "set_scope") {
+      if (st = input(0, 'b', &b); !st.ok()) return st;
+      auto scope = attr_str("scope");
+      if (!scope.ok()) return scope.status();
+      if (k == "cache_write") {
+        auto r = sch.CacheWrite(BlockRV{b}, *scope);
+        if (!r.ok()) return r.status();
+        st = bind_outputs({r->id});
+      } else {
+        st = sch.SetScope(BlockRV{b}, *scope);
+      }
+    } else if (k == "compute_at" || k == "reverse_compute_at" || k == "decompose_reduction") {
+      if (st = input(0, 'b', &b); !st.ok()) return st;
+      if (st = input(1, 'l', &l); !st.ok()) return st;
+      if (k == "compute_at") {
+        st = sch.ComputeAt(BlockRV{b}, LoopRV{l});
+      } else if (k == "reverse_compute_at") {
+        st = sch.ReverseComputeAt(BlockRV{b}, LoopRV{l});
+      } else {
+        st = sch.DecomposeReduction(BlockRV{b}, LoopRV{l});
+      }
+    } else if (k == "compute_inline" || k == "reverse_compute_inline") {
+      if (st = input(0, 'b', &b); !st.ok()) return st;
+      st = k == "compute_inline" ? sch.ComputeInline(BlockRV{b})
+                                 : sch.ReverseComputeInline(BlockRV{b});
+    } else if (k == "storage_align") {
+      if (st = input(0, 'b', &b); !st.ok()) return st;
+      auto axis = attr_int("axis");
+      auto factor = attr_int("factor");
+      auto offset = attr_int("offset");
+      if (!axis.ok()) return axis.status();
+      if (!factor.ok()) return factor.status();
+      if (!offset.ok()) return offset.status();
+      st = sch.StorageAlign(BlockRV{b}, static_cast<int>(*axis), *factor, *offset);
+    } else if (k == "annotate_loop" || k == "annotate_stage") {
+      auto key = attr_str("key");
+      auto value = attr_int("value");
+      if (!key.ok()) return key.status();
+      if (!value.ok()) return value.status();
+      if (k == "annotate_loop") {
+        if (st = input(0, 'l', &l); !st.ok()) return st;
+        st = sch.Annotate(LoopRV{l}, *key, *value);
+      } else {
+        if (st = input(0, 'b', &b); !st.ok()) return st;
+        st = sch.Annotate(BlockRV{b}, *key, *value);
+      }
+    } else if (k == "rfactor") {
+      if (st = input(0, 'l', &l); !st.ok()) return st;
+      auto r = sch.RFactor(LoopRV{l});
+      if (!r.ok()) return r.status();
+      st = bind_outputs({r->id});
+    } else {
+      return fail("unknown instruction kind");
+    }
+    if (!st.ok()) {
+      return absl::Status(st.code(),
+                          absl::StrCat("replaying instruction ", n, " (", inst.kind, "): ",
+                                       st.message()));
+    }
+    ++n;
+  }
+  return sch;
+}
+
+}  // namespace tessel::schedules

@@ -1,0 +1,172 @@
+#pragma once
+
+// The schedule state of a workload and the schedule primitives. Every successful primitive is
+// recorded in the trace (trace.h); Replay() re-applies a trace to a fresh schedule of the same
+// workload. Each primitive checks its preconditions first and, when one fails, returns an error
+// that names the stage or loop and the problem, and leaves the state unchanged:
+//   kInvalidArgument     a bad argument (unknown name, non-positive factor, wrong thread tag)
+//   kFailedPrecondition  the state does not allow it (loop already bound, stage has consumers
+//                        outside the loop it would be attached to, ...)
+//
+// Model (TVM tensor-expression style): a stage computes one tensor. Its loop nest is derived
+// from the tensor's axes by split/fuse relations; compute_at attaches a producer inside a loop of
+// a consumer and computes only the region that loop needs (region inference, lower/bound.h);
+// cache_read/cache_write insert copy stages in shared or local memory. Binding a reduction loop
+// to threadIdx.* makes a cross-thread reduction (warp shuffles and shared memory); rfactor splits
+// a reduction in two stages so that several blocks can share one reduction.
+//
+// Threads: a Schedule is a value; use one from one thread at a time. Copies are independent.
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "schedules/schedule/stage.h"
+#include "schedules/schedule/trace.h"
+#include "schedules/workload/workload.h"
+
+namespace tessel::schedules {
+
+struct BlockRV {
+  int id = -1;
+};
+struct LoopRV {
+  int id = -1;
+};
+struct IntRV {
+  int id = -1;
+};
+
+// A split factor: a literal (-1: inferred from the extent) or a sampled value.
+struct Factor {
+  Factor(int64_t v) : value(v) {}  // NOLINT: implicit by design
+  Factor(int v) : value(v) {}      // NOLINT
+  Factor(IntRV r) : rv(r) {}       // NOLINT
+  int64_t value = 0;
+  IntRV rv;
+};
+
+class Schedule {
+ public:
+  // The initial schedule: one root stage per computed tensor, loops in axis order (spatial, then
+  // reduction), nothing bound. `seed` drives the sampling instructions.
+  static absl::StatusOr<Schedule> Create(const Workload& workload, uint64_t seed = 0);
+
+  const Workload& workload() const { return *workload_; }
+  const std::vector<Stage>& stages() const { return stages_; }
+  const Stage* FindStage(const std::string& name) const;
+  const Trace& trace() const { return trace_; }
+
+  // ---- Random variables.
+  const Stage& GetStage(BlockRV b) const;
+  const Stage& LoopStage(LoopRV l) const;
+  int LoopIter(LoopRV l) const;
+  int64_t LoopExtent(LoopRV l) const;
+  std::string LoopName(LoopRV l) const;  // "C.i_0"
+  int64_t Value(IntRV v) const;
+
+  // ---- Lookup.
+  absl::StatusOr<BlockRV> GetBlock(const std::string& stage_name);
+  absl::StatusOr<std::vector<LoopRV>> GetLoops(BlockRV block);  // leaves, outermost first
+
+  // ---- Sampling. A decision, when given, is used instead of sampling (and validated).
+  // n factors whose product is the loop's extent, the innermost at most max_innermost.
+  absl::StatusOr<std::vector<IntRV>> SamplePerfectTile(
+      LoopRV loop, int n, int64_t max_innermost,
+      std::optional<std::vector<int64_t>> decision = std::nullopt);
+  absl::StatusOr<IntRV> SampleCategorical(std::vector<int64_t> candidates,
+                                          std::vector<double> probs,
+                                          std::optional<int64_t> decision = std::nullopt);
+  // A loop of the stage's consumer to compute the stage at, or the root (LoopRV{kRootLoop}) or
+  // inline (LoopRV{kInlineLoop}) markers. The decision is the position: -2 root, -1 inline, or an
+  // index into the consumer's loops.
+  static constexpr int kRootLoop = -2;
+  static constexpr int kInlineLoop = -3;
+  absl::StatusOr<LoopRV> SampleComputeLocation(BlockRV block,
+                                               std::optional<int64_t> decision = std::nullopt);
+
+  // ---- Loop transformations.
+  // Splits a loop into factors.size() loops, outermost first. At most one factor may be -1
+  // (inferred); the product must cover the extent, and a product larger than the extent (or a
+  // factor that does not divide) leaves guarded tail iterations.
+  absl::StatusOr<std::vector<LoopRV>> Split(LoopRV loop, const std::vector<Factor>& factors);
+  // Fuses adjacent loops of one stage (outermost first) into one.
+  absl::StatusOr<LoopRV> Fuse(const std::vector<LoopRV>& loops);
+  // Puts the given loops of one stage in the given order, in the positions they occupy.
+  absl::Status Reorder(const std::vector<LoopRV>& loops);
+  // thread: "blockIdx.x|y|z", "threadIdx.x|y|z" or "vthread". Binding a reduction loop to
+  // threadIdx.* makes a cross-thread reduction.
+  absl::Status Bind(LoopRV loop, const std::string& thread);
+  absl::Status Parallel(LoopRV loop);
+  absl::Status Vectorize(LoopRV loop);
+  absl::Status Unroll(LoopRV loop);
+
+  // ---- Stage transformations.
+  // A stage that copies `tensor` into scope ("shared" or "local"); the readers read the copy.
+  absl::StatusOr<BlockRV> CacheRead(const std::string& tensor, const std::string& scope,
+                                    const std::vector<BlockRV>& readers);
+  // The stage's computation moves to a new stage writing `scope`; the stage becomes a copy of it.
+  absl::StatusOr<BlockRV> CacheWrite(BlockRV block, const std::string& scope);
+  absl::Status ComputeAt(BlockRV block, LoopRV loop);
+  absl::Status ReverseComputeAt(BlockRV block, LoopRV loop);
+  absl::Status ComputeInline(BlockRV block);
+  absl::Status ReverseComputeInline(BlockRV block);
+  absl::Status SetScope(BlockRV block, const std::string& scope);
+  // Pads the stride of `axis` of the stage's buffer so that stride % factor == offset.
+  absl::Status StorageAlign(BlockRV block, int axis, int64_t factor, int64_t offset);
+  absl::Status Annotate(LoopRV loop, const std::string& key, int64_t value);
+  absl::Status Annotate(BlockRV block, const std::string& key, int64_t value);
+  // Places the reduction's initialization in its own loop nest just before `loop`.
+  absl::Status DecomposeReduction(BlockRV block, LoopRV loop);
+  // `loop` must come from splitting a reduction axis; it becomes a spatial axis of a new stage
+  // (returned) that computes partial results, and the stage reduces those partials.
+  absl::StatusOr<BlockRV> RFactor(LoopRV loop);
+
+  // Annotation keys with a meaning for lowering: stage "auto_unroll_max_step" (unroll inner loops
+  // whose total trip count is at most the value), loop "pipeline_depth" (reserved).
+
+ private:
+  friend absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace,
+                                         uint64_t seed);
+  struct RVEntry {
+    char kind;  // 'b', 'l', 'v'
+    std::string stage;
+    int iter = -1;
+    int64_t value = 0;
+  };
+  Schedule() = default;
+
+  absl::StatusOr<Stage*> MutableStage(BlockRV b, const char* prim);
+  absl::StatusOr<std::pair<Stage*, int>> MutableLoop(LoopRV l, const char* prim);
+  int StageIndex(const std::string& name) const;
+  std::string NewRV(char kind, RVEntry entry);
+  std::string RVName(int id) const { return rv_names_[id]; }
+  void Record(Instruction inst) { trace_.insts.push_back(std::move(inst)); }
+  std::string UniqueStageName(const std::string& base) const;
+  std::string LoopDesc(const Stage& s, int iter) const;  // "loop i_0 of stage C"
+  // Stages whose bodies read `buffer`.
+  std::vector<int> Consumers(const Buffer* buffer) const;
+  void ReplaceBuffer(const BufferPtr& from, const BufferPtr& to);
+  // Resets a stage's loops to its root iters with the given extents.
+  static void ResetLoops(Stage* s, const std::vector<int64_t>& root_extents);
+  bool IsAttachedWithin(const Stage& s, const std::string& ancestor) const;
+  std::string NewVarName(const Stage& s, const std::string& base) const;
+
+  std::shared_ptr<const Workload> workload_;
+  std::vector<Stage> stages_;
+  std::vector<BufferPtr> inputs_;
+  Trace trace_;
+  std::vector<RVEntry> rvs_;
+  std::vector<std::string> rv_names_;
+  std::mt19937_64 rng_;
+};
+
+// Applies `trace` to a fresh schedule of `workload`. Sampling instructions use their recorded
+// decisions; those without one are sampled with `seed`.
+absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, uint64_t seed = 0);
+
+}  // namespace tessel::schedules

@@ -1,0 +1,85 @@
+#pragma once
+
+// The schedule state of one stage (one computed tensor): its computation, its loop nest as a tree
+// of split/fuse relations over the root iteration variables, the kinds of its leaf loops, where
+// it is attached, and its storage. Schedule (schedule.h) owns the stages and is the only writer.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "schedules/ir/buffer.h"
+#include "schedules/ir/expr.h"
+#include "schedules/ir/stmt.h"
+
+namespace tessel::schedules {
+
+struct IterVar {
+  VarPtr var;      // the loop variable (root iters: the tensor's axis variables)
+  int64_t extent;  // loop extent (derived iters: from the relations; attached stages: region)
+  bool reduce = false;
+  ForKind kind = ForKind::kSerial;
+  ThreadTag thread = ThreadTag::kNone;
+  std::vector<std::pair<std::string, int64_t>> annotations;
+};
+
+// parent = outer * factor + inner (split), fused = outer * extent(inner) + inner (fuse).
+struct IterRelation {
+  enum class Kind : uint8_t { kSplit, kFuse } kind;
+  int parent = -1;  // split: the split iter; fuse: unused
+  int outer = -1;
+  int inner = -1;
+  int fused = -1;   // fuse: the result
+  int64_t factor = 0;
+};
+
+struct AttachPoint {
+  enum class Kind : uint8_t { kRoot, kInline, kAt } kind = Kind::kRoot;
+  std::string stage;  // kAt: the stage whose loop this one is attached to
+  int iter = -1;      // kAt: that loop (an iter id of `stage`)
+  bool reverse = false;  // reverse_compute_at: a consumer emitted after the producer's body
+};
+
+struct StorageAlign {
+  int axis;
+  int64_t factor;
+  int64_t offset;
+};
+
+struct Stage {
+  std::string name;
+  // Logical output buffer: full tensor shape, the stage's scope. Loads in other stages' bodies
+  // refer to this buffer; lowering realizes it (region-shaped for shared/local attached stages).
+  BufferPtr buffer;
+  std::vector<VarPtr> axes;         // spatial root variables, one per dimension
+  std::vector<VarPtr> reduce_axes;  // reduction root variables
+  std::optional<ReduceOp> reduce;
+  Expr body;  // value of one point (reductions: the term that is combined)
+
+  std::vector<IterVar> iters;  // root iters first: axes, then reduce axes
+  std::vector<IterRelation> relations;
+  std::vector<int> leaves;     // leaf iters in loop order, outermost first
+  AttachPoint attach;
+  std::vector<StorageAlign> aligns;
+  int init_at = -1;            // decompose_reduction: the loop before which the init nest goes
+  std::map<std::string, int64_t> annotations;
+  bool is_output = false;
+  std::string origin;          // "compute", "cache_read", "cache_write", "rfactor"
+
+  int num_root() const { return static_cast<int>(axes.size() + reduce_axes.size()); }
+  bool inlined() const { return attach.kind == AttachPoint::Kind::kInline; }
+  // Position of `iter` in the leaf order, or -1.
+  int LeafPosition(int iter) const;
+  // Recomputes the extents of derived iters from the root extents. A split's inner loop keeps
+  // its factor, the outer gets ceil(parent / factor) (never fewer iterations than it had when a
+  // larger outer factor was asked for: the extra iterations are guarded).
+  void PropagateExtents();
+  // The value of every iter (root iters included) as an expression of the leaf variables,
+  // relative to the root's minimum: root = outer * factor + inner, fused -> outer, inner.
+  std::vector<Expr> IterValues() const;
+};
+
+}  // namespace tessel::schedules

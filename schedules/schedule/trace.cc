@@ -1,0 +1,103 @@
+#include "schedules/schedule/trace.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace tessel::schedules {
+
+bool Instruction::operator==(const Instruction& o) const {
+  return kind == o.kind && inputs == o.inputs && attrs == o.attrs && outputs == o.outputs &&
+         decision == o.decision;
+}
+
+const std::vector<std::string>& InstructionKinds() {
+  static const std::vector<std::string> kinds = {
+      "get_stage", "get_loops", "sample_perfect_tile", "sample_categorical",
+      "sample_compute_location", "split", "fuse", "reorder", "bind", "parallel", "vectorize",
+      "unroll", "cache_read", "cache_write", "compute_at", "reverse_compute_at",
+      "compute_inline", "reverse_compute_inline", "storage_align", "set_scope", "annotate_loop",
+      "annotate_stage", "decompose_reduction", "rfactor"};
+  return kinds;
+}
+
+nlohmann::json Trace::ToJson() const {
+  nlohmann::json insts_json = nlohmann::json::array();
+  for (const Instruction& i : insts) {
+    nlohmann::json j;
+    j["kind"] = i.kind;
+    if (!i.inputs.empty()) j["inputs"] = i.inputs;
+    if (!i.attrs.empty()) j["attrs"] = i.attrs;
+    if (!i.outputs.empty()) j["outputs"] = i.outputs;
+    if (!i.decision.is_null()) j["decision"] = i.decision;
+    insts_json.push_back(std::move(j));
+  }
+  return nlohmann::json{{"version", kVersion}, {"insts", std::move(insts_json)}};
+}
+
+std::string Trace::ToJsonString(int indent) const { return ToJson().dump(indent); }
+
+absl::StatusOr<Trace> Trace::FromJson(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("version") || !j["version"].is_number_integer()) {
+    return absl::InvalidArgumentError(
+        "trace JSON must be an object with an integer \"version\" and an \"insts\" array");
+  }
+  const int version = j["version"].get<int>();
+  if (version != kVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("trace version ", version,
+                                                   " is not supported; this build reads version ",
+                                                   kVersion));
+  }
+  if (!j.contains("insts") || !j["insts"].is_array()) {
+    return absl::InvalidArgumentError("trace JSON has no \"insts\" array");
+  }
+  Trace t;
+  const auto& kinds = InstructionKinds();
+  int n = 0;
+  for (const auto& ij : j["insts"]) {
+    Instruction inst;
+    if (!ij.is_object() || !ij.contains("kind") || !ij["kind"].is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("trace instruction ", n, " has no string \"kind\""));
+    }
+    inst.kind = ij["kind"].get<std::string>();
+    if (std::find(kinds.begin(), kinds.end(), inst.kind) == kinds.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("trace instruction ", n, " has unknown kind '", inst.kind, "'"));
+    }
+    auto read_names = [&](const char* key, std::vector<std::string>* out) -> absl::Status {
+      if (!ij.contains(key)) return absl::OkStatus();
+      if (!ij[key].is_array()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("trace instruction ", n, " (", inst.kind, "): \"", key,
+                         "\" must be an array of names"));
+      }
+      for (const auto& s : ij[key]) {
+        if (!s.is_string()) {
+          return absl::InvalidArgumentError(absl::StrCat("trace instruction ", n, " (",
+                                                         inst.kind, "): \"", key,
+                                                         "\" must hold strings"));
+        }
+        out->push_back(s.get<std::string>());
+      }
+      return absl::OkStatus();
+    };
+    if (auto s = read_names("inputs", &inst.inputs); !s.ok()) return s;
+    if (auto s = read_names("outputs", &inst.outputs); !s.ok()) return s;
+    if (ij.contains("attrs")) inst.attrs = ij["attrs"];
+    if (ij.contains("decision")) inst.decision = ij["decision"];
+    t.insts.push_back(std::move(inst));
+    ++n;
+  }
+  return t;
+}
+
+absl::StatusOr<Trace> Trace::Parse(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError("trace is not valid JSON");
+  }
+  return FromJson(j);
+}
+
+}  // namespace tessel::schedules
