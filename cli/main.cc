@@ -1,6 +1,28 @@
-#include <cstdio>
+// The tessel command line.
 
-int main() {
-  std::printf("tessel %s\n", TESSEL_VERSION);
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "cli/lower_command.h"
+#include "cli/tune_command.h"
+#include "worker/worker_build_info.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tessel: an auto-tuner for GPU and CPU tensor kernels"};
+  app.require_subcommand(0, 1);
+  bool version = false;
+  app.add_flag("--version", version, "Print the version and the targets this build supports");
+  tessel::cli::AddLowerCommand(app);
+  tessel::cli::AddTuneCommand(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (version || app.get_subcommands().empty()) {
+    std::cout << "tessel " << TESSEL_VERSION << "\n"
+              << tessel::worker::BuildSummary() << "\n";
+    if (!version) std::cout << "\n" << app.help();
+  }
   return 0;
 }

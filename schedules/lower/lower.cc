@@ -93,14 +93,27 @@ class Lowerer {
       : sch_(sch), target_(target), stages_(sch.stages()) {}
 
   absl::StatusOr<Program> Run() {
+    UniquifyNames();
     auto bounds = InferBounds(&stages_);
     if (!bounds.ok()) return bounds.status();
     bounds_ = std::move(*bounds);
     if (absl::Status st = Check(); !st.ok()) return st;
-    for (const Stage& s : stages_) {
-      for (int leaf : s.leaves) analyzer_.Bind(s.iters[leaf].var, 0, s.iters[leaf].extent);
-    }
     if (absl::Status st = RealizeBuffers(); !st.ok()) return st;
+    // Loop variables range over their extents, thread indices over the kernel's block size
+    // (a stage may use fewer threads than the kernel launches).
+    for (size_t i = 0; i < stages_.size(); ++i) {
+      const Stage& s = stages_[i];
+      if (s.inlined() || s.attach.kind != AttachPoint::Kind::kRoot) continue;
+      auto launch = LaunchOf(static_cast<int>(i));
+      if (!launch.ok()) return launch.status();
+      launch_ = *launch;
+      for (int si : KernelStages(static_cast<int>(i))) {
+        for (int leaf : stages_[si].leaves) {
+          const IterVar& iv = stages_[si].iters[leaf];
+          analyzer_.Bind(iv.var, 0, IsThreadTag(iv.thread) ? BlockDim(iv.thread) : iv.extent);
+        }
+      }
+    }
 
     Program p;
     p.name = "tessel_" + Sanitize(sch_.workload().name);
@@ -146,6 +159,35 @@ class Lowerer {
   }
 
  private:
+  // Gives every loop variable of the program a distinct name (stages nest inside each other's
+  // loops, and generated code must not shadow an outer loop's variable).
+  void UniquifyNames() {
+    std::set<std::string> used;
+    for (Stage& s : stages_) {
+      if (s.inlined()) continue;
+      std::unordered_map<const VarNode*, Expr> map;
+      for (IterVar& iv : s.iters) {
+        std::string name = iv.var->name;
+        if (used.count(name)) {
+          name = Sanitize(s.name) + "_" + iv.var->name;
+          for (int i = 1; used.count(name); ++i) name = absl::StrCat(name, "_", i);
+          VarPtr nv = MakeVar(name, iv.var->dtype);
+          map[iv.var.get()] = nv;
+          iv.var = nv;
+        }
+        used.insert(name);
+      }
+      if (map.empty()) continue;
+      for (VarPtr& a : s.axes) {
+        if (auto it = map.find(a.get()); it != map.end()) a = std::static_pointer_cast<const VarNode>(it->second);
+      }
+      for (VarPtr& a : s.reduce_axes) {
+        if (auto it = map.find(a.get()); it != map.end()) a = std::static_pointer_cast<const VarNode>(it->second);
+      }
+      s.body = Substitute(s.body, map);
+    }
+  }
+
   absl::Status Check() {
     for (const Stage& s : stages_) {
       if (s.inlined()) continue;
@@ -241,27 +283,31 @@ class Lowerer {
     return absl::OkStatus();
   }
 
-  // Launch dimensions of the kernel rooted at stage `root`: every stage attached inside it.
-  absl::StatusOr<LaunchConfig> LaunchOf(int root) {
-    LaunchConfig l;
+  // The stages of the kernel rooted at stage `root`: root and every stage attached inside it.
+  std::vector<int> KernelStages(int root) const {
+    std::vector<int> out;
     for (size_t i = 0; i < stages_.size(); ++i) {
       const Stage& s = stages_[i];
       if (s.inlined()) continue;
-      if (static_cast<int>(i) != root) {
-        // Attached (transitively) to root?
-        const Stage* cur = &s;
-        bool inside = false;
-        for (int depth = 0; depth < 1000 && cur->attach.kind == AttachPoint::Kind::kAt; ++depth) {
-          if (cur->attach.stage == stages_[root].name) {
-            inside = true;
-            break;
-          }
-          int pi = FindStageIndex(stages_, cur->attach.stage);
-          if (pi < 0) break;
-          cur = &stages_[pi];
-        }
-        if (!inside) continue;
+      bool inside = static_cast<int>(i) == root;
+      const Stage* cur = &s;
+      for (int depth = 0; !inside && depth < 1000 && cur->attach.kind == AttachPoint::Kind::kAt;
+           ++depth) {
+        if (cur->attach.stage == stages_[root].name) inside = true;
+        int pi = FindStageIndex(stages_, cur->attach.stage);
+        if (pi < 0) break;
+        cur = &stages_[pi];
       }
+      if (inside) out.push_back(static_cast<int>(i));
+    }
+    return out;
+  }
+
+  // Launch dimensions of the kernel rooted at stage `root`.
+  absl::StatusOr<LaunchConfig> LaunchOf(int root) {
+    LaunchConfig l;
+    for (int i : KernelStages(root)) {
+      const Stage& s = stages_[i];
       for (int leaf : s.leaves) {
         const IterVar& iv = s.iters[leaf];
         const int64_t e = iv.extent;
@@ -294,7 +340,12 @@ class Lowerer {
     if (kind == ForKind::kSerial && unrolled) kind = ForKind::kUnrolled;
     if (iv.thread == ThreadTag::kVThread) kind = ForKind::kThreadBinding;
     if (!body) body = MakeSeq({});
-    return MakeFor(iv.var, MakeInt(0), MakeInt(iv.extent), kind, iv.thread, std::move(body),
+    if (iv.extent == 1 && kind != ForKind::kThreadBinding) {
+      return Substitute(body, {{iv.var.get(), MakeInt(0, iv.var->dtype)}});
+    }
+    // A thread index ranges over the whole block, whatever this stage uses (guards cover it).
+    const int64_t extent = IsThreadTag(iv.thread) ? BlockDim(iv.thread) : iv.extent;
+    return MakeFor(iv.var, MakeInt(0), MakeInt(extent), kind, iv.thread, std::move(body),
                    iv.annotations);
   }
 
@@ -468,7 +519,7 @@ class Lowerer {
             acc_buf,
             MakeSeq({MakeStore(acc_buf, {MakeInt(0)}, ReduceIdentity(*s.reduce, vt)), loop,
                      reduce_and_store}));
-        loop = MakeFor(tv.var, MakeInt(0), MakeInt(tv.extent), ForKind::kThreadBinding,
+        loop = MakeFor(tv.var, MakeInt(0), MakeInt(BlockDim(tv.thread)), ForKind::kThreadBinding,
                        tv.thread, block, tv.annotations);
       }
       body = loop;

@@ -1,14 +1,47 @@
 #include "schedules/lower/program.h"
 
+#include <sstream>
+
+#include "absl/strings/str_join.h"
+
 namespace tessel::schedules {
 
 const char* BufferRoleName(BufferRole r) {
   switch (r) {
-    case BufferRole::kInput: return "input";
-    case BufferRole::kOutput: return "output";
-    case BufferRole::kWorkspace: return "workspace";
+    case BufferRole::kInput:
+      return "input";
+    case BufferRole::kOutput:
+      return "output";
+    case BufferRole::kWorkspace:
+      return "workspace";
   }
   return "?";
+}
+
+std::string ToString(const Program& p) {
+  std::ostringstream os;
+  os << "program " << p.name << " (" << (p.target == TargetKind::kCuda ? "cuda" : "host") << ", "
+     << (p.needs_int64_indices ? "64" : "32") << "-bit indices)\n";
+  os << "buffers:\n";
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    const Buffer& b = *p.buffers[i].buffer;
+    os << "  [" << i << "] " << BufferRoleName(p.buffers[i].role) << " " << b.name << ": "
+       << DTypeName(b.dtype) << "[" << absl::StrJoin(b.shape, ", ") << "]";
+    if (!b.strides.empty()) os << " strides [" << absl::StrJoin(b.strides, ", ") << "]";
+    os << "\n";
+  }
+  for (const Kernel& k : p.kernels) {
+    os << "kernel " << k.name << ": grid (" << absl::StrJoin(k.launch.grid, ", ") << ") block ("
+       << absl::StrJoin(k.launch.block, ", ") << ") dynamic shared "
+       << k.launch.dynamic_shared_bytes << " bytes\n";
+    std::vector<std::string> params;
+    for (const BufferPtr& b : k.params) params.push_back(b->name);
+    os << "  params: " << absl::StrJoin(params, ", ") << "\n";
+    // The body, indented under its kernel.
+    std::istringstream body(ToString(k.body));
+    for (std::string line; std::getline(body, line);) os << "  " << line << "\n";
+  }
+  return os.str();
 }
 
 }  // namespace tessel::schedules

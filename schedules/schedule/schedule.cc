@@ -771,7 +771,7 @@ absl::Status Schedule::Unroll(LoopRV loop) {
 // ---------------------------------------------------------------------------------------------
 // Stage transformations.
 
-absl::StatusOr<BlockRV> Schedule::CacheRead(const std::string& tensor, const std::string& scope,
+absl::StatusOr<BlockRV> Schedule::CacheRead(std::string tensor, const std::string& scope,
                                             const std::vector<BlockRV>& readers) {
   const char* prim = "cache_read";
   MemScope ms;

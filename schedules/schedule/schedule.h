@@ -107,7 +107,7 @@ class Schedule {
 
   // ---- Stage transformations.
   // A stage that copies `tensor` into scope ("shared" or "local"); the readers read the copy.
-  absl::StatusOr<BlockRV> CacheRead(const std::string& tensor, const std::string& scope,
+  absl::StatusOr<BlockRV> CacheRead(std::string tensor, const std::string& scope,
                                     const std::vector<BlockRV>& readers);
   // The stage's computation moves to a new stage writing `scope`; the stage becomes a copy of it.
   absl::StatusOr<BlockRV> CacheWrite(BlockRV block, const std::string& scope);

@@ -1,0 +1,89 @@
+#include "cli/lower_command.h"
+
+#include <iostream>
+
+#include "cli/candidate.h"
+#include "schedules/workload/builtins.h"
+#include "schedules/workload/key.h"
+
+namespace tessel::cli {
+
+void AddLowerCommand(CLI::App& app) {
+  auto opts = std::make_shared<LowerOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "lower", "Print the lowered program or generated source of a workload and schedule");
+  cmd->add_option("--workload,-w", opts->workload,
+                  "Built-in spec such as 'matmul(M=64, N=64, K=64)', a definition, or a file")
+      ->required();
+  cmd->add_option("--target,-t", opts->target, "host or cuda")->capture_default_str();
+  cmd->add_option("--arch", opts->arch, "CUDA architecture: sm_80 or sm_90")
+      ->capture_default_str();
+  cmd->add_option("--trace", opts->trace_file,
+                  "Trace JSON file (the schedule); the reference lowering when omitted");
+  cmd->add_option("--emit", opts->emit, "ir, cuda, cpp or json (default: the target's source)");
+  cmd->callback([opts]() { throw CLI::RuntimeError(RunLower(*opts)); });
+}
+
+int RunLower(const LowerOptions& o) {
+  auto fail = [](const absl::Status& s) {
+    std::cerr << "tessel lower: " << s.message() << "\n";
+    return 1;
+  };
+  auto workload = schedules::LoadWorkload(o.workload);
+  if (!workload.ok()) return fail(workload.status());
+  auto target = schedules::MakeTarget(o.target, o.arch);
+  if (!target.ok()) return fail(target.status());
+  std::string emit = o.emit.empty() ? (target->is_cuda() ? "cuda" : "cpp") : o.emit;
+  if (emit != "ir" && emit != "cuda" && emit != "cpp" && emit != "json") {
+    return fail(absl::InvalidArgumentError("unknown --emit '" + emit +
+                                           "'; use ir, cuda, cpp or json"));
+  }
+  if ((emit == "cuda" && !target->is_cuda()) || (emit == "cpp" && target->is_cuda())) {
+    return fail(absl::InvalidArgumentError("--emit " + emit + " does not match --target " +
+                                           o.target + "; use --emit " +
+                                           (target->is_cuda() ? "cuda" : "cpp")));
+  }
+  std::optional<schedules::Trace> trace;
+  if (!o.trace_file.empty()) {
+    auto t = ReadTraceFile(o.trace_file);
+    if (!t.ok()) return fail(t.status());
+    trace = std::move(*t);
+  }
+  auto c = BuildCandidate(*workload, *target, trace);
+  if (!c.ok()) return fail(c.status());
+  if (emit == "ir") {
+    std::cout << "// workload " << workload->spec << "  key " << schedules::WorkloadKey(*workload)
+              << "  target " << target->ToString() << "\n"
+              << schedules::ToString(c->program);
+  } else if (emit == "json") {
+    nlohmann::json j;
+    j["workload"] = workload->spec;
+    j["workload_key"] = schedules::WorkloadKey(*workload);
+    j["target"] = target->ToString();
+    if (trace) j["trace"] = trace->ToJson();
+    j["source"] = c->source.code;
+    nlohmann::json kernels = nlohmann::json::array();
+    for (const auto& k : c->source.kernels) {
+      kernels.push_back({{"entry", k.entry},
+                         {"grid", k.launch.grid},
+                         {"block", k.launch.block},
+                         {"dynamic_shared_bytes", k.launch.dynamic_shared_bytes},
+                         {"params", k.params}});
+    }
+    j["kernels"] = kernels;
+    nlohmann::json buffers = nlohmann::json::array();
+    for (const auto& b : c->source.buffers) {
+      buffers.push_back({{"name", b.buffer->name},
+                         {"role", schedules::BufferRoleName(b.role)},
+                         {"dtype", schedules::DTypeName(b.buffer->dtype)},
+                         {"shape", b.buffer->shape}});
+    }
+    j["buffers"] = buffers;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << c->source.code;
+  }
+  return 0;
+}
+
+}  // namespace tessel::cli

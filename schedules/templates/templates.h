@@ -1,0 +1,34 @@
+#pragma once
+
+// Hand-written schedule templates, one per built-in workload family and target: the expert
+// schedules that `make tune` starts from, that the GPU benchmarks measure (their traces are
+// stored under tests/data/), and that the tests run on shapes the tiles do not divide. Each
+// template is a plain sequence of schedule primitives, so its result is a trace like any other.
+// The design space (schedule rules with sampled decisions) generalizes these.
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "schedules/schedule/schedule.h"
+#include "schedules/target/target.h"
+#include "schedules/workload/workload.h"
+
+namespace tessel::schedules {
+
+struct TemplateOptions {
+  // Contractions on CUDA: block tile bm x bn, reduction step bk, thread tile tm x tn.
+  int64_t bm = 128, bn = 128, bk = 8, tm = 8, tn = 8;
+  // Row reductions on CUDA: threads per row; layernorm: elements per partial-sum block.
+  int64_t row_threads = 1024;
+  int64_t partial_chunk = 8192;
+  // Host: tile sizes of the contraction.
+  int64_t host_tile_i = 32, host_tile_j = 64, host_tile_k = 64;
+};
+
+// The hand-written schedule for `workload` (dispatched on Workload::name; "custom" workloads get
+// a generic schedule: injective stages auto-bound, reductions one output per thread).
+absl::StatusOr<Schedule> HandwrittenSchedule(const Workload& workload, const Target& target,
+                                             const TemplateOptions& options = {});
+
+}  // namespace tessel::schedules
