@@ -3,6 +3,8 @@
 #include <iostream>
 
 #include "cli/candidate.h"
+#include "cli/exit_code.h"
+#include "schedules/templates/templates.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
 
@@ -20,8 +22,11 @@ void AddLowerCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--trace", opts->trace_file,
                   "Trace JSON file (the schedule); the reference lowering when omitted");
-  cmd->add_option("--emit", opts->emit, "ir, cuda, cpp or json (default: the target's source)");
-  cmd->callback([opts]() { throw CLI::RuntimeError(RunLower(*opts)); });
+  cmd->add_flag("--template", opts->use_template,
+               "Use the hand-written template schedule of the workload's family");
+  cmd->add_option("--emit", opts->emit,
+                  "ir, cuda, cpp, json or trace (default: the target's source)");
+  cmd->callback([opts]() { SetExitCode(RunLower(*opts)); });
 }
 
 int RunLower(const LowerOptions& o) {
@@ -34,9 +39,13 @@ int RunLower(const LowerOptions& o) {
   auto target = schedules::MakeTarget(o.target, o.arch);
   if (!target.ok()) return fail(target.status());
   std::string emit = o.emit.empty() ? (target->is_cuda() ? "cuda" : "cpp") : o.emit;
-  if (emit != "ir" && emit != "cuda" && emit != "cpp" && emit != "json") {
+  if (emit != "ir" && emit != "cuda" && emit != "cpp" && emit != "json" && emit != "trace") {
     return fail(absl::InvalidArgumentError("unknown --emit '" + emit +
-                                           "'; use ir, cuda, cpp or json"));
+                                           "'; use ir, cuda, cpp, json or trace"));
+  }
+  if (o.use_template && !o.trace_file.empty()) {
+    return fail(absl::InvalidArgumentError(
+        "--trace and --template both give a schedule; use one of them"));
   }
   if ((emit == "cuda" && !target->is_cuda()) || (emit == "cpp" && target->is_cuda())) {
     return fail(absl::InvalidArgumentError("--emit " + emit + " does not match --target " +
@@ -49,9 +58,20 @@ int RunLower(const LowerOptions& o) {
     if (!t.ok()) return fail(t.status());
     trace = std::move(*t);
   }
+  if (o.use_template) {
+    auto sch = schedules::HandwrittenSchedule(*workload, *target);
+    if (!sch.ok()) return fail(sch.status());
+    trace = sch->trace();
+  }
   auto c = BuildCandidate(*workload, *target, trace);
   if (!c.ok()) return fail(c.status());
-  if (emit == "ir") {
+  if (emit == "trace") {
+    if (!trace) {
+      return fail(absl::InvalidArgumentError(
+          "--emit trace needs a schedule: give --template or --trace"));
+    }
+    std::cout << trace->ToJsonString(1) << "\n";
+  } else if (emit == "ir") {
     std::cout << "// workload " << workload->spec << "  key " << schedules::WorkloadKey(*workload)
               << "  target " << target->ToString() << "\n"
               << schedules::ToString(c->program);

@@ -6,14 +6,15 @@
 
 namespace tessel::cli {
 
-// `tessel lower --workload SPEC_OR_FILE --target host|cuda [--arch sm_90] [--trace FILE]
-//  [--emit ir|cuda|cpp|json]`: prints the lowered program or its generated source (the
-// reference lowering when no trace is given).
+// `tessel lower --workload SPEC_OR_FILE --target host|cuda [--arch sm_90] [--trace FILE |
+//  --template] [--emit ir|cuda|cpp|json|trace]`: prints the lowered program, its generated
+// source or its trace (the reference lowering when neither a trace nor --template is given).
 struct LowerOptions {
   std::string workload;
   std::string target = "host";
   std::string arch = "sm_90";
   std::string trace_file;
+  bool use_template = false;  // the hand-written template schedule instead of a trace
   std::string emit;  // default: cpp for host, cuda for cuda
 };
 

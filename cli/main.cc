@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "cli/exit_code.h"
 #include "cli/lower_command.h"
 #include "cli/tune_command.h"
 #include "worker/worker_build_info.h"
@@ -24,5 +25,5 @@ int main(int argc, char** argv) {
               << tessel::worker::BuildSummary() << "\n";
     if (!version) std::cout << "\n" << app.help();
   }
-  return 0;
+  return tessel::cli::ExitCode();
 }
