@@ -10,9 +10,9 @@
 namespace tessel::schedules {
 
 struct KernelSource {
-  std::string entry;         // extern "C" symbol
-  LaunchConfig launch;       // CUDA only
-  std::vector<int> params;   // indices into GeneratedSource::buffers, in parameter order
+  std::string entry;        // extern "C" symbol
+  LaunchConfig launch;      // CUDA only
+  std::vector<int> params;  // indices into GeneratedSource::buffers, in parameter order
 };
 
 struct GeneratedSource {

@@ -77,12 +77,11 @@ bool IsImm(const Expr& e) { return As<IntImmNode>(e) || As<FloatImmNode>(e); }
 
 Expr MakeBinary(BinaryOp op, Expr a, Expr b) {
   TESSEL_CHECK(a && b) << "MakeBinary(" << BinaryOpName(op) << ") with a null operand";
-  if (a->dtype != b->dtype) {
-    if (IsImm(b)) {
-      if (Expr r = Retype(b, a->dtype)) b = r;
-    } else if (IsImm(a)) {
-      if (Expr r = Retype(a, b->dtype)) a = r;
-    }
+  if (a->dtype != b->dtype && IsImm(b)) {
+    if (Expr r = Retype(b, a->dtype)) b = r;
+  }
+  if (a->dtype != b->dtype && IsImm(a)) {
+    if (Expr r = Retype(a, b->dtype)) a = r;
   }
   TESSEL_CHECK(a->dtype == b->dtype) << "operand types differ in " << ToString(a) << " "
                               << BinaryOpName(op) << " " << ToString(b);
@@ -158,12 +157,11 @@ Expr MakeUnary(UnaryOp op, Expr a) {
 
 Expr MakeSelect(Expr cond, Expr t, Expr f) {
   if (const auto* c = As<IntImmNode>(cond)) return c->value ? t : f;
-  if (t->dtype != f->dtype) {
-    if (IsImm(f)) {
-      if (Expr r = Retype(f, t->dtype)) f = r;
-    } else if (IsImm(t)) {
-      if (Expr r = Retype(t, f->dtype)) t = r;
-    }
+  if (t->dtype != f->dtype && IsImm(f)) {
+    if (Expr r = Retype(f, t->dtype)) f = r;
+  }
+  if (t->dtype != f->dtype && IsImm(t)) {
+    if (Expr r = Retype(t, f->dtype)) t = r;
   }
   TESSEL_CHECK(t->dtype == f->dtype) << "select branches differ in type";
   return std::make_shared<SelectNode>(std::move(cond), std::move(t), std::move(f));

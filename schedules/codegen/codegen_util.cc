@@ -1,0 +1,978 @@
+#include "schedules/codegen/codegen_util.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "schedules/ir/expr_functor.h"
+#include "schedules/util/check.h"
+
+namespace tessel::schedules::codegen {
+
+// ---- Tree walks.
+
+void WalkExpr(const Expr& e, const std::function<void(const Expr&)>& fn) {
+  if (!e) return;
+  fn(e);
+  switch (e->kind) {
+    case ExprKind::kIntImm:
+    case ExprKind::kFloatImm:
+    case ExprKind::kVar:
+      return;
+    case ExprKind::kBinary: {
+      const auto& n = static_cast<const BinaryNode&>(*e);
+      WalkExpr(n.a, fn);
+      WalkExpr(n.b, fn);
+      return;
+    }
+    case ExprKind::kUnary:
+      WalkExpr(static_cast<const UnaryNode&>(*e).a, fn);
+      return;
+    case ExprKind::kSelect: {
+      const auto& n = static_cast<const SelectNode&>(*e);
+      WalkExpr(n.cond, fn);
+      WalkExpr(n.true_value, fn);
+      WalkExpr(n.false_value, fn);
+      return;
+    }
+    case ExprKind::kCast:
+      WalkExpr(static_cast<const CastNode&>(*e).value, fn);
+      return;
+    case ExprKind::kCall:
+      for (const Expr& a : static_cast<const CallNode&>(*e).args) WalkExpr(a, fn);
+      return;
+    case ExprKind::kLoad:
+      for (const Expr& i : static_cast<const LoadNode&>(*e).indices) WalkExpr(i, fn);
+      return;
+  }
+}
+
+void WalkStmt(const Stmt& s, const std::function<void(const Stmt&)>& on_stmt,
+              const std::function<void(const Expr&)>& on_expr) {
+  if (!s) return;
+  if (on_stmt) on_stmt(s);
+  auto expr = [&](const Expr& e) {
+    if (on_expr && e) on_expr(e);
+  };
+  switch (s->kind) {
+    case StmtKind::kFor: {
+      const auto& n = static_cast<const ForNode&>(*s);
+      expr(n.min);
+      expr(n.extent);
+      WalkStmt(n.body, on_stmt, on_expr);
+      return;
+    }
+    case StmtKind::kStore: {
+      const auto& n = static_cast<const StoreNode&>(*s);
+      for (const Expr& i : n.indices) expr(i);
+      expr(n.value);
+      return;
+    }
+    case StmtKind::kAllocate:
+      WalkStmt(static_cast<const AllocateNode&>(*s).body, on_stmt, on_expr);
+      return;
+    case StmtKind::kIfThenElse: {
+      const auto& n = static_cast<const IfThenElseNode&>(*s);
+      expr(n.cond);
+      WalkStmt(n.then_case, on_stmt, on_expr);
+      WalkStmt(n.else_case, on_stmt, on_expr);
+      return;
+    }
+    case StmtKind::kSeq:
+      for (const Stmt& c : static_cast<const SeqNode&>(*s).stmts) WalkStmt(c, on_stmt, on_expr);
+      return;
+    case StmtKind::kLetStmt: {
+      const auto& n = static_cast<const LetStmtNode&>(*s);
+      expr(n.value);
+      WalkStmt(n.body, on_stmt, on_expr);
+      return;
+    }
+    case StmtKind::kBarrier:
+      return;
+    case StmtKind::kAllReduce:
+      expr(static_cast<const AllReduceNode&>(*s).value);
+      return;
+    case StmtKind::kEvaluate:
+      expr(static_cast<const EvaluateNode&>(*s).value);
+      return;
+  }
+}
+
+bool UsesVar(const Expr& e, const VarNode* v) {
+  bool found = false;
+  WalkExpr(e, [&](const Expr& x) {
+    if (x.get() == v) found = true;
+  });
+  return found;
+}
+
+namespace {
+
+class VarSubstituter final : public ExprMutator {
+ public:
+  VarSubstituter(const VarNode* v, Expr value) : v_(v), value_(std::move(value)) {}
+  Expr Run(const Expr& e) { return Visit(e); }
+
+ protected:
+  Expr VisitVar(const VarNode& n, const Expr& self) override { return &n == v_ ? value_ : self; }
+
+ private:
+  const VarNode* v_;
+  Expr value_;
+};
+
+}  // namespace
+
+Expr SubstituteVar(const Expr& e, const VarNode* v, const Expr& value) {
+  return VarSubstituter(v, value).Run(e);
+}
+
+bool ContainsSync(const Stmt& s) {
+  bool found = false;
+  WalkStmt(
+      s,
+      [&](const Stmt& x) {
+        if (x->kind == StmtKind::kBarrier || x->kind == StmtKind::kAllReduce) found = true;
+      },
+      nullptr);
+  return found;
+}
+
+int64_t UnrollSteps(const Stmt& s) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (!s) return 0;
+  switch (s->kind) {
+    case StmtKind::kFor: {
+      const auto& n = static_cast<const ForNode&>(*s);
+      int64_t extent = 0;
+      if (!IsConstInt(n.extent, &extent)) return kMax;
+      const int64_t inner = std::max<int64_t>(1, UnrollSteps(n.body));
+      if (extent > 0 && inner > kMax / extent) return kMax;
+      return extent * inner;
+    }
+    case StmtKind::kSeq: {
+      int64_t total = 0;
+      for (const Stmt& c : static_cast<const SeqNode&>(*s).stmts) {
+        const int64_t x = UnrollSteps(c);
+        if (x == kMax || total > kMax - x) return kMax;
+        total += x;
+      }
+      return total;
+    }
+    case StmtKind::kAllocate:
+      return UnrollSteps(static_cast<const AllocateNode&>(*s).body);
+    case StmtKind::kLetStmt:
+      return UnrollSteps(static_cast<const LetStmtNode&>(*s).body);
+    case StmtKind::kIfThenElse: {
+      const auto& n = static_cast<const IfThenElseNode&>(*s);
+      return std::max(UnrollSteps(n.then_case), UnrollSteps(n.else_case));
+    }
+    default:
+      return 1;
+  }
+}
+
+// ---- Index analyses.
+
+Expr FlatIndex(const Buffer& buffer, const std::vector<Expr>& indices) {
+  TESSEL_CHECK(indices.size() == buffer.shape.size())
+      << "access of " << buffer.name << " with " << indices.size() << " indices, rank "
+      << buffer.shape.size();
+  const std::vector<int64_t> strides = buffer.Strides();
+  Expr flat = MakeInt(0);
+  for (size_t i = 0; i < indices.size(); ++i) {
+    flat = flat + MakeCast(kIndexType, indices[i]) * MakeInt(strides[i]);
+  }
+  return flat;
+}
+
+namespace {
+
+class TrailingConstantFolder final : public ExprMutator {
+ public:
+  Expr Run(const Expr& e) { return Visit(e); }
+
+ protected:
+  Expr VisitBinary(const BinaryNode& n, const Expr& self) override {
+    Expr folded = ExprMutator::VisitBinary(n, self);
+    const auto* outer = As<BinaryNode>(folded);
+    int64_t c2 = 0, c1 = 0;
+    if (outer == nullptr || !IsInt(outer->dtype) ||
+        (outer->op != BinaryOp::kAdd && outer->op != BinaryOp::kSub) ||
+        !IsConstInt(outer->b, &c2)) {
+      return folded;
+    }
+    const auto* inner = As<BinaryNode>(outer->a);
+    if (inner == nullptr || (inner->op != BinaryOp::kAdd && inner->op != BinaryOp::kSub) ||
+        !IsConstInt(inner->b, &c1)) {
+      return folded;
+    }
+    const int64_t total =
+        (inner->op == BinaryOp::kAdd ? c1 : -c1) + (outer->op == BinaryOp::kAdd ? c2 : -c2);
+    if (total == 0) return inner->a;
+    return total > 0 ? inner->a + MakeInt(total, outer->dtype)
+                     : inner->a - MakeInt(-total, outer->dtype);
+  }
+};
+
+void AddScaled(AffineForm* into, const AffineForm& f, int64_t scale) {
+  into->constant += f.constant * scale;
+  for (const auto& [term, coeff] : f.terms) {
+    bool merged = false;
+    for (auto& [t, c] : into->terms) {
+      if (t.get() == term.get()) {
+        c += coeff * scale;
+        merged = true;
+        break;
+      }
+    }
+    if (!merged) into->terms.emplace_back(term, coeff * scale);
+  }
+}
+
+}  // namespace
+
+AffineForm ToAffine(const Expr& e) {
+  AffineForm f;
+  int64_t c = 0;
+  if (IsConstInt(e, &c)) {
+    f.constant = c;
+    return f;
+  }
+  if (const auto* b = As<BinaryNode>(e); b && IsInt(b->dtype)) {
+    switch (b->op) {
+      case BinaryOp::kAdd:
+        AddScaled(&f, ToAffine(b->a), 1);
+        AddScaled(&f, ToAffine(b->b), 1);
+        return f;
+      case BinaryOp::kSub:
+        AddScaled(&f, ToAffine(b->a), 1);
+        AddScaled(&f, ToAffine(b->b), -1);
+        return f;
+      case BinaryOp::kMul:
+        if (IsConstInt(b->b, &c)) {
+          AddScaled(&f, ToAffine(b->a), c);
+          return f;
+        }
+        if (IsConstInt(b->a, &c)) {
+          AddScaled(&f, ToAffine(b->b), c);
+          return f;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  if (const auto* cast = As<CastNode>(e); cast && IsInt(cast->dtype) && IsInt(cast->value->dtype)) {
+    return ToAffine(cast->value);
+  }
+  if (const auto* u = As<UnaryNode>(e); u && u->op == UnaryOp::kNeg && IsInt(u->dtype)) {
+    AddScaled(&f, ToAffine(u->a), -1);
+    return f;
+  }
+  f.terms.emplace_back(e, 1);
+  return f;
+}
+
+Expr FoldTrailingConstants(const Expr& e) { return TrailingConstantFolder().Run(e); }
+
+bool SplitAffine(const Expr& e, const VarNode* v, int64_t* coeff, AffineForm* rest) {
+  AffineForm f = ToAffine(e);
+  *coeff = 0;
+  rest->terms.clear();
+  rest->constant = f.constant;
+  for (const auto& [term, c] : f.terms) {
+    if (term.get() == v) {
+      *coeff += c;
+    } else if (UsesVar(term, v)) {
+      return false;
+    } else if (c != 0) {
+      rest->terms.emplace_back(term, c);
+    }
+  }
+  return true;
+}
+
+bool AllMultiplesOf(const AffineForm& f, int64_t w) {
+  if (f.constant % w != 0) return false;
+  for (const auto& [term, c] : f.terms) {
+    if (c % w != 0) return false;
+  }
+  return true;
+}
+
+// ---- Literals and names.
+
+std::string FloatLiteral(double v, DType t) {
+  char buf[64];
+  const bool wide = t == DType::kFloat64;
+  std::snprintf(buf, sizeof(buf), wide ? "%.17g" : "%.9g", v);
+  std::string s = buf;
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  if (!wide) s += "f";
+  return s;
+}
+
+std::string IntLiteral(int64_t v) {
+  if (v == std::numeric_limits<int64_t>::min()) return "(-9223372036854775807LL - 1)";
+  if (v > std::numeric_limits<int32_t>::max() || v < std::numeric_limits<int32_t>::min()) {
+    return absl::StrCat(v, "LL");
+  }
+  return absl::StrCat(v);
+}
+
+bool IsCIdentifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+namespace {
+
+// Words a name hint must not take: C++ keywords, CUDA built-ins and the names generated code
+// calls (math functions, conversions, vector types).
+const char* const kReservedNames[] = {"alignas",
+                                      "alignof",
+                                      "asm",
+                                      "auto",
+                                      "bool",
+                                      "break",
+                                      "case",
+                                      "catch",
+                                      "char",
+                                      "class",
+                                      "const",
+                                      "constexpr",
+                                      "const_cast",
+                                      "continue",
+                                      "decltype",
+                                      "default",
+                                      "delete",
+                                      "do",
+                                      "double",
+                                      "dynamic_cast",
+                                      "else",
+                                      "enum",
+                                      "explicit",
+                                      "export",
+                                      "extern",
+                                      "false",
+                                      "float",
+                                      "for",
+                                      "friend",
+                                      "goto",
+                                      "if",
+                                      "inline",
+                                      "int",
+                                      "long",
+                                      "mutable",
+                                      "namespace",
+                                      "new",
+                                      "noexcept",
+                                      "nullptr",
+                                      "operator",
+                                      "private",
+                                      "protected",
+                                      "public",
+                                      "register",
+                                      "reinterpret_cast",
+                                      "return",
+                                      "short",
+                                      "signed",
+                                      "sizeof",
+                                      "static",
+                                      "static_assert",
+                                      "static_cast",
+                                      "struct",
+                                      "switch",
+                                      "template",
+                                      "this",
+                                      "throw",
+                                      "true",
+                                      "try",
+                                      "typedef",
+                                      "typeid",
+                                      "typename",
+                                      "union",
+                                      "unsigned",
+                                      "using",
+                                      "virtual",
+                                      "void",
+                                      "volatile",
+                                      "wchar_t",
+                                      "while",
+                                      "and",
+                                      "or",
+                                      "not",
+                                      "xor",
+                                      "main",
+                                      "std",
+                                      "half",
+                                      "half2",
+                                      "nv_bfloat16",
+                                      "threadIdx",
+                                      "blockIdx",
+                                      "blockDim",
+                                      "gridDim",
+                                      "warpSize",
+                                      "min",
+                                      "max",
+                                      "abs",
+                                      "exp",
+                                      "expf",
+                                      "log",
+                                      "logf",
+                                      "tanh",
+                                      "tanhf",
+                                      "sqrt",
+                                      "sqrtf",
+                                      "rsqrt",
+                                      "rsqrtf",
+                                      "erf",
+                                      "erff",
+                                      "fabs",
+                                      "fabsf",
+                                      "fmax",
+                                      "fmaxf",
+                                      "fmin",
+                                      "fminf",
+                                      "floor",
+                                      "floorf",
+                                      "fmod",
+                                      "fmodf",
+                                      "float2",
+                                      "float4",
+                                      "double2",
+                                      "int2",
+                                      "int4",
+                                      "uint2",
+                                      "uint4",
+                                      "longlong2",
+                                      "buffers",
+                                      "INFINITY",
+                                      "NAN",
+                                      "size_t",
+                                      "int32_t",
+                                      "int64_t",
+                                      "uint16_t",
+                                      "uint32_t",
+                                      "uint64_t",
+                                      "memcpy",
+                                      "make_float2",
+                                      "make_float4",
+                                      "make_double2",
+                                      "make_int2",
+                                      "make_int4",
+                                      "make_longlong2"};
+
+}  // namespace
+
+NameTable::NameTable() {
+  for (const char* w : kReservedNames) used_.insert(w);
+}
+
+std::string NameTable::Claim(std::string base) {
+  if (used_.insert(base).second) return base;
+  for (int i = 1;; ++i) {
+    std::string cand = absl::StrCat(base, "_", i);
+    if (used_.insert(cand).second) return cand;
+  }
+}
+
+std::string NameTable::Unique(const std::string& hint) {
+  std::string s;
+  for (char c : hint) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (s.empty()) s = "v";
+  if (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '_' || s.rfind("tessel_", 0) == 0) {
+    s = "v_" + s;
+  }
+  return Claim(s);
+}
+
+std::string NameTable::Temp(const std::string& stem) { return Claim("tessel_" + stem); }
+
+std::string ProgramHeaderComment(const Program& p, const std::string& target) {
+  std::string s = absl::StrCat("// Generated by Tessel for ", target, ": program ", p.name, "\n");
+  absl::StrAppend(&s, "// Index arithmetic: ", p.needs_int64_indices ? "64" : "32", " bits\n");
+  absl::StrAppend(&s, "// Buffers:\n");
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    const Buffer& b = *p.buffers[i].buffer;
+    std::vector<std::string> dims;
+    for (int64_t d : b.shape) dims.push_back(absl::StrCat(d));
+    absl::StrAppend(&s, "//   [", i, "] ", BufferRoleName(p.buffers[i].role), " ", b.name, ": ",
+                    DTypeName(b.dtype), "[", absl::StrJoin(dims, ", "), "]");
+    if (!b.strides.empty()) {
+      absl::StrAppend(&s, " strides [", absl::StrJoin(b.strides, ", "), "]");
+    }
+    absl::StrAppend(&s, "\n");
+  }
+  return s;
+}
+
+std::string FloorDivHelpers(const std::string& qualifier, bool integer, bool floating) {
+  std::string s;
+  if (integer) {
+    absl::StrAppend(&s, "// Floor division and modulo (rounding towards negative infinity).\n",
+                    "template <typename T>\n", qualifier, " T tessel_floordiv(T a, T b) {\n",
+                    "  const T q = a / b;\n",
+                    "  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n", "}\n",
+                    "template <typename T>\n", qualifier, " T tessel_floormod(T a, T b) {\n",
+                    "  const T r = a % b;\n",
+                    "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n", "}\n");
+  }
+  if (floating) {
+    absl::StrAppend(&s, qualifier, " float tessel_floormodf(float a, float b) {\n",
+                    "  return a - floorf(a / b) * b;\n", "}\n", qualifier,
+                    " double tessel_floormodf(double a, double b) {\n",
+                    "  return a - floor(a / b) * b;\n", "}\n");
+  }
+  return s;
+}
+
+// ---- The printer: output.
+
+void CodeGenC::Line(const std::string& s) {
+  if (s.empty()) {
+    out_ += "\n";
+    return;
+  }
+  // Pragmas stay at the statement's indentation: nvcc, NVRTC and GCC accept indented pragmas.
+  out_.append(indent_ * 2, ' ');
+  out_ += s;
+  out_ += "\n";
+}
+
+void CodeGenC::OpenBlock(const std::string& head, const std::string& comment) {
+  Line((head.empty() ? "{" : head + " {") + comment);
+  ++indent_;
+  blocks_.emplace_back();
+}
+
+void CodeGenC::CloseBlock(const std::string& tail) {
+  --indent_;
+  TESSEL_CHECK(indent_ >= 0 && blocks_.size() > 1) << "unbalanced blocks in code generation";
+  blocks_.pop_back();
+  Line("}" + tail);
+}
+
+void CodeGenC::ElseBlock() {
+  --indent_;
+  blocks_.back().clear();
+  Line("} else {");
+  ++indent_;
+}
+
+std::string CodeGenC::TakeOutput() {
+  std::string s = std::move(out_);
+  out_.clear();
+  return s;
+}
+
+bool CodeGenC::DeclareInBlock(const std::string& name) {
+  return blocks_.back().insert(name).second;
+}
+
+void CodeGenC::ResetKernelState() {
+  names_ = NameTable();
+  var_names_.clear();
+  bound_.clear();
+  non_negative_.clear();
+  buffer_names_.clear();
+  var_override_.clear();
+  load_override_.clear();
+  blocks_.assign(1, {});
+  indent_ = 0;
+}
+
+void CodeGenC::Fail(absl::Status s) {
+  if (status_.ok()) status_ = std::move(s);
+}
+
+std::string CodeGenC::ComputeType(DType t) const {
+  switch (t) {
+    case DType::kBool:
+      return "bool";
+    case DType::kInt32:
+      return "int";
+    case DType::kInt64:
+      return IndexType();
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kFloat32:
+      return "float";
+    case DType::kFloat64:
+      return "double";
+  }
+  return "?";
+}
+
+// ---- Names.
+
+std::string CodeGenC::BindBuffer(const Buffer* b) {
+  auto it = buffer_names_.find(b);
+  if (it != buffer_names_.end()) return it->second;
+  std::string name = names_.Unique(b->name);
+  buffer_names_.emplace(b, name);
+  return name;
+}
+
+std::string CodeGenC::BufferName(const Buffer* b) {
+  auto it = buffer_names_.find(b);
+  if (it != buffer_names_.end()) return it->second;
+  Fail(absl::InvalidArgumentError(absl::StrCat(
+      MemScopeName(b->scope), " buffer '", b->name,
+      "' is used where it is not declared: a global buffer must be among its kernel's params and "
+      "a shared or local buffer must be used inside its Allocate")));
+  return "/*undeclared*/" + b->name;
+}
+
+std::string CodeGenC::BindVar(const VarNode* v, bool non_negative) {
+  auto it = var_names_.find(v);
+  if (it == var_names_.end()) it = var_names_.emplace(v, names_.Unique(v->name)).first;
+  ++bound_[v];
+  if (non_negative) {
+    non_negative_.insert(v);
+  } else {
+    non_negative_.erase(v);
+  }
+  return it->second;
+}
+
+void CodeGenC::UnbindVar(const VarNode* v) {
+  if (--bound_[v] <= 0) non_negative_.erase(v);
+}
+
+// ---- Expressions.
+
+bool CodeGenC::NonNegative(const Expr& e) const {
+  int64_t c = 0;
+  if (IsConstInt(e, &c)) return c >= 0;
+  switch (e->kind) {
+    case ExprKind::kVar:
+      return non_negative_.count(static_cast<const VarNode*>(e.get())) > 0;
+    case ExprKind::kBinary: {
+      const auto& n = static_cast<const BinaryNode&>(*e);
+      if (!IsInt(n.dtype)) return false;
+      switch (n.op) {
+        case BinaryOp::kAdd:
+        case BinaryOp::kMul:
+        case BinaryOp::kMin:
+          return NonNegative(n.a) && NonNegative(n.b);
+        case BinaryOp::kMax:
+          return NonNegative(n.a) || NonNegative(n.b);
+        case BinaryOp::kDiv:
+          return NonNegative(n.a) && IsConstInt(n.b, &c) && c > 0;
+        case BinaryOp::kMod:
+          return IsConstInt(n.b, &c) && c > 0;  // floor modulo: in [0, c)
+        default:
+          return false;
+      }
+    }
+    case ExprKind::kCast: {
+      const auto& n = static_cast<const CastNode&>(*e);
+      return IsInt(n.dtype) && IsInt(n.value->dtype) && NonNegative(n.value);
+    }
+    case ExprKind::kSelect: {
+      const auto& n = static_cast<const SelectNode&>(*e);
+      return IsInt(n.dtype) && NonNegative(n.true_value) && NonNegative(n.false_value);
+    }
+    default:
+      return false;
+  }
+}
+
+std::string CodeGenC::Operand(const Expr& e, int min_prec) {
+  int prec = 0;
+  std::string s = Print(e, &prec);
+  return prec < min_prec ? "(" + s + ")" : s;
+}
+
+std::string CodeGenC::Access(const BufferPtr& buffer, const std::vector<Expr>& indices) {
+  const std::string name = BufferName(buffer.get());
+  if (indices.size() != buffer->shape.size()) {
+    Fail(absl::InvalidArgumentError(absl::StrCat("access of buffer '", buffer->name, "' with ",
+                                                 indices.size(), " indices; it has rank ",
+                                                 buffer->shape.size())));
+    return name + "[0]";
+  }
+  return name + "[" + Print(FoldTrailingConstants(FlatIndex(*buffer, indices))) + "]";
+}
+
+std::string CodeGenC::PrintBinary(const BinaryNode& n, int* prec) {
+  const DType t = n.a->dtype;
+  int64_t divisor = 0;
+  switch (n.op) {
+    case BinaryOp::kAdd:
+    case BinaryOp::kSub: {
+      *prec = kPrecAdd;
+      // Integer addition is associative: a + (b + c) prints as a + b + c.
+      const auto* rhs = As<BinaryNode>(n.b);
+      const bool flat = IsInt(t) && n.op == BinaryOp::kAdd && rhs && rhs->op == BinaryOp::kAdd;
+      return Operand(n.a, kPrecAdd) + " " + BinaryOpName(n.op) + " " +
+             Operand(n.b, flat ? kPrecAdd : kPrecAdd + 1);
+    }
+    case BinaryOp::kMul:
+      *prec = kPrecMul;
+      return Operand(n.a, kPrecMul) + " * " + Operand(n.b, kPrecMul + 1);
+    case BinaryOp::kDiv:
+    case BinaryOp::kMod: {
+      const bool div = n.op == BinaryOp::kDiv;
+      if (IsFloat(t)) {
+        if (div) {
+          *prec = kPrecMul;
+          return Operand(n.a, kPrecMul) + " / " + Operand(n.b, kPrecMul + 1);
+        }
+        uses_float_floormod_ = true;
+        *prec = kPrecPrimary;
+        return absl::StrCat("tessel_floormodf(", Print(n.a), ", ", Print(n.b), ")");
+      }
+      if (t == DType::kBool) {
+        Fail(absl::InvalidArgumentError(
+            absl::StrCat("division of booleans in ", ToString(n.a), " / ", ToString(n.b))));
+        return "0";
+      }
+      if (IsConstInt(n.b, &divisor) && divisor > 0 && NonNegative(n.a)) {
+        *prec = kPrecMul;
+        return Operand(n.a, kPrecMul) + (div ? " / " : " % ") + Operand(n.b, kPrecMul + 1);
+      }
+      uses_floordiv_ = true;
+      *prec = kPrecPrimary;
+      return absl::StrCat(div ? "tessel_floordiv<" : "tessel_floormod<", ComputeType(t), ">(",
+                          Print(n.a), ", ", Print(n.b), ")");
+    }
+    case BinaryOp::kMin:
+    case BinaryOp::kMax:
+      *prec = kPrecPrimary;
+      return MinMax(n.op == BinaryOp::kMax, t, Print(n.a), Print(n.b));
+    case BinaryOp::kLt:
+    case BinaryOp::kLe:
+    case BinaryOp::kGt:
+    case BinaryOp::kGe:
+      *prec = kPrecRel;
+      return Operand(n.a, kPrecRel) + " " + BinaryOpName(n.op) + " " + Operand(n.b, kPrecRel + 1);
+    case BinaryOp::kEq:
+    case BinaryOp::kNe:
+      *prec = kPrecEq;
+      return Operand(n.a, kPrecEq) + " " + BinaryOpName(n.op) + " " + Operand(n.b, kPrecEq + 1);
+    case BinaryOp::kAnd:
+      *prec = kPrecAnd;
+      return Operand(n.a, kPrecAnd) + " && " + Operand(n.b, kPrecAnd + 1);
+    case BinaryOp::kOr:
+      *prec = kPrecOr;
+      return Operand(n.a, kPrecOr) + " || " + Operand(n.b, kPrecOr + 1);
+  }
+  *prec = kPrecPrimary;
+  return "?";
+}
+
+std::string CodeGenC::Print(const Expr& e, int* prec) {
+  *prec = kPrecPrimary;
+  if (!e) {
+    Fail(absl::InternalError("null expression in code generation"));
+    return "0";
+  }
+  switch (e->kind) {
+    case ExprKind::kIntImm: {
+      const auto& n = static_cast<const IntImmNode&>(*e);
+      if (n.dtype == DType::kBool) return n.value ? "true" : "false";
+      if (n.value < 0) *prec = kPrecUnary;
+      return IntLiteral(n.value);
+    }
+    case ExprKind::kFloatImm: {
+      const auto& n = static_cast<const FloatImmNode&>(*e);
+      if (std::isnan(n.value)) return NanLiteral(n.dtype);
+      if (std::isinf(n.value)) return InfLiteral(n.value < 0, n.dtype);
+      if (n.value < 0 || std::signbit(n.value)) *prec = kPrecUnary;
+      return FloatLiteral(n.value, n.dtype);
+    }
+    case ExprKind::kVar: {
+      const auto* v = static_cast<const VarNode*>(e.get());
+      if (auto it = var_override_.find(v); it != var_override_.end()) {
+        *prec = it->second.second;
+        return it->second.first;
+      }
+      auto it = var_names_.find(v);
+      if (it == var_names_.end() || bound_[v] <= 0) {
+        Fail(absl::InvalidArgumentError(absl::StrCat(
+            "variable '", v->name,
+            "' is used outside the loop or let that binds it; every variable of a kernel body "
+            "must be bound by an enclosing For or LetStmt")));
+        return "/*unbound*/" + v->name;
+      }
+      return it->second;
+    }
+    case ExprKind::kBinary:
+      return PrintBinary(static_cast<const BinaryNode&>(*e), prec);
+    case ExprKind::kUnary: {
+      const auto& n = static_cast<const UnaryNode&>(*e);
+      *prec = kPrecUnary;
+      std::string a = Operand(n.a, kPrecUnary);
+      if (n.op == UnaryOp::kNeg) return (a[0] == '-' ? "-(" + a + ")" : "-" + a);
+      return "!" + a;
+    }
+    case ExprKind::kSelect: {
+      const auto& n = static_cast<const SelectNode&>(*e);
+      *prec = kPrecCond;
+      return Operand(n.cond, kPrecCond + 1) + " ? " + Operand(n.true_value, kPrecCond + 1) + " : " +
+             Operand(n.false_value, kPrecCond + 1);
+    }
+    case ExprKind::kCast: {
+      const auto& n = static_cast<const CastNode&>(*e);
+      const DType from = n.value->dtype;
+      if (n.dtype == DType::kFloat16 || n.dtype == DType::kBFloat16) {
+        return RoundToHalf(n.dtype, from, Print(n.value));
+      }
+      if (n.dtype == DType::kBool) return "static_cast<bool>(" + Print(n.value) + ")";
+      if (ComputeType(n.dtype) == ComputeType(from)) return Print(n.value, prec);
+      return "static_cast<" + ComputeType(n.dtype) + ">(" + Print(n.value) + ")";
+    }
+    case ExprKind::kCall: {
+      const auto& n = static_cast<const CallNode&>(*e);
+      std::vector<std::string> args;
+      for (const Expr& a : n.args) args.push_back(Print(a));
+      std::string s = IsMathIntrinsic(n.name) ? MathCall(n.name, n.dtype, args) : "";
+      if (s.empty()) {
+        Fail(absl::UnimplementedError(absl::StrCat(
+            "call of '", n.name, "' (", ToString(e),
+            "): the code generators support the math intrinsics exp, log, tanh, sqrt, rsqrt, "
+            "erf and abs; tensor-core intrinsics need the tensorize lowering")));
+        return "0";
+      }
+      return s;
+    }
+    case ExprKind::kLoad: {
+      if (auto it = load_override_.find(e.get()); it != load_override_.end()) return it->second;
+      const auto& n = static_cast<const LoadNode&>(*e);
+      std::string s = StorageToCompute(n.dtype, Access(n.buffer, n.indices));
+      if (n.dtype == DType::kInt64 && !int64_indices_) s = "static_cast<int>(" + s + ")";
+      return s;
+    }
+  }
+  return "?";
+}
+
+// ---- Statements.
+
+void CodeGenC::EmitStmt(const Stmt& s) {
+  if (!s || failed()) return;
+  switch (s->kind) {
+    case StmtKind::kFor:
+      EmitFor(static_cast<const ForNode&>(*s));
+      return;
+    case StmtKind::kStore:
+      EmitStore(static_cast<const StoreNode&>(*s));
+      return;
+    case StmtKind::kAllocate:
+      EmitAllocate(static_cast<const AllocateNode&>(*s));
+      return;
+    case StmtKind::kIfThenElse: {
+      const auto& n = static_cast<const IfThenElseNode&>(*s);
+      OpenBlock("if (" + Print(n.cond) + ")");
+      EmitStmt(n.then_case);
+      if (n.else_case) {
+        ElseBlock();
+        EmitStmt(n.else_case);
+      }
+      CloseBlock();
+      return;
+    }
+    case StmtKind::kSeq:
+      for (const Stmt& c : static_cast<const SeqNode&>(*s).stmts) EmitStmt(c);
+      return;
+    case StmtKind::kLetStmt: {
+      const auto& n = static_cast<const LetStmtNode&>(*s);
+      const std::string value = Print(n.value);
+      const bool non_negative = IsInt(n.var->dtype) && NonNegative(n.value);
+      const std::string name = BindVar(n.var.get(), non_negative);
+      const bool nested = !DeclareInBlock(name);
+      if (nested) {
+        OpenBlock("");
+        DeclareInBlock(name);
+      }
+      Line("const " + ComputeType(n.var->dtype) + " " + name + " = " + value + ";");
+      EmitStmt(n.body);
+      if (nested) CloseBlock();
+      UnbindVar(n.var.get());
+      return;
+    }
+    case StmtKind::kBarrier:
+      EmitBarrier();
+      return;
+    case StmtKind::kAllReduce:
+      EmitAllReduce(static_cast<const AllReduceNode&>(*s));
+      return;
+    case StmtKind::kEvaluate:
+      Line(Print(static_cast<const EvaluateNode&>(*s).value) + ";");
+      return;
+  }
+}
+
+std::string CodeGenC::StoredValue(DType t, const Expr& value) {
+  // An element copied unchanged keeps its storage type (no round trip through float).
+  if (const auto* l = As<LoadNode>(value);
+      l && l->dtype == t && load_override_.count(value.get()) == 0) {
+    return Access(l->buffer, l->indices);
+  }
+  // A value cast to the half type it is stored as is converted once.
+  if (const auto* c = As<CastNode>(value);
+      c && (t == DType::kFloat16 || t == DType::kBFloat16) && c->dtype == t &&
+      (c->value->dtype == DType::kFloat32 || c->value->dtype == DType::kFloat16 ||
+       c->value->dtype == DType::kBFloat16)) {
+    return ComputeToStorage(t, Print(c->value));
+  }
+  return ComputeToStorage(t, Print(value));
+}
+
+void CodeGenC::EmitStore(const StoreNode& n) {
+  const std::string lhs = Access(n.buffer, n.indices);
+  Line(lhs + " = " + StoredValue(n.buffer->dtype, n.value) + ";");
+}
+
+std::string CodeGenC::AnnotationComment(const ForNode& n) {
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : n.annotations) parts.push_back(absl::StrCat(k, "=", v));
+  return parts.empty() ? "" : "  // " + absl::StrJoin(parts, ", ");
+}
+
+std::string CodeGenC::AnnotationUnrollPragma(const ForNode& n, const std::string& unroll_pragma,
+                                             bool full_needs_count) {
+  for (const auto& [k, v] : n.annotations) {
+    if (k == "pragma_unroll" && v > 0) return absl::StrCat(unroll_pragma, " ", v);
+    if (k == "unroll_max_step" && v > 0) {
+      // As TVM's auto-unroll: unroll the loop fully when its iterations, inner loops included,
+      // stay within the budget.
+      int64_t extent = 0;
+      if (!IsConstInt(n.extent, &extent) || extent <= 0) continue;
+      const int64_t inner = std::max<int64_t>(1, UnrollSteps(n.body));
+      if (inner <= v / extent) {
+        return full_needs_count ? absl::StrCat(unroll_pragma, " ", extent) : unroll_pragma;
+      }
+    }
+  }
+  return "";
+}
+
+void CodeGenC::EmitLoop(const ForNode& n, const std::vector<std::string>& pragmas,
+                        const std::string& comment) {
+  const std::string min = Print(n.min);
+  const std::string end = Print(n.min + MakeCast(n.min->dtype, n.extent));
+  const std::string name = BindVar(n.var.get(), NonNegative(n.min));
+  for (const std::string& p : pragmas) {
+    if (!p.empty()) Line(p);
+  }
+  const std::string type = ComputeType(n.var->dtype);
+  OpenBlock(
+      absl::StrCat("for (", type, " ", name, " = ", min, "; ", name, " < ", end, "; ++", name, ")"),
+      comment.empty() ? AnnotationComment(n) : comment);
+  EmitStmt(n.body);
+  CloseBlock();
+  UnbindVar(n.var.get());
+}
+
+}  // namespace tessel::schedules::codegen

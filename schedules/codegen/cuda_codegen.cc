@@ -1,0 +1,905 @@
+#include "schedules/codegen/cuda_codegen.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "schedules/codegen/codegen_util.h"
+#include "schedules/ir/expr.h"
+#include "schedules/ir/stmt.h"
+#include "schedules/util/check.h"
+
+namespace tessel::schedules {
+namespace {
+
+using codegen::AffineForm;
+using codegen::AllMultiplesOf;
+using codegen::CodeGenC;
+using codegen::ContainsSync;
+using codegen::FlatIndex;
+using codegen::kPrecAdd;
+using codegen::kPrecAnd;
+using codegen::SplitAffine;
+using codegen::ToAffine;
+using codegen::UsesVar;
+using codegen::WalkExpr;
+using codegen::WalkStmt;
+
+constexpr int64_t kStaticSharedLimit = 48 * 1024;
+constexpr int64_t kSharedAlign = 16;
+
+// A CUDA vector type that holds `lanes` elements of a dtype. Natural vectors (float4, int2, ...)
+// are read through .x/.y/.z/.w and built with make_<type>; half types travel as raw words
+// (unsigned int, uint2, uint4) through a 16-byte aligned array of half / __nv_bfloat16.
+struct VecType {
+  std::string name;
+  bool natural = false;
+};
+
+std::optional<VecType> CudaVecType(DType t, int64_t lanes) {
+  switch (t) {
+    case DType::kFloat32:
+      if (lanes == 2) return VecType{"float2", true};
+      if (lanes == 4) return VecType{"float4", true};
+      return std::nullopt;
+    case DType::kFloat64:
+      if (lanes == 2) return VecType{"double2", true};
+      return std::nullopt;
+    case DType::kInt32:
+      if (lanes == 2) return VecType{"int2", true};
+      if (lanes == 4) return VecType{"int4", true};
+      return std::nullopt;
+    case DType::kInt64:
+      if (lanes == 2) return VecType{"longlong2", true};
+      return std::nullopt;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      if (lanes == 2) return VecType{"unsigned int", false};
+      if (lanes == 4) return VecType{"uint2", false};
+      if (lanes == 8) return VecType{"uint4", false};
+      return std::nullopt;
+    case DType::kBool:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+const char* const kLaneNames[] = {"x", "y", "z", "w"};
+
+int ThreadAxis(ThreadTag t) {
+  switch (t) {
+    case ThreadTag::kBlockX:
+    case ThreadTag::kThreadX:
+      return 0;
+    case ThreadTag::kBlockY:
+    case ThreadTag::kThreadY:
+      return 1;
+    case ThreadTag::kBlockZ:
+    case ThreadTag::kThreadZ:
+      return 2;
+    default:
+      return -1;
+  }
+}
+
+std::string Hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "0x%08xu", v);
+  return buf;
+}
+
+struct SharedSlot {
+  std::string name;
+  std::string type;  // element type
+  int64_t elements = 0;
+  int64_t bytes = 0;
+  int64_t offset = 0;  // in the dynamic shared array
+};
+
+class CudaCodeGen final : public CodeGenC {
+ public:
+  CudaCodeGen(const Program& p, const Target& t)
+      : CodeGenC(p.needs_int64_indices), program_(p), target_(t) {}
+
+  absl::StatusOr<GeneratedSource> Generate();
+
+ protected:
+  std::string StorageType(DType t) override {
+    switch (t) {
+      case DType::kBool:
+        return "bool";
+      case DType::kInt32:
+        return "int";
+      case DType::kInt64:
+        return "long long";
+      case DType::kFloat16:
+        uses_f16_ = true;
+        return "half";
+      case DType::kBFloat16:
+        uses_bf16_ = true;
+        return "__nv_bfloat16";
+      case DType::kFloat32:
+        return "float";
+      case DType::kFloat64:
+        return "double";
+    }
+    return "?";
+  }
+  std::string InfLiteral(bool negative, DType t) override {
+    if (t == DType::kFloat64) {
+      return negative ? "(-__longlong_as_double(0x7ff0000000000000LL))"
+                      : "__longlong_as_double(0x7ff0000000000000LL)";
+    }
+    return negative ? "__int_as_float(0xff800000)" : "__int_as_float(0x7f800000)";
+  }
+  std::string NanLiteral(DType t) override {
+    return t == DType::kFloat64 ? "__longlong_as_double(0x7fffffffffffffffLL)"
+                                : "__int_as_float(0x7fffffff)";
+  }
+  std::string StorageToCompute(DType t, const std::string& s) override {
+    if (t == DType::kFloat16) {
+      uses_f16_ = true;
+      return "__half2float(" + s + ")";
+    }
+    if (t == DType::kBFloat16) {
+      uses_bf16_ = true;
+      return "__bfloat162float(" + s + ")";
+    }
+    return s;
+  }
+  std::string ComputeToStorage(DType t, const std::string& s) override {
+    if (t == DType::kFloat16) {
+      uses_f16_ = true;
+      return "__float2half(" + s + ")";
+    }
+    if (t == DType::kBFloat16) {
+      uses_bf16_ = true;
+      return "__float2bfloat16(" + s + ")";
+    }
+    return s;
+  }
+  std::string RoundToHalf(DType to, DType from, const std::string& s) override {
+    const bool f16 = to == DType::kFloat16;
+    (f16 ? uses_f16_ : uses_bf16_) = true;
+    std::string rounded;
+    if (from == DType::kFloat64) {
+      rounded = absl::StrCat(f16 ? "__double2half(" : "__double2bfloat16(", s, ")");
+    } else if (IsFloat(from)) {
+      rounded = absl::StrCat(f16 ? "__float2half(" : "__float2bfloat16(", s, ")");
+    } else {
+      rounded =
+          absl::StrCat(f16 ? "__float2half(" : "__float2bfloat16(", "static_cast<float>(", s, "))");
+    }
+    return absl::StrCat(f16 ? "__half2float(" : "__bfloat162float(", rounded, ")");
+  }
+  std::string MathCall(const std::string& name, DType t,
+                       const std::vector<std::string>& args) override {
+    if (args.size() != 1) return "";
+    if (IsInt(t) && t != DType::kBool) {
+      if (name != "abs") return "";
+      return absl::StrCat(ComputeType(t) == "int" ? "abs(" : "llabs(", args[0], ")");
+    }
+    if (!IsFloat(t)) return "";
+    const bool f64 = t == DType::kFloat64;
+    std::string fn = name == "abs" ? "fabs" : name;
+    return absl::StrCat(fn, f64 ? "" : "f", "(", args[0], ")");
+  }
+  std::string MinMax(bool is_max, DType t, const std::string& a, const std::string& b) override {
+    if (IsFloat(t)) {
+      return absl::StrCat(is_max ? "fmax" : "fmin", t == DType::kFloat64 ? "" : "f", "(", a, ", ",
+                          b, ")");
+    }
+    return absl::StrCat(is_max ? "max(" : "min(", a, ", ", b, ")");
+  }
+
+  void EmitFor(const ForNode& n) override;
+  void EmitAllocate(const AllocateNode& n) override;
+  void EmitBarrier() override { Line("__syncthreads();"); }
+  void EmitAllReduce(const AllReduceNode& n) override;
+
+ private:
+  absl::Status EmitKernel(const Kernel& k, KernelSource* ks);
+  // Shared allocations and AllReduce scratch of the current kernel; checks AllReduce nodes.
+  absl::Status PlanShared(const Kernel& k);
+  void EmitThreadBinding(const ForNode& n);
+  bool TryEmitVectorized(const ForNode& n, std::string* why);
+  // threadIdx.x + B0 * (threadIdx.y + B1 * threadIdx.z), dropping axes of extent 1.
+  std::string LinearThreadIndex() const;
+  std::string Combine(ReduceOp op, DType t, const std::string& a, const std::string& b);
+  std::string WithKernel(const std::string& msg) const {
+    return absl::StrCat("kernel '", kernel_->name, "': ", msg);
+  }
+
+  const Program& program_;
+  const Target& target_;
+  // Current kernel.
+  const Kernel* kernel_ = nullptr;
+  std::vector<SharedSlot> shared_;
+  int64_t shared_bytes_ = 0;
+  bool dynamic_shared_ = false;
+  // AllReduce scratch array name by compute type.
+  std::map<std::string, std::string> red_scratch_;
+};
+
+absl::StatusOr<GeneratedSource> CudaCodeGen::Generate() {
+  if (!target_.is_cuda()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GenerateCuda was given target '", target_.ToString(),
+        "'; generate host code with GenerateHost or pass a cuda target (MakeTarget(\"cuda\"))"));
+  }
+  if (program_.target != TargetKind::kCuda) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("program '", program_.name,
+                     "' was lowered for the host target; lower it for cuda to generate CUDA"));
+  }
+  GeneratedSource out;
+  out.target = TargetKind::kCuda;
+  out.buffers = program_.buffers;
+  std::string kernels;
+  std::unordered_set<std::string> entries;
+  for (const Kernel& k : program_.kernels) {
+    if (!codegen::IsCIdentifier(k.name) || !entries.insert(k.name).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kernel name '", k.name, "' of program '", program_.name,
+          "' is not a unique C identifier; name kernels with letters, digits and '_'"));
+    }
+    KernelSource ks;
+    absl::Status st = EmitKernel(k, &ks);
+    if (!st.ok()) return st;
+    kernels += "\n" + TakeOutput();
+    out.kernels.push_back(std::move(ks));
+  }
+  std::string code = codegen::ProgramHeaderComment(program_, target_.ToString());
+  for (const KernelSource& ks : out.kernels) {
+    absl::StrAppend(&code, "// Kernel ", ks.entry, ": grid (", absl::StrJoin(ks.launch.grid, ", "),
+                    ") block (", absl::StrJoin(ks.launch.block, ", "), ") dynamic shared ",
+                    ks.launch.dynamic_shared_bytes, " bytes\n");
+  }
+  if (uses_f16_) absl::StrAppend(&code, "\n#include <cuda_fp16.h>\n");
+  if (uses_bf16_) absl::StrAppend(&code, uses_f16_ ? "" : "\n", "#include <cuda_bf16.h>\n");
+  if (uses_floordiv_ || uses_float_floormod_) {
+    absl::StrAppend(&code, "\n",
+                    codegen::FloorDivHelpers("__device__ __forceinline__", uses_floordiv_,
+                                             uses_float_floormod_));
+  }
+  absl::StrAppend(&code, kernels);
+  out.code = std::move(code);
+  return out;
+}
+
+absl::Status CudaCodeGen::PlanShared(const Kernel& k) {
+  shared_.clear();
+  red_scratch_.clear();
+  shared_bytes_ = 0;
+  dynamic_shared_ = false;
+  std::vector<const Buffer*> buffers;
+  std::unordered_set<const Buffer*> seen;
+  std::map<std::string, int64_t> red_entries;
+  absl::Status st;
+  const auto& block = k.launch.block;
+  WalkStmt(
+      k.body,
+      [&](const Stmt& s) {
+        if (!st.ok()) return;
+        if (const auto* a = As<AllocateNode>(s)) {
+          if (a->buffer->scope == MemScope::kShared && seen.insert(a->buffer.get()).second) {
+            buffers.push_back(a->buffer.get());
+          }
+          return;
+        }
+        const auto* r = As<AllReduceNode>(s);
+        if (r == nullptr) return;
+        const std::string what =
+            absl::StrCat("AllReduce over ", ThreadTagName(r->thread), " with extent ", r->extent);
+        if (!IsThreadTag(r->thread)) {
+          st = absl::InvalidArgumentError(WithKernel(absl::StrCat(
+              what,
+              ": cross-thread reductions combine the threads of threadIdx.x, .y or .z; "
+              "bind the reduction loop to a thread axis")));
+          return;
+        }
+        const int axis = ThreadAxis(r->thread);
+        if (r->extent != block[axis]) {
+          st = absl::InvalidArgumentError(WithKernel(
+              absl::StrCat(what, ": the block has ", block[axis],
+                           " threads on that axis; the extent must equal the block dimension")));
+          return;
+        }
+        if (r->value->dtype == DType::kBool) {
+          st = absl::InvalidArgumentError(
+              WithKernel(what + ": boolean values cannot be reduced; reduce an integer"));
+          return;
+        }
+        if (r->result->scope != MemScope::kLocal || r->result->AllocatedElements() < 1) {
+          st = absl::InvalidArgumentError(
+              WithKernel(absl::StrCat(what, ": its result buffer '", r->result->name,
+                                      "' must be a local buffer of at least one element")));
+          return;
+        }
+        const int64_t e = r->extent;
+        int64_t entries = 0;
+        if (axis == 0) {
+          const bool pow2 = e >= 1 && e <= 32 && (e & (e - 1)) == 0;
+          if (!pow2 && e % 32 != 0) {
+            st = absl::UnimplementedError(WithKernel(absl::StrCat(
+                what,
+                " is not supported: threadIdx.x reductions need a power of two up to 32 "
+                "or a multiple of 32 threads; split the reduction loop so that threadIdx.x "
+                "gets such an extent")));
+            return;
+          }
+          if (e > 32) entries = block[1] * block[2] * (e / 32);
+        } else {
+          entries = k.launch.threads_per_block();
+        }
+        if (entries > 0) {
+          const std::string key = ComputeType(r->value->dtype);
+          red_entries[key] = std::max(red_entries[key], entries);
+        }
+      },
+      nullptr);
+  if (!st.ok()) return st;
+
+  for (const Buffer* b : buffers) {
+    SharedSlot slot;
+    slot.name = BindBuffer(b);
+    slot.type = StorageType(b->dtype);
+    slot.elements = std::max<int64_t>(1, b->AllocatedElements());
+    slot.bytes = slot.elements * DTypeBytes(b->dtype);
+    shared_.push_back(slot);
+  }
+  for (const auto& [type, entries] : red_entries) {
+    SharedSlot slot;
+    std::string stem = type == "float"    ? "f32"
+                       : type == "double" ? "f64"
+                       : type == "int"    ? "i32"
+                                          : "i64";
+    slot.name = names_.Temp("red_" + stem);
+    slot.type = type;
+    slot.elements = entries;
+    slot.bytes = entries * (type == "float" || type == "int" ? 4 : 8);
+    red_scratch_[type] = slot.name;
+    shared_.push_back(slot);
+  }
+  for (SharedSlot& slot : shared_) {
+    slot.offset = shared_bytes_;
+    shared_bytes_ += (slot.bytes + kSharedAlign - 1) / kSharedAlign * kSharedAlign;
+  }
+  if (shared_bytes_ > target_.max_shared_bytes_optin) {
+    return absl::InvalidArgumentError(
+        WithKernel(absl::StrCat("needs ", shared_bytes_, " bytes of shared memory, more than the ",
+                                target_.max_shared_bytes_optin, " bytes a block can have on ",
+                                target_.arch, "; use smaller shared-memory tiles")));
+  }
+  dynamic_shared_ = shared_bytes_ > kStaticSharedLimit;
+  return absl::OkStatus();
+}
+
+absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
+  ResetKernelState();
+  kernel_ = &k;
+  ks->entry = k.name;
+  ks->launch = k.launch;
+  const int64_t threads = k.launch.threads_per_block();
+  for (int i = 0; i < 3; ++i) {
+    if (k.launch.grid[i] < 1 || k.launch.block[i] < 1) {
+      return absl::InvalidArgumentError(
+          WithKernel(absl::StrCat("launch grid (", absl::StrJoin(k.launch.grid, ", "), ") block (",
+                                  absl::StrJoin(k.launch.block, ", "),
+                                  ") has an empty dimension; every one must be >= 1")));
+    }
+  }
+  if (threads > target_.max_threads_per_block) {
+    return absl::InvalidArgumentError(WithKernel(absl::StrCat(
+        "launches ", threads, " threads per block, more than the limit of ",
+        target_.max_threads_per_block, " on ", target_.arch, "; use smaller thread extents")));
+  }
+
+  // Buffers the kernel writes (stores, and operands of intrinsic calls, conservatively).
+  std::unordered_set<const Buffer*> written;
+  WalkStmt(
+      k.body,
+      [&](const Stmt& s) {
+        if (const auto* st = As<StoreNode>(s)) written.insert(st->buffer.get());
+        if (const auto* ev = As<EvaluateNode>(s)) {
+          WalkExpr(ev->value, [&](const Expr& e) {
+            if (const auto* l = As<LoadNode>(e)) written.insert(l->buffer.get());
+          });
+        }
+      },
+      nullptr);
+
+  std::vector<std::string> params;
+  std::unordered_set<const Buffer*> param_set;
+  for (const BufferPtr& b : k.params) {
+    int index = -1;
+    for (size_t i = 0; i < program_.buffers.size(); ++i) {
+      if (program_.buffers[i].buffer == b) index = static_cast<int>(i);
+    }
+    if (index < 0 || b->scope != MemScope::kGlobal || !param_set.insert(b.get()).second) {
+      return absl::InvalidArgumentError(WithKernel(absl::StrCat(
+          "param '", b->name,
+          "' is not a distinct global buffer of the program; kernel params must be taken from "
+          "Program::buffers")));
+    }
+    ks->params.push_back(index);
+    const std::string name = BindBuffer(b.get());
+    const std::string type = StorageType(b->dtype);
+    params.push_back(written.count(b.get())
+                         ? absl::StrCat(type, "* __restrict__ ", name)
+                         : absl::StrCat("const ", type, "* __restrict__ ", name));
+  }
+  if (absl::Status st = PlanShared(k); !st.ok()) return st;
+  ks->launch.dynamic_shared_bytes = dynamic_shared_ ? shared_bytes_ : 0;
+
+  std::string head = absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", threads, ") ",
+                                  k.name, "(", absl::StrJoin(params, ", "), ")");
+  if (head.size() + 2 > 100 && !params.empty()) {
+    head = absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", threads, ") ", k.name,
+                        "(\n    ", absl::StrJoin(params, ",\n    "), ")");
+  }
+  OpenBlock(head);
+  if (dynamic_shared_) {
+    Line(absl::StrCat("// ", shared_bytes_,
+                      " bytes of shared memory: dynamic (the launch must allow more than 48 KiB)"));
+    Line("extern __shared__ __align__(16) unsigned char tessel_smem[];");
+    for (const SharedSlot& s : shared_) {
+      Line(absl::StrCat(s.type, "* const ", s.name, " = reinterpret_cast<", s.type,
+                        "*>(tessel_smem + ", s.offset, ");  // ", s.elements, " elements"));
+    }
+  } else {
+    for (const SharedSlot& s : shared_) {
+      Line(absl::StrCat("__shared__ __align__(16) ", s.type, " ", s.name, "[", s.elements, "];"));
+    }
+  }
+  EmitStmt(k.body);
+  CloseBlock();
+  if (failed()) {
+    return absl::Status(status().code(), WithKernel(std::string(status().message())));
+  }
+  return absl::OkStatus();
+}
+
+void CudaCodeGen::EmitAllocate(const AllocateNode& n) {
+  const Buffer& b = *n.buffer;
+  switch (b.scope) {
+    case MemScope::kShared:  // hoisted to the top of the kernel
+      EmitStmt(n.body);
+      return;
+    case MemScope::kLocal: {
+      const std::string name = BindBuffer(&b);
+      const bool nested = !DeclareInBlock(name);
+      if (nested) {
+        OpenBlock("");
+        DeclareInBlock(name);
+      }
+      Line(absl::StrCat("__align__(16) ", StorageType(b.dtype), " ", name, "[",
+                        std::max<int64_t>(1, b.AllocatedElements()), "];"));
+      EmitStmt(n.body);
+      if (nested) CloseBlock();
+      return;
+    }
+    case MemScope::kGlobal:
+      Fail(absl::InvalidArgumentError(absl::StrCat(
+          "Allocate of global buffer '", b.name,
+          "': global buffers are program buffers passed to kernels; allocate shared or local "
+          "buffers only")));
+      return;
+    case MemScope::kFragment:
+      Fail(absl::UnimplementedError(absl::StrCat(
+          "fragment buffer '", b.name,
+          "': tensor-core fragments need the tensorize lowering, which the CUDA code generator "
+          "does not support yet")));
+      return;
+  }
+}
+
+void CudaCodeGen::EmitFor(const ForNode& n) {
+  switch (n.kind) {
+    case ForKind::kSerial:
+      EmitLoop(n, {AnnotationUnrollPragma(n, "#pragma unroll", /*full_needs_count=*/false)});
+      return;
+    case ForKind::kUnrolled:
+      EmitLoop(n, {"#pragma unroll"});
+      return;
+    case ForKind::kParallel:
+      Fail(absl::InvalidArgumentError(
+          absl::StrCat("loop '", n.var->name,
+                       "' is parallel: parallel loops are for the host target; bind the loop to "
+                       "blockIdx/threadIdx instead")));
+      return;
+    case ForKind::kVectorized: {
+      std::string why;
+      if (TryEmitVectorized(n, &why)) return;
+      EmitLoop(n, {"#pragma unroll"}, "  // vectorized as scalars: " + why);
+      return;
+    }
+    case ForKind::kThreadBinding:
+      EmitThreadBinding(n);
+      return;
+  }
+}
+
+void CudaCodeGen::EmitThreadBinding(const ForNode& n) {
+  if (n.thread == ThreadTag::kVThread) {
+    EmitLoop(n, {"#pragma unroll"}, "  // vthread");
+    return;
+  }
+  const int axis = ThreadAxis(n.thread);
+  if (axis < 0) {
+    Fail(absl::InvalidArgumentError(
+        absl::StrCat("loop '", n.var->name,
+                     "' is a thread binding without a thread axis; bind it to "
+                     "blockIdx.x/y/z, threadIdx.x/y/z or vthread")));
+    return;
+  }
+  const bool block_axis = IsBlockTag(n.thread);
+  const int64_t dim = block_axis ? kernel_->launch.grid[axis] : kernel_->launch.block[axis];
+  const std::string builtin = ThreadTagName(n.thread);
+  int64_t extent = 0;
+  if (!IsConstInt(n.extent, &extent)) {
+    Fail(absl::InvalidArgumentError(absl::StrCat(
+        "loop '", n.var->name, "' bound to ", builtin, " has extent ", ToString(n.extent),
+        ", which is not a constant; thread and block extents must be constants")));
+    return;
+  }
+  bool guard = false;
+  if (extent != dim) {
+    if (extent > dim || ContainsSync(n.body)) {
+      Fail(absl::InvalidArgumentError(absl::StrCat(
+          "loop '", n.var->name, "' bound to ", builtin, " has extent ", extent, " but the launch ",
+          block_axis ? "grid" : "block", " has ", dim, " on that axis",
+          extent > dim ? "" : " and the loop body synchronizes threads",
+          "; the launch configuration must match the bound extents")));
+      return;
+    }
+    guard = true;
+  }
+  int64_t min = 0;
+  const bool zero_min = IsConstInt(n.min, &min) && min == 0;
+  const std::string value =
+      zero_min ? builtin : absl::StrCat(builtin, " + ", Operand(n.min, kPrecAdd + 1));
+  const std::string name = BindVar(n.var.get(), NonNegative(n.min));
+  const bool nested = !DeclareInBlock(name);
+  if (nested) {
+    OpenBlock("");
+    DeclareInBlock(name);
+  }
+  Line(absl::StrCat("const ", ComputeType(n.var->dtype), " ", name, " = ", value, ";",
+                    AnnotationComment(n)));
+  if (guard) OpenBlock(absl::StrCat("if (", builtin, " < ", extent, ")"));
+  EmitStmt(n.body);
+  if (guard) CloseBlock();
+  if (nested) CloseBlock();
+  UnbindVar(n.var.get());
+}
+
+bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
+  const VarNode* v = n.var.get();
+  int64_t width = 0;
+  if (!IsConstInt(n.extent, &width) || width < 2) {
+    *why = "the extent is not a constant of at least 2";
+    return false;
+  }
+  std::vector<Expr> guards;
+  Stmt body = n.body;
+  while (const auto* ite = As<IfThenElseNode>(body)) {
+    if (ite->else_case || UsesVar(ite->cond, v)) {
+      *why = "the store is guarded by a condition on the loop variable";
+      return false;
+    }
+    guards.push_back(ite->cond);
+    body = ite->then_case;
+  }
+  const auto* store = As<StoreNode>(body);
+  if (store == nullptr) {
+    *why = "the body is not a single store";
+    return false;
+  }
+  if (store->buffer->scope == MemScope::kLocal) {
+    *why = "the store is to a local array, which stays in registers with scalar accesses";
+    return false;
+  }
+  int64_t coeff = 0;
+  AffineForm store_rest;
+  if (!SplitAffine(FlatIndex(*store->buffer, store->indices), v, &coeff, &store_rest) ||
+      coeff != 1) {
+    *why = "the store is not contiguous in the loop variable";
+    return false;
+  }
+  // Loads that depend on the loop variable must be contiguous too; they are read as vectors
+  // before the store, so none may sit in a select branch (which may guard it).
+  std::vector<std::pair<const LoadNode*, AffineForm>> loads;
+  bool ok = true;
+  std::function<void(const Expr&, bool)> scan = [&](const Expr& e, bool in_branch) {
+    if (!ok) return;
+    switch (e->kind) {
+      case ExprKind::kLoad: {
+        const auto& l = static_cast<const LoadNode&>(*e);
+        // Loads that do not depend on the lane, and loads of local arrays (registers, indexed
+        // with constants once unrolled), are printed per lane.
+        if (!UsesVar(e, v) || l.buffer->scope == MemScope::kLocal) return;
+        for (const auto& seen : loads) {
+          if (seen.first == &l) return;
+        }
+        AffineForm rest;
+        int64_t c = 0;
+        if (in_branch) {
+          *why = "a load that depends on the loop variable is inside a select branch";
+          ok = false;
+        } else if (!SplitAffine(FlatIndex(*l.buffer, l.indices), v, &c, &rest) || c != 1) {
+          *why = absl::StrCat("the load of ", l.buffer->name,
+                              " is not contiguous in the loop variable");
+          ok = false;
+        } else {
+          loads.emplace_back(&l, std::move(rest));
+        }
+        return;
+      }
+      case ExprKind::kBinary:
+        scan(static_cast<const BinaryNode&>(*e).a, in_branch);
+        scan(static_cast<const BinaryNode&>(*e).b, in_branch);
+        return;
+      case ExprKind::kUnary:
+        scan(static_cast<const UnaryNode&>(*e).a, in_branch);
+        return;
+      case ExprKind::kCast:
+        scan(static_cast<const CastNode&>(*e).value, in_branch);
+        return;
+      case ExprKind::kCall:
+        for (const Expr& a : static_cast<const CallNode&>(*e).args) scan(a, in_branch);
+        return;
+      case ExprKind::kSelect: {
+        const auto& s = static_cast<const SelectNode&>(*e);
+        scan(s.cond, in_branch);
+        scan(s.true_value, true);
+        scan(s.false_value, true);
+        return;
+      }
+      default:
+        return;
+    }
+  };
+  scan(store->value, false);
+  if (!ok) return false;
+
+  // The widest vector (in elements) that divides the extent, exists for every dtype involved
+  // and keeps every access aligned.
+  const AffineForm min_form = ToAffine(n.min);
+  int64_t lanes = 0;
+  for (int64_t cand : {16, 8, 4, 2}) {
+    if (width % cand != 0 || !CudaVecType(store->buffer->dtype, cand)) continue;
+    if (!AllMultiplesOf(min_form, cand) || !AllMultiplesOf(store_rest, cand)) continue;
+    bool fits = true;
+    for (const auto& [l, rest] : loads) {
+      if (!CudaVecType(l->dtype, cand) || !AllMultiplesOf(rest, cand)) fits = false;
+    }
+    if (fits) {
+      lanes = cand;
+      break;
+    }
+  }
+  if (lanes == 0) {
+    *why = "no vector type fits the element types, the extent and the alignment of the accesses";
+    return false;
+  }
+
+  const VecType store_vec = *CudaVecType(store->buffer->dtype, lanes);
+  const std::string store_type = StorageType(store->buffer->dtype);
+  const bool plain_copy = loads.size() == 1 && store->value.get() == loads[0].first &&
+                          loads[0].first->dtype == store->buffer->dtype;
+  if (!guards.empty()) {
+    std::vector<std::string> conds;
+    for (const Expr& g : guards) conds.push_back(Operand(g, kPrecAnd + 1));
+    OpenBlock("if (" + absl::StrJoin(conds, " && ") + ")");
+  }
+  Line(absl::StrCat("// vectorized ", v->name, ": ", width / lanes, " x ", store_vec.name,
+                    AnnotationComment(n)));
+  BindVar(v, NonNegative(n.min));
+  auto element = [&](const BufferPtr& b, const std::vector<Expr>& idx, int64_t offset) {
+    const Expr at = codegen::FoldTrailingConstants(
+        codegen::SubstituteVar(FlatIndex(*b, idx), v, n.min + MakeInt(offset)));
+    return absl::StrCat("&", BufferName(b.get()), "[", Print(at), "]");
+  };
+  for (int64_t chunk = 0; chunk < width / lanes; ++chunk) {
+    const int64_t first = chunk * lanes;
+    const std::string dst = absl::StrCat("*reinterpret_cast<", store_vec.name, "*>(",
+                                         element(store->buffer, store->indices, first), ")");
+    if (plain_copy) {
+      const LoadNode& l = *loads[0].first;
+      Line(absl::StrCat(dst, " = *reinterpret_cast<const ", store_vec.name, "*>(",
+                        element(l.buffer, l.indices, first), ");"));
+      continue;
+    }
+    // Temporaries get a scope of their own.
+    const bool scoped = !loads.empty() || !store_vec.natural;
+    if (scoped) OpenBlock("");
+    // Read every contiguous load as one vector.
+    std::vector<std::vector<std::string>> lane_values(loads.size());
+    for (size_t i = 0; i < loads.size(); ++i) {
+      const LoadNode& l = *loads[i].first;
+      const VecType vec = *CudaVecType(l.dtype, lanes);
+      const std::string tmp = names_.Temp("vec");
+      const std::string src = absl::StrCat("*reinterpret_cast<const ", vec.name, "*>(",
+                                           element(l.buffer, l.indices, first), ")");
+      if (vec.natural) {
+        Line(absl::StrCat("const ", vec.name, " ", tmp, " = ", src, ";"));
+        for (int64_t k = 0; k < lanes; ++k) lane_values[i].push_back(tmp + "." + kLaneNames[k]);
+      } else {
+        Line(absl::StrCat("__align__(16) ", StorageType(l.dtype), " ", tmp, "[", lanes, "];"));
+        Line(absl::StrCat("*reinterpret_cast<", vec.name, "*>(", tmp, ") = ", src, ";"));
+        for (int64_t k = 0; k < lanes; ++k) {
+          lane_values[i].push_back(StorageToCompute(l.dtype, absl::StrCat(tmp, "[", k, "]")));
+        }
+      }
+    }
+    // Compute each lane with the loop variable and the vector loads substituted.
+    std::vector<std::string> lanes_out;
+    for (int64_t k = 0; k < lanes; ++k) {
+      int prec = 0;
+      const std::string var_value = Print(n.min + MakeInt(first + k), &prec);
+      var_override_[v] = {var_value, prec};
+      for (size_t i = 0; i < loads.size(); ++i) load_override_[loads[i].first] = lane_values[i][k];
+      lanes_out.push_back(StoredValue(store->buffer->dtype, store->value));
+    }
+    var_override_.erase(v);
+    for (const auto& l : loads) load_override_.erase(l.first);
+    if (store_vec.natural) {
+      const std::string make = absl::StrCat(dst, " = make_", store_vec.name, "(");
+      const std::string joined = absl::StrJoin(lanes_out, ", ");
+      if (make.size() + joined.size() + 2 + 2 * indent() <= 100) {
+        Line(absl::StrCat(make, joined, ");"));
+      } else {  // one lane per line
+        Line(make);
+        for (size_t k = 0; k < lanes_out.size(); ++k) {
+          Line(absl::StrCat("    ", lanes_out[k], k + 1 < lanes_out.size() ? "," : ");"));
+        }
+      }
+    } else {
+      const std::string tmp = names_.Temp("out");
+      Line(absl::StrCat("__align__(16) ", store_type, " ", tmp, "[", lanes, "];"));
+      for (int64_t k = 0; k < lanes; ++k) {
+        Line(absl::StrCat(tmp, "[", k, "] = ", lanes_out[k], ";"));
+      }
+      Line(absl::StrCat(dst, " = *reinterpret_cast<const ", store_vec.name, "*>(", tmp, ");"));
+    }
+    if (scoped) CloseBlock();
+  }
+  UnbindVar(v);
+  if (!guards.empty()) CloseBlock();
+  return true;
+}
+
+std::string CudaCodeGen::LinearThreadIndex() const {
+  const auto& b = kernel_->launch.block;
+  std::string s = "threadIdx.x";
+  if (b[1] > 1) absl::StrAppend(&s, " + ", b[0], " * threadIdx.y");
+  if (b[2] > 1) absl::StrAppend(&s, " + ", b[0] * b[1], " * threadIdx.z");
+  return s;
+}
+
+std::string CudaCodeGen::Combine(ReduceOp op, DType t, const std::string& a, const std::string& b) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return a + " + " + b;
+    case ReduceOp::kMax:
+      return MinMax(true, t, a, b);
+    case ReduceOp::kMin:
+      return MinMax(false, t, a, b);
+  }
+  return a;
+}
+
+void CudaCodeGen::EmitAllReduce(const AllReduceNode& n) {
+  // Checked by PlanShared: a thread axis, extent == block dimension, a supported extent.
+  const auto& block = kernel_->launch.block;
+  const int axis = ThreadAxis(n.thread);
+  const int64_t e = n.extent;
+  const DType t = n.value->dtype;
+  const std::string type = ComputeType(t);
+  const std::string value = Print(n.value);
+  const std::string result = absl::StrCat(BufferName(n.result.get()), "[0]");
+  const std::string red = "tessel_red";
+  auto store_result = [&] { Line(result + " = " + ComputeToStorage(n.result->dtype, red) + ";"); };
+  OpenBlock("", absl::StrCat("  // allreduce_", ReduceOpName(n.op), " over ",
+                             ThreadTagName(n.thread), " (", e, " threads)"));
+  if (axis == 0 && e <= 32) {
+    // Butterfly within each group of e lanes: every lane ends with the same value.
+    Line(absl::StrCat(type, " ", red, " = ", value, ";"));
+    if (e > 1) {
+      std::string mask;
+      if (e == 32) {
+        mask = Hex32(0xffffffffu);
+      } else if (block[1] * block[2] == 1) {
+        mask = Hex32((1u << e) - 1);
+      } else {
+        mask = absl::StrCat("(", Hex32((1u << e) - 1), " << ((", LinearThreadIndex(), ") & ",
+                            32 - e, "))");
+      }
+      Line("const unsigned tessel_mask = " + mask + ";");
+      for (int64_t off = e / 2; off >= 1; off /= 2) {
+        Line(absl::StrCat(red, " = ",
+                          Combine(n.op, t, red,
+                                  absl::StrCat("__shfl_xor_sync(tessel_mask, ", red, ", ", off,
+                                               e == 32 ? "" : absl::StrCat(", ", e), ")")),
+                          ";"));
+      }
+    }
+    store_result();
+    CloseBlock();
+    return;
+  }
+  const std::string& scratch = red_scratch_.at(type);
+  if (axis == 0) {
+    // Warp butterflies, one partial per warp through shared memory, then every thread combines
+    // its row's partials in the same order.
+    const int64_t warps = e / 32;
+    std::string row;  // the first partial of this thread's row, as a prefix of an index
+    if (block[2] > 1) {
+      row = absl::StrCat("(threadIdx.y + ", block[1], " * threadIdx.z) * ", warps, " + ");
+    } else if (block[1] > 1) {
+      row = absl::StrCat("threadIdx.y * ", warps, " + ");
+    }
+    const std::string warp = row.empty() ? "threadIdx.x >> 5" : "(threadIdx.x >> 5)";
+    Line(absl::StrCat(type, " ", red, " = ", value, ";"));
+    for (int off = 16; off >= 1; off /= 2) {
+      Line(absl::StrCat(
+          red, " = ",
+          Combine(n.op, t, red, absl::StrCat("__shfl_xor_sync(0xffffffffu, ", red, ", ", off, ")")),
+          ";"));
+    }
+    Line("__syncthreads();  // earlier readers of the scratch are done");
+    OpenBlock("if ((threadIdx.x & 31) == 0)");
+    Line(absl::StrCat(scratch, "[", row, warp, "] = ", red, ";"));
+    CloseBlock();
+    Line("__syncthreads();");
+    Line(absl::StrCat(red, " = ", scratch, "[", row, "0];"));
+    Line("#pragma unroll");
+    OpenBlock(absl::StrCat("for (int tessel_w = 1; tessel_w < ", warps, "; ++tessel_w)"));
+    Line(absl::StrCat(red, " = ",
+                      Combine(n.op, t, red, absl::StrCat(scratch, "[", row, "tessel_w]")), ";"));
+    CloseBlock();
+    store_result();
+    CloseBlock();
+    return;
+  }
+  // threadIdx.y / threadIdx.z: every thread writes its value, then combines its group's values.
+  std::string base;
+  int64_t stride = 0;
+  if (axis == 1) {
+    base = block[2] > 1 ? absl::StrCat("threadIdx.x + ", block[0] * block[1], " * threadIdx.z")
+                        : "threadIdx.x";
+    stride = block[0];
+  } else {
+    base =
+        block[1] > 1 ? absl::StrCat("threadIdx.x + ", block[0], " * threadIdx.y") : "threadIdx.x";
+    stride = block[0] * block[1];
+  }
+  Line("__syncthreads();  // earlier readers of the scratch are done");
+  Line(absl::StrCat(scratch, "[", LinearThreadIndex(), "] = ", value, ";"));
+  Line("__syncthreads();");
+  Line("const int tessel_base = " + base + ";");
+  Line(absl::StrCat(type, " ", red, " = ", scratch, "[tessel_base];"));
+  OpenBlock(absl::StrCat("for (int tessel_k = 1; tessel_k < ", e, "; ++tessel_k)"));
+  Line(absl::StrCat(
+      red, " = ",
+      Combine(n.op, t, red, absl::StrCat(scratch, "[tessel_base + tessel_k * ", stride, "]")),
+      ";"));
+  CloseBlock();
+  store_result();
+  CloseBlock();
+}
+
+}  // namespace
+
+absl::StatusOr<GeneratedSource> GenerateCuda(const Program& p, const Target& t) {
+  return CudaCodeGen(p, t).Generate();
+}
+
+}  // namespace tessel::schedules

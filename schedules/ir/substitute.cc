@@ -1,0 +1,129 @@
+#include "schedules/ir/substitute.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "schedules/ir/expr_functor.h"
+#include "schedules/ir/stmt_functor.h"
+
+namespace tessel::schedules {
+namespace {
+
+class VarSubstituter final : public ExprMutator {
+ public:
+  explicit VarSubstituter(const std::unordered_map<const VarNode*, Expr>& map) : map_(map) {}
+
+ protected:
+  Expr VisitVar(const VarNode& node, const Expr& self) override {
+    auto it = map_.find(&node);
+    return it == map_.end() ? self : it->second;
+  }
+
+ private:
+  const std::unordered_map<const VarNode*, Expr>& map_;
+};
+
+class StmtSubstituter final : public StmtMutator {
+ public:
+  explicit StmtSubstituter(const std::unordered_map<const VarNode*, Expr>& map) : exprs_(map) {}
+
+ protected:
+  Expr VisitExpr(const Expr& e) override { return e ? exprs_.Visit(e) : e; }
+
+ private:
+  VarSubstituter exprs_;
+};
+
+class VarFinder final : public ExprVisitor {
+ public:
+  explicit VarFinder(const VarNode* v) : target_(v) {}
+  bool Find(const Expr& e) {
+    if (e && !found_) Visit(e);
+    return found_;
+  }
+
+ protected:
+  void VisitVar(const VarNode& node, const Expr&) override { found_ |= &node == target_; }
+  void VisitBinary(const BinaryNode& n, const Expr& self) override {
+    if (!found_) ExprVisitor::VisitBinary(n, self);
+  }
+
+ private:
+  const VarNode* target_;
+  bool found_ = false;
+};
+
+class VarCollector final : public ExprVisitor {
+ public:
+  explicit VarCollector(std::vector<const VarNode*>* out)
+      : out_(out), seen_(out->begin(), out->end()) {}
+  void Collect(const Expr& e) {
+    if (e) Visit(e);
+  }
+
+ protected:
+  void VisitVar(const VarNode& node, const Expr&) override {
+    if (seen_.insert(&node).second) out_->push_back(&node);
+  }
+
+ private:
+  std::vector<const VarNode*>* out_;
+  std::unordered_set<const VarNode*> seen_;
+};
+
+bool StmtUsesVar(const Stmt& s, const VarNode* v) {
+  if (!s) return false;
+  auto uses = [v](const Expr& e) { return VarFinder(v).Find(e); };
+  auto any = [&](const std::vector<Expr>& es) { return std::any_of(es.begin(), es.end(), uses); };
+  switch (s->kind) {
+    case StmtKind::kFor: {
+      const auto& n = static_cast<const ForNode&>(*s);
+      return n.var.get() == v || uses(n.min) || uses(n.extent) || StmtUsesVar(n.body, v);
+    }
+    case StmtKind::kStore: {
+      const auto& n = static_cast<const StoreNode&>(*s);
+      return any(n.indices) || uses(n.value);
+    }
+    case StmtKind::kAllocate:
+      return StmtUsesVar(static_cast<const AllocateNode&>(*s).body, v);
+    case StmtKind::kIfThenElse: {
+      const auto& n = static_cast<const IfThenElseNode&>(*s);
+      return uses(n.cond) || StmtUsesVar(n.then_case, v) || StmtUsesVar(n.else_case, v);
+    }
+    case StmtKind::kSeq: {
+      const auto& n = static_cast<const SeqNode&>(*s);
+      return std::any_of(n.stmts.begin(), n.stmts.end(),
+                         [v](const Stmt& c) { return StmtUsesVar(c, v); });
+    }
+    case StmtKind::kLetStmt: {
+      const auto& n = static_cast<const LetStmtNode&>(*s);
+      return n.var.get() == v || uses(n.value) || StmtUsesVar(n.body, v);
+    }
+    case StmtKind::kBarrier:
+      return false;
+    case StmtKind::kAllReduce:
+      return uses(static_cast<const AllReduceNode&>(*s).value);
+    case StmtKind::kEvaluate:
+      return uses(static_cast<const EvaluateNode&>(*s).value);
+  }
+  return false;
+}
+
+}  // namespace
+
+Expr Substitute(const Expr& e, const std::unordered_map<const VarNode*, Expr>& map) {
+  if (!e || map.empty()) return e;
+  return VarSubstituter(map).Visit(e);
+}
+
+Stmt Substitute(const Stmt& s, const std::unordered_map<const VarNode*, Expr>& map) {
+  if (!s || map.empty()) return s;
+  return StmtSubstituter(map).Visit(s);
+}
+
+bool UsesVar(const Expr& e, const VarNode* v) { return VarFinder(v).Find(e); }
+bool UsesVar(const Stmt& s, const VarNode* v) { return StmtUsesVar(s, v); }
+
+void CollectVars(const Expr& e, std::vector<const VarNode*>* out) { VarCollector(out).Collect(e); }
+
+}  // namespace tessel::schedules

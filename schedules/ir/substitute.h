@@ -1,0 +1,35 @@
+#pragma once
+
+// Variable substitution and variable queries over the tensor IR.
+//
+// Threads: all functions are pure (they read immutable IR nodes and build new ones) and may be
+// called from any thread.
+
+#include <unordered_map>
+#include <vector>
+
+#include "schedules/ir/expr.h"
+#include "schedules/ir/stmt.h"
+
+namespace tessel::schedules {
+
+// Replaces every occurrence of a variable in `map` by its expression. The replacement is not
+// substituted again (a map {x -> x + 1} is applied once). Rebuilt nodes go through the builders,
+// so constants fold (x * 4 with x -> 2 gives 8). A replacement must have the variable's type
+// (mixing types is a bug that the builders check).
+Expr Substitute(const Expr& e, const std::unordered_map<const VarNode*, Expr>& map);
+
+// Rewrites every expression of the statement tree (loop bounds, indices, values, conditions, let
+// values). The variables that For and LetStmt nodes bind are not rebound: a mapped loop variable
+// keeps its For node, only its uses change. Untouched subtrees are shared with the input.
+Stmt Substitute(const Stmt& s, const std::unordered_map<const VarNode*, Expr>& map);
+
+// Whether `v` occurs in `e` (or in any expression of `s`, loop variables included).
+bool UsesVar(const Expr& e, const VarNode* v);
+bool UsesVar(const Stmt& s, const VarNode* v);
+
+// Appends the variables of `e` to `out` in order of first occurrence (left to right, depth
+// first), skipping those already in `out`.
+void CollectVars(const Expr& e, std::vector<const VarNode*>* out);
+
+}  // namespace tessel::schedules

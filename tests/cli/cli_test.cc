@@ -1,0 +1,153 @@
+// The tessel binary as a user runs it: outputs and every error message of the existing commands.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "tests/test_util.h"
+
+namespace tessel::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Result {
+  int status;
+  std::string output;  // stdout and stderr
+};
+
+Result RunTessel(const std::string& args) {
+  const std::string cmd = std::string(TESSEL_BINARY_DIR) + "/cli/tessel " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  Result r{-1, ""};
+  if (!pipe) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  const int st = pclose(pipe);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+TEST(Cli, VersionSaysWhichTargetsAreBuilt) {
+  Result r = RunTessel("--version");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_THAT(r.output, HasSubstr("tessel 0.1.0"));
+  EXPECT_THAT(r.output, HasSubstr("targets: host"));
+}
+
+TEST(Cli, LowerPrintsHostSourceByDefault) {
+  Result r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' -t host");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("extern \"C\" void tessel_matmul(void* const* buffers)"));
+}
+
+TEST(Cli, LowerEmitsIrTraceAndJson) {
+  Result ir = RunTessel("lower -w 'softmax(rows=4, cols=64)' -t cuda --template --emit ir");
+  EXPECT_EQ(ir.status, 0) << ir.output;
+  EXPECT_THAT(ir.output, HasSubstr("allreduce_max"));
+  Result tr = RunTessel("lower -w 'softmax(rows=4, cols=64)' -t cuda --template --emit trace");
+  EXPECT_EQ(tr.status, 0) << tr.output;
+  EXPECT_THAT(tr.output, HasSubstr("\"version\": 1"));
+  Result js = RunTessel("lower -w 'reduce(rows=4, cols=64)' -t cuda --emit json");
+  EXPECT_EQ(js.status, 0) << js.output;
+  EXPECT_THAT(js.output, HasSubstr("\"workload_key\""));
+  EXPECT_THAT(js.output, HasSubstr("\"block\""));
+}
+
+TEST(Cli, LowerReplaysATraceFile) {
+  const std::string dir = MakeTempDir("tessel_cli");
+  Result tr = RunTessel("lower -w 'matmul(M=40, N=24, K=16)' -t cuda --template --emit trace");
+  ASSERT_EQ(tr.status, 0) << tr.output;
+  std::ofstream(dir + "/t.json") << tr.output;
+  Result r = RunTessel("lower -w 'matmul(M=40, N=24, K=16)' -t cuda --trace " + dir + "/t.json");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("__shared__"));
+}
+
+TEST(Cli, UnknownEmitIsAnError) {
+  Result r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' --emit ptx");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("unknown --emit 'ptx'; use ir, cuda, cpp, json or trace"));
+}
+
+TEST(Cli, EmitMustMatchTarget) {
+  Result r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' -t host --emit cuda");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("--emit cuda does not match --target host; use --emit cpp"));
+}
+
+TEST(Cli, TraceAndTemplateAreExclusive) {
+  Result r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' --template --trace x.json");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("--trace and --template both give a schedule"));
+}
+
+TEST(Cli, EmitTraceNeedsASchedule) {
+  Result r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' --emit trace");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("--emit trace needs a schedule: give --template or --trace"));
+}
+
+TEST(Cli, MissingTraceFileIsNamed) {
+  Result r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' --trace /nonexistent/t.json");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("cannot read trace file '/nonexistent/t.json'"));
+}
+
+TEST(Cli, MalformedTraceFileIsNamed) {
+  const std::string dir = MakeTempDir("tessel_cli");
+  std::ofstream(dir + "/bad.json") << "{\"version\": 7, \"insts\": []}";
+  Result r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' --trace " + dir + "/bad.json");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("bad.json: trace version 7 is not supported"));
+}
+
+TEST(Cli, TraceOfAnotherWorkloadFailsToReplay) {
+  const std::string dir = MakeTempDir("tessel_cli");
+  Result tr = RunTessel("lower -w 'softmax(rows=4, cols=64)' -t cuda --template --emit trace");
+  ASSERT_EQ(tr.status, 0);
+  std::ofstream(dir + "/t.json") << tr.output;
+  Result r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' -t cuda --trace " + dir + "/t.json");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("replaying instruction 0"));
+}
+
+TEST(Cli, UnknownTargetAndArch) {
+  Result t = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' -t tpu");
+  EXPECT_EQ(t.status, 1);
+  EXPECT_THAT(t.output, HasSubstr("unknown target 'tpu'; use --target cuda or --target host"));
+  Result a = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' -t cuda --arch sm_75");
+  EXPECT_EQ(a.status, 1);
+  EXPECT_THAT(a.output, HasSubstr("unknown CUDA architecture 'sm_75'"));
+}
+
+TEST(Cli, BadWorkloadSpecIsReported) {
+  Result r = RunTessel("lower -w 'matmul(M=8, N=8)'");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("tessel lower: "));
+  EXPECT_THAT(r.output, HasSubstr("K"));
+}
+
+TEST(Cli, TuneOnTheHostVerifiesAndTimes) {
+  Result r = RunTessel("tune -t host -q -w 'matmul(M=48, N=40, K=24)'");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("hand-written"));
+  EXPECT_THAT(r.output, HasSubstr("best: "));
+  EXPECT_THAT(r.output, Not(HasSubstr("verify:")));
+}
+
+TEST(Cli, TuneCudaWithoutGpuSaysSo) {
+  Result r = RunTessel("tune -t cuda -q -w 'matmul(M=8, N=8, K=8)'");
+  if (r.status == 0) GTEST_SKIP() << "this machine has a GPU";
+  EXPECT_THAT(r.output, HasSubstr("--target cuda needs a CUDA GPU and driver"));
+}
+
+}  // namespace
+}  // namespace tessel::testing

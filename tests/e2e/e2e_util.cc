@@ -1,0 +1,177 @@
+#include "tests/e2e/e2e_util.h"
+
+#include <random>
+
+#include "schedules/codegen/cuda_codegen.h"
+#include "schedules/codegen/host_codegen.h"
+#include "schedules/lower/lower.h"
+#include "schedules/lower/verify.h"
+
+namespace tessel::testing {
+
+using namespace schedules;  // NOLINT: test utility
+
+std::vector<std::string> SmallFamilySpecs() {
+  return {
+      "matmul(M=37, N=45, K=29)",
+      "matmul(M=64, N=64, K=64)",
+      "matmul(M=33, N=17, K=50, batch=3, transpose_a=true)",
+      "matmul(M=20, N=36, K=24, transpose_b=true, dtype=f16)",
+      "matmul(M=19, N=40, K=16, dtype=bf16)",
+      "matmul_bias_gelu(M=50, N=70, K=33)",
+      "conv2d(N=2, C=3, H=11, W=13, K=5, R=3, S=3, padding=1)",
+      "conv2d(N=1, C=4, H=12, W=12, K=6, R=3, S=2, stride=2, dilation=2, layout=nhwc)",
+      "conv2d_bias_relu(N=1, C=3, H=9, W=10, K=4, R=3, S=3, padding=2)",
+      "softmax(rows=7, cols=300)",
+      "softmax(rows=5, cols=130, dtype=f16)",
+      "layernorm(rows=5, cols=777)",
+      "layernorm(rows=3, cols=20000)",
+      "reduce(rows=9, cols=1001, op=sum)",
+      "reduce(rows=4, cols=333, op=max)",
+      "reduce(rows=6, cols=250, op=mean, dtype=bf16)",
+  };
+}
+
+namespace {
+
+int64_t Pick(std::mt19937_64& rng, int64_t n) { return static_cast<int64_t>(rng() % n); }
+
+std::vector<std::string> LiveStages(const Schedule& s) {
+  std::vector<std::string> out;
+  for (const Stage& st : s.stages()) {
+    if (!st.inlined()) out.push_back(st.name);
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Schedule> RandomSchedule(const Workload& w, const Target& t, uint64_t seed,
+                                        int steps) {
+  auto created = Schedule::Create(w, seed);
+  if (!created.ok()) return created.status();
+  Schedule s = std::move(*created);
+  std::mt19937_64 rng(seed);
+  for (int step = 0; step < steps; ++step) {
+    std::vector<std::string> names = LiveStages(s);
+    auto b = s.GetBlock(names[Pick(rng, static_cast<int64_t>(names.size()))]);
+    if (!b.ok()) return b.status();
+    auto loops = s.GetLoops(*b);
+    if (!loops.ok()) return loops.status();
+    if (loops->empty()) continue;
+    const LoopRV l = (*loops)[Pick(rng, static_cast<int64_t>(loops->size()))];
+    switch (Pick(rng, 11)) {
+      case 0:
+      case 1: {
+        static const int64_t kFactors[] = {2, 3, 4, 5, 8, 16};
+        (void)s.Split(l, {-1, kFactors[Pick(rng, 6)]});
+        break;
+      }
+      case 2: {
+        const size_t i = Pick(rng, static_cast<int64_t>(loops->size()));
+        if (i + 1 < loops->size()) (void)s.Fuse({(*loops)[i], (*loops)[i + 1]});
+        break;
+      }
+      case 3: {
+        const LoopRV other = (*loops)[Pick(rng, static_cast<int64_t>(loops->size()))];
+        if (other.id != l.id) (void)s.Reorder({other, l});
+        break;
+      }
+      case 4:
+        if (s.LoopExtent(l) <= 16) (void)s.Unroll(l);
+        break;
+      case 5:
+        if (s.LoopExtent(loops->back()) <= 16) (void)s.Vectorize(loops->back());
+        break;
+      case 6:
+        if (!t.is_cuda()) (void)s.Parallel((*loops)[0]);
+        break;
+      case 7:
+        (void)s.ComputeInline(*b);
+        break;
+      case 8: {
+        // Cache an input of this stage in local memory at a random loop of it.
+        const Stage& st = s.GetStage(*b);
+        for (const TensorDef& td : w.tensors) {
+          if (!td.is_input) continue;
+          auto c = s.CacheRead(td.name, "local", {*b});
+          if (!c.ok()) continue;
+          auto again = s.GetLoops(*b);
+          if (!again.ok() || again->empty()) break;
+          // A random loop where the copy can live; the innermost always works.
+          const int64_t start = Pick(rng, static_cast<int64_t>(again->size()));
+          for (int64_t k = start; k < static_cast<int64_t>(again->size()); ++k) {
+            if (s.ComputeAt(*c, (*again)[k]).ok()) break;
+          }
+          break;
+        }
+        (void)st;
+        break;
+      }
+      case 9: {
+        // Accumulate in a local buffer attached at a random loop of the write-back stage.
+        auto c = s.CacheWrite(*b, "local");
+        if (!c.ok()) break;
+        auto wb = s.GetLoops(*b);
+        if (!wb.ok() || wb->empty()) break;
+        for (int64_t k = Pick(rng, static_cast<int64_t>(wb->size()));
+             k < static_cast<int64_t>(wb->size()); ++k) {
+          if (s.ComputeAt(*c, (*wb)[k]).ok()) break;
+        }
+        break;
+      }
+      case 10: {
+        // Attach a producer at a random loop of its consumer.
+        const std::string& name = names[Pick(rng, static_cast<int64_t>(names.size()))];
+        auto pb = s.GetBlock(name);
+        if (!pb.ok() || pb->id == b->id) break;
+        (void)s.ComputeAt(*pb, l);
+        break;
+      }
+    }
+  }
+  // Make the reduction initialization legal where random reorders moved spatial loops inside.
+  for (const std::string& name : LiveStages(s)) {
+    auto b = s.GetBlock(name);
+    if (!b.ok()) return b.status();
+    if (!s.GetStage(*b).reduce) continue;
+    auto loops = s.GetLoops(*b);
+    if (!loops.ok() || loops->empty()) continue;
+    (void)s.DecomposeReduction(*b, (*loops)[0]);
+  }
+  if (t.is_cuda()) {
+    for (const std::string& name : LiveStages(s)) {
+      const Stage* st = s.FindStage(name);
+      if (st->attach.kind != AttachPoint::Kind::kRoot) continue;
+      auto b = s.GetBlock(name);
+      if (!b.ok()) return b.status();
+      auto loops = s.GetLoops(*b);
+      if (!loops.ok() || loops->empty()) continue;
+      const Stage& stage = s.GetStage(*b);
+      auto is_plain_spatial = [&](LoopRV x) {
+        const IterVar& iv = stage.iters[s.LoopIter(x)];
+        return !iv.reduce && iv.kind == ForKind::kSerial;
+      };
+      if (is_plain_spatial((*loops)[0])) (void)s.Bind((*loops)[0], "blockIdx.x");
+      if (loops->size() > 1 && is_plain_spatial((*loops)[1]) && s.LoopExtent((*loops)[1]) <= 1024) {
+        (void)s.Bind((*loops)[1], "threadIdx.x");
+      }
+    }
+  }
+  return s;
+}
+
+absl::StatusOr<GeneratedSource> Generate(const Schedule& s, const Target& t) {
+  auto p = Lower(s, t);
+  if (!p.ok()) return p.status();
+  if (auto st = VerifyProgram(*p, t); !st.ok()) return st;
+  return t.is_cuda() ? GenerateCuda(*p, t) : GenerateHost(*p);
+}
+
+absl::StatusOr<GeneratedSource> GenerateReference(const Workload& w, const Target& t) {
+  auto p = LowerReference(w, t);
+  if (!p.ok()) return p.status();
+  return t.is_cuda() ? GenerateCuda(*p, t) : GenerateHost(*p);
+}
+
+}  // namespace tessel::testing

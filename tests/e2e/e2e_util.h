@@ -1,0 +1,37 @@
+#pragma once
+
+// Shared by the end-to-end suites (host in CI, CUDA compile in CI, GPU on a device): the workload
+// families on small shapes (tiles that do not divide included), and random legal schedules.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "schedules/codegen/source.h"
+#include "schedules/schedule/schedule.h"
+#include "schedules/target/target.h"
+#include "schedules/workload/workload.h"
+
+namespace tessel::testing {
+
+// One spec per family and layout/dtype variant, on shapes small enough for a reference run on
+// one CPU core in well under a second; most extents are odd so that no tile divides them.
+std::vector<std::string> SmallFamilySpecs();
+
+// Applies `steps` random primitives (split, fuse, reorder, unroll, vectorize, parallel on the
+// host, compute_inline, cache_read + compute_at, cache_write, decompose_reduction) to a fresh
+// schedule; primitives that fail leave the state unchanged and are skipped. On CUDA every kernel
+// is then bound (outer spatial loop to blocks, the next to threads) where the random steps left
+// that possible.
+absl::StatusOr<schedules::Schedule> RandomSchedule(const schedules::Workload& w,
+                                                   const schedules::Target& t, uint64_t seed,
+                                                   int steps);
+
+// Lowers and generates source for a schedule (nullopt trace: the reference).
+absl::StatusOr<schedules::GeneratedSource> Generate(const schedules::Schedule& s,
+                                                    const schedules::Target& t);
+absl::StatusOr<schedules::GeneratedSource> GenerateReference(const schedules::Workload& w,
+                                                             const schedules::Target& t);
+
+}  // namespace tessel::testing

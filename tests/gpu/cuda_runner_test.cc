@@ -1,0 +1,225 @@
+// GPU tests (CTest label `gpu`): each one skips itself, with the reason, where no GPU is usable.
+
+#include <gtest/gtest.h>
+
+#ifdef TESSEL_HAVE_CUDA
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "schedules/codegen/source.h"
+#include "schedules/ir/buffer.h"
+#include "worker/cuda/cuda_runner.h"
+#include "worker/cuda/nvrtc_compiler.h"
+#include "worker/verify.h"
+#include "worker/verify_run.h"
+#include "worker/verify_types.h"
+
+namespace tessel::worker {
+namespace {
+
+using schedules::BufferRole;
+using schedules::DType;
+using schedules::GeneratedSource;
+using schedules::KernelSource;
+using schedules::MakeBuffer;
+using schedules::ProgramBuffer;
+
+#define SKIP_WITHOUT_GPU()                                             \
+  do {                                                                 \
+    absl::Status gpu = CudaDeviceStatus();                             \
+    if (!gpu.ok()) GTEST_SKIP() << "no usable GPU: " << gpu.message(); \
+  } while (false)
+
+GeneratedSource Source(schedules::TargetKind target, std::string code,
+                       std::vector<KernelSource> kernels, std::vector<ProgramBuffer> buffers) {
+  GeneratedSource s;
+  s.target = target;
+  s.code = std::move(code);
+  s.kernels = std::move(kernels);
+  s.buffers = std::move(buffers);
+  return s;
+}
+
+KernelSource Kernel(std::string entry, std::vector<int> params, int64_t grid, int64_t block,
+                    int64_t dynamic_shared = 0) {
+  KernelSource k;
+  k.entry = std::move(entry);
+  k.params = std::move(params);
+  k.launch.grid = {grid, 1, 1};
+  k.launch.block = {block, 1, 1};
+  k.launch.dynamic_shared_bytes = dynamic_shared;
+  return k;
+}
+
+constexpr int kN = 1 << 20;
+
+std::vector<ProgramBuffer> VaddBuffers() {
+  return {{MakeBuffer("x", DType::kFloat32, {kN}), BufferRole::kInput},
+          {MakeBuffer("y", DType::kFloat32, {kN}), BufferRole::kInput},
+          {MakeBuffer("z", DType::kFloat32, {kN}), BufferRole::kOutput}};
+}
+
+GeneratedSource CudaVadd(const std::string& expr) {
+  return Source(schedules::TargetKind::kCuda,
+                "extern \"C\" __global__ void vadd(const float* x, const float* y, float* z) {\n"
+                "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                "  if (i < " +
+                    std::to_string(kN) + ") z[i] = " + expr + ";\n}\n",
+                {Kernel("vadd", {0, 1, 2}, kN / 256, 256)}, VaddBuffers());
+}
+
+GeneratedSource HostVadd() {
+  return Source(schedules::TargetKind::kHost,
+                "extern \"C\" void vadd_ref(void* const* b) {\n"
+                "  const float* x = (const float*)b[0]; const float* y = (const float*)b[1];\n"
+                "  float* z = (float*)b[2];\n"
+                "  for (int i = 0; i < " +
+                    std::to_string(kN) + "; ++i) z[i] = x[i] + y[i];\n}\n",
+                {Kernel("vadd_ref", {}, 1, 1)}, VaddBuffers());
+}
+
+TEST(CudaRunnerTest, VectorAddVerifiesAgainstHostReference) {
+  SKIP_WITHOUT_GPU();
+  absl::Status s = RunAndVerify(CudaVadd("x[i] + y[i]"), HostVadd(), 1);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(CudaRunnerTest, WrongKernelFailsVerification) {
+  SKIP_WITHOUT_GPU();
+  absl::Status s = RunAndVerify(CudaVadd("x[i] - y[i]"), HostVadd(), 2);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(GetFailureKind(s), FailureKind::kVerifyFailed);
+  EXPECT_NE(s.message().find("output 'z'"), absl::string_view::npos) << s;
+}
+
+TEST(CudaRunnerTest, UnwrittenOutputIsReported) {
+  SKIP_WITHOUT_GPU();
+  GeneratedSource half = CudaVadd("x[i] + y[i]");
+  half.kernels[0].launch.grid[0] /= 2;  // only the first half of z is written
+  absl::Status s = RunAndVerify(half, HostVadd(), 3);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("never written"), absl::string_view::npos) << s;
+}
+
+// C = A * B, 256^3, one thread per output, against a float64 host loop: exercises the f32 rule.
+TEST(CudaRunnerTest, MatmulVerifiesAgainstHostReference) {
+  SKIP_WITHOUT_GPU();
+  constexpr int n = 256;
+  std::vector<ProgramBuffer> buffers = {
+      {MakeBuffer("A", DType::kFloat32, {n, n}), BufferRole::kInput},
+      {MakeBuffer("B", DType::kFloat32, {n, n}), BufferRole::kInput},
+      {MakeBuffer("C", DType::kFloat32, {n, n}), BufferRole::kOutput}};
+  KernelSource k = Kernel("mm", {0, 1, 2}, n * n / 128, 128);
+  GeneratedSource gpu = Source(schedules::TargetKind::kCuda, R"(
+extern "C" __global__ void mm(const float* A, const float* B, float* C) {
+  int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  int i = idx / 256, j = idx % 256;
+  float acc = 0.f;
+  for (int k = 0; k < 256; ++k) acc += A[i * 256 + k] * B[k * 256 + j];
+  C[idx] = acc;
+})",
+                               {k}, buffers);
+  GeneratedSource host = Source(schedules::TargetKind::kHost, R"(
+extern "C" void mm_ref(void* const* b) {
+  const float* A = (const float*)b[0]; const float* B = (const float*)b[1]; float* C = (float*)b[2];
+  for (int i = 0; i < 256; ++i)
+    for (int j = 0; j < 256; ++j) {
+      double acc = 0;
+      for (int k = 0; k < 256; ++k) acc += (double)A[i * 256 + k] * B[k * 256 + j];
+      C[i * 256 + j] = (float)acc;
+    }
+})",
+                                {Kernel("mm_ref", {}, 1, 1)}, buffers);
+  absl::Status s = RunAndVerify(gpu, host, 4);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(CudaRunnerTest, TimingReturnsRepeats) {
+  SKIP_WITHOUT_GPU();
+  MeasureOptions options;
+  options.timing.min_repeats = 10;
+  options.timing.min_total_ms = 20;
+  absl::StatusOr<Timings> t = Measure(CudaVadd("x[i] + y[i]"), options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_GE(t->repeats_ms.size(), 10u);
+  EXPECT_GT(t->median_ms, 0.0);
+  EXPECT_LE(t->min_ms, t->median_ms);
+  double total = 0;
+  for (double ms : t->repeats_ms) total += ms;
+  EXPECT_TRUE(total >= 20 || t->repeats_ms.size() == 1000u) << total;
+}
+
+// 64 KiB of dynamic shared memory: needs the MAX_DYNAMIC_SHARED_SIZE_BYTES opt-in.
+TEST(CudaRunnerTest, DynamicSharedMemoryOver48KiBRuns) {
+  SKIP_WITHOUT_GPU();
+  constexpr int kTile = 16384;  // floats per block: 64 KiB
+  constexpr int kBlocks = 64;
+  std::vector<ProgramBuffer> buffers = {
+      {MakeBuffer("x", DType::kFloat32, {kBlocks * kTile}), BufferRole::kInput},
+      {MakeBuffer("y", DType::kFloat32, {kBlocks * kTile}), BufferRole::kOutput}};
+  // Each block reverses its tile through shared memory.
+  GeneratedSource gpu = Source(schedules::TargetKind::kCuda, R"(
+extern "C" __global__ void rev(const float* x, float* y) {
+  extern __shared__ float tile[];
+  const int base = blockIdx.x * 16384;
+  for (int i = threadIdx.x; i < 16384; i += blockDim.x) tile[i] = x[base + i];
+  __syncthreads();
+  for (int i = threadIdx.x; i < 16384; i += blockDim.x) y[base + i] = tile[16383 - i];
+})",
+                               {Kernel("rev", {0, 1}, kBlocks, 256, kTile * 4)}, buffers);
+  GeneratedSource host = Source(schedules::TargetKind::kHost, R"(
+extern "C" void rev_ref(void* const* b) {
+  const float* x = (const float*)b[0]; float* y = (float*)b[1];
+  for (int blk = 0; blk < 64; ++blk)
+    for (int i = 0; i < 16384; ++i) y[blk * 16384 + i] = x[blk * 16384 + 16383 - i];
+})",
+                                {Kernel("rev_ref", {}, 1, 1)}, buffers);
+  absl::Status s = RunAndVerify(gpu, host, 5);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(CudaRunnerTest, LaunchOverTheDeviceLimitsIsRejected) {
+  SKIP_WITHOUT_GPU();
+  GeneratedSource big = CudaVadd("x[i] + y[i]");
+  big.kernels[0].launch.block = {2048, 1, 1};
+  absl::StatusOr<std::unique_ptr<Executable>> exe = Prepare(big);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_EQ(GetFailureKind(exe.status()), FailureKind::kDeviceLimitExceeded) << exe.status();
+  GeneratedSource smem = CudaVadd("x[i] + y[i]");
+  smem.kernels[0].launch.dynamic_shared_bytes = 1 << 20;
+  exe = Prepare(smem);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_EQ(GetFailureKind(exe.status()), FailureKind::kDeviceLimitExceeded) << exe.status();
+}
+
+TEST(CudaRunnerTest, DeviceInfoIsFilled) {
+  SKIP_WITHOUT_GPU();
+  absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Open(0);
+  ASSERT_TRUE(device.ok()) << device.status();
+  const CudaDeviceInfo& info = (*device)->info();
+  EXPECT_FALSE(info.name.empty());
+  EXPECT_EQ(info.arch.rfind("sm_", 0), 0u);
+  EXPECT_GT(info.sm_count, 0);
+  EXPECT_GT(info.l2_bytes, 0);
+  EXPECT_GE(info.max_shared_per_block_optin, info.max_shared_per_block);
+  // Timing an empty region works and gives non-negative times.
+  TimingOptions timing;
+  timing.min_repeats = 3;
+  timing.min_total_ms = 0;
+  absl::StatusOr<Timings> t = (*device)->TimeRegion([] { return absl::OkStatus(); }, timing);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->repeats_ms.size(), 3u);
+}
+
+}  // namespace
+}  // namespace tessel::worker
+
+#else  // !TESSEL_HAVE_CUDA
+
+TEST(CudaRunnerTest, SkippedWithoutCudaToolkit) {
+  GTEST_SKIP() << "built without the CUDA toolkit: no CUDA backend to test";
+}
+
+#endif  // TESSEL_HAVE_CUDA

@@ -1,0 +1,515 @@
+#include "worker/cuda/cuda_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace tessel::worker {
+namespace {
+
+using schedules::BufferRole;
+using schedules::LaunchConfig;
+
+constexpr int64_t kDefaultSharedLimit = 48 * 1024;
+constexpr size_t kMaxBatch = 128;  // timed repeats enqueued before waiting for them
+
+// Errors that leave the context unusable: every later call fails with them too.
+bool IsStickyError(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string Dims(const std::array<int64_t, 3>& d) { return absl::StrJoin(d, "x"); }
+
+std::string LaunchString(const LaunchConfig& l) {
+  return absl::StrCat("grid ", Dims(l.grid), ", block ", Dims(l.block), ", dynamic shared ",
+                      l.dynamic_shared_bytes, " bytes");
+}
+
+absl::Status DeviceLimit(const std::string& message) {
+  return WithFailureKind(absl::ResourceExhaustedError(message), FailureKind::kDeviceLimitExceeded);
+}
+
+}  // namespace
+
+absl::Status CudaDeviceStatus() {
+  absl::StatusOr<const CudaDriver*> driver = LoadCudaDriver();
+  if (!driver.ok()) return driver.status();
+  int count = 0;
+  const CUresult r = (*driver)->cuDeviceGetCount_(&count);
+  if (r != CUDA_SUCCESS) return CudaError(**driver, r, "cuDeviceGetCount");
+  if (count <= 0) {
+    return absl::FailedPreconditionError(
+        "the NVIDIA driver sees no GPU: check nvidia-smi and CUDA_VISIBLE_DEVICES");
+  }
+  return absl::OkStatus();
+}
+
+bool CudaDeviceAvailable() { return CudaDeviceStatus().ok(); }
+
+CudaProgram::~CudaProgram() {
+  if (module_ == nullptr) return;
+  driver_->cuCtxSetCurrent_(context_);
+  driver_->cuModuleUnload_(module_);
+}
+
+CudaBuffers::~CudaBuffers() {
+  if (driver_ == nullptr) return;
+  driver_->cuCtxSetCurrent_(context_);
+  for (CUdeviceptr p : ptrs_) {
+    if (p != 0) driver_->cuMemFree_(p);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
+  absl::StatusOr<const CudaDriver*> loaded = LoadCudaDriver();
+  if (!loaded.ok()) return loaded.status();
+  const CudaDriver& d = **loaded;
+  int count = 0;
+  TESSEL_CU_RETURN_IF_ERROR(d, cuDeviceGetCount, (&count));
+  if (ordinal < 0 || ordinal >= count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GPU ", ordinal, " does not exist: this machine has ", count,
+                     " GPU(s), numbered from 0 (check CUDA_VISIBLE_DEVICES)"));
+  }
+  auto device = std::unique_ptr<CudaDevice>(new CudaDevice());
+  device->driver_ = &d;
+  TESSEL_CU_RETURN_IF_ERROR(d, cuDeviceGet, (&device->device_, ordinal));
+  TESSEL_CU_RETURN_IF_ERROR(d, cuDevicePrimaryCtxRetain, (&device->context_, device->device_));
+  TESSEL_CU_RETURN_IF_ERROR(d, cuCtxSetCurrent, (device->context_));
+  TESSEL_CU_RETURN_IF_ERROR(d, cuStreamCreate, (&device->stream_, CU_STREAM_NON_BLOCKING));
+
+  CudaDeviceInfo& info = device->info_;
+  info.ordinal = ordinal;
+  info.driver_version = d.driver_version;
+  char name[256] = {0};
+  TESSEL_CU_RETURN_IF_ERROR(d, cuDeviceGetName, (name, sizeof(name) - 1, device->device_));
+  info.name = name;
+  auto attr = [&](CUdevice_attribute a, int64_t* out) -> absl::Status {
+    int v = 0;
+    TESSEL_CU_RETURN_IF_ERROR(d, cuDeviceGetAttribute, (&v, a, device->device_));
+    *out = v;
+    return absl::OkStatus();
+  };
+  int64_t major = 0, minor = 0;
+  for (auto [a, out] : std::vector<std::pair<CUdevice_attribute, int64_t*>>{
+           {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &major},
+           {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &minor},
+           {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &info.sm_count},
+           {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, &info.l2_bytes},
+           {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &info.max_threads_per_block},
+           {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, &info.max_shared_per_block},
+           {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            &info.max_shared_per_block_optin},
+           {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, &info.max_block[0]},
+           {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, &info.max_block[1]},
+           {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, &info.max_block[2]},
+           {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, &info.max_grid[0]},
+           {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, &info.max_grid[1]},
+           {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, &info.max_grid[2]}}) {
+    if (absl::Status s = attr(a, out); !s.ok()) return s;
+  }
+  info.cc_major = static_cast<int>(major);
+  info.cc_minor = static_cast<int>(minor);
+  info.arch = absl::StrCat("sm_", major, minor);
+  size_t total = 0;
+  TESSEL_CU_RETURN_IF_ERROR(d, cuDeviceTotalMem, (&total, device->device_));
+  info.total_memory_bytes = static_cast<int64_t>(total);
+  return device;
+}
+
+CudaDevice::~CudaDevice() {
+  if (driver_ == nullptr || context_ == nullptr) return;
+  driver_->cuCtxSetCurrent_(context_);
+  for (CUevent e : events_) driver_->cuEventDestroy_(e);
+  if (flush_buffer_ != 0) driver_->cuMemFree_(flush_buffer_);
+  if (stream_ != nullptr) driver_->cuStreamDestroy_(stream_);
+  driver_->cuDevicePrimaryCtxRelease_(device_);
+}
+
+absl::Status CudaDevice::Check(CUresult result, const char* call, const std::string& context) {
+  if (result == CUDA_SUCCESS) return absl::OkStatus();
+  absl::Status s = CudaError(*driver_, result, call, context);
+  if (IsStickyError(result)) {
+    poisoned_ = true;
+    s = absl::InternalError(absl::StrCat(s.message(), "; the CUDA context of GPU ", info_.ordinal,
+                                         " is unusable from now on: restart the process"));
+    return WithFailureKind(std::move(s), result == CUDA_ERROR_LAUNCH_TIMEOUT
+                                             ? FailureKind::kTimeout
+                                             : FailureKind::kRuntimeError);
+  }
+  return s;
+}
+
+absl::Status CudaDevice::Usable() const {
+  if (poisoned_) {
+    return WithFailureKind(absl::FailedPreconditionError(absl::StrCat(
+                               "GPU ", info_.ordinal,
+                               "'s CUDA context was broken by an earlier kernel fault: "
+                               "restart the process before running anything else on it")),
+                           FailureKind::kRuntimeError);
+  }
+  return MakeCurrent();
+}
+
+absl::Status CudaDevice::MakeCurrent() const {
+  TESSEL_CU_RETURN_IF_ERROR(*driver_, cuCtxSetCurrent, (context_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CudaProgram>> CudaDevice::Load(
+    const schedules::GeneratedSource& source, const CudaBinary& binary) {
+  if (absl::Status s = Usable(); !s.ok()) return s;
+  if (source.target != schedules::TargetKind::kCuda || source.kernels.empty()) {
+    return absl::InvalidArgumentError(
+        "CudaDevice::Load needs a CUDA GeneratedSource with at least one kernel");
+  }
+  if (binary.arch != info_.arch && binary.arch != info_.arch + "a") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the CUBIN was built for ", binary.arch, " but GPU ", info_.ordinal, " (", info_.name,
+        ") is ", info_.arch, ": compile with NvrtcOptions::arch = \"", info_.arch, "\""));
+  }
+  auto program = std::unique_ptr<CudaProgram>(new CudaProgram());
+  program->driver_ = driver_;
+  program->context_ = context_;
+  program->num_buffers_ = static_cast<int>(source.buffers.size());
+  if (absl::Status s = Check(
+          driver_->cuModuleLoadDataEx_(&program->module_, binary.cubin.data(), 0, nullptr, nullptr),
+          "cuModuleLoadDataEx", absl::StrCat("loading the ", binary.arch, " CUBIN"));
+      !s.ok()) {
+    return s;
+  }
+  for (const schedules::KernelSource& k : source.kernels) {
+    CUfunction fn = nullptr;
+    if (absl::Status s =
+            Check(driver_->cuModuleGetFunction_(&fn, program->module_, k.entry.c_str()),
+                  "cuModuleGetFunction",
+                  absl::StrCat("kernel '", k.entry, "' (declare it extern \"C\")"));
+        !s.ok()) {
+      return s;
+    }
+    CudaKernelInfo ki;
+    ki.entry = k.entry;
+    ki.launch = k.launch;
+    ki.params = k.params;
+    auto fattr = [&](CUfunction_attribute a) -> absl::StatusOr<int> {
+      int out = 0;
+      if (absl::Status s = Check(driver_->cuFuncGetAttribute_(&out, a, fn), "cuFuncGetAttribute");
+          !s.ok()) {
+        return s;
+      }
+      return out;
+    };
+    absl::StatusOr<int> regs = fattr(CU_FUNC_ATTRIBUTE_NUM_REGS);
+    absl::StatusOr<int> smem = fattr(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+    absl::StatusOr<int> local = fattr(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+    absl::StatusOr<int> max_threads = fattr(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    for (const auto* r : {&regs, &smem, &local, &max_threads}) {
+      if (!r->ok()) return r->status();
+    }
+    ki.registers = *regs;
+    ki.static_shared_bytes = *smem;
+    ki.local_bytes = *local;
+    ki.max_threads_per_block = *max_threads;
+
+    const LaunchConfig& l = k.launch;
+    const std::string where = absl::StrCat("kernel '", k.entry, "' (", LaunchString(l), ")");
+    for (int i = 0; i < 3; ++i) {
+      if (l.grid[i] < 1 || l.block[i] < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": grid and block extents must be at least 1"));
+      }
+      if (l.grid[i] > info_.max_grid[i] || l.block[i] > info_.max_block[i]) {
+        return DeviceLimit(absl::StrCat(where, ": over the device's limits (grid ",
+                                        Dims(info_.max_grid), ", block ", Dims(info_.max_block),
+                                        ")"));
+      }
+    }
+    const int64_t threads = l.threads_per_block();
+    if (threads > ki.max_threads_per_block) {
+      return DeviceLimit(
+          absl::StrCat(where, ": ", threads, " threads per block, but the kernel uses ",
+                       ki.registers, " registers per thread, so at most ", ki.max_threads_per_block,
+                       " threads fit in a block: use fewer threads or fewer registers"));
+    }
+    const int64_t shared = ki.static_shared_bytes + l.dynamic_shared_bytes;
+    if (l.dynamic_shared_bytes < 0 || shared > info_.max_shared_per_block_optin) {
+      return DeviceLimit(
+          absl::StrCat(where, ": ", ki.static_shared_bytes, " bytes of static and ",
+                       l.dynamic_shared_bytes, " of dynamic shared memory, over the device's ",
+                       info_.max_shared_per_block_optin, " bytes per block: use smaller tiles"));
+    }
+    if (shared > kDefaultSharedLimit) {
+      if (absl::Status s = Check(
+              driver_->cuFuncSetAttribute_(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                           static_cast<int>(l.dynamic_shared_bytes)),
+              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", where);
+          !s.ok()) {
+        return s;
+      }
+    }
+    for (int p : k.params) {
+      if (p < 0 || p >= static_cast<int>(source.buffers.size())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": parameter refers to buffer ", p, " but the program has ",
+                         source.buffers.size(), " buffers: fix KernelSource::params"));
+      }
+    }
+    program->functions_.push_back(fn);
+    program->kernels_.push_back(std::move(ki));
+  }
+  return program;
+}
+
+absl::StatusOr<std::unique_ptr<CudaBuffers>> CudaDevice::Allocate(
+    const std::vector<schedules::ProgramBuffer>& buffers) {
+  if (absl::Status s = Usable(); !s.ok()) return s;
+  auto out = std::unique_ptr<CudaBuffers>(new CudaBuffers());
+  out->driver_ = driver_;
+  out->context_ = context_;
+  for (const schedules::ProgramBuffer& pb : buffers) {
+    const int64_t bytes = pb.buffer->AllocatedBytes();
+    CUdeviceptr p = 0;
+    if (bytes > 0) {
+      if (absl::Status s = Check(driver_->cuMemAlloc_(&p, static_cast<size_t>(bytes)), "cuMemAlloc",
+                                 absl::StrCat("buffer '", pb.buffer->name, "' (", bytes,
+                                              " bytes) on GPU ", info_.ordinal));
+          !s.ok()) {
+        return s;  // `out` frees what was allocated so far
+      }
+    }
+    out->ptrs_.push_back(p);
+    out->bytes_.push_back(bytes);
+    out->roles_.push_back(pb.role);
+    out->names_.push_back(pb.buffer->name);
+  }
+  return out;
+}
+
+absl::Status CudaDevice::Upload(const HostBuffers& host, CudaBuffers* device) {
+  if (absl::Status s = Usable(); !s.ok()) return s;
+  if (host.size() != device->size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(host.size(), " host buffers for ", device->size(), " device buffers"));
+  }
+  for (size_t i = 0; i < host.size(); ++i) {
+    if (static_cast<int64_t>(host.data[i].size()) != device->bytes_[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "host buffer '", device->names_[i], "' has ", host.data[i].size(),
+          " bytes, the device buffer ", device->bytes_[i], ": allocate both from one buffer list"));
+    }
+    if (device->bytes_[i] == 0) continue;
+    if (absl::Status s = Check(
+            driver_->cuMemcpyHtoD_(device->ptrs_[i], host.data[i].data(), host.data[i].size()),
+            "cuMemcpyHtoD", absl::StrCat("buffer '", device->names_[i], "'"));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::Download(const CudaBuffers& device, HostBuffers* host,
+                                  bool include_inputs) {
+  if (absl::Status s = Usable(); !s.ok()) return s;
+  if (host->size() != device.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(host->size(), " host buffers for ", device.size(), " device buffers"));
+  }
+  for (size_t i = 0; i < device.size(); ++i) {
+    if (device.roles_[i] == BufferRole::kInput && !include_inputs) continue;
+    if (static_cast<int64_t>(host->data[i].size()) != device.bytes_[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "host buffer '", device.names_[i], "' has ", host->data[i].size(),
+          " bytes, the device buffer ", device.bytes_[i], ": allocate both from one buffer list"));
+    }
+    if (device.bytes_[i] == 0) continue;
+    if (absl::Status s = Check(
+            driver_->cuMemcpyDtoH_(host->data[i].data(), device.ptrs_[i], host->data[i].size()),
+            "cuMemcpyDtoH", absl::StrCat("buffer '", device.names_[i], "'"));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::LaunchAsync(const CudaProgram& program, const CudaBuffers& buffers) {
+  if (static_cast<int>(buffers.size()) != program.num_buffers_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the program takes ", program.num_buffers_, " buffers but got ",
+                     buffers.size(), ": allocate them from the same GeneratedSource"));
+  }
+  for (size_t k = 0; k < program.functions_.size(); ++k) {
+    const CudaKernelInfo& ki = program.kernels_[k];
+    std::vector<CUdeviceptr> values;
+    values.reserve(ki.params.size());
+    for (int p : ki.params) values.push_back(buffers.ptrs_[static_cast<size_t>(p)]);
+    std::vector<void*> args;
+    args.reserve(values.size());
+    for (CUdeviceptr& v : values) args.push_back(&v);
+    const LaunchConfig& l = ki.launch;
+    if (absl::Status s = Check(
+            driver_->cuLaunchKernel_(
+                program.functions_[k], static_cast<unsigned>(l.grid[0]),
+                static_cast<unsigned>(l.grid[1]), static_cast<unsigned>(l.grid[2]),
+                static_cast<unsigned>(l.block[0]), static_cast<unsigned>(l.block[1]),
+                static_cast<unsigned>(l.block[2]), static_cast<unsigned>(l.dynamic_shared_bytes),
+                stream_, args.empty() ? nullptr : args.data(), nullptr),
+            "cuLaunchKernel", absl::StrCat("kernel '", ki.entry, "' (", LaunchString(l), ")"));
+        !s.ok()) {
+      return s.code() == absl::StatusCode::kInternal && !GetFailureKind(s).has_value()
+                 ? WithFailureKind(std::move(s), FailureKind::kRuntimeError)
+                 : s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::Run(const CudaProgram& program, const CudaBuffers& buffers) {
+  if (absl::Status s = Usable(); !s.ok()) return s;
+  if (static_cast<int>(buffers.size()) != program.num_buffers_) {
+    return LaunchAsync(program, buffers);  // the error message
+  }
+  // One kernel at a time, so that an asynchronous fault is attributed to its kernel.
+  for (size_t k = 0; k < program.functions_.size(); ++k) {
+    CudaProgram one;  // a view of kernel k; owns nothing (module_ stays null)
+    one.functions_ = {program.functions_[k]};
+    one.kernels_ = {program.kernels_[k]};
+    one.num_buffers_ = program.num_buffers_;
+    if (absl::Status s = LaunchAsync(one, buffers); !s.ok()) return s;
+    if (absl::Status s = Check(driver_->cuStreamSynchronize_(stream_), "cuStreamSynchronize",
+                               absl::StrCat("running kernel '", program.kernels_[k].entry, "'"));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::Synchronize() {
+  if (absl::Status s = Usable(); !s.ok()) return s;
+  return Check(driver_->cuStreamSynchronize_(stream_), "cuStreamSynchronize");
+}
+
+absl::Status CudaDevice::FlushL2Async() {
+  if (flush_buffer_ == 0) {
+    const int64_t bytes = std::max<int64_t>(2 * info_.l2_bytes, int64_t{8} << 20);
+    flush_words_ = bytes / 4;
+    if (absl::Status s = Check(driver_->cuMemAlloc_(&flush_buffer_, static_cast<size_t>(bytes)),
+                               "cuMemAlloc", "the L2 flush buffer");
+        !s.ok()) {
+      flush_buffer_ = 0;
+      return s;
+    }
+  }
+  ++flush_value_;
+  return Check(driver_->cuMemsetD32Async_(flush_buffer_, flush_value_,
+                                          static_cast<size_t>(flush_words_), stream_),
+               "cuMemsetD32Async", "flushing L2");
+}
+
+absl::Status CudaDevice::EnsureEvents(size_t pairs) {
+  while (events_.size() < 2 * pairs) {
+    CUevent e = nullptr;
+    if (absl::Status s = Check(driver_->cuEventCreate_(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+        !s.ok()) {
+      return s;
+    }
+    events_.push_back(e);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Timings> CudaDevice::Time(const CudaProgram& program, const CudaBuffers& buffers,
+                                         const TimingOptions& options) {
+  if (static_cast<int>(buffers.size()) != program.num_buffers_) {
+    return LaunchAsync(program, buffers);  // the error message
+  }
+  return TimeRegion([&] { return LaunchAsync(program, buffers); }, options);
+}
+
+absl::StatusOr<Timings> CudaDevice::TimeRegion(const std::function<absl::Status()>& enqueue,
+                                               const TimingOptions& options) {
+  if (options.max_repeats < 1 || options.min_repeats > options.max_repeats) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timing repeats: min ", options.min_repeats, ", max ", options.max_repeats,
+                     ": max_repeats must be at least 1 and at least min_repeats"));
+  }
+  if (absl::Status s = Usable(); !s.ok()) return s;
+  for (int i = 0; i < options.warmup_runs; ++i) {
+    if (absl::Status s = enqueue(); !s.ok()) return s;
+  }
+  if (absl::Status s =
+          Check(driver_->cuStreamSynchronize_(stream_), "cuStreamSynchronize", "warm-up runs");
+      !s.ok()) {
+    return s;
+  }
+  std::vector<double> repeats;
+  double total = 0;
+  size_t batch = 1;  // the first repeat alone, to estimate how many more are needed
+  while (true) {
+    if (absl::Status s = EnsureEvents(batch); !s.ok()) return s;
+    for (size_t i = 0; i < batch; ++i) {
+      if (options.flush_cache) {
+        if (absl::Status s = FlushL2Async(); !s.ok()) return s;
+      }
+      if (absl::Status s = Check(driver_->cuEventRecord_(events_[2 * i], stream_), "cuEventRecord");
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = enqueue(); !s.ok()) return s;
+      if (absl::Status s =
+              Check(driver_->cuEventRecord_(events_[2 * i + 1], stream_), "cuEventRecord");
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (absl::Status s = Check(driver_->cuEventSynchronize_(events_[2 * batch - 1]),
+                               "cuEventSynchronize", "timed repeats");
+        !s.ok()) {
+      return s;
+    }
+    for (size_t i = 0; i < batch; ++i) {
+      float ms = 0;
+      if (absl::Status s =
+              Check(driver_->cuEventElapsedTime_(&ms, events_[2 * i], events_[2 * i + 1]),
+                    "cuEventElapsedTime");
+          !s.ok()) {
+        return s;
+      }
+      repeats.push_back(ms);
+      total += ms;
+    }
+    const int64_t n = static_cast<int64_t>(repeats.size());
+    if (n >= options.max_repeats || (n >= options.min_repeats && total >= options.min_total_ms)) {
+      break;
+    }
+    const double per = std::max(total / static_cast<double>(n), 1e-4);
+    const double wanted_by_time = std::ceil(std::max(0.0, options.min_total_ms - total) / per);
+    const int64_t wanted =
+        std::max<int64_t>(options.min_repeats - n, static_cast<int64_t>(wanted_by_time));
+    batch = static_cast<size_t>(std::clamp<int64_t>(wanted, 1, options.max_repeats - n));
+    batch = std::min(batch, kMaxBatch);
+  }
+  return MakeTimings(std::move(repeats));
+}
+
+}  // namespace tessel::worker

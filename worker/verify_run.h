@@ -1,0 +1,87 @@
+#pragma once
+
+// One interface over the worker's backends, and the two conveniences built on it that tests, the
+// CLI and benchmarks use: RunAndVerify (does a candidate compute what the reference computes?)
+// and Measure (how long does it take?).
+//
+// Each GeneratedSource runs on the backend of its own target (host C++ through the system
+// compiler, CUDA through NVRTC and the driver API), so a CUDA candidate can be verified against a
+// host reference as well as against a GPU one.
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "schedules/codegen/source.h"
+#include "worker/cuda/nvrtc_compiler.h"
+#include "worker/host/host_compiler.h"
+#include "worker/verify.h"
+#include "worker/verify_types.h"
+
+namespace tessel::worker {
+
+class CudaDevice;  // worker/cuda/cuda_runner.h (only in builds with the CUDA toolkit)
+
+enum class Backend : uint8_t { kHost, kCuda };
+const char* BackendName(Backend backend);  // "host", "cuda"
+Backend BackendOf(const schedules::GeneratedSource& source);
+
+struct RunOptions {
+  HostCompileOptions host;
+  // NVRTC options; an empty `arch` means the device's own (sm_90 on an H100).
+  NvrtcOptions nvrtc;
+  // The GPU to use: `device` when set (opened by the caller and kept open across calls; not
+  // owned), otherwise device number `cuda_ordinal`, opened for the call.
+  CudaDevice* device = nullptr;
+  int cuda_ordinal = 0;
+};
+
+// A compiled program bound to its backend, ready to run on host buffers.
+// Threads: one thread at a time.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  virtual Backend backend() const = 0;
+  virtual double compile_ms() const = 0;
+  // Runs the program once. Reads every buffer of `buffers` (inputs, and the poisoned outputs and
+  // workspace) and writes the results back into it; on the GPU the inputs are copied back too, so
+  // that a program that writes into its inputs can be caught.
+  virtual absl::Status Run(HostBuffers* buffers) = 0;
+  // Times the program on `buffers` (TimeHostModule / CudaDevice::Time). The host copies of the
+  // outputs are left as they were on the GPU, and hold the last run's results on the host.
+  virtual absl::StatusOr<Timings> Time(HostBuffers* buffers, const TimingOptions& options) = 0;
+};
+
+// Compiles `source` for its backend (and loads it onto the GPU). Errors carry a FailureKind.
+absl::StatusOr<std::unique_ptr<Executable>> Prepare(const schedules::GeneratedSource& source,
+                                                    const RunOptions& options = {});
+
+struct VerifyOptions {
+  RunOptions run;
+  FillOptions fill;
+  CompareOptions compare;
+};
+
+// Fills the inputs once from `seed` (random, never zeros), poisons the outputs, runs the
+// reference and the candidate each on its own copy, checks that the candidate left its inputs
+// alone, and compares every output (CompareOutputs; see verify.h for the tolerance rule).
+// OK when the candidate passes. Candidate failures carry a FailureKind (compile_error,
+// verify_failed, runtime_error, device_limit_exceeded, timeout); problems of the reference or of
+// the setup (different buffer lists, no GPU) carry none and say so.
+absl::Status RunAndVerify(const schedules::GeneratedSource& candidate,
+                          const schedules::GeneratedSource& reference, uint64_t seed,
+                          const VerifyOptions& options = {});
+
+struct MeasureOptions {
+  RunOptions run;
+  TimingOptions timing;
+  uint64_t seed = 0;  // the inputs are random (timing on zeros flatters some kernels)
+  FillOptions fill;
+};
+
+// Compiles `source`, fills its inputs, and times it (every repeat and the median).
+absl::StatusOr<Timings> Measure(const schedules::GeneratedSource& source,
+                                const MeasureOptions& options = {});
+
+}  // namespace tessel::worker

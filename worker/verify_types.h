@@ -1,0 +1,55 @@
+#pragma once
+
+// Types shared by every backend of the worker (host and CUDA): how a candidate failed, and what a
+// timing run asks for and returns. A leaf header: no backend depends on another through it.
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace tessel::worker {
+
+// How a candidate failed, attached to an absl::Status as a payload so that the worker daemon can
+// map any error of this library to MeasureResult's status without parsing messages (DESIGN.md
+// section 3). Statuses without the payload are infrastructure errors (no driver, out of disk).
+enum class FailureKind : uint8_t {
+  kCompileError,         // the system compiler or NVRTC rejected the source
+  kVerifyFailed,         // the outputs differ from the reference (or were not all written)
+  kRuntimeError,         // a launch or the kernel itself failed (illegal address, trap, ...)
+  kTimeout,              // the kernel or the compiler ran past its time limit
+  kDeviceLimitExceeded,  // threads, shared memory or registers over what the device allows
+};
+
+// "compile_error", "verify_failed", "runtime_error", "timeout", "device_limit_exceeded".
+const char* FailureKindName(FailureKind kind);
+
+// Returns `status` with the failure kind attached (an OK status is returned unchanged).
+absl::Status WithFailureKind(absl::Status status, FailureKind kind);
+// The failure kind attached by WithFailureKind, if any.
+std::optional<FailureKind> GetFailureKind(const absl::Status& status);
+
+// How to time a program. Each repeat is timed alone (device events on the GPU, a steady clock on
+// the host) with the caches flushed before it; repeats go on until both `min_repeats` and
+// `min_total_ms` of measured time are reached, or `max_repeats`.
+struct TimingOptions {
+  int warmup_runs = 2;        // untimed runs first (module load, first-touch, clocks ramping up)
+  int min_repeats = 5;        // at least this many timed repeats
+  int max_repeats = 1000;     // at most this many, even when min_total_ms is not reached
+  double min_total_ms = 200;  // keep repeating until the repeats add up to this much
+  bool flush_cache = true;    // flush L2 (GPU) or the last-level cache (host) before each repeat
+};
+
+// Every repeat's time, in the order measured, and summaries.
+struct Timings {
+  std::vector<double> repeats_ms;
+  double median_ms = 0;
+  double min_ms = 0;
+  double max_ms = 0;
+};
+
+// Fills median (the mean of the two middle values for an even count), min and max.
+Timings MakeTimings(std::vector<double> repeats_ms);
+
+}  // namespace tessel::worker
