@@ -377,9 +377,17 @@ class Lowerer {
     BufferPtr out = rw.Target(s.buffer);
     std::vector<Expr> out_idx = rw.Indices(s.buffer.get(), idx);
 
-    // Guards.
+    // Guards. Every split parent must stay within its extent: a root beyond its extent is out of
+    // bounds, and an inner loop beyond its parent's extent would alias the next outer iteration.
     Expr spatial_cond, reduce_cond;
     const bool attached = s.attach.kind == AttachPoint::Kind::kAt;
+    for (const IterRelation& rel : s.relations) {
+      if (rel.kind != IterRelation::Kind::kSplit || rel.parent < s.num_root()) continue;
+      const IterVar& parent = s.iters[rel.parent];
+      Expr c = vals[rel.parent] < parent.extent;
+      Expr& acc = parent.reduce ? reduce_cond : spatial_cond;
+      if (!analyzer_.CanProve(c)) acc = MakeAnd(acc, c);
+    }
     for (int r = 0; r < s.num_root(); ++r) {
       Expr c = vals[r] < b.root_extent[r];
       Expr& acc = r < naxes ? spatial_cond : reduce_cond;

@@ -15,9 +15,12 @@ void Stage::PropagateExtents() {
   for (const IterRelation& r : relations) {
     if (r.kind == IterRelation::Kind::kSplit) {
       const int64_t parent = iters[r.parent].extent;
-      iters[r.inner].extent = std::min(r.factor, parent);
+      // The inner loop keeps its factor even when the parent shrank below it (a compute_at
+      // region smaller than the tile): thread extents stay what the schedule asked for, and the
+      // guards cover the difference.
+      iters[r.inner].extent = r.factor;
       const int64_t outer = (parent + r.factor - 1) / r.factor;
-      iters[r.outer].extent = outer;
+      iters[r.outer].extent = std::max(outer, r.outer_min);
     } else {
       iters[r.fused].extent = iters[r.outer].extent * iters[r.inner].extent;
     }

@@ -34,6 +34,9 @@ struct IterRelation {
   int inner = -1;
   int fused = -1;   // fuse: the result
   int64_t factor = 0;
+  // split: the outer extent that was asked for (0: none). The outer loop never runs fewer
+  // iterations, even where ceil(parent / factor) is smaller; the extra ones are guarded.
+  int64_t outer_min = 0;
 };
 
 struct AttachPoint {
@@ -59,7 +62,11 @@ struct Stage {
   std::optional<ReduceOp> reduce;
   Expr body;  // value of one point (reductions: the term that is combined)
 
-  std::vector<IterVar> iters;  // root iters first: axes, then reduce axes
+  // Root iters first (axes, then reduce axes), at indices [0, num_root()). An iter's index is its
+  // id: relations, leaves and attach points refer to iters by id. Resetting the loops drops the
+  // derived iters and later ones reuse their ids, so it bumps loop_generation: a loop handle made
+  // under an older generation no longer names a loop of this stage.
+  std::vector<IterVar> iters;
   std::vector<IterRelation> relations;
   std::vector<int> leaves;     // leaf iters in loop order, outermost first
   AttachPoint attach;
@@ -68,14 +75,16 @@ struct Stage {
   std::map<std::string, int64_t> annotations;
   bool is_output = false;
   std::string origin;          // "compute", "cache_read", "cache_write", "rfactor"
+  int loop_generation = 0;     // bumped whenever the loops are reset to the root iters
 
   int num_root() const { return static_cast<int>(axes.size() + reduce_axes.size()); }
   bool inlined() const { return attach.kind == AttachPoint::Kind::kInline; }
   // Position of `iter` in the leaf order, or -1.
   int LeafPosition(int iter) const;
   // Recomputes the extents of derived iters from the root extents. A split's inner loop keeps
-  // its factor, the outer gets ceil(parent / factor) (never fewer iterations than it had when a
-  // larger outer factor was asked for: the extra iterations are guarded).
+  // its factor, the outer gets max(ceil(parent / factor), outer_min): never fewer iterations
+  // than were asked for at the split, and always enough to cover the parent when its extent
+  // changes later (region inference); the extra iterations are guarded.
   void PropagateExtents();
   // The value of every iter (root iters included) as an expression of the leaf variables,
   // relative to the root's minimum: root = outer * factor + inner, fused -> outer, inner.

@@ -41,7 +41,7 @@ TEST_P(HostE2E, RandomSchedulesMatchReference) {
   ASSERT_TRUE(ref.ok()) << ref.status();
   int lowered = 0;
   std::vector<std::string> rejections;
-  constexpr int kSeeds = 5;
+  constexpr int kSeeds = 8;
   for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
     auto sch = RandomSchedule(*w, target, seed, /*steps=*/10);
     ASSERT_TRUE(sch.ok()) << sch.status();

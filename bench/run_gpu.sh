@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs on a GPU host from the repository root, with the bundle made by
+#   ../shared/tools/bundle .gpu build/cli/tessel build/tests/tessel_gpu_tests \
+#       build/bench/tessel_bench_kernels
+# in .gpu/: the GPU test suite, the kernel-quality benchmark (generated kernels against cuBLAS and
+# the copy bandwidth, every trace in tests/data and its variants) and `tessel tune`. Logs go to
+# $OUT (or ./gpu-out when OUT is unset).
+set -uo pipefail
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv \
+  | tee "$out/gpu.txt"
+echo "== GPU tests"
+.gpu/run tessel_gpu_tests --gtest_brief=1 2>&1 | tee "$out/gpu_tests.log" | tail -30
+echo "== kernel quality"
+.gpu/run tessel_bench_kernels --trace-dir=tests/data --csv="$out/bench.csv" ${BENCH_ARGS:-} 2>&1 \
+  | tee "$out/bench.log" | tail -25
+echo "== tessel tune"
+.gpu/run tessel tune -q 2>&1 | tee "$out/tune.log" | tail -8
