@@ -89,8 +89,11 @@ class BufferCollector : public StmtMutator {
 
 class Lowerer {
  public:
-  Lowerer(const Schedule& sch, const Target& target)
-      : sch_(sch), target_(target), stages_(sch.stages()) {}
+  // `wide_accumulation`: float reductions whose reduction loops are innermost accumulate in a
+  // f64 register and store the rounded result (the reference lowering, the verification
+  // baseline, is more accurate than any candidate it judges).
+  Lowerer(const Schedule& sch, const Target& target, bool wide_accumulation)
+      : sch_(sch), target_(target), stages_(sch.stages()), wide_(wide_accumulation) {}
 
   absl::StatusOr<Program> Run() {
     UniquifyNames();
@@ -437,7 +440,14 @@ class Lowerer {
     const DType vt = value->dtype;
     BufferPtr acc_buf;
     Stmt body;
-    if (!s.reduce) {
+    const bool wide = wide_ && s.reduce && cross < 0 && s.init_at < 0 && IsFloat(vt);
+    if (wide) {
+      acc_buf = MakeBuffer(Sanitize(s.name) + "_acc", DType::kFloat64, {1}, MemScope::kLocal);
+      Expr acc = MakeLoad(acc_buf, {MakeInt(0)});
+      body = MakeIf(MakeAnd(spatial_cond, reduce_cond),
+                    MakeStore(acc_buf, {MakeInt(0)},
+                              ReduceCombine(*s.reduce, acc, MakeCast(DType::kFloat64, value))));
+    } else if (!s.reduce) {
       body = MakeIf(MakeAnd(spatial_cond, reduce_cond), MakeStore(out, out_idx, value));
     } else if (cross >= 0) {
       acc_buf = MakeBuffer(Sanitize(s.name) + "_acc", vt, {1}, MemScope::kLocal);
@@ -503,7 +513,16 @@ class Lowerer {
       for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) body = MakeAllocate(*it, body);
 
       Stmt loop = p == cross ? body : MakeLoop(s, iter, body, unrolled[p]);
-      if (s.reduce && p == init_pos && cross < 0) {
+      if (wide && p == init_pos) {
+        // acc = identity; the reduction loops; out = acc rounded to the output type.
+        loop = MakeAllocate(
+            acc_buf,
+            MakeSeq({MakeStore(acc_buf, {MakeInt(0)}, ReduceIdentity(*s.reduce, DType::kFloat64)),
+                     loop,
+                     MakeIf(spatial_cond,
+                            MakeStore(out, out_idx,
+                                      MakeCast(vt, MakeLoad(acc_buf, {MakeInt(0)}))))}));
+      } else if (s.reduce && p == init_pos && cross < 0) {
         // The initialization nest: the spatial loops at and below this position.
         Stmt init = MakeIf(spatial_cond, MakeStore(out, out_idx, ReduceIdentity(*s.reduce, vt)));
         for (int q = static_cast<int>(s.leaves.size()) - 1; q >= p; --q) {
@@ -548,12 +567,13 @@ class Lowerer {
   std::unordered_map<const Buffer*, Realized> realized_;
   Analyzer analyzer_;
   LaunchConfig launch_;
+  const bool wide_;
 };
 
 }  // namespace
 
 absl::StatusOr<Program> Lower(const Schedule& schedule, const Target& target) {
-  return Lowerer(schedule, target).Run();
+  return Lowerer(schedule, target, /*wide_accumulation=*/false).Run();
 }
 
 absl::StatusOr<Schedule> ReferenceSchedule(const Workload& workload, const Target& target) {
@@ -590,7 +610,7 @@ absl::StatusOr<Schedule> ReferenceSchedule(const Workload& workload, const Targe
 absl::StatusOr<Program> LowerReference(const Workload& workload, const Target& target) {
   auto sch = ReferenceSchedule(workload, target);
   if (!sch.ok()) return sch.status();
-  return Lower(*sch, target);
+  return Lowerer(*sch, target, /*wide_accumulation=*/true).Run();
 }
 
 }  // namespace tessel::schedules

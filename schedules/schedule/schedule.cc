@@ -1,6 +1,8 @@
 #include "schedules/schedule/schedule.h"
 
 #include <algorithm>
+#include <limits>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -166,8 +168,13 @@ const Stage& Schedule::LoopStage(LoopRV l) const {
 }
 
 int Schedule::LoopIter(LoopRV l) const {
-  LoopStage(l);
-  return rvs_[l.id].iter;
+  const Stage& s = LoopStage(l);
+  const RVEntry& e = rvs_[l.id];
+  TESSEL_CHECK(e.generation == s.loop_generation && e.iter >= 0 &&
+               e.iter < static_cast<int>(s.iters.size()))
+      << "stale loop random variable " << rv_names_[l.id] << " (loop " << e.loop_var << " of stage "
+      << s.name << "): the stage's loops were reset since it was made";
+  return e.iter;
 }
 
 int64_t Schedule::LoopExtent(LoopRV l) const { return LoopStage(l).iters[LoopIter(l)].extent; }
@@ -181,6 +188,15 @@ int64_t Schedule::Value(IntRV v) const {
   TESSEL_CHECK(v.id >= 0 && v.id < static_cast<int>(rvs_.size()) && rvs_[v.id].kind == 'v')
       << "not an integer random variable: " << v.id;
   return rvs_[v.id].value;
+}
+
+std::string Schedule::NewLoopRV(const Stage& s, int iter) {
+  RVEntry e;
+  e.stage = s.name;
+  e.iter = iter;
+  e.generation = s.loop_generation;
+  e.loop_var = s.iters[iter].var->name;
+  return NewRV('l', std::move(e));
 }
 
 std::string Schedule::NewRV(char kind, RVEntry entry) {
@@ -215,6 +231,13 @@ absl::StatusOr<std::pair<Stage*, int>> Schedule::MutableLoop(LoopRV l, const cha
     return Precondition(prim, absl::StrCat("stage ", s->name, " was inlined and has no loops"));
   }
   const int iter = rvs_[l.id].iter;
+  if (rvs_[l.id].generation != s->loop_generation) {
+    // Iter ids restart after a reset; the handle's id may now name another loop.
+    return Precondition(prim, absl::StrCat("loop ", rvs_[l.id].loop_var, " of stage ", s->name,
+                                           " is no longer a loop (the stage's loops were reset "
+                                           "by compute_at, reverse_compute_at, cache_write or "
+                                           "rfactor; get its loops again)"));
+  }
   if (s->LeafPosition(iter) < 0) {
     return Precondition(prim, absl::StrCat(LoopDesc(*s, iter),
                                            " is no longer a loop (it was split, fused or its "
@@ -261,6 +284,16 @@ void Schedule::ReplaceBuffer(const BufferPtr& from, const BufferPtr& to) {
 
 
 void Schedule::ResetLoops(Stage* s, const std::vector<int64_t>& root_extents) {
+  // Derived iters are dropped and their ids reused: loop handles of the old loops become stale
+  // (MutableLoop, LoopIter), and stages attached to a dropped loop lose their attach loop (bound
+  // inference then reports them) rather than landing on whichever new loop reuses the id.
+  ++s->loop_generation;
+  for (Stage& o : stages_) {
+    if (&o != s && o.attach.kind == AttachPoint::Kind::kAt && o.attach.stage == s->name &&
+        o.attach.iter >= s->num_root()) {
+      o.attach.iter = -1;
+    }
+  }
   s->iters.resize(s->num_root());
   for (int i = 0; i < s->num_root(); ++i) {
     IterVar& iv = s->iters[i];
@@ -312,7 +345,7 @@ absl::StatusOr<std::vector<LoopRV>> Schedule::GetLoops(BlockRV block) {
   std::vector<LoopRV> out;
   for (int iter : (*s)->leaves) {
     out.push_back(LoopRV{static_cast<int>(rvs_.size())});
-    inst.outputs.push_back(NewRV('l', {0, (*s)->name, iter}));
+    inst.outputs.push_back(NewLoopRV(**s, iter));
   }
   Record(std::move(inst));
   return out;
@@ -368,6 +401,12 @@ absl::StatusOr<std::vector<IntRV>> Schedule::SamplePerfectTile(
                                         " exceeds max_innermost ", max_innermost));
     }
   } else {
+    if (n == 1 && extent > max_innermost) {
+      // The only tile of one factor is the extent itself (a decision would be rejected too).
+      return Invalid(prim, absl::StrCat("n is 1, so the only factor is the extent ", extent, " of ",
+                                        LoopDesc(*s, iter), ", which exceeds max_innermost ",
+                                        max_innermost, "; use n >= 2 or raise max_innermost"));
+    }
     // Innermost first: a divisor of the extent within max_innermost, then the others uniformly
     // among the divisors of what is left; the outermost takes the rest.
     factors.assign(n, 1);
@@ -446,12 +485,22 @@ absl::StatusOr<LoopRV> Schedule::SampleComputeLocation(BlockRV block,
   auto s = MutableStage(block, prim);
   if (!s.ok()) return s.status();
   std::vector<int> consumers = Consumers((*s)->buffer.get());
-  // Candidates: root, inline (injective, not an output, nothing attached to it), and every loop
-  // of the single consumer.
+  // Candidates: root; inline where compute_inline accepts it (injective, not an output, read by
+  // some stage, nothing attached to its loops); and, where compute_at accepts them, every loop of
+  // the single consumer (not for an output, nor for a consumer attached inside the stage).
   std::vector<int64_t> choices = {-2};
-  const bool can_inline = !(*s)->reduce && !(*s)->is_output;
+  bool has_attached = false;
+  for (const Stage& o : stages_) {
+    if (o.attach.kind == AttachPoint::Kind::kAt && o.attach.stage == (*s)->name) {
+      has_attached = true;
+    }
+  }
+  const bool can_inline = !(*s)->reduce && !(*s)->is_output && !consumers.empty() && !has_attached;
   if (can_inline) choices.push_back(-1);
   const Stage* consumer = consumers.size() == 1 ? &stages_[consumers[0]] : nullptr;
+  if (consumer && ((*s)->is_output || IsAttachedWithin(*consumer, (*s)->name))) {
+    consumer = nullptr;
+  }
   if (consumer) {
     for (size_t i = 0; i < consumer->leaves.size(); ++i) choices.push_back(static_cast<int64_t>(i));
   }
@@ -475,7 +524,7 @@ absl::StatusOr<LoopRV> Schedule::SampleComputeLocation(BlockRV block,
     out_name = "inline";
   } else {
     out.id = static_cast<int>(rvs_.size());
-    out_name = NewRV('l', {0, consumer->name, consumer->leaves[pick]});
+    out_name = NewLoopRV(*consumer, consumer->leaves[pick]);
   }
   Record(Instruction{prim, {RVName(block.id)}, {}, {out_name}, pick});
   return out;
@@ -538,6 +587,7 @@ absl::StatusOr<std::vector<LoopRV>> Schedule::Split(LoopRV loop,
     r.kind = IterRelation::Kind::kSplit;
     r.parent = cur;
     r.factor = inner_prod;
+    r.outer_min = f[i];
     IterVar outer{MakeVar(NewVarName(*s, absl::StrCat(base, "_", i))), 0, reduce};
     s->iters.push_back(outer);
     r.outer = static_cast<int>(s->iters.size()) - 1;
@@ -552,10 +602,9 @@ absl::StatusOr<std::vector<LoopRV>> Schedule::Split(LoopRV loop,
     if (i + 2 < f.size()) inner_prod /= f[i + 1];
   }
   outs.push_back(cur);
+  // Each outer loop keeps its requested factor (it may exceed ceil(extent / rest): extra
+  // iterations are guarded like a tail), here and whenever extents are propagated again.
   s->PropagateExtents();
-  // The outermost takes the requested factor (it may exceed ceil(extent / rest): extra
-  // iterations are guarded like a tail).
-  s->iters[outs[0]].extent = std::max(s->iters[outs[0]].extent, f[0]);
   // Replace the leaf by the new loops.
   const int pos = s->LeafPosition(iter);
   s->leaves.erase(s->leaves.begin() + pos);
@@ -575,7 +624,7 @@ absl::StatusOr<std::vector<LoopRV>> Schedule::Split(LoopRV loop,
   std::vector<LoopRV> result;
   for (int o : outs) {
     result.push_back(LoopRV{static_cast<int>(rvs_.size())});
-    inst.outputs.push_back(NewRV('l', {0, s->name, o}));
+    inst.outputs.push_back(NewLoopRV(*s, o));
   }
   Record(std::move(inst));
   return result;
@@ -636,7 +685,7 @@ absl::StatusOr<LoopRV> Schedule::Fuse(const std::vector<LoopRV>& loops) {
   Instruction inst{prim, {}, {}, {}, {}};
   for (LoopRV l : loops) inst.inputs.push_back(RVName(l.id));
   LoopRV out{static_cast<int>(rvs_.size())};
-  inst.outputs.push_back(NewRV('l', {0, s->name, cur}));
+  inst.outputs.push_back(NewLoopRV(*s, cur));
   Record(std::move(inst));
   return out;
 }
@@ -845,6 +894,26 @@ absl::StatusOr<BlockRV> Schedule::CacheWrite(BlockRV block, const std::string& s
     return Precondition(prim, absl::StrCat("stage ", s->name,
                                            " has transformed loops or is attached; cache_write "
                                            "must come before its loops are transformed"));
+  }
+  // cache_write resets the stage's loops: a binding, loop kind, annotation or decomposed
+  // initialization would be dropped silently while the trace still holds it.
+  for (int leaf : s->leaves) {
+    const IterVar& iv = s->iters[leaf];
+    if (iv.thread != ThreadTag::kNone || iv.kind != ForKind::kSerial || !iv.annotations.empty()) {
+      const std::string what = iv.thread != ThreadTag::kNone
+                                   ? absl::StrCat("bound to ", ThreadTagName(iv.thread))
+                               : iv.kind != ForKind::kSerial
+                                   ? std::string(ForKindName(iv.kind))
+                                   : std::string("annotated");
+      return Precondition(prim, absl::StrCat(LoopDesc(*s, leaf), " is already ", what,
+                                             "; cache_write must come before its loops are "
+                                             "transformed"));
+    }
+  }
+  if (s->init_at >= 0) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " has a decomposed reduction; cache_write must come "
+                                           "before its loops are transformed"));
   }
   Stage c;
   c.name = UniqueStageName(absl::StrCat(s->name, "_", scope));
@@ -1064,6 +1133,15 @@ absl::Status Schedule::ReverseComputeInline(BlockRV block) {
   }
   if (p->is_output) {
     return Precondition(prim, absl::StrCat("producer ", p->name, " is an output"));
+  }
+  // The merged stage stores s's values. Where s lives in global memory (an output always does),
+  // a producer in shared/local memory would take s's values there with it.
+  if (s->buffer->scope == MemScope::kGlobal && p->buffer->scope != MemScope::kGlobal) {
+    return Precondition(
+        prim, absl::StrCat("producer ", p->name, " is in ", MemScopeName(p->buffer->scope),
+                           " memory; ", s->is_output ? "the output " : "stage ", s->name,
+                           " must stay in global memory (set_scope ", p->name,
+                           " global first, or do not inline ", s->name, ")"));
   }
   // p now computes s: s's body with s's axes renamed to p's and p's value substituted.
   std::unordered_map<const VarNode*, Expr> rename;
@@ -1289,17 +1367,46 @@ absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
 // ---------------------------------------------------------------------------------------------
 // Replay.
 
+namespace {
+
+// Typed reads of trace JSON values. nlohmann::json's get<T>() throws on a type mismatch, and a
+// trace may come from a corrupt database row, so every value is checked first.
+bool IsIntArray(const nlohmann::json& j) {
+  return j.is_array() && std::all_of(j.begin(), j.end(),
+                                     [](const nlohmann::json& x) { return x.is_number_integer(); });
+}
+
+bool IsNumberArray(const nlohmann::json& j) {
+  return j.is_array() &&
+         std::all_of(j.begin(), j.end(), [](const nlohmann::json& x) { return x.is_number(); });
+}
+
+}  // namespace
+
+// Local to Replay (the repository has no shared status macros).
+#define REPLAY_RETURN_IF_ERROR(expr)         \
+  do {                                       \
+    absl::Status replay_st_ = (expr);        \
+    if (!replay_st_.ok()) return replay_st_; \
+  } while (0)
+#define REPLAY_CONCAT_INNER_(a, b) a##b
+#define REPLAY_CONCAT_(a, b) REPLAY_CONCAT_INNER_(a, b)
+#define REPLAY_ASSIGN_OR_RETURN(decl, expr) \
+  REPLAY_ASSIGN_OR_RETURN_IMPL_(REPLAY_CONCAT_(replay_or_, __LINE__), decl, expr)
+#define REPLAY_ASSIGN_OR_RETURN_IMPL_(tmp, decl, expr) \
+  auto tmp = (expr);                                   \
+  if (!tmp.ok()) return tmp.status();                  \
+  decl = std::move(*tmp)
+
 absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, uint64_t seed) {
   auto created = Schedule::Create(workload, seed);
   if (!created.ok()) return created.status();
   Schedule sch = std::move(*created);
   std::map<std::string, int> rv;  // trace name -> id in this schedule
-  int n = 0;
-  for (const Instruction& inst : trace.insts) {
-    auto fail = [&](const std::string& msg) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("replaying instruction ", n, " (", inst.kind, "): ", msg));
-    };
+  // Applies one instruction. Its errors carry no position; the loop below adds
+  // "replaying instruction N (kind): " to every one of them.
+  auto apply = [&](const Instruction& inst) -> absl::Status {
+    auto fail = [](const std::string& msg) { return absl::InvalidArgumentError(msg); };
     auto input = [&](size_t i, char kind, int* id) -> absl::Status {
       if (i >= inst.inputs.size()) return fail(absl::StrCat("missing input ", i));
       const std::string& name = inst.inputs[i];
@@ -1311,7 +1418,10 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
       if (it == rv.end()) return fail(absl::StrCat("input ", name, " is not defined before"));
       if (name.empty() || name[0] != kind) {
         return fail(absl::StrCat("input ", name, " has the wrong kind (expected a ",
-                                 kind == 'b' ? "stage" : kind == 'l' ? "loop" : "value", ")"));
+                                 kind == 'b'   ? "stage"
+                                 : kind == 'l' ? "loop"
+                                               : "value",
+                                 ")"));
       }
       *id = it->second;
       return absl::OkStatus();
@@ -1324,7 +1434,8 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
       for (size_t i = 0; i < ids.size(); ++i) rv[inst.outputs[i]] = ids[i];
       return absl::OkStatus();
     };
-    const auto& a = inst.attrs;
+    const nlohmann::json& a = inst.attrs;
+    if (!a.is_null() && !a.is_object()) return fail("\"attrs\" must be an object");
     auto attr_int = [&](const char* key) -> absl::StatusOr<int64_t> {
       if (!a.contains(key) || !a[key].is_number_integer()) {
         return fail(absl::StrCat("attribute \"", key, "\" must be an integer"));
@@ -1337,60 +1448,78 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
       }
       return a[key].get<std::string>();
     };
-    absl::Status st;
+    // A scalar decision: absent (null: sample) or an integer.
+    auto int_decision = [&](std::optional<int64_t>* out) -> absl::Status {
+      if (inst.decision.is_null()) return absl::OkStatus();
+      if (!inst.decision.is_number_integer()) return fail("\"decision\" must be an integer");
+      *out = inst.decision.get<int64_t>();
+      return absl::OkStatus();
+    };
+    auto loop_ids = [](const std::vector<LoopRV>& v) {
+      std::vector<int> ids;
+      for (LoopRV x : v) ids.push_back(x.id);
+      return ids;
+    };
     const std::string& k = inst.kind;
     int b = -1, l = -1;
     if (k == "get_stage") {
-      auto name = attr_str("name");
-      if (!name.ok()) return name.status();
-      auto r = sch.GetBlock(*name);
-      if (!r.ok()) return r.status();
-      st = bind_outputs({r->id});
-    } else if (k == "get_loops") {
-      if (st = input(0, 'b', &b); !st.ok()) return st;
-      auto r = sch.GetLoops(BlockRV{b});
-      if (!r.ok()) return r.status();
-      std::vector<int> ids;
-      for (LoopRV x : *r) ids.push_back(x.id);
-      st = bind_outputs(ids);
-    } else if (k == "sample_perfect_tile") {
-      if (st = input(0, 'l', &l); !st.ok()) return st;
-      auto nn = attr_int("n");
-      auto mi = attr_int("max_innermost");
-      if (!nn.ok()) return nn.status();
-      if (!mi.ok()) return mi.status();
+      REPLAY_ASSIGN_OR_RETURN(std::string name, attr_str("name"));
+      REPLAY_ASSIGN_OR_RETURN(BlockRV r, sch.GetBlock(name));
+      return bind_outputs({r.id});
+    }
+    if (k == "get_loops") {
+      REPLAY_RETURN_IF_ERROR(input(0, 'b', &b));
+      REPLAY_ASSIGN_OR_RETURN(std::vector<LoopRV> r, sch.GetLoops(BlockRV{b}));
+      return bind_outputs(loop_ids(r));
+    }
+    if (k == "sample_perfect_tile") {
+      REPLAY_RETURN_IF_ERROR(input(0, 'l', &l));
+      REPLAY_ASSIGN_OR_RETURN(int64_t nn, attr_int("n"));
+      REPLAY_ASSIGN_OR_RETURN(int64_t mi, attr_int("max_innermost"));
+      if (nn < std::numeric_limits<int>::min() || nn > std::numeric_limits<int>::max()) {
+        return fail(absl::StrCat("attribute \"n\" (", nn, ") is out of range"));
+      }
       std::optional<std::vector<int64_t>> dec;
-      if (inst.decision.is_array()) dec = inst.decision.get<std::vector<int64_t>>();
-      auto r = sch.SamplePerfectTile(LoopRV{l}, static_cast<int>(*nn), *mi, dec);
-      if (!r.ok()) return r.status();
+      if (!inst.decision.is_null()) {
+        if (!IsIntArray(inst.decision)) return fail("\"decision\" must be an array of integers");
+        dec = inst.decision.get<std::vector<int64_t>>();
+      }
+      REPLAY_ASSIGN_OR_RETURN(std::vector<IntRV> r,
+                              sch.SamplePerfectTile(LoopRV{l}, static_cast<int>(nn), mi, dec));
       std::vector<int> ids;
-      for (IntRV x : *r) ids.push_back(x.id);
-      st = bind_outputs(ids);
-    } else if (k == "sample_categorical") {
+      for (IntRV x : r) ids.push_back(x.id);
+      return bind_outputs(ids);
+    }
+    if (k == "sample_categorical") {
       if (!a.contains("candidates") || !a.contains("probs")) {
         return fail("needs \"candidates\" and \"probs\"");
       }
-      std::optional<int64_t> dec;
-      if (inst.decision.is_number_integer()) dec = inst.decision.get<int64_t>();
-      auto r = sch.SampleCategorical(a["candidates"].get<std::vector<int64_t>>(),
-                                     a["probs"].get<std::vector<double>>(), dec);
-      if (!r.ok()) return r.status();
-      st = bind_outputs({r->id});
-    } else if (k == "sample_compute_location") {
-      if (st = input(0, 'b', &b); !st.ok()) return st;
-      std::optional<int64_t> dec;
-      if (inst.decision.is_number_integer()) dec = inst.decision.get<int64_t>();
-      auto r = sch.SampleComputeLocation(BlockRV{b}, dec);
-      if (!r.ok()) return r.status();
-      if (r->id < 0) {
-        if (inst.outputs.size() != 1) return fail("needs one output");
-        rv[inst.outputs[0]] = r->id;
-        st = absl::OkStatus();
-      } else {
-        st = bind_outputs({r->id});
+      if (!IsIntArray(a["candidates"])) {
+        return fail("attribute \"candidates\" must be an array of integers");
       }
-    } else if (k == "split") {
-      if (st = input(0, 'l', &l); !st.ok()) return st;
+      if (!IsNumberArray(a["probs"]))
+        return fail("attribute \"probs\" must be an array of numbers");
+      std::optional<int64_t> dec;
+      REPLAY_RETURN_IF_ERROR(int_decision(&dec));
+      REPLAY_ASSIGN_OR_RETURN(IntRV r,
+                              sch.SampleCategorical(a["candidates"].get<std::vector<int64_t>>(),
+                                                    a["probs"].get<std::vector<double>>(), dec));
+      return bind_outputs({r.id});
+    }
+    if (k == "sample_compute_location") {
+      REPLAY_RETURN_IF_ERROR(input(0, 'b', &b));
+      std::optional<int64_t> dec;
+      REPLAY_RETURN_IF_ERROR(int_decision(&dec));
+      REPLAY_ASSIGN_OR_RETURN(LoopRV r, sch.SampleComputeLocation(BlockRV{b}, dec));
+      if (r.id < 0) {
+        if (inst.outputs.size() != 1) return fail("needs one output");
+        rv[inst.outputs[0]] = r.id;
+        return absl::OkStatus();
+      }
+      return bind_outputs({r.id});
+    }
+    if (k == "split") {
+      REPLAY_RETURN_IF_ERROR(input(0, 'l', &l));
       if (!a.contains("factors") || !a["factors"].is_array()) {
         return fail("attribute \"factors\" must be an array");
       }
@@ -1399,7 +1528,7 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
       for (const auto& f : a["factors"]) {
         if (f.is_null()) {
           int v = -1;
-          if (st = input(next++, 'v', &v); !st.ok()) return st;
+          REPLAY_RETURN_IF_ERROR(input(next++, 'v', &v));
           fs.emplace_back(IntRV{v});
         } else if (f.is_number_integer()) {
           fs.emplace_back(f.get<int64_t>());
@@ -1407,112 +1536,108 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
           return fail("factors must be integers or null");
         }
       }
-      auto r = sch.Split(LoopRV{l}, fs);
-      if (!r.ok()) return r.status();
-      std::vector<int> ids;
-      for (LoopRV x : *r) ids.push_back(x.id);
-      st = bind_outputs(ids);
-    } else if (k == "fuse" || k == "reorder") {
+      REPLAY_ASSIGN_OR_RETURN(std::vector<LoopRV> r, sch.Split(LoopRV{l}, fs));
+      return bind_outputs(loop_ids(r));
+    }
+    if (k == "fuse" || k == "reorder") {
       std::vector<LoopRV> loops;
       for (size_t i = 0; i < inst.inputs.size(); ++i) {
-        if (st = input(i, 'l', &l); !st.ok()) return st;
+        REPLAY_RETURN_IF_ERROR(input(i, 'l', &l));
         loops.push_back(LoopRV{l});
       }
-      if (k == "fuse") {
-        auto r = sch.Fuse(loops);
-        if (!r.ok()) return r.status();
-        st = bind_outputs({r->id});
-      } else {
-        st = sch.Reorder(loops);
-      }
-    } else if (k == "bind" || k == "parallel" || k == "vectorize" || k == "unroll") {
-      if (st = input(0, 'l', &l); !st.ok()) return st;
+      if (k == "reorder") return sch.Reorder(loops);
+      REPLAY_ASSIGN_OR_RETURN(LoopRV r, sch.Fuse(loops));
+      return bind_outputs({r.id});
+    }
+    if (k == "bind" || k == "parallel" || k == "vectorize" || k == "unroll") {
+      REPLAY_RETURN_IF_ERROR(input(0, 'l', &l));
       if (k == "bind") {
-        auto t = attr_str("thread");
-        if (!t.ok()) return t.status();
-        st = sch.Bind(LoopRV{l}, *t);
-      } else if (k == "parallel") {
-        st = sch.Parallel(LoopRV{l});
-      } else if (k == "vectorize") {
-        st = sch.Vectorize(LoopRV{l});
-      } else {
-        st = sch.Unroll(LoopRV{l});
+        REPLAY_ASSIGN_OR_RETURN(std::string t, attr_str("thread"));
+        return sch.Bind(LoopRV{l}, t);
       }
-    } else if (k == "cache_read") {
-      auto tensor = attr_str("tensor");
-      auto scope = attr_str("scope");
-      if (!tensor.ok()) return tensor.status();
-      if (!scope.ok()) return scope.status();
+      if (k == "parallel") return sch.Parallel(LoopRV{l});
+      if (k == "vectorize") return sch.Vectorize(LoopRV{l});
+      return sch.Unroll(LoopRV{l});
+    }
+    if (k == "cache_read") {
+      REPLAY_ASSIGN_OR_RETURN(std::string tensor, attr_str("tensor"));
+      REPLAY_ASSIGN_OR_RETURN(std::string scope, attr_str("scope"));
       std::vector<BlockRV> readers;
       for (size_t i = 0; i < inst.inputs.size(); ++i) {
-        if (st = input(i, 'b', &b); !st.ok()) return st;
+        REPLAY_RETURN_IF_ERROR(input(i, 'b', &b));
         readers.push_back(BlockRV{b});
       }
-      auto r = sch.CacheRead(*tensor, *scope, readers);
-      if (!r.ok()) return r.status();
-      st = bind_outputs({r->id});
-    } else if (k == "cache_write" || k == "set_scope") {
-      if (st = input(0, 'b', &b); !st.ok()) return st;
-      auto scope = attr_str("scope");
-      if (!scope.ok()) return scope.status();
-      if (k == "cache_write") {
-        auto r = sch.CacheWrite(BlockRV{b}, *scope);
-        if (!r.ok()) return r.status();
-        st = bind_outputs({r->id});
-      } else {
-        st = sch.SetScope(BlockRV{b}, *scope);
+      REPLAY_ASSIGN_OR_RETURN(BlockRV r, sch.CacheRead(tensor, scope, readers));
+      return bind_outputs({r.id});
+    }
+    if (k == "cache_write" || k == "set_scope") {
+      REPLAY_RETURN_IF_ERROR(input(0, 'b', &b));
+      REPLAY_ASSIGN_OR_RETURN(std::string scope, attr_str("scope"));
+      if (k == "set_scope") return sch.SetScope(BlockRV{b}, scope);
+      REPLAY_ASSIGN_OR_RETURN(BlockRV r, sch.CacheWrite(BlockRV{b}, scope));
+      return bind_outputs({r.id});
+    }
+    if (k == "compute_at" || k == "reverse_compute_at" || k == "decompose_reduction") {
+      REPLAY_RETURN_IF_ERROR(input(0, 'b', &b));
+      REPLAY_RETURN_IF_ERROR(input(1, 'l', &l));
+      if (k == "compute_at") return sch.ComputeAt(BlockRV{b}, LoopRV{l});
+      if (k == "reverse_compute_at") return sch.ReverseComputeAt(BlockRV{b}, LoopRV{l});
+      return sch.DecomposeReduction(BlockRV{b}, LoopRV{l});
+    }
+    if (k == "compute_inline" || k == "reverse_compute_inline") {
+      REPLAY_RETURN_IF_ERROR(input(0, 'b', &b));
+      return k == "compute_inline" ? sch.ComputeInline(BlockRV{b})
+                                   : sch.ReverseComputeInline(BlockRV{b});
+    }
+    if (k == "storage_align") {
+      REPLAY_RETURN_IF_ERROR(input(0, 'b', &b));
+      REPLAY_ASSIGN_OR_RETURN(int64_t axis, attr_int("axis"));
+      REPLAY_ASSIGN_OR_RETURN(int64_t factor, attr_int("factor"));
+      REPLAY_ASSIGN_OR_RETURN(int64_t offset, attr_int("offset"));
+      if (axis < std::numeric_limits<int>::min() || axis > std::numeric_limits<int>::max()) {
+        return fail(absl::StrCat("attribute \"axis\" (", axis, ") is out of range"));
       }
-    } else if (k == "compute_at" || k == "reverse_compute_at" || k == "decompose_reduction") {
-      if (st = input(0, 'b', &b); !st.ok()) return st;
-      if (st = input(1, 'l', &l); !st.ok()) return st;
-      if (k == "compute_at") {
-        st = sch.ComputeAt(BlockRV{b}, LoopRV{l});
-      } else if (k == "reverse_compute_at") {
-        st = sch.ReverseComputeAt(BlockRV{b}, LoopRV{l});
-      } else {
-        st = sch.DecomposeReduction(BlockRV{b}, LoopRV{l});
-      }
-    } else if (k == "compute_inline" || k == "reverse_compute_inline") {
-      if (st = input(0, 'b', &b); !st.ok()) return st;
-      st = k == "compute_inline" ? sch.ComputeInline(BlockRV{b})
-                                 : sch.ReverseComputeInline(BlockRV{b});
-    } else if (k == "storage_align") {
-      if (st = input(0, 'b', &b); !st.ok()) return st;
-      auto axis = attr_int("axis");
-      auto factor = attr_int("factor");
-      auto offset = attr_int("offset");
-      if (!axis.ok()) return axis.status();
-      if (!factor.ok()) return factor.status();
-      if (!offset.ok()) return offset.status();
-      st = sch.StorageAlign(BlockRV{b}, static_cast<int>(*axis), *factor, *offset);
-    } else if (k == "annotate_loop" || k == "annotate_stage") {
-      auto key = attr_str("key");
-      auto value = attr_int("value");
-      if (!key.ok()) return key.status();
-      if (!value.ok()) return value.status();
+      return sch.StorageAlign(BlockRV{b}, static_cast<int>(axis), factor, offset);
+    }
+    if (k == "annotate_loop" || k == "annotate_stage") {
+      REPLAY_ASSIGN_OR_RETURN(std::string key, attr_str("key"));
+      REPLAY_ASSIGN_OR_RETURN(int64_t value, attr_int("value"));
       if (k == "annotate_loop") {
-        if (st = input(0, 'l', &l); !st.ok()) return st;
-        st = sch.Annotate(LoopRV{l}, *key, *value);
-      } else {
-        if (st = input(0, 'b', &b); !st.ok()) return st;
-        st = sch.Annotate(BlockRV{b}, *key, *value);
+        REPLAY_RETURN_IF_ERROR(input(0, 'l', &l));
+        return sch.Annotate(LoopRV{l}, key, value);
       }
-    } else if (k == "rfactor") {
-      if (st = input(0, 'l', &l); !st.ok()) return st;
-      auto r = sch.RFactor(LoopRV{l});
-      if (!r.ok()) return r.status();
-      st = bind_outputs({r->id});
-    } else {
-      return fail("unknown instruction kind");
+      REPLAY_RETURN_IF_ERROR(input(0, 'b', &b));
+      return sch.Annotate(BlockRV{b}, key, value);
+    }
+    if (k == "rfactor") {
+      REPLAY_RETURN_IF_ERROR(input(0, 'l', &l));
+      REPLAY_ASSIGN_OR_RETURN(BlockRV r, sch.RFactor(LoopRV{l}));
+      return bind_outputs({r.id});
+    }
+    return fail("unknown instruction kind");
+  };
+  int n = 0;
+  for (const Instruction& inst : trace.insts) {
+    absl::Status st;
+    try {
+      st = apply(inst);
+    } catch (const nlohmann::json::exception& e) {
+      // Backstop: every JSON value is type-checked above; a miss must not crash the caller.
+      st = absl::InvalidArgumentError(absl::StrCat("malformed attribute or decision: ", e.what()));
     }
     if (!st.ok()) {
-      return absl::Status(st.code(),
-                          absl::StrCat("replaying instruction ", n, " (", inst.kind, "): ",
-                                       st.message()));
+      return absl::Status(st.code(), absl::StrCat("replaying instruction ", n, " (", inst.kind,
+                                                  "): ", st.message()));
     }
     ++n;
   }
   return sch;
 }
+
+#undef REPLAY_ASSIGN_OR_RETURN_IMPL_
+#undef REPLAY_ASSIGN_OR_RETURN
+#undef REPLAY_CONCAT_
+#undef REPLAY_CONCAT_INNER_
+#undef REPLAY_RETURN_IF_ERROR
 
 }  // namespace tessel::schedules

@@ -137,6 +137,8 @@ class Schedule {
     std::string stage;
     int iter = -1;
     int64_t value = 0;
+    int generation = 0;    // loops: the stage's loop_generation when the handle was made
+    std::string loop_var;  // loops: the loop variable's name then (for messages)
   };
   Schedule() = default;
 
@@ -144,15 +146,23 @@ class Schedule {
   absl::StatusOr<std::pair<Stage*, int>> MutableLoop(LoopRV l, const char* prim);
   int StageIndex(const std::string& name) const;
   std::string NewRV(char kind, RVEntry entry);
+  // A handle on iter `iter` of `s` under the stage's current loop generation.
+  std::string NewLoopRV(const Stage& s, int iter);
   std::string RVName(int id) const { return rv_names_[id]; }
-  void Record(Instruction inst) { trace_.insts.push_back(std::move(inst)); }
+  // Instructions are built as Instruction{kind, inputs, {}, outputs, {}}, where `{}` makes attrs
+  // JSON null; the trace always holds an object, as Trace::FromJson gives back.
+  void Record(Instruction inst) {
+    if (inst.attrs.is_null()) inst.attrs = nlohmann::json::object();
+    trace_.insts.push_back(std::move(inst));
+  }
   std::string UniqueStageName(const std::string& base) const;
   std::string LoopDesc(const Stage& s, int iter) const;  // "loop i_0 of stage C"
   // Stages whose bodies read `buffer`.
   std::vector<int> Consumers(const Buffer* buffer) const;
   void ReplaceBuffer(const BufferPtr& from, const BufferPtr& to);
-  // Resets a stage's loops to its root iters with the given extents.
-  static void ResetLoops(Stage* s, const std::vector<int64_t>& root_extents);
+  // Resets a stage's loops to its root iters with the given extents; bumps its loop generation
+  // and detaches stages attached to a dropped (derived) loop of it.
+  void ResetLoops(Stage* s, const std::vector<int64_t>& root_extents);
   bool IsAttachedWithin(const Stage& s, const std::string& ancestor) const;
   std::string NewVarName(const Stage& s, const std::string& base) const;
 

@@ -1,6 +1,7 @@
 #include "schedules/schedule/trace.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 
@@ -37,16 +38,18 @@ nlohmann::json Trace::ToJson() const {
 
 std::string Trace::ToJsonString(int indent) const { return ToJson().dump(indent); }
 
-absl::StatusOr<Trace> Trace::FromJson(const nlohmann::json& j) {
+namespace {
+
+absl::StatusOr<Trace> TraceFromJson(const nlohmann::json& j) {
   if (!j.is_object() || !j.contains("version") || !j["version"].is_number_integer()) {
     return absl::InvalidArgumentError(
         "trace JSON must be an object with an integer \"version\" and an \"insts\" array");
   }
-  const int version = j["version"].get<int>();
-  if (version != kVersion) {
+  const int64_t version = j["version"].get<int64_t>();
+  if (version != Trace::kVersion) {
     return absl::InvalidArgumentError(absl::StrCat("trace version ", version,
                                                    " is not supported; this build reads version ",
-                                                   kVersion));
+                                                   Trace::kVersion));
   }
   if (!j.contains("insts") || !j["insts"].is_array()) {
     return absl::InvalidArgumentError("trace JSON has no \"insts\" array");
@@ -84,7 +87,13 @@ absl::StatusOr<Trace> Trace::FromJson(const nlohmann::json& j) {
     };
     if (auto s = read_names("inputs", &inst.inputs); !s.ok()) return s;
     if (auto s = read_names("outputs", &inst.outputs); !s.ok()) return s;
-    if (ij.contains("attrs")) inst.attrs = ij["attrs"];
+    if (ij.contains("attrs") && !ij["attrs"].is_null()) {
+      if (!ij["attrs"].is_object()) {
+        return absl::InvalidArgumentError(absl::StrCat("trace instruction ", n, " (", inst.kind,
+                                                       "): \"attrs\" must be an object"));
+      }
+      inst.attrs = ij["attrs"];
+    }
     if (ij.contains("decision")) inst.decision = ij["decision"];
     t.insts.push_back(std::move(inst));
     ++n;
@@ -92,8 +101,24 @@ absl::StatusOr<Trace> Trace::FromJson(const nlohmann::json& j) {
   return t;
 }
 
+}  // namespace
+
+absl::StatusOr<Trace> Trace::FromJson(const nlohmann::json& j) {
+  try {
+    return TraceFromJson(j);
+  } catch (const nlohmann::json::exception& e) {
+    // Backstop: every value is type-checked before it is read; a miss must not crash the caller.
+    return absl::InvalidArgumentError(absl::StrCat("trace JSON is malformed: ", e.what()));
+  }
+}
+
 absl::StatusOr<Trace> Trace::Parse(const std::string& text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  } catch (const nlohmann::json::exception&) {
+    j = nlohmann::json(nlohmann::json::value_t::discarded);
+  }
   if (j.is_discarded()) {
     return absl::InvalidArgumentError("trace is not valid JSON");
   }

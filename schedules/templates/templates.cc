@@ -121,8 +121,17 @@ absl::Status BindOnePerThreadCuda(Schedule* s, const std::string& name) {
 absl::Status CrossThreadReduce(Schedule* s, BlockRV b, int64_t threads, bool bind_rows) {
   TESSEL_ASSIGN_OR_RETURN(loops, s->GetLoops(b));
   LoopRV red = loops.back();
-  TESSEL_ASSIGN_OR_RETURN(p, s->Split(red, {-1, threads}));
-  TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
+  // Each thread strides over the row (coalesced across the warp), kUnroll loads in flight.
+  constexpr int64_t kUnroll = 8;
+  const int64_t per_thread = (s->LoopExtent(red) + threads - 1) / threads;
+  if (per_thread >= 2 * kUnroll) {
+    TESSEL_ASSIGN_OR_RETURN(p, s->Split(red, {-1, kUnroll, threads}));
+    TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.x"));
+    TESSEL_RETURN_IF_ERROR(s->Unroll(p[1]));
+  } else {
+    TESSEL_ASSIGN_OR_RETURN(p, s->Split(red, {-1, threads}));
+    TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
+  }
   if (bind_rows) {
     std::vector<LoopRV> spatial(loops.begin(), loops.end() - 1);
     LoopRV rows = spatial[0];
@@ -236,21 +245,33 @@ absl::Status ContractionCuda(Schedule* s, const std::string& gemm, const Templat
   return absl::OkStatus();
 }
 
-absl::Status SoftmaxCuda(Schedule* s, const TemplateOptions& o) {
+absl::Status SoftmaxCuda(Schedule* s, const Target& t, const TemplateOptions& o) {
   TESSEL_RETURN_IF_ERROR(InlineInjective(s));
   TESSEL_ASSIGN_OR_RETURN(y, s->GetBlock("Y"));
   TESSEL_ASSIGN_OR_RETURN(yl, s->GetLoops(y));
+  const int64_t rows = s->LoopExtent(yl[0]);
   const int64_t cols = s->LoopExtent(yl[1]);
   const int64_t threads = ThreadsFor(cols, o.row_threads);
   const int64_t vec = cols % (threads * 4) == 0 ? 4 : 1;
   TESSEL_ASSIGN_OR_RETURN(js, s->Split(yl[1], {-1, threads, vec}));
-  TESSEL_RETURN_IF_ERROR(s->Bind(yl[0], "blockIdx.x"));
+  LoopRV row = yl[0];
+  const int64_t grid = t.sm_count * o.row_blocks_per_sm;
+  if (grid > 0 && rows > grid) {
+    // Block b takes rows b, b + grid, ...
+    TESSEL_ASSIGN_OR_RETURN(rs, s->Split(yl[0], {-1, grid}));
+    TESSEL_RETURN_IF_ERROR(s->Reorder({rs[1], rs[0]}));
+    TESSEL_RETURN_IF_ERROR(s->Bind(rs[1], "blockIdx.x"));
+    row = rs[0];
+  } else {
+    TESSEL_RETURN_IF_ERROR(s->Bind(yl[0], "blockIdx.x"));
+  }
   TESSEL_RETURN_IF_ERROR(s->Bind(js[1], "threadIdx.x"));
   if (vec > 1) TESSEL_RETURN_IF_ERROR(s->Vectorize(js[2]));
+  if (s->LoopExtent(js[0]) <= 16) TESSEL_RETURN_IF_ERROR(s->Unroll(js[0]));
   for (const char* name : {"row_sum", "row_max"}) {  // consumers first
     TESSEL_ASSIGN_OR_RETURN(b, s->GetBlock(name));
     TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
-    TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, yl[0]));
+    TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, row));
     TESSEL_RETURN_IF_ERROR(CrossThreadReduce(s, b, threads, false));
   }
   return absl::OkStatus();
@@ -420,7 +441,7 @@ absl::StatusOr<Schedule> HandwrittenSchedule(const Workload& workload, const Tar
       TESSEL_RETURN_IF_ERROR(ContractionCuda(&s, "C", o));
       TESSEL_RETURN_IF_ERROR(InlineInjective(&s));
     } else if (f == "softmax") {
-      TESSEL_RETURN_IF_ERROR(SoftmaxCuda(&s, o));
+      TESSEL_RETURN_IF_ERROR(SoftmaxCuda(&s, target, o));
     } else if (f == "layernorm") {
       TESSEL_RETURN_IF_ERROR(LayernormCuda(&s, o));
     } else if (f == "reduce") {

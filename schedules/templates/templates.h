@@ -21,6 +21,10 @@ struct TemplateOptions {
   int64_t bm = 128, bn = 128, bk = 8, tm = 8, tn = 8;
   // Row reductions on CUDA: threads per row; layernorm: elements per partial-sum block.
   int64_t row_threads = 1024;
+  // Softmax: when > 0, a persistent grid of sm_count * row_blocks_per_sm blocks, each block
+  // taking rows in turn (fewer rows in flight, so the re-reads of a row hit L2); 0: one block per
+  // row.
+  int64_t row_blocks_per_sm = 0;
   int64_t partial_chunk = 8192;
   // Host: tile sizes of the contraction.
   int64_t host_tile_i = 32, host_tile_j = 64, host_tile_k = 64;

@@ -1,0 +1,632 @@
+// Tests of traces (schedules/schedule/trace.h) and Replay (schedule.h): the JSON form and its
+// round trip, replay of recorded schedules (same trace, same lowered program), replay with changed
+// decisions, and the errors for malformed traces.
+
+#include "schedules/schedule/trace.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "schedules/lower/lower.h"
+#include "schedules/schedule/schedule.h"
+#include "tests/schedules/test_workloads.h"
+
+namespace tessel::schedules {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using nlohmann::json;
+using namespace test_workloads;  // NOLINT
+
+constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
+
+void ExpectError(const absl::Status& st, absl::StatusCode code, const std::string& sub) {
+  EXPECT_EQ(st.code(), code) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr(sub));
+}
+
+// ---- Recorded schedules that together use every instruction kind.
+
+// CUDA matmul: sampled tiles, blocks and threads, shared caches at the reduction tile,
+// storage_align, a sampled unroll annotation.
+Schedule CudaTiledMatmul(uint64_t seed) {
+  Schedule sch = NewSchedule(Matmul(64, 64, 64), seed);
+  BlockRV c = BlockOf(sch, "C");
+  std::vector<LoopRV> l = LoopsOf(sch, c);
+  std::vector<IntRV> ti = ValueOrDie(sch.SamplePerfectTile(l[0], 2, 16));
+  std::vector<IntRV> tj = ValueOrDie(sch.SamplePerfectTile(l[1], 2, 16));
+  std::vector<LoopRV> i = ValueOrDie(sch.Split(l[0], {ti[0], ti[1]}));
+  std::vector<LoopRV> j = ValueOrDie(sch.Split(l[1], {tj[0], tj[1]}));
+  std::vector<LoopRV> k = ValueOrDie(sch.Split(l[2], {-1, 8}));
+  auto check = [](const absl::Status& st) {
+    if (!st.ok()) throw std::runtime_error(st.ToString());
+  };
+  check(sch.Reorder({i[0], j[0], i[1], j[1], k[0], k[1]}));
+  check(sch.Bind(i[0], "blockIdx.y"));
+  check(sch.Bind(j[0], "blockIdx.x"));
+  check(sch.Bind(i[1], "threadIdx.y"));
+  check(sch.Bind(j[1], "threadIdx.x"));
+  BlockRV as = ValueOrDie(sch.CacheRead("A", "shared", {c}));
+  BlockRV bs = ValueOrDie(sch.CacheRead("B", "shared", {c}));
+  check(sch.ComputeAt(as, k[0]));
+  check(sch.ComputeAt(bs, k[0]));
+  check(sch.StorageAlign(as, 0, 32, 1));
+  IntRV unroll = ValueOrDie(sch.SampleCategorical({0, 16, 64}, {0.25, 0.5, 0.25}));
+  check(sch.Annotate(c, "auto_unroll_max_step", sch.Value(unroll)));
+  check(sch.Annotate(k[0], "pipeline_depth", 2));
+  check(sch.Unroll(k[1]));
+  return sch;
+}
+
+// Host softmax: inline, rfactor, fuse + parallel/vectorize, decompose_reduction, a sampled
+// compute location.
+Schedule HostSoftmax(uint64_t seed) {
+  Schedule sch = NewSchedule(Softmax(16, 64), seed);
+  auto check = [](const absl::Status& st) {
+    if (!st.ok()) throw std::runtime_error(st.ToString());
+  };
+  BlockRV e = BlockOf(sch, "E");
+  check(sch.ComputeInline(e));
+  BlockRV sm = BlockOf(sch, "Sm");
+  std::vector<LoopRV> sl = LoopsOf(sch, sm);
+  std::vector<LoopRV> ks = ValueOrDie(sch.Split(sl[1], {-1, 8}));
+  BlockRV rf = ValueOrDie(sch.RFactor(ks[1]));
+  BlockRV y = BlockOf(sch, "Y");
+  std::vector<LoopRV> yl = LoopsOf(sch, y);
+  LoopRV f = ValueOrDie(sch.Fuse({yl[0], yl[1]}));
+  std::vector<LoopRV> p = ValueOrDie(sch.Split(f, {-1, 16}));
+  check(sch.Parallel(p[0]));
+  check(sch.Vectorize(p[1]));
+  BlockRV mx = BlockOf(sch, "Mx");
+  check(sch.DecomposeReduction(mx, LoopsOf(sch, mx)[0]));
+  LoopRV loc = ValueOrDie(sch.SampleComputeLocation(rf));
+  check(sch.ComputeAt(rf, loc));
+  return sch;
+}
+
+// Host matmul + relu: cache_write with the write-back, reverse_compute_at of the consumer.
+Schedule HostMatmulRelu(uint64_t seed) {
+  Schedule sch = NewSchedule(MatmulRelu(32, 32, 16), seed);
+  auto check = [](const absl::Status& st) {
+    if (!st.ok()) throw std::runtime_error(st.ToString());
+  };
+  BlockRV c = BlockOf(sch, "C");
+  BlockRV cl = ValueOrDie(sch.CacheWrite(c, "local"));
+  std::vector<LoopRV> l = LoopsOf(sch, c);
+  check(sch.ComputeAt(cl, l[1]));
+  BlockRV d = BlockOf(sch, "D");
+  check(sch.ReverseComputeAt(d, l[0]));
+  return sch;
+}
+
+// Elementwise chain: a sampled location, back to the root, set_scope and attach.
+Schedule HostChainScoped(uint64_t seed) {
+  Schedule sch = NewSchedule(ElementwiseChain(16, 16), seed);
+  auto check = [](const absl::Status& st) {
+    if (!st.ok()) throw std::runtime_error(st.ToString());
+  };
+  BlockRV b = BlockOf(sch, "B");
+  LoopRV loc = ValueOrDie(sch.SampleComputeLocation(b, 1));
+  check(sch.ComputeAt(b, loc));
+  check(sch.ComputeAt(b, LoopRV{Schedule::kRootLoop}));
+  check(sch.SetScope(b, "local"));
+  std::vector<LoopRV> cl = LoopsOf(sch, "C");
+  check(sch.ComputeAt(b, cl[1]));
+  return sch;
+}
+
+// Elementwise chain merged into one stage.
+Schedule HostChainMerged(uint64_t seed) {
+  Schedule sch = NewSchedule(ElementwiseChain(16, 16), seed);
+  BlockRV c = BlockOf(sch, "C");
+  if (!sch.ReverseComputeInline(c).ok()) throw std::runtime_error("reverse_compute_inline");
+  BlockRV b = BlockOf(sch, "B");
+  if (!sch.Split(LoopsOf(sch, b)[1], {-1, 4}).ok()) throw std::runtime_error("split");
+  return sch;
+}
+
+struct Recorded {
+  std::string name;
+  std::function<Schedule(uint64_t)> make;
+  bool cuda;
+};
+
+std::vector<Recorded> AllRecorded() {
+  return {{"CudaTiledMatmul", CudaTiledMatmul, true},
+          {"HostSoftmax", HostSoftmax, false},
+          {"HostMatmulRelu", HostMatmulRelu, false},
+          {"HostChainScoped", HostChainScoped, false},
+          {"HostChainMerged", HostChainMerged, false}};
+}
+
+std::string ProgramText(const Schedule& sch, bool cuda) {
+  absl::StatusOr<Program> p = Lower(sch, cuda ? CudaT() : HostT());
+  if (!p.ok()) return "ERROR: " + p.status().ToString();
+  return ToString(*p);
+}
+
+// =============================================================================================
+// JSON form.
+
+TEST(TraceJson, DocumentedForm) {
+  Schedule sch = CudaTiledMatmul(3);
+  const json j = sch.trace().ToJson();
+  EXPECT_EQ(j["version"], 1);
+  ASSERT_TRUE(j["insts"].is_array());
+  EXPECT_EQ(j["insts"][0], json::parse(R"({"kind": "get_stage", "attrs": {"name": "C"},
+                                           "outputs": ["b0"]})"));
+  EXPECT_EQ(j["insts"][1], json::parse(R"({"kind": "get_loops", "inputs": ["b0"],
+                                           "outputs": ["l1", "l2", "l3"]})"));
+  const json& tile = j["insts"][2];
+  EXPECT_EQ(tile["kind"], "sample_perfect_tile");
+  EXPECT_EQ(tile["inputs"], json::parse(R"(["l1"])"));
+  EXPECT_EQ(tile["attrs"], json::parse(R"({"n": 2, "max_innermost": 16})"));
+  EXPECT_EQ(tile["outputs"], json::parse(R"(["v4", "v5"])"));
+  ASSERT_TRUE(tile["decision"].is_array());
+  EXPECT_EQ(tile["decision"][0].get<int64_t>() * tile["decision"][1].get<int64_t>(), 64);
+  const json& split = j["insts"][4];
+  EXPECT_EQ(split["kind"], "split");
+  EXPECT_EQ(split["inputs"], json::parse(R"(["l1", "v4", "v5"])"));
+  EXPECT_EQ(split["attrs"], json::parse(R"({"factors": [null, null]})"));
+  EXPECT_EQ(j["insts"][6]["attrs"], json::parse(R"({"factors": [-1, 8]})"));
+  // Instructions without attributes or decisions leave those keys out.
+  for (const json& inst : j["insts"]) {
+    if (inst.contains("decision")) {
+      EXPECT_THAT(inst["kind"].get<std::string>(), HasSubstr("sample_"));
+    }
+  }
+}
+
+TEST(TraceJson, RecordedKindsAreKnownAndAllAreCovered) {
+  std::set<std::string> used;
+  for (const Recorded& r : AllRecorded()) {
+    const Schedule sch = r.make(0);
+    for (const Instruction& inst : sch.trace().insts) used.insert(inst.kind);
+  }
+  const std::vector<std::string>& kinds = InstructionKinds();
+  for (const std::string& k : used) {
+    EXPECT_NE(std::find(kinds.begin(), kinds.end(), k), kinds.end()) << k;
+  }
+  for (const std::string& k : kinds) EXPECT_TRUE(used.count(k)) << "not exercised: " << k;
+}
+
+TEST(TraceJson, RoundTripPreservesJson) {
+  for (const Recorded& r : AllRecorded()) {
+    SCOPED_TRACE(r.name);
+    const Trace t = r.make(1).trace();
+    auto back = Trace::FromJson(t.ToJson());
+    TESSEL_ASSERT_OK(back);
+    EXPECT_EQ(back->ToJson(), t.ToJson());
+    ASSERT_EQ(back->insts.size(), t.insts.size());
+    for (size_t i = 0; i < t.insts.size(); ++i) {
+      EXPECT_EQ(back->insts[i].kind, t.insts[i].kind);
+      EXPECT_EQ(back->insts[i].inputs, t.insts[i].inputs);
+      EXPECT_EQ(back->insts[i].outputs, t.insts[i].outputs);
+      EXPECT_EQ(back->insts[i].decision, t.insts[i].decision);
+    }
+    auto parsed = Trace::Parse(t.ToJsonString());
+    TESSEL_ASSERT_OK(parsed);
+    EXPECT_EQ(parsed->ToJson(), t.ToJson());
+    auto compact = Trace::Parse(t.ToJsonString(-1));
+    TESSEL_ASSERT_OK(compact);
+    EXPECT_EQ(compact->ToJson(), t.ToJson());
+    EXPECT_EQ(*compact, *parsed) << compact->ToJsonString();
+  }
+}
+
+// Regression: instructions without attributes used to be recorded with JSON null attrs (from
+// `Instruction{kind, inputs, {}, outputs, {}}`) while FromJson gives `{}`, so a round trip did not
+// compare equal. Record and FromJson both normalize attrs to an object.
+TEST(TraceJson, RoundTripEqualsOriginal) {
+  for (const Recorded& r : AllRecorded()) {
+    SCOPED_TRACE(r.name);
+    const Trace t = r.make(1).trace();
+    auto back = Trace::FromJson(t.ToJson());
+    TESSEL_ASSERT_OK(back);
+    EXPECT_EQ(*back, t) << back->ToJsonString() << "\nvs\n" << t.ToJsonString();
+    auto replayed = Replay(r.make(1).workload(), *back, 1);
+    TESSEL_ASSERT_OK(replayed);
+    EXPECT_EQ(replayed->trace(), *back) << replayed->trace().ToJsonString();
+    for (const Instruction& inst : t.insts) EXPECT_TRUE(inst.attrs.is_object()) << inst.kind;
+  }
+}
+
+TEST(TraceJson, NullAttrsReadAsEmptyObject) {
+  auto t = Trace::Parse(R"({"version": 1, "insts": [
+      {"kind": "get_stage", "attrs": {"name": "C"}, "outputs": ["b0"]},
+      {"kind": "get_loops", "inputs": ["b0"], "attrs": null, "outputs": ["l1", "l2", "l3"]}]})");
+  TESSEL_ASSERT_OK(t);
+  EXPECT_TRUE(t->insts[1].attrs.is_object());
+  auto sch = Replay(Matmul(8, 8, 8), *t);
+  TESSEL_ASSERT_OK(sch);
+  EXPECT_EQ(sch->trace(), *t);
+}
+
+TEST(TraceJsonErrors, AttrsNotAnObject) {
+  auto t = Trace::Parse(R"({"version": 1, "insts": [
+      {"kind": "get_stage", "attrs": ["C"], "outputs": ["b0"]}]})");
+  ASSERT_FALSE(t.ok());
+  ExpectError(t.status(), kInvalid, "trace instruction 0 (get_stage): \"attrs\" must be an object");
+}
+
+TEST(TraceJson, EmptyTrace) {
+  Trace t;
+  EXPECT_EQ(t.ToJson(), json::parse(R"({"version": 1, "insts": []})"));
+  auto back = Trace::Parse(t.ToJsonString());
+  TESSEL_ASSERT_OK(back);
+  EXPECT_TRUE(back->insts.empty());
+  auto sch = Replay(Matmul(8, 8, 8), *back);
+  TESSEL_ASSERT_OK(sch);
+  EXPECT_TRUE(sch->trace().insts.empty());
+}
+
+TEST(TraceJsonErrors, NotJson) {
+  auto t = Trace::Parse("{\"version\": 1, \"insts\": [");
+  ASSERT_FALSE(t.ok());
+  ExpectError(t.status(), kInvalid, "trace is not valid JSON");
+}
+
+TEST(TraceJsonErrors, NotAnObject) {
+  auto t = Trace::FromJson(json::parse("[1, 2]"));
+  ASSERT_FALSE(t.ok());
+  ExpectError(t.status(), kInvalid,
+              "trace JSON must be an object with an integer \"version\" and an \"insts\" array");
+  auto t2 = Trace::FromJson(json::parse(R"({"version": "1", "insts": []})"));
+  ASSERT_FALSE(t2.ok());
+  ExpectError(t2.status(), kInvalid, "integer \"version\"");
+}
+
+TEST(TraceJsonErrors, VersionMismatch) {
+  auto t = Trace::Parse(R"({"version": 2, "insts": []})");
+  ASSERT_FALSE(t.ok());
+  ExpectError(t.status(), kInvalid,
+              "trace version 2 is not supported; this build reads version 1");
+}
+
+TEST(TraceJsonErrors, NoInsts) {
+  auto t = Trace::Parse(R"({"version": 1})");
+  ASSERT_FALSE(t.ok());
+  ExpectError(t.status(), kInvalid, "trace JSON has no \"insts\" array");
+  auto t2 = Trace::Parse(R"({"version": 1, "insts": {}})");
+  ASSERT_FALSE(t2.ok());
+  ExpectError(t2.status(), kInvalid, "trace JSON has no \"insts\" array");
+}
+
+TEST(TraceJsonErrors, InstructionWithoutKind) {
+  auto t = Trace::Parse(R"({"version": 1, "insts": [{"inputs": []}]})");
+  ASSERT_FALSE(t.ok());
+  ExpectError(t.status(), kInvalid, "trace instruction 0 has no string \"kind\"");
+}
+
+TEST(TraceJsonErrors, UnknownKind) {
+  auto t = Trace::Parse(R"({"version": 1, "insts": [
+      {"kind": "get_stage", "attrs": {"name": "C"}, "outputs": ["b0"]},
+      {"kind": "tile", "inputs": ["b0"]}]})");
+  ASSERT_FALSE(t.ok());
+  ExpectError(t.status(), kInvalid, "trace instruction 1 has unknown kind 'tile'");
+}
+
+TEST(TraceJsonErrors, NamesMustBeStrings) {
+  auto t = Trace::Parse(R"({"version": 1, "insts": [{"kind": "get_loops", "inputs": "b0"}]})");
+  ASSERT_FALSE(t.ok());
+  ExpectError(t.status(), kInvalid,
+              "trace instruction 0 (get_loops): \"inputs\" must be an array of names");
+  auto t2 = Trace::Parse(
+      R"({"version": 1, "insts": [{"kind": "get_loops", "inputs": ["b0"], "outputs": [1]}]})");
+  ASSERT_FALSE(t2.ok());
+  ExpectError(t2.status(), kInvalid,
+              "trace instruction 0 (get_loops): \"outputs\" must hold strings");
+}
+
+// =============================================================================================
+// Replay.
+
+TEST(TraceReplay, SameTraceAndSameProgram) {
+  for (const Recorded& r : AllRecorded()) {
+    for (uint64_t seed : {0u, 1u, 7u}) {
+      SCOPED_TRACE(r.name + " seed " + std::to_string(seed));
+      Schedule orig = r.make(seed);
+      const std::string orig_ir = ProgramText(orig, r.cuda);
+      ASSERT_THAT(orig_ir, ::testing::Not(HasSubstr("ERROR"))) << orig_ir;
+      // Replay with another seed: the recorded decisions are used.
+      auto rep = Replay(orig.workload(), orig.trace(), seed + 100);
+      TESSEL_ASSERT_OK(rep);
+      EXPECT_EQ(rep->trace(), orig.trace()) << rep->trace().ToJsonString();
+      EXPECT_EQ(rep->trace().ToJson(), orig.trace().ToJson());
+      EXPECT_EQ(ProgramText(*rep, r.cuda), orig_ir);
+      EXPECT_EQ(DescribeSchedule(*rep), DescribeSchedule(orig));
+      // Through the JSON text, as the tuner's database stores it.
+      auto parsed = Trace::Parse(orig.trace().ToJsonString());
+      TESSEL_ASSERT_OK(parsed);
+      auto rep2 = Replay(orig.workload(), *parsed, 12345);
+      TESSEL_ASSERT_OK(rep2);
+      EXPECT_EQ(rep2->trace().ToJson(), orig.trace().ToJson());
+      EXPECT_EQ(ProgramText(*rep2, r.cuda), orig_ir);
+    }
+  }
+}
+
+TEST(TraceReplay, ReplayIsDeterministic) {
+  Schedule orig = CudaTiledMatmul(5);
+  auto a = Replay(orig.workload(), orig.trace());
+  auto b = Replay(orig.workload(), orig.trace());
+  TESSEL_ASSERT_OK(a);
+  TESSEL_ASSERT_OK(b);
+  EXPECT_EQ(ProgramText(*a, true), ProgramText(*b, true));
+}
+
+// Index of the first instruction of `kind`.
+size_t FindInst(const json& j, const std::string& kind) {
+  for (size_t i = 0; i < j["insts"].size(); ++i) {
+    if (j["insts"][i]["kind"] == kind) return i;
+  }
+  throw std::runtime_error("no instruction " + kind);
+}
+
+TEST(TraceReplay, ChangedPerfectTileDecisionIsApplied) {
+  Schedule orig = CudaTiledMatmul(0);
+  json j = orig.trace().ToJson();
+  const size_t t0 = FindInst(j, "sample_perfect_tile");
+  j["insts"][t0]["decision"] = json::parse("[8, 8]");
+  j["insts"][t0 + 1]["decision"] = json::parse("[2, 32]");  // innermost 32 > 16: rejected
+  auto bad = Replay(orig.workload(), ValueOrDie(Trace::FromJson(j)));
+  ASSERT_FALSE(bad.ok());
+  ExpectError(bad.status(), kInvalid,
+              "sample_perfect_tile: decision's innermost factor 32 exceeds max_innermost 16");
+  j["insts"][t0 + 1]["decision"] = json::parse("[16, 4]");
+  auto rep = Replay(orig.workload(), ValueOrDie(Trace::FromJson(j)));
+  TESSEL_ASSERT_OK(rep);
+  EXPECT_EQ(rep->trace().insts[t0].decision, json::parse("[8, 8]"));
+  EXPECT_EQ(rep->trace().insts[t0 + 1].decision, json::parse("[16, 4]"));
+  const Stage& c = *rep->FindStage("C");
+  std::vector<int64_t> extents;
+  for (int l : c.leaves) extents.push_back(c.iters[l].extent);
+  EXPECT_THAT(extents, ElementsAre(8, 16, 8, 4, 8, 8));  // i_0 j_0 i_1 j_1 k_0 k_1
+  auto prog = Lower(*rep, CudaT());
+  TESSEL_ASSERT_OK(prog);
+  EXPECT_EQ(prog->kernels[0].launch.grid[0], 16);  // blockIdx.x = j_0
+  EXPECT_EQ(prog->kernels[0].launch.grid[1], 8);   // blockIdx.y = i_0
+  EXPECT_EQ(prog->kernels[0].launch.block[0], 4);
+  EXPECT_EQ(prog->kernels[0].launch.block[1], 8);
+  const AllocateNode* a = FindAllocate(prog->kernels[0].body, "A_shared");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->buffer->shape, (std::vector<int64_t>{8, 8}));
+}
+
+TEST(TraceReplay, ChangedCategoricalDecisionIsApplied) {
+  Schedule orig = CudaTiledMatmul(0);
+  json j = orig.trace().ToJson();
+  const size_t ci = FindInst(j, "sample_categorical");
+  j["insts"][ci]["decision"] = 2;  // candidate 64
+  // The annotation's literal value was recorded, so it stays; the sampled value changes.
+  auto rep = Replay(orig.workload(), ValueOrDie(Trace::FromJson(j)));
+  TESSEL_ASSERT_OK(rep);
+  EXPECT_EQ(rep->trace().insts[ci].decision, json(2));
+  const std::string out = rep->trace().insts[ci].outputs.at(0);
+  EXPECT_EQ(rep->Value(IntRV{std::stoi(out.substr(1))}), 64);
+}
+
+TEST(TraceReplay, MissingDecisionIsSampledWithTheSeed) {
+  Schedule orig = CudaTiledMatmul(0);
+  json j = orig.trace().ToJson();
+  for (json& inst : j["insts"]) inst.erase("decision");
+  const Trace stripped = ValueOrDie(Trace::FromJson(j));
+  for (uint64_t seed = 0; seed < 10; ++seed) {
+    auto a = Replay(orig.workload(), stripped, seed);
+    auto b = Replay(orig.workload(), stripped, seed);
+    TESSEL_ASSERT_OK(a);
+    TESSEL_ASSERT_OK(b);
+    EXPECT_EQ(a->trace(), b->trace()) << a->trace().ToJsonString();
+    const Stage& c = *a->FindStage("C");
+    EXPECT_EQ(c.iters[c.leaves[0]].extent * c.iters[c.leaves[2]].extent, 64);
+    // The replayed trace records the decisions it sampled, and replays to the same program.
+    auto again = Replay(orig.workload(), a->trace(), seed + 1);
+    TESSEL_ASSERT_OK(again);
+    EXPECT_EQ(ProgramText(*again, true), ProgramText(*a, true));
+  }
+}
+
+TEST(TraceReplay, ComputeLocationDecisionIsApplied) {
+  Schedule orig = HostChainScoped(0);
+  json j = orig.trace().ToJson();
+  const size_t si = FindInst(j, "sample_compute_location");
+  EXPECT_EQ(j["insts"][si]["decision"], 1);
+  j["insts"][si]["decision"] = 0;  // C.i instead of C.j
+  auto rep = Replay(orig.workload(), ValueOrDie(Trace::FromJson(j)));
+  TESSEL_ASSERT_OK(rep);
+  EXPECT_EQ(rep->trace().insts[si].outputs, orig.trace().insts[si].outputs);
+  j["insts"][si]["decision"] = 5;
+  auto bad = Replay(orig.workload(), ValueOrDie(Trace::FromJson(j)));
+  ASSERT_FALSE(bad.ok());
+  ExpectError(bad.status(), kInvalid,
+              "sample_compute_location: decision 5 is not a location of stage B");
+}
+
+// ---- Replay errors.
+
+absl::Status ReplayText(const Workload& w, const std::string& text) {
+  auto t = Trace::Parse(text);
+  if (!t.ok()) return t.status();
+  return Replay(w, *t).status();
+}
+
+TEST(TraceReplayErrors, UndefinedInput) {
+  ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+                  {"kind": "get_loops", "inputs": ["b0"], "outputs": ["l1"]}]})"),
+              kInvalid, "replaying instruction 0 (get_loops): input b0 is not defined before");
+}
+
+TEST(TraceReplayErrors, WrongInputKind) {
+  ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+                  {"kind": "get_stage", "attrs": {"name": "C"}, "outputs": ["b0"]},
+                  {"kind": "get_loops", "inputs": ["b0"], "outputs": ["l1", "l2", "l3"]},
+                  {"kind": "split", "inputs": ["b0"], "attrs": {"factors": [2, 4]},
+                   "outputs": ["l4", "l5"]}]})"),
+              kInvalid,
+              "replaying instruction 2 (split): input b0 has the wrong kind (expected a loop)");
+  ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+                  {"kind": "get_stage", "attrs": {"name": "C"}, "outputs": ["b0"]},
+                  {"kind": "get_loops", "inputs": ["b0"], "outputs": ["l1", "l2", "l3"]},
+                  {"kind": "split", "inputs": ["l1", "l2"], "attrs": {"factors": [null, 4]},
+                   "outputs": ["l4", "l5"]}]})"),
+              kInvalid, "input l2 has the wrong kind (expected a value)");
+  ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+                  {"kind": "get_stage", "attrs": {"name": "C"}, "outputs": ["b0"]},
+                  {"kind": "get_loops", "inputs": ["b0"], "outputs": ["l1", "l2", "l3"]},
+                  {"kind": "compute_inline", "inputs": ["l1"]}]})"),
+              kInvalid, "input l1 has the wrong kind (expected a stage)");
+}
+
+TEST(TraceReplayErrors, MissingInput) {
+  ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+                  {"kind": "get_loops", "outputs": ["l1"]}]})"),
+              kInvalid, "replaying instruction 0 (get_loops): missing input 0");
+}
+
+TEST(TraceReplayErrors, BadAttributes) {
+  ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+                  {"kind": "get_stage", "attrs": {"nom": "C"}, "outputs": ["b0"]}]})"),
+              kInvalid,
+              "replaying instruction 0 (get_stage): attribute \"name\" must be a string");
+  const std::string prefix = R"({"version": 1, "insts": [
+      {"kind": "get_stage", "attrs": {"name": "C"}, "outputs": ["b0"]},
+      {"kind": "get_loops", "inputs": ["b0"], "outputs": ["l1", "l2", "l3"]},)";
+  ExpectError(ReplayText(Matmul(8, 8, 8), prefix + R"(
+                  {"kind": "split", "inputs": ["l1"], "outputs": ["l4", "l5"]}]})"),
+              kInvalid, "replaying instruction 2 (split): attribute \"factors\" must be an array");
+  ExpectError(ReplayText(Matmul(8, 8, 8), prefix + R"(
+                  {"kind": "split", "inputs": ["l1"], "attrs": {"factors": ["2", 4]},
+                   "outputs": ["l4", "l5"]}]})"),
+              kInvalid, "replaying instruction 2 (split): factors must be integers or null");
+  ExpectError(ReplayText(Matmul(8, 8, 8), prefix + R"(
+                  {"kind": "sample_perfect_tile", "inputs": ["l1"], "attrs": {"n": 2},
+                   "outputs": ["v4", "v5"]}]})"),
+              kInvalid, "attribute \"max_innermost\" must be an integer");
+  ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+                  {"kind": "sample_categorical", "attrs": {"candidates": [1, 2]},
+                   "outputs": ["v0"]}]})"),
+              kInvalid, "replaying instruction 0 (sample_categorical): needs \"candidates\" and "
+                        "\"probs\"");
+  ExpectError(ReplayText(Matmul(8, 8, 8), prefix + R"(
+                  {"kind": "bind", "inputs": ["l1"], "attrs": {"thread": 1}}]})"),
+              kInvalid, "replaying instruction 2 (bind): attribute \"thread\" must be a string");
+}
+
+TEST(TraceReplayErrors, WrongNumberOfOutputs) {
+  ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+                  {"kind": "get_stage", "attrs": {"name": "C"}, "outputs": ["b0"]},
+                  {"kind": "get_loops", "inputs": ["b0"], "outputs": ["l1", "l2"]}]})"),
+              kInvalid,
+              "replaying instruction 1 (get_loops): produced 3 results but the trace names 2");
+}
+
+TEST(TraceReplayErrors, PrimitiveErrorKeepsItsCode) {
+  // reorder (a Status primitive) fails: the message says which instruction.
+  const absl::Status st = ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+      {"kind": "get_stage", "attrs": {"name": "C"}, "outputs": ["b0"]},
+      {"kind": "get_loops", "inputs": ["b0"], "outputs": ["l1", "l2", "l3"]},
+      {"kind": "parallel", "inputs": ["l3"]}]})");
+  ExpectError(st, kInvalid,
+              "replaying instruction 2 (parallel): parallel: cannot make reduction loop k of "
+              "stage C parallel");
+  const absl::Status st2 = ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+      {"kind": "get_stage", "attrs": {"name": "C"}, "outputs": ["b0"]},
+      {"kind": "get_loops", "inputs": ["b0"], "outputs": ["l1", "l2", "l3"]},
+      {"kind": "bind", "inputs": ["l1"], "attrs": {"thread": "threadIdx.x"}},
+      {"kind": "bind", "inputs": ["l1"], "attrs": {"thread": "threadIdx.y"}}]})");
+  ExpectError(st2, absl::StatusCode::kFailedPrecondition,
+              "replaying instruction 3 (bind): bind: loop i of stage C is already threadIdx.x");
+}
+
+TEST(TraceReplayErrors, TraceOfAnotherWorkload) {
+  Schedule orig = HostSoftmax(0);
+  auto rep = Replay(Matmul(8, 8, 8), orig.trace());
+  ASSERT_FALSE(rep.ok());
+  ExpectError(rep.status(), kInvalid, "get_stage: no stage named 'E'; the stages are: C");
+}
+
+// Regression: errors of the primitives that return StatusOr (get_stage, get_loops, sample_*,
+// split, fuse, cache_read, cache_write, rfactor) carry the "replaying instruction N (kind): "
+// prefix too.
+TEST(TraceReplayErrors, StatusOrPrimitiveErrorNamesTheInstruction) {
+  const absl::Status st = ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+      {"kind": "get_stage", "attrs": {"name": "C"}, "outputs": ["b0"]},
+      {"kind": "get_loops", "inputs": ["b0"], "outputs": ["l1", "l2", "l3"]},
+      {"kind": "split", "inputs": ["l1"], "attrs": {"factors": [0, 8]},
+       "outputs": ["l4", "l5"]}]})");
+  ExpectError(st, kInvalid, "replaying instruction 2 (split): split: factor 0 is not positive");
+  ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+                  {"kind": "get_stage", "attrs": {"name": "Q"}, "outputs": ["b0"]}]})"),
+              kInvalid, "replaying instruction 0 (get_stage): get_stage: no stage named 'Q'");
+}
+
+// Regression: attribute and decision values of the wrong JSON type used to escape as
+// nlohmann::json::type_error exceptions (a corrupt database row would crash the tuner); they are
+// kInvalidArgument errors naming the attribute.
+TEST(TraceReplayErrors, WrongAttributeTypesAreErrorsNotExceptions) {
+  absl::Status st;
+  EXPECT_NO_THROW(st = ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+                      {"kind": "sample_categorical",
+                       "attrs": {"candidates": "x", "probs": [1.0]}, "outputs": ["v0"]}]})"));
+  EXPECT_EQ(st.code(), kInvalid) << st;
+  EXPECT_NO_THROW(st = ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+                      {"kind": "sample_categorical",
+                       "attrs": {"candidates": [1], "probs": ["a"]}, "outputs": ["v0"]}]})"));
+  EXPECT_EQ(st.code(), kInvalid) << st;
+  EXPECT_NO_THROW(st = ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+      {"kind": "get_stage", "attrs": {"name": "C"}, "outputs": ["b0"]},
+      {"kind": "get_loops", "inputs": ["b0"], "outputs": ["l1", "l2", "l3"]},
+      {"kind": "sample_perfect_tile", "inputs": ["l1"], "attrs": {"n": 2, "max_innermost": 8},
+       "outputs": ["v4", "v5"], "decision": ["a", "b"]}]})"));
+  EXPECT_EQ(st.code(), kInvalid) << st;
+}
+
+TEST(TraceReplayErrors, WrongAttributeTypeMessages) {
+  ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+                  {"kind": "sample_categorical",
+                   "attrs": {"candidates": "x", "probs": [1.0]}, "outputs": ["v0"]}]})"),
+              kInvalid, "replaying instruction 0 (sample_categorical): attribute \"candidates\" "
+                        "must be an array of integers");
+  ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+                  {"kind": "sample_categorical",
+                   "attrs": {"candidates": [1], "probs": ["a"]}, "outputs": ["v0"]}]})"),
+              kInvalid, "replaying instruction 0 (sample_categorical): attribute \"probs\" must "
+                        "be an array of numbers");
+  ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+                  {"kind": "sample_categorical", "attrs": {"candidates": [1], "probs": [1]},
+                   "outputs": ["v0"], "decision": "0"}]})"),
+              kInvalid, "replaying instruction 0 (sample_categorical): \"decision\" must be an "
+                        "integer");
+  ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+      {"kind": "get_stage", "attrs": {"name": "C"}, "outputs": ["b0"]},
+      {"kind": "get_loops", "inputs": ["b0"], "outputs": ["l1", "l2", "l3"]},
+      {"kind": "sample_perfect_tile", "inputs": ["l1"], "attrs": {"n": 2, "max_innermost": 8},
+       "outputs": ["v4", "v5"], "decision": ["a", "b"]}]})"),
+              kInvalid, "replaying instruction 2 (sample_perfect_tile): \"decision\" must be an "
+                        "array of integers");
+  ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
+      {"kind": "get_stage", "attrs": {"name": "C"}, "outputs": ["b0"]},
+      {"kind": "sample_compute_location", "inputs": ["b0"], "outputs": ["l1"],
+       "decision": [0]}]})"),
+              kInvalid, "replaying instruction 1 (sample_compute_location): \"decision\" must be "
+                        "an integer");
+}
+
+// An instruction built in code with non-object attrs is an error, not an exception.
+TEST(TraceReplayErrors, AttrsNotAnObjectInMemory) {
+  Trace t;
+  t.insts.push_back(Instruction{"get_stage", {}, nlohmann::json::array({"C"}), {"b0"}, {}});
+  absl::Status st;
+  EXPECT_NO_THROW(st = Replay(Matmul(8, 8, 8), t).status());
+  ExpectError(st, kInvalid, "replaying instruction 0 (get_stage): \"attrs\" must be an object");
+}
+
+}  // namespace
+}  // namespace tessel::schedules
