@@ -10,14 +10,14 @@ namespace tessel::schedules {
 
 namespace {
 
-#define TESSEL_RETURN_IF_ERROR(expr)   \
-  do {                                 \
-    absl::Status _st = (expr);         \
-    if (!_st.ok()) return _st;         \
+#define TESSEL_RETURN_IF_ERROR(expr) \
+  do {                               \
+    absl::Status _st = (expr);       \
+    if (!_st.ok()) return _st;       \
   } while (0)
 
-#define TESSEL_ASSIGN_OR_RETURN(lhs, expr) \
-  auto lhs##_or = (expr);                  \
+#define TESSEL_ASSIGN_OR_RETURN(lhs, expr)      \
+  auto lhs##_or = (expr);                       \
   if (!lhs##_or.ok()) return lhs##_or.status(); \
   auto lhs = std::move(*lhs##_or)
 
@@ -50,7 +50,9 @@ bool ReadsBuffer(const Expr& body, const std::string& name) {
   return std::find(l.names.begin(), l.names.end(), name) != l.names.end();
 }
 
-bool IsLeafReduce(const Schedule& s, LoopRV l) { return s.LoopStage(l).iters[s.LoopIter(l)].reduce; }
+bool IsLeafReduce(const Schedule& s, LoopRV l) {
+  return s.LoopStage(l).iters[s.LoopIter(l)].reduce;
+}
 
 // Inlines every injective workload stage that is not an output (cache stages stay).
 absl::Status InlineInjective(Schedule* s) {
@@ -118,13 +120,22 @@ absl::Status BindOnePerThreadCuda(Schedule* s, const std::string& name) {
 // Cross-thread reduction of a stage over its last (reduction) loop with `threads` threads, the
 // stage's spatial loops left as they are (the stage is attached at a row loop, or its single
 // spatial loop is bound to blockIdx.x when `bind_rows`).
-absl::Status CrossThreadReduce(Schedule* s, BlockRV b, int64_t threads, bool bind_rows) {
+absl::Status CrossThreadReduce(Schedule* s, BlockRV b, int64_t threads, bool bind_rows,
+                               int64_t unroll) {
   TESSEL_ASSIGN_OR_RETURN(loops, s->GetLoops(b));
   LoopRV red = loops.back();
-  // Each thread strides over the row (coalesced across the warp), kUnroll loads in flight.
-  constexpr int64_t kUnroll = 8;
-  const int64_t per_thread = (s->LoopExtent(red) + threads - 1) / threads;
-  if (per_thread >= 2 * kUnroll) {
+  // Each thread strides over the row, kVec adjacent elements at a time (merged into one 16-byte
+  // load), kUnroll such loads in flight; coalesced across the warp.
+  const int64_t kUnroll = std::max<int64_t>(1, unroll);
+  constexpr int64_t kVec = 4;
+  const int64_t extent = s->LoopExtent(red);
+  const int64_t per_thread = (extent + threads - 1) / threads;
+  if (extent % (threads * kVec) == 0 && per_thread >= kUnroll * kVec) {
+    TESSEL_ASSIGN_OR_RETURN(p, s->Split(red, {-1, kUnroll, threads, kVec}));
+    TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.x"));
+    TESSEL_RETURN_IF_ERROR(s->Unroll(p[1]));
+    TESSEL_RETURN_IF_ERROR(s->Unroll(p[3]));
+  } else if (per_thread >= 2 * kUnroll) {
     TESSEL_ASSIGN_OR_RETURN(p, s->Split(red, {-1, kUnroll, threads}));
     TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.x"));
     TESSEL_RETURN_IF_ERROR(s->Unroll(p[1]));
@@ -255,7 +266,7 @@ absl::Status SoftmaxCuda(Schedule* s, const Target& t, const TemplateOptions& o)
   const int64_t vec = cols % (threads * 4) == 0 ? 4 : 1;
   TESSEL_ASSIGN_OR_RETURN(js, s->Split(yl[1], {-1, threads, vec}));
   LoopRV row = yl[0];
-  const int64_t grid = t.sm_count * o.row_blocks_per_sm;
+  const int64_t grid = o.row_grid > 0 ? o.row_grid : t.sm_count * o.row_blocks_per_sm;
   if (grid > 0 && rows > grid) {
     // Block b takes rows b, b + grid, ...
     TESSEL_ASSIGN_OR_RETURN(rs, s->Split(yl[0], {-1, grid}));
@@ -272,7 +283,7 @@ absl::Status SoftmaxCuda(Schedule* s, const Target& t, const TemplateOptions& o)
     TESSEL_ASSIGN_OR_RETURN(b, s->GetBlock(name));
     TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
     TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, row));
-    TESSEL_RETURN_IF_ERROR(CrossThreadReduce(s, b, threads, false));
+    TESSEL_RETURN_IF_ERROR(CrossThreadReduce(s, b, threads, false, o.reduce_unroll));
   }
   return absl::OkStatus();
 }
@@ -285,7 +296,7 @@ absl::Status PartialRowReduceCuda(Schedule* s, const std::string& name, int64_t 
   TESSEL_ASSIGN_OR_RETURN(loops, s->GetLoops(b));
   const int64_t cols = s->LoopExtent(loops.back());
   if (cols <= chunk) {
-    return CrossThreadReduce(s, b, ThreadsFor(cols, o.row_threads), true);
+    return CrossThreadReduce(s, b, ThreadsFor(cols, o.row_threads), true, o.reduce_unroll);
   }
   TESSEL_ASSIGN_OR_RETURN(ks, s->Split(loops.back(), {-1, chunk}));
   TESSEL_ASSIGN_OR_RETURN(rf, s->RFactor(ks[0]));
@@ -293,10 +304,11 @@ absl::Status PartialRowReduceCuda(Schedule* s, const std::string& name, int64_t 
   TESSEL_ASSIGN_OR_RETURN(rl, s->GetLoops(rf));
   TESSEL_ASSIGN_OR_RETURN(fused, s->Fuse({rl[0], rl[1]}));
   TESSEL_RETURN_IF_ERROR(s->Bind(fused, "blockIdx.x"));
-  TESSEL_RETURN_IF_ERROR(CrossThreadReduce(s, rf, std::min<int64_t>(256, chunk), false));
+  TESSEL_RETURN_IF_ERROR(
+      CrossThreadReduce(s, rf, std::min<int64_t>(256, chunk), false, o.reduce_unroll));
   // Combine: one block per row over the partials.
   TESSEL_ASSIGN_OR_RETURN(bl, s->GetLoops(b));
-  return CrossThreadReduce(s, b, ThreadsFor(s->LoopExtent(bl.back()), 256), true);
+  return CrossThreadReduce(s, b, ThreadsFor(s->LoopExtent(bl.back()), 256), true, o.reduce_unroll);
 }
 
 absl::Status LayernormCuda(Schedule* s, const TemplateOptions& o) {
@@ -329,7 +341,8 @@ absl::Status ReduceCuda(Schedule* s, const TemplateOptions& o) {
   TESSEL_ASSIGN_OR_RETURN(b, s->GetBlock(acc_name));
   if (out == acc_name) {
     TESSEL_ASSIGN_OR_RETURN(loops, s->GetLoops(b));
-    return CrossThreadReduce(s, b, ThreadsFor(s->LoopExtent(loops.back()), o.row_threads), true);
+    return CrossThreadReduce(s, b, ThreadsFor(s->LoopExtent(loops.back()), o.row_threads), true,
+                             o.reduce_unroll);
   }
   // acc feeds an elementwise output (mean, cast): keep it per thread, attached at the row.
   TESSEL_ASSIGN_OR_RETURN(ob, s->GetBlock(out));
@@ -338,7 +351,8 @@ absl::Status ReduceCuda(Schedule* s, const TemplateOptions& o) {
   TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
   TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, ol[0]));
   TESSEL_ASSIGN_OR_RETURN(loops, s->GetLoops(b));
-  return CrossThreadReduce(s, b, ThreadsFor(s->LoopExtent(loops.back()), o.row_threads), false);
+  return CrossThreadReduce(s, b, ThreadsFor(s->LoopExtent(loops.back()), o.row_threads), false,
+                           o.reduce_unroll);
 }
 
 // Convolutions on CUDA: the padding inlined, one output element per thread accumulated in a
