@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/candidate.h"
 #include "cli/exit_code.h"
@@ -62,6 +63,24 @@ int RunTune(const TuneOptions& o) {
   }
   auto target = schedules::MakeTarget(kind, o.arch);
   if (!target.ok()) return fail(target.status());
+#ifdef TESSEL_HAVE_CUDA
+  if (target->is_cuda()) {
+    // Describe the GPU that will run the kernels, not the built-in description of its arch.
+    auto device = worker::CudaDevice::Open(0);
+    if (!device.ok()) return fail(device.status());
+    const worker::CudaDeviceInfo& info = (*device)->info();
+    if (info.arch != "sm_80" && info.arch != "sm_90") {
+      return fail(absl::FailedPreconditionError(absl::StrCat(
+          "the GPU is ", info.name, " (", info.arch,
+          "); Tessel has target descriptions for sm_80 and sm_90 only; use --target host")));
+    }
+    target = schedules::CudaTarget(info.arch);
+    target->device_name = info.name;
+    target->sm_count = info.sm_count;
+    target->l2_bytes = info.l2_bytes;
+    target->max_shared_bytes_optin = info.max_shared_per_block_optin;
+  }
+#endif
   const std::string spec = o.workload.empty() ? DefaultWorkload(target->is_cuda()) : o.workload;
   auto workload = schedules::LoadWorkload(spec);
   if (!workload.ok()) return fail(workload.status());
