@@ -9,136 +9,57 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "schedules/ir/expr_functor.h"
+#include "schedules/ir/substitute.h"
 #include "schedules/util/check.h"
 
 namespace tessel::schedules::codegen {
 
 // ---- Tree walks.
 
-void WalkExpr(const Expr& e, const std::function<void(const Expr&)>& fn) {
-  if (!e) return;
-  fn(e);
-  switch (e->kind) {
-    case ExprKind::kIntImm:
-    case ExprKind::kFloatImm:
-    case ExprKind::kVar:
-      return;
-    case ExprKind::kBinary: {
-      const auto& n = static_cast<const BinaryNode&>(*e);
-      WalkExpr(n.a, fn);
-      WalkExpr(n.b, fn);
-      return;
-    }
-    case ExprKind::kUnary:
-      WalkExpr(static_cast<const UnaryNode&>(*e).a, fn);
-      return;
-    case ExprKind::kSelect: {
-      const auto& n = static_cast<const SelectNode&>(*e);
-      WalkExpr(n.cond, fn);
-      WalkExpr(n.true_value, fn);
-      WalkExpr(n.false_value, fn);
-      return;
-    }
-    case ExprKind::kCast:
-      WalkExpr(static_cast<const CastNode&>(*e).value, fn);
-      return;
-    case ExprKind::kCall:
-      for (const Expr& a : static_cast<const CallNode&>(*e).args) WalkExpr(a, fn);
-      return;
-    case ExprKind::kLoad:
-      for (const Expr& i : static_cast<const LoadNode&>(*e).indices) WalkExpr(i, fn);
-      return;
-  }
-}
-
-void WalkStmt(const Stmt& s, const std::function<void(const Stmt&)>& on_stmt,
-              const std::function<void(const Expr&)>& on_expr) {
+void WalkStmt(const Stmt& s, const std::function<void(const Stmt&)>& fn) {
   if (!s) return;
-  if (on_stmt) on_stmt(s);
-  auto expr = [&](const Expr& e) {
-    if (on_expr && e) on_expr(e);
-  };
+  fn(s);
   switch (s->kind) {
-    case StmtKind::kFor: {
-      const auto& n = static_cast<const ForNode&>(*s);
-      expr(n.min);
-      expr(n.extent);
-      WalkStmt(n.body, on_stmt, on_expr);
+    case StmtKind::kFor:
+      WalkStmt(static_cast<const ForNode&>(*s).body, fn);
       return;
-    }
-    case StmtKind::kStore: {
-      const auto& n = static_cast<const StoreNode&>(*s);
-      for (const Expr& i : n.indices) expr(i);
-      expr(n.value);
-      return;
-    }
     case StmtKind::kAllocate:
-      WalkStmt(static_cast<const AllocateNode&>(*s).body, on_stmt, on_expr);
+      WalkStmt(static_cast<const AllocateNode&>(*s).body, fn);
       return;
     case StmtKind::kIfThenElse: {
       const auto& n = static_cast<const IfThenElseNode&>(*s);
-      expr(n.cond);
-      WalkStmt(n.then_case, on_stmt, on_expr);
-      WalkStmt(n.else_case, on_stmt, on_expr);
+      WalkStmt(n.then_case, fn);
+      WalkStmt(n.else_case, fn);
       return;
     }
     case StmtKind::kSeq:
-      for (const Stmt& c : static_cast<const SeqNode&>(*s).stmts) WalkStmt(c, on_stmt, on_expr);
+      for (const Stmt& c : static_cast<const SeqNode&>(*s).stmts) WalkStmt(c, fn);
       return;
-    case StmtKind::kLetStmt: {
-      const auto& n = static_cast<const LetStmtNode&>(*s);
-      expr(n.value);
-      WalkStmt(n.body, on_stmt, on_expr);
+    case StmtKind::kLetStmt:
+      WalkStmt(static_cast<const LetStmtNode&>(*s).body, fn);
       return;
-    }
+    case StmtKind::kStore:
     case StmtKind::kBarrier:
-      return;
     case StmtKind::kAllReduce:
-      expr(static_cast<const AllReduceNode&>(*s).value);
-      return;
     case StmtKind::kEvaluate:
-      expr(static_cast<const EvaluateNode&>(*s).value);
       return;
   }
 }
 
-bool UsesVar(const Expr& e, const VarNode* v) {
-  bool found = false;
-  WalkExpr(e, [&](const Expr& x) {
-    if (x.get() == v) found = true;
+void CollectWrittenBuffers(const Stmt& s, std::unordered_set<const Buffer*>* out) {
+  WalkStmt(s, [&](const Stmt& x) {
+    if (const auto* st = As<StoreNode>(x)) out->insert(st->buffer.get());
+    if (const auto* ev = As<EvaluateNode>(x)) {
+      for (const LoadNode* l : CollectLoads(ev->value)) out->insert(l->buffer.get());
+    }
   });
-  return found;
-}
-
-namespace {
-
-class VarSubstituter final : public ExprMutator {
- public:
-  VarSubstituter(const VarNode* v, Expr value) : v_(v), value_(std::move(value)) {}
-  Expr Run(const Expr& e) { return Visit(e); }
-
- protected:
-  Expr VisitVar(const VarNode& n, const Expr& self) override { return &n == v_ ? value_ : self; }
-
- private:
-  const VarNode* v_;
-  Expr value_;
-};
-
-}  // namespace
-
-Expr SubstituteVar(const Expr& e, const VarNode* v, const Expr& value) {
-  return VarSubstituter(v, value).Run(e);
 }
 
 bool ContainsSync(const Stmt& s) {
   bool found = false;
-  WalkStmt(
-      s,
-      [&](const Stmt& x) {
-        if (x->kind == StmtKind::kBarrier || x->kind == StmtKind::kAllReduce) found = true;
-      },
-      nullptr);
+  WalkStmt(s, [&](const Stmt& x) {
+    if (x->kind == StmtKind::kBarrier || x->kind == StmtKind::kAllReduce) found = true;
+  });
   return found;
 }
 
@@ -610,6 +531,52 @@ std::string CodeGenC::ComputeType(DType t) const {
       return "double";
   }
   return "?";
+}
+
+std::string CodeGenC::StorageType(DType t) {
+  switch (t) {
+    case DType::kBool:
+      return "bool";
+    case DType::kInt32:
+      return storage_.int32;
+    case DType::kInt64:
+      return storage_.int64;
+    case DType::kFloat16:
+      uses_f16_ = true;
+      return storage_.f16;
+    case DType::kBFloat16:
+      uses_bf16_ = true;
+      return storage_.bf16;
+    case DType::kFloat32:
+      return "float";
+    case DType::kFloat64:
+      return "double";
+  }
+  return "?";
+}
+
+std::string CodeGenC::StorageToCompute(DType t, const std::string& s) {
+  if (t == DType::kFloat16) {
+    uses_f16_ = true;
+    return absl::StrCat(storage_.f16_to_float, "(", s, ")");
+  }
+  if (t == DType::kBFloat16) {
+    uses_bf16_ = true;
+    return absl::StrCat(storage_.bf16_to_float, "(", s, ")");
+  }
+  return s;
+}
+
+std::string CodeGenC::ComputeToStorage(DType t, const std::string& s) {
+  if (t == DType::kFloat16) {
+    uses_f16_ = true;
+    return absl::StrCat(storage_.float_to_f16, "(", s, ")");
+  }
+  if (t == DType::kBFloat16) {
+    uses_bf16_ = true;
+    return absl::StrCat(storage_.float_to_bf16, "(", s, ")");
+  }
+  return s;
 }
 
 // ---- Names.

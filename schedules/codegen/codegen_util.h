@@ -23,15 +23,11 @@ namespace tessel::schedules::codegen {
 
 // ---- Tree walks.
 
-// Calls `fn` on `e` and every sub-expression, parents first.
-void WalkExpr(const Expr& e, const std::function<void(const Expr&)>& fn);
-// Calls `on_stmt` on every statement of `s` (parents first) and `on_expr` on each top-level
-// expression of each statement (loop bounds, store indices and value, conditions, ...).
-void WalkStmt(const Stmt& s, const std::function<void(const Stmt&)>& on_stmt,
-              const std::function<void(const Expr&)>& on_expr);
-bool UsesVar(const Expr& e, const VarNode* v);
-// `e` with every occurrence of `v` replaced by `value`.
-Expr SubstituteVar(const Expr& e, const VarNode* v, const Expr& value);
+// Calls `fn` on every statement of `s`, parents first.
+void WalkStmt(const Stmt& s, const std::function<void(const Stmt&)>& fn);
+// Adds to `out` the buffers that `s` writes: those it stores to, and (conservatively) those
+// loaded in the arguments of intrinsic calls evaluated for their effect.
+void CollectWrittenBuffers(const Stmt& s, std::unordered_set<const Buffer*>* out);
 // True when `s` contains a Barrier or an AllReduce (code every thread of a block must reach).
 bool ContainsSync(const Stmt& s);
 // Loop iterations `s` would unroll into (constant extents multiplied, sequences added);
@@ -87,6 +83,19 @@ std::string FloorDivHelpers(const std::string& qualifier, bool integer, bool flo
 
 // ---- The C-like printer.
 
+// How a target spells the in-memory (storage) types that differ between targets, and the
+// functions that convert the half types (computed in float) to and from their storage form.
+struct StorageNames {
+  const char* int32;          // "int", "int32_t"
+  const char* int64;          // "long long", "int64_t"
+  const char* f16;            // "half", "uint16_t"
+  const char* bf16;           // "__nv_bfloat16", "uint16_t"
+  const char* f16_to_float;   // storage f16 -> float: "__half2float", ...
+  const char* bf16_to_float;  // storage bf16 -> float
+  const char* float_to_f16;   // float -> storage f16
+  const char* float_to_bf16;  // float -> storage bf16
+};
+
 // Precedence levels of C (higher binds tighter).
 inline constexpr int kPrecPrimary = 16, kPrecUnary = 15, kPrecMul = 13, kPrecAdd = 12,
                      kPrecRel = 10, kPrecEq = 9, kPrecAnd = 5, kPrecOr = 4, kPrecCond = 3;
@@ -96,7 +105,8 @@ class CodeGenC {
   virtual ~CodeGenC() = default;
 
  protected:
-  explicit CodeGenC(bool int64_indices) : int64_indices_(int64_indices) {}
+  CodeGenC(bool int64_indices, const StorageNames& storage)
+      : int64_indices_(int64_indices), storage_(storage) {}
 
   // ---- Output.
   void Line(const std::string& s);
@@ -119,15 +129,16 @@ class CodeGenC {
   // ---- Types.
   std::string IndexType() const { return int64_indices_ ? "long long" : "int"; }
   std::string ComputeType(DType t) const;
-  virtual std::string StorageType(DType t) = 0;
+  // The in-memory type of an element (notes the half types in uses_f16_ / uses_bf16_).
+  std::string StorageType(DType t);
+  // Storage value (a loaded element) to its compute type (f16/bf16 to float); else unchanged.
+  std::string StorageToCompute(DType t, const std::string& s);
+  // Compute value to the storage type of `t` (float to f16/bf16); else unchanged.
+  std::string ComputeToStorage(DType t, const std::string& s);
 
   // ---- Target hooks for expressions.
   virtual std::string InfLiteral(bool negative, DType t) = 0;
   virtual std::string NanLiteral(DType t) = 0;
-  // Storage value (a loaded element) to its compute type (f16/bf16 to float); else unchanged.
-  virtual std::string StorageToCompute(DType t, const std::string& s) = 0;
-  // Compute value to the storage type of `t` (float to f16/bf16); else unchanged.
-  virtual std::string ComputeToStorage(DType t, const std::string& s) = 0;
   // A computed value of type `from` rounded to the half type `to` and back to float.
   virtual std::string RoundToHalf(DType to, DType from, const std::string& s) = 0;
   // Math intrinsic call; empty when `name` is not supported.
@@ -186,6 +197,8 @@ class CodeGenC {
 
  private:
   std::string PrintBinary(const BinaryNode& n, int* prec);
+
+  const StorageNames storage_;
 
   std::string out_;
   int indent_ = 0;

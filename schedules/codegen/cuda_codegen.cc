@@ -1,7 +1,6 @@
 #include "schedules/codegen/cuda_codegen.h"
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -12,7 +11,9 @@
 #include "absl/strings/str_join.h"
 #include "schedules/codegen/codegen_util.h"
 #include "schedules/ir/expr.h"
+#include "schedules/ir/expr_functor.h"
 #include "schedules/ir/stmt.h"
+#include "schedules/ir/substitute.h"
 #include "schedules/util/check.h"
 
 namespace tessel::schedules {
@@ -27,8 +28,6 @@ using codegen::kPrecAdd;
 using codegen::kPrecAnd;
 using codegen::SplitAffine;
 using codegen::ToAffine;
-using codegen::UsesVar;
-using codegen::WalkExpr;
 using codegen::WalkStmt;
 
 constexpr int64_t kStaticSharedLimit = 48 * 1024;
@@ -94,6 +93,10 @@ std::string Hex32(uint32_t v) {
   return buf;
 }
 
+constexpr codegen::StorageNames kCudaStorage = {
+    "int",          "long long",        "half",         "__nv_bfloat16",
+    "__half2float", "__bfloat162float", "__float2half", "__float2bfloat16"};
+
 struct SharedSlot {
   std::string name;
   std::string type;  // element type
@@ -102,35 +105,67 @@ struct SharedSlot {
   int64_t offset = 0;  // in the dynamic shared array
 };
 
+// The loads of a vectorized loop's stored value that depend on the loop (lane) variable, each
+// with the rest of its flat index (the lane's coefficient must be 1). They are read as vectors
+// before the store, so none may sit in a select branch (which may guard it). Loads that do not
+// depend on the lane, and loads of local arrays (registers, indexed with constants once
+// unrolled), are printed per lane and not listed.
+class LaneLoadScanner final : public ExprVisitor {
+ public:
+  explicit LaneLoadScanner(const VarNode* lane) : lane_(lane) {}
+
+  // False, with the reason in `why`, when a lane-dependent load is not contiguous in the lane or
+  // sits in a select branch.
+  bool Scan(const Expr& value, std::string* why) {
+    Visit(value);
+    if (!ok_) *why = why_;
+    return ok_;
+  }
+  const std::vector<std::pair<const LoadNode*, AffineForm>>& loads() const { return loads_; }
+
+ protected:
+  void VisitLoad(const LoadNode& l, const Expr& self) override {
+    if (!ok_ || !UsesVar(self, lane_) || l.buffer->scope == MemScope::kLocal) return;
+    for (const auto& seen : loads_) {
+      if (seen.first == &l) return;
+    }
+    AffineForm rest;
+    int64_t c = 0;
+    if (in_branch_ > 0) {
+      why_ = "a load that depends on the loop variable is inside a select branch";
+      ok_ = false;
+    } else if (!SplitAffine(FlatIndex(*l.buffer, l.indices), lane_, &c, &rest) || c != 1) {
+      why_ =
+          absl::StrCat("the load of ", l.buffer->name, " is not contiguous in the loop variable");
+      ok_ = false;
+    } else {
+      loads_.emplace_back(&l, std::move(rest));
+    }
+  }
+  void VisitSelect(const SelectNode& n, const Expr&) override {
+    Visit(n.cond);
+    ++in_branch_;
+    Visit(n.true_value);
+    Visit(n.false_value);
+    --in_branch_;
+  }
+
+ private:
+  const VarNode* lane_;
+  std::vector<std::pair<const LoadNode*, AffineForm>> loads_;
+  int in_branch_ = 0;
+  bool ok_ = true;
+  std::string why_;
+};
+
 class CudaCodeGen final : public CodeGenC {
  public:
   CudaCodeGen(const Program& p, const Target& t)
-      : CodeGenC(p.needs_int64_indices), program_(p), target_(t) {}
+      : CodeGenC(p.needs_int64_indices, kCudaStorage), program_(p), target_(t) {}
 
   absl::StatusOr<GeneratedSource> Generate();
 
  protected:
-  std::string StorageType(DType t) override {
-    switch (t) {
-      case DType::kBool:
-        return "bool";
-      case DType::kInt32:
-        return "int";
-      case DType::kInt64:
-        return "long long";
-      case DType::kFloat16:
-        uses_f16_ = true;
-        return "half";
-      case DType::kBFloat16:
-        uses_bf16_ = true;
-        return "__nv_bfloat16";
-      case DType::kFloat32:
-        return "float";
-      case DType::kFloat64:
-        return "double";
-    }
-    return "?";
-  }
   std::string InfLiteral(bool negative, DType t) override {
     if (t == DType::kFloat64) {
       return negative ? "(-__longlong_as_double(0x7ff0000000000000LL))"
@@ -142,41 +177,15 @@ class CudaCodeGen final : public CodeGenC {
     return t == DType::kFloat64 ? "__longlong_as_double(0x7fffffffffffffffLL)"
                                 : "__int_as_float(0x7fffffff)";
   }
-  std::string StorageToCompute(DType t, const std::string& s) override {
-    if (t == DType::kFloat16) {
-      uses_f16_ = true;
-      return "__half2float(" + s + ")";
-    }
-    if (t == DType::kBFloat16) {
-      uses_bf16_ = true;
-      return "__bfloat162float(" + s + ")";
-    }
-    return s;
-  }
-  std::string ComputeToStorage(DType t, const std::string& s) override {
-    if (t == DType::kFloat16) {
-      uses_f16_ = true;
-      return "__float2half(" + s + ")";
-    }
-    if (t == DType::kBFloat16) {
-      uses_bf16_ = true;
-      return "__float2bfloat16(" + s + ")";
-    }
-    return s;
-  }
   std::string RoundToHalf(DType to, DType from, const std::string& s) override {
-    const bool f16 = to == DType::kFloat16;
-    (f16 ? uses_f16_ : uses_bf16_) = true;
     std::string rounded;
-    if (from == DType::kFloat64) {
-      rounded = absl::StrCat(f16 ? "__double2half(" : "__double2bfloat16(", s, ")");
-    } else if (IsFloat(from)) {
-      rounded = absl::StrCat(f16 ? "__float2half(" : "__float2bfloat16(", s, ")");
-    } else {
+    if (from == DType::kFloat64) {  // directly, not through float (one rounding)
       rounded =
-          absl::StrCat(f16 ? "__float2half(" : "__float2bfloat16(", "static_cast<float>(", s, "))");
+          absl::StrCat(to == DType::kFloat16 ? "__double2half(" : "__double2bfloat16(", s, ")");
+    } else {
+      rounded = ComputeToStorage(to, IsFloat(from) ? s : "static_cast<float>(" + s + ")");
     }
-    return absl::StrCat(f16 ? "__half2float(" : "__bfloat162float(", rounded, ")");
+    return StorageToCompute(to, rounded);
   }
   std::string MathCall(const std::string& name, DType t,
                        const std::vector<std::string>& args) override {
@@ -283,67 +292,64 @@ absl::Status CudaCodeGen::PlanShared(const Kernel& k) {
   std::map<std::string, int64_t> red_entries;
   absl::Status st;
   const auto& block = k.launch.block;
-  WalkStmt(
-      k.body,
-      [&](const Stmt& s) {
-        if (!st.ok()) return;
-        if (const auto* a = As<AllocateNode>(s)) {
-          if (a->buffer->scope == MemScope::kShared && seen.insert(a->buffer.get()).second) {
-            buffers.push_back(a->buffer.get());
-          }
-          return;
-        }
-        const auto* r = As<AllReduceNode>(s);
-        if (r == nullptr) return;
-        const std::string what =
-            absl::StrCat("AllReduce over ", ThreadTagName(r->thread), " with extent ", r->extent);
-        if (!IsThreadTag(r->thread)) {
-          st = absl::InvalidArgumentError(WithKernel(absl::StrCat(
-              what,
-              ": cross-thread reductions combine the threads of threadIdx.x, .y or .z; "
-              "bind the reduction loop to a thread axis")));
-          return;
-        }
-        const int axis = ThreadAxis(r->thread);
-        if (r->extent != block[axis]) {
-          st = absl::InvalidArgumentError(WithKernel(
-              absl::StrCat(what, ": the block has ", block[axis],
-                           " threads on that axis; the extent must equal the block dimension")));
-          return;
-        }
-        if (r->value->dtype == DType::kBool) {
-          st = absl::InvalidArgumentError(
-              WithKernel(what + ": boolean values cannot be reduced; reduce an integer"));
-          return;
-        }
-        if (r->result->scope != MemScope::kLocal || r->result->AllocatedElements() < 1) {
-          st = absl::InvalidArgumentError(
-              WithKernel(absl::StrCat(what, ": its result buffer '", r->result->name,
-                                      "' must be a local buffer of at least one element")));
-          return;
-        }
-        const int64_t e = r->extent;
-        int64_t entries = 0;
-        if (axis == 0) {
-          const bool pow2 = e >= 1 && e <= 32 && (e & (e - 1)) == 0;
-          if (!pow2 && e % 32 != 0) {
-            st = absl::UnimplementedError(WithKernel(absl::StrCat(
-                what,
-                " is not supported: threadIdx.x reductions need a power of two up to 32 "
-                "or a multiple of 32 threads; split the reduction loop so that threadIdx.x "
-                "gets such an extent")));
-            return;
-          }
-          if (e > 32) entries = block[1] * block[2] * (e / 32);
-        } else {
-          entries = k.launch.threads_per_block();
-        }
-        if (entries > 0) {
-          const std::string key = ComputeType(r->value->dtype);
-          red_entries[key] = std::max(red_entries[key], entries);
-        }
-      },
-      nullptr);
+  WalkStmt(k.body, [&](const Stmt& s) {
+    if (!st.ok()) return;
+    if (const auto* a = As<AllocateNode>(s)) {
+      if (a->buffer->scope == MemScope::kShared && seen.insert(a->buffer.get()).second) {
+        buffers.push_back(a->buffer.get());
+      }
+      return;
+    }
+    const auto* r = As<AllReduceNode>(s);
+    if (r == nullptr) return;
+    const std::string what =
+        absl::StrCat("AllReduce over ", ThreadTagName(r->thread), " with extent ", r->extent);
+    if (!IsThreadTag(r->thread)) {
+      st = absl::InvalidArgumentError(WithKernel(
+          absl::StrCat(what,
+                       ": cross-thread reductions combine the threads of threadIdx.x, .y or .z; "
+                       "bind the reduction loop to a thread axis")));
+      return;
+    }
+    const int axis = ThreadAxis(r->thread);
+    if (r->extent != block[axis]) {
+      st = absl::InvalidArgumentError(WithKernel(
+          absl::StrCat(what, ": the block has ", block[axis],
+                       " threads on that axis; the extent must equal the block dimension")));
+      return;
+    }
+    if (r->value->dtype == DType::kBool) {
+      st = absl::InvalidArgumentError(
+          WithKernel(what + ": boolean values cannot be reduced; reduce an integer"));
+      return;
+    }
+    if (r->result->scope != MemScope::kLocal || r->result->AllocatedElements() < 1) {
+      st = absl::InvalidArgumentError(
+          WithKernel(absl::StrCat(what, ": its result buffer '", r->result->name,
+                                  "' must be a local buffer of at least one element")));
+      return;
+    }
+    const int64_t e = r->extent;
+    int64_t entries = 0;
+    if (axis == 0) {
+      const bool pow2 = e >= 1 && e <= 32 && (e & (e - 1)) == 0;
+      if (!pow2 && e % 32 != 0) {
+        st = absl::UnimplementedError(WithKernel(absl::StrCat(
+            what,
+            " is not supported: threadIdx.x reductions need a power of two up to 32 "
+            "or a multiple of 32 threads; split the reduction loop so that threadIdx.x "
+            "gets such an extent")));
+        return;
+      }
+      if (e > 32) entries = block[1] * block[2] * (e / 32);
+    } else {
+      entries = k.launch.threads_per_block();
+    }
+    if (entries > 0) {
+      const std::string key = ComputeType(r->value->dtype);
+      red_entries[key] = std::max(red_entries[key], entries);
+    }
+  });
   if (!st.ok()) return st;
 
   for (const Buffer* b : buffers) {
@@ -403,17 +409,7 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
 
   // Buffers the kernel writes (stores, and operands of intrinsic calls, conservatively).
   std::unordered_set<const Buffer*> written;
-  WalkStmt(
-      k.body,
-      [&](const Stmt& s) {
-        if (const auto* st = As<StoreNode>(s)) written.insert(st->buffer.get());
-        if (const auto* ev = As<EvaluateNode>(s)) {
-          WalkExpr(ev->value, [&](const Expr& e) {
-            if (const auto* l = As<LoadNode>(e)) written.insert(l->buffer.get());
-          });
-        }
-      },
-      nullptr);
+  codegen::CollectWrittenBuffers(k.body, &written);
 
   std::vector<std::string> params;
   std::vector<std::string> aligned;  // alignment hints, one per parameter
@@ -432,12 +428,12 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
     ks->params.push_back(index);
     const std::string name = BindBuffer(b.get());
     const std::string type = StorageType(b->dtype);
-    const std::string ptr = written.count(b.get()) ? absl::StrCat(type, "*")
-                                                    : absl::StrCat("const ", type, "*");
+    const std::string ptr =
+        written.count(b.get()) ? absl::StrCat(type, "*") : absl::StrCat("const ", type, "*");
     params.push_back(absl::StrCat(ptr, " __restrict__ ", name));
     if (!written.count(b.get())) {
-      aligned.push_back(absl::StrCat(name, " = static_cast<", ptr,
-                                     ">(__builtin_assume_aligned(", name, ", 16));"));
+      aligned.push_back(absl::StrCat(name, " = static_cast<", ptr, ">(__builtin_assume_aligned(",
+                                     name, ", 16));"));
     }
   }
   if (absl::Status st = PlanShared(k); !st.ok()) return st;
@@ -622,61 +618,10 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
     *why = "the store is not contiguous in the loop variable";
     return false;
   }
-  // Loads that depend on the loop variable must be contiguous too; they are read as vectors
-  // before the store, so none may sit in a select branch (which may guard it).
-  std::vector<std::pair<const LoadNode*, AffineForm>> loads;
-  bool ok = true;
-  std::function<void(const Expr&, bool)> scan = [&](const Expr& e, bool in_branch) {
-    if (!ok) return;
-    switch (e->kind) {
-      case ExprKind::kLoad: {
-        const auto& l = static_cast<const LoadNode&>(*e);
-        // Loads that do not depend on the lane, and loads of local arrays (registers, indexed
-        // with constants once unrolled), are printed per lane.
-        if (!UsesVar(e, v) || l.buffer->scope == MemScope::kLocal) return;
-        for (const auto& seen : loads) {
-          if (seen.first == &l) return;
-        }
-        AffineForm rest;
-        int64_t c = 0;
-        if (in_branch) {
-          *why = "a load that depends on the loop variable is inside a select branch";
-          ok = false;
-        } else if (!SplitAffine(FlatIndex(*l.buffer, l.indices), v, &c, &rest) || c != 1) {
-          *why = absl::StrCat("the load of ", l.buffer->name,
-                              " is not contiguous in the loop variable");
-          ok = false;
-        } else {
-          loads.emplace_back(&l, std::move(rest));
-        }
-        return;
-      }
-      case ExprKind::kBinary:
-        scan(static_cast<const BinaryNode&>(*e).a, in_branch);
-        scan(static_cast<const BinaryNode&>(*e).b, in_branch);
-        return;
-      case ExprKind::kUnary:
-        scan(static_cast<const UnaryNode&>(*e).a, in_branch);
-        return;
-      case ExprKind::kCast:
-        scan(static_cast<const CastNode&>(*e).value, in_branch);
-        return;
-      case ExprKind::kCall:
-        for (const Expr& a : static_cast<const CallNode&>(*e).args) scan(a, in_branch);
-        return;
-      case ExprKind::kSelect: {
-        const auto& s = static_cast<const SelectNode&>(*e);
-        scan(s.cond, in_branch);
-        scan(s.true_value, true);
-        scan(s.false_value, true);
-        return;
-      }
-      default:
-        return;
-    }
-  };
-  scan(store->value, false);
-  if (!ok) return false;
+  // Loads that depend on the loop variable must be contiguous too.
+  LaneLoadScanner scanner(v);
+  if (!scanner.Scan(store->value, why)) return false;
+  const std::vector<std::pair<const LoadNode*, AffineForm>>& loads = scanner.loads();
 
   // The widest vector (in elements) that divides the extent, exists for every dtype involved
   // and keeps every access aligned.
@@ -713,7 +658,7 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
   BindVar(v, NonNegative(n.min));
   auto element = [&](const BufferPtr& b, const std::vector<Expr>& idx, int64_t offset) {
     const Expr at = codegen::FoldTrailingConstants(
-        codegen::SubstituteVar(FlatIndex(*b, idx), v, n.min + MakeInt(offset)));
+        Substitute(FlatIndex(*b, idx), {{v, n.min + MakeInt(offset)}}));
     return absl::StrCat("&", BufferName(b.get()), "[", Print(at), "]");
   };
   for (int64_t chunk = 0; chunk < width / lanes; ++chunk) {

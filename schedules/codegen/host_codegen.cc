@@ -14,8 +14,6 @@ namespace tessel::schedules {
 namespace {
 
 using codegen::CodeGenC;
-using codegen::WalkExpr;
-using codegen::WalkStmt;
 
 // Allocations larger than this go to the heap rather than the stack.
 constexpr int64_t kMaxStackBytes = 64 * 1024;
@@ -86,34 +84,19 @@ static inline uint16_t tessel_f32_to_bf16(float value) {
 }
 )";
 
+constexpr codegen::StorageNames kHostStorage = {"int32_t",           "int64_t",
+                                                "uint16_t",          "uint16_t",
+                                                "tessel_f16_to_f32", "tessel_bf16_to_f32",
+                                                "tessel_f32_to_f16", "tessel_f32_to_bf16"};
+
 class HostCodeGen final : public CodeGenC {
  public:
-  explicit HostCodeGen(const Program& p) : CodeGenC(p.needs_int64_indices), program_(p) {}
+  explicit HostCodeGen(const Program& p)
+      : CodeGenC(p.needs_int64_indices, kHostStorage), program_(p) {}
 
   absl::StatusOr<GeneratedSource> Generate();
 
  protected:
-  std::string StorageType(DType t) override {
-    switch (t) {
-      case DType::kBool:
-        return "bool";
-      case DType::kInt32:
-        return "int32_t";
-      case DType::kInt64:
-        return "int64_t";
-      case DType::kFloat16:
-        uses_f16_ = true;
-        return "uint16_t";
-      case DType::kBFloat16:
-        uses_bf16_ = true;
-        return "uint16_t";
-      case DType::kFloat32:
-        return "float";
-      case DType::kFloat64:
-        return "double";
-    }
-    return "?";
-  }
   std::string InfLiteral(bool negative, DType t) override {
     if (t == DType::kFloat64) {
       return negative ? "(-static_cast<double>(INFINITY))" : "static_cast<double>(INFINITY)";
@@ -123,39 +106,12 @@ class HostCodeGen final : public CodeGenC {
   std::string NanLiteral(DType t) override {
     return t == DType::kFloat64 ? "static_cast<double>(NAN)" : "NAN";
   }
-  std::string StorageToCompute(DType t, const std::string& s) override {
-    if (t == DType::kFloat16) {
-      uses_f16_ = true;
-      return "tessel_f16_to_f32(" + s + ")";
-    }
-    if (t == DType::kBFloat16) {
-      uses_bf16_ = true;
-      return "tessel_bf16_to_f32(" + s + ")";
-    }
-    return s;
-  }
-  std::string ComputeToStorage(DType t, const std::string& s) override {
-    if (t == DType::kFloat16) {
-      uses_f16_ = true;
-      return "tessel_f32_to_f16(" + s + ")";
-    }
-    if (t == DType::kBFloat16) {
-      uses_bf16_ = true;
-      return "tessel_f32_to_bf16(" + s + ")";
-    }
-    return s;
-  }
   std::string RoundToHalf(DType to, DType from, const std::string& s) override {
     const std::string arg =
         from == DType::kFloat32 || from == DType::kFloat16 || from == DType::kBFloat16
             ? s
             : "static_cast<float>(" + s + ")";
-    if (to == DType::kFloat16) {
-      uses_f16_ = true;
-      return "tessel_f16_to_f32(tessel_f32_to_f16(" + arg + "))";
-    }
-    uses_bf16_ = true;
-    return "tessel_bf16_to_f32(tessel_f32_to_bf16(" + arg + "))";
+    return StorageToCompute(to, ComputeToStorage(to, arg));
   }
   std::string MathCall(const std::string& name, DType t,
                        const std::vector<std::string>& args) override {
@@ -206,19 +162,7 @@ absl::StatusOr<GeneratedSource> HostCodeGen::Generate() {
   }
   ResetKernelState();
   std::unordered_set<const Buffer*> written;
-  for (const Kernel& k : program_.kernels) {
-    WalkStmt(
-        k.body,
-        [&](const Stmt& s) {
-          if (const auto* st = As<StoreNode>(s)) written.insert(st->buffer.get());
-          if (const auto* ev = As<EvaluateNode>(s)) {
-            WalkExpr(ev->value, [&](const Expr& e) {
-              if (const auto* l = As<LoadNode>(e)) written.insert(l->buffer.get());
-            });
-          }
-        },
-        nullptr);
-  }
+  for (const Kernel& k : program_.kernels) codegen::CollectWrittenBuffers(k.body, &written);
 
   GeneratedSource out;
   out.target = TargetKind::kHost;

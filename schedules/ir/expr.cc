@@ -11,26 +11,69 @@ namespace tessel::schedules {
 
 const char* BinaryOpName(BinaryOp op) {
   switch (op) {
-    case BinaryOp::kAdd: return "+";
-    case BinaryOp::kSub: return "-";
-    case BinaryOp::kMul: return "*";
-    case BinaryOp::kDiv: return "/";
-    case BinaryOp::kMod: return "%";
-    case BinaryOp::kMin: return "min";
-    case BinaryOp::kMax: return "max";
-    case BinaryOp::kLt: return "<";
-    case BinaryOp::kLe: return "<=";
-    case BinaryOp::kGt: return ">";
-    case BinaryOp::kGe: return ">=";
-    case BinaryOp::kEq: return "==";
-    case BinaryOp::kNe: return "!=";
-    case BinaryOp::kAnd: return "&&";
-    case BinaryOp::kOr: return "||";
+    case BinaryOp::kAdd:
+      return "+";
+    case BinaryOp::kSub:
+      return "-";
+    case BinaryOp::kMul:
+      return "*";
+    case BinaryOp::kDiv:
+      return "/";
+    case BinaryOp::kMod:
+      return "%";
+    case BinaryOp::kMin:
+      return "min";
+    case BinaryOp::kMax:
+      return "max";
+    case BinaryOp::kLt:
+      return "<";
+    case BinaryOp::kLe:
+      return "<=";
+    case BinaryOp::kGt:
+      return ">";
+    case BinaryOp::kGe:
+      return ">=";
+    case BinaryOp::kEq:
+      return "==";
+    case BinaryOp::kNe:
+      return "!=";
+    case BinaryOp::kAnd:
+      return "&&";
+    case BinaryOp::kOr:
+      return "||";
   }
   return "?";
 }
 
 bool IsComparison(BinaryOp op) { return op >= BinaryOp::kLt && op <= BinaryOp::kNe; }
+
+int BinaryOpPrecedence(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kMul:
+    case BinaryOp::kDiv:
+    case BinaryOp::kMod:
+      return 5;
+    case BinaryOp::kAdd:
+    case BinaryOp::kSub:
+      return 4;
+    case BinaryOp::kLt:
+    case BinaryOp::kLe:
+    case BinaryOp::kGt:
+    case BinaryOp::kGe:
+      return 3;
+    case BinaryOp::kEq:
+    case BinaryOp::kNe:
+      return 2;
+    case BinaryOp::kAnd:
+      return 1;
+    case BinaryOp::kOr:
+      return 0;
+    case BinaryOp::kMin:
+    case BinaryOp::kMax:
+      return 10;  // printed as calls
+  }
+  return 10;
+}
 
 bool IsMathIntrinsic(const std::string& name) {
   return name == "exp" || name == "log" || name == "tanh" || name == "sqrt" || name == "rsqrt" ||
@@ -83,8 +126,8 @@ Expr MakeBinary(BinaryOp op, Expr a, Expr b) {
   if (a->dtype != b->dtype && IsImm(a)) {
     if (Expr r = Retype(a, b->dtype)) a = r;
   }
-  TESSEL_CHECK(a->dtype == b->dtype) << "operand types differ in " << ToString(a) << " "
-                              << BinaryOpName(op) << " " << ToString(b);
+  TESSEL_CHECK(a->dtype == b->dtype)
+      << "operand types differ in " << ToString(a) << " " << BinaryOpName(op) << " " << ToString(b);
   const DType t = a->dtype;
   const bool logical = op == BinaryOp::kAnd || op == BinaryOp::kOr;
   const DType rt = (IsComparison(op) || logical) ? DType::kBool : t;
@@ -97,25 +140,38 @@ Expr MakeBinary(BinaryOp op, Expr a, Expr b) {
     x = ia->value;
     y = ib->value;
     switch (op) {
-      case BinaryOp::kAdd: return MakeInt(x + y, t);
-      case BinaryOp::kSub: return MakeInt(x - y, t);
-      case BinaryOp::kMul: return MakeInt(x * y, t);
+      case BinaryOp::kAdd:
+        return MakeInt(x + y, t);
+      case BinaryOp::kSub:
+        return MakeInt(x - y, t);
+      case BinaryOp::kMul:
+        return MakeInt(x * y, t);
       case BinaryOp::kDiv:
         if (y != 0) return MakeInt(FloorDiv(x, y), t);
         break;
       case BinaryOp::kMod:
         if (y != 0) return MakeInt(FloorMod(x, y), t);
         break;
-      case BinaryOp::kMin: return MakeInt(std::min(x, y), t);
-      case BinaryOp::kMax: return MakeInt(std::max(x, y), t);
-      case BinaryOp::kLt: return MakeBool(x < y);
-      case BinaryOp::kLe: return MakeBool(x <= y);
-      case BinaryOp::kGt: return MakeBool(x > y);
-      case BinaryOp::kGe: return MakeBool(x >= y);
-      case BinaryOp::kEq: return MakeBool(x == y);
-      case BinaryOp::kNe: return MakeBool(x != y);
-      case BinaryOp::kAnd: return MakeBool(x && y);
-      case BinaryOp::kOr: return MakeBool(x || y);
+      case BinaryOp::kMin:
+        return MakeInt(std::min(x, y), t);
+      case BinaryOp::kMax:
+        return MakeInt(std::max(x, y), t);
+      case BinaryOp::kLt:
+        return MakeBool(x < y);
+      case BinaryOp::kLe:
+        return MakeBool(x <= y);
+      case BinaryOp::kGt:
+        return MakeBool(x > y);
+      case BinaryOp::kGe:
+        return MakeBool(x >= y);
+      case BinaryOp::kEq:
+        return MakeBool(x == y);
+      case BinaryOp::kNe:
+        return MakeBool(x != y);
+      case BinaryOp::kAnd:
+        return MakeBool(x && y);
+      case BinaryOp::kOr:
+        return MakeBool(x || y);
     }
   }
   // Identities that keep generated index arithmetic readable.
@@ -206,25 +262,25 @@ Expr operator/(Expr a, int64_t b) { return std::move(a) / MakeInt(b); }
 Expr operator%(Expr a, int64_t b) { return std::move(a) % MakeInt(b); }
 Expr operator<(Expr a, Expr b) { return MakeBinary(BinaryOp::kLt, std::move(a), std::move(b)); }
 Expr operator<(Expr a, int64_t b) { return std::move(a) < MakeInt(b); }
-Expr operator>=(Expr a, int64_t b) {
-  return MakeBinary(BinaryOp::kGe, std::move(a), MakeInt(b));
-}
-Expr operator==(Expr a, int64_t b) {
-  return MakeBinary(BinaryOp::kEq, std::move(a), MakeInt(b));
-}
+Expr operator>=(Expr a, int64_t b) { return MakeBinary(BinaryOp::kGe, std::move(a), MakeInt(b)); }
+Expr operator==(Expr a, int64_t b) { return MakeBinary(BinaryOp::kEq, std::move(a), MakeInt(b)); }
 
 const char* ReduceOpName(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
   }
   return "?";
 }
 
 Expr ReduceIdentity(ReduceOp op, DType t) {
   switch (op) {
-    case ReduceOp::kSum: return IsFloat(t) ? MakeFloat(0.0, t) : MakeInt(0, t);
+    case ReduceOp::kSum:
+      return IsFloat(t) ? MakeFloat(0.0, t) : MakeInt(0, t);
     case ReduceOp::kMax:
       return IsFloat(t) ? MakeFloat(-std::numeric_limits<double>::infinity(), t)
                         : MakeInt(std::numeric_limits<int64_t>::min(), t);
@@ -237,9 +293,12 @@ Expr ReduceIdentity(ReduceOp op, DType t) {
 
 Expr ReduceCombine(ReduceOp op, Expr acc, Expr value) {
   switch (op) {
-    case ReduceOp::kSum: return std::move(acc) + std::move(value);
-    case ReduceOp::kMax: return MakeMax(std::move(acc), std::move(value));
-    case ReduceOp::kMin: return MakeMin(std::move(acc), std::move(value));
+    case ReduceOp::kSum:
+      return std::move(acc) + std::move(value);
+    case ReduceOp::kMax:
+      return MakeMax(std::move(acc), std::move(value));
+    case ReduceOp::kMin:
+      return MakeMin(std::move(acc), std::move(value));
   }
   return nullptr;
 }
@@ -247,24 +306,7 @@ Expr ReduceCombine(ReduceOp op, Expr acc, Expr value) {
 namespace {
 
 int Precedence(const Expr& e) {
-  if (const auto* b = As<BinaryNode>(e)) {
-    switch (b->op) {
-      case BinaryOp::kMul:
-      case BinaryOp::kDiv:
-      case BinaryOp::kMod: return 5;
-      case BinaryOp::kAdd:
-      case BinaryOp::kSub: return 4;
-      case BinaryOp::kLt:
-      case BinaryOp::kLe:
-      case BinaryOp::kGt:
-      case BinaryOp::kGe: return 3;
-      case BinaryOp::kEq:
-      case BinaryOp::kNe: return 2;
-      case BinaryOp::kAnd: return 1;
-      case BinaryOp::kOr: return 0;
-      default: return 10;  // min/max print as calls
-    }
-  }
+  if (const auto* b = As<BinaryNode>(e)) return BinaryOpPrecedence(b->op);
   if (As<SelectNode>(e)) return -1;
   if (As<UnaryNode>(e)) return 6;
   if (const auto* i = As<IntImmNode>(e); i && i->value < 0) return 6;
@@ -313,7 +355,9 @@ void Print(std::ostream& os, const Expr& e) {
       if (n.dtype != DType::kFloat32) os << DTypeName(n.dtype);
       return;
     }
-    case ExprKind::kVar: os << static_cast<const VarNode&>(*e).name; return;
+    case ExprKind::kVar:
+      os << static_cast<const VarNode&>(*e).name;
+      return;
     case ExprKind::kBinary: {
       const auto& n = static_cast<const BinaryNode&>(*e);
       if (n.op == BinaryOp::kMin || n.op == BinaryOp::kMax) {

@@ -72,12 +72,28 @@ struct VarNode final : ExprNode {
 using VarPtr = std::shared_ptr<const VarNode>;
 
 enum class BinaryOp : uint8_t {
-  kAdd, kSub, kMul, kDiv, kMod, kMin, kMax,  // arithmetic (result: operand type)
-  kLt, kLe, kGt, kGe, kEq, kNe,              // comparisons (result: bool)
-  kAnd, kOr                                  // logic on bools
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMod,
+  kMin,
+  kMax,  // arithmetic (result: operand type)
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kEq,
+  kNe,  // comparisons (result: bool)
+  kAnd,
+  kOr  // logic on bools
 };
 const char* BinaryOpName(BinaryOp op);  // "+", "-", ..., "min", "max", "<", "&&"
 bool IsComparison(BinaryOp op);
+// Binding strength of the operator in the infix text of ToString and the workload format (higher
+// binds tighter): * / % 5, + - 4, < <= > >= 3, == != 2, && 1, || 0; min and max print as calls
+// (10, as atoms).
+int BinaryOpPrecedence(BinaryOp op);
 
 struct BinaryNode final : ExprNode {
   static constexpr ExprKind kKind = ExprKind::kBinary;
@@ -101,7 +117,9 @@ struct UnaryNode final : ExprNode {
 struct SelectNode final : ExprNode {
   static constexpr ExprKind kKind = ExprKind::kSelect;
   SelectNode(Expr c, Expr t, Expr f)
-      : ExprNode(kKind, t->dtype), cond(std::move(c)), true_value(std::move(t)),
+      : ExprNode(kKind, t->dtype),
+        cond(std::move(c)),
+        true_value(std::move(t)),
         false_value(std::move(f)) {}
   const Expr cond, true_value, false_value;
 };
@@ -174,7 +192,7 @@ bool IsConstInt(const Expr& e, int64_t* value = nullptr);
 
 // Reductions of a compute definition and of a cross-thread AllReduce.
 enum class ReduceOp : uint8_t { kSum, kMax, kMin };
-const char* ReduceOpName(ReduceOp op);  // "sum", "max", "min"
+const char* ReduceOpName(ReduceOp op);      // "sum", "max", "min"
 Expr ReduceIdentity(ReduceOp op, DType t);  // 0, -inf, +inf
 Expr ReduceCombine(ReduceOp op, Expr acc, Expr value);
 

@@ -1,13 +1,14 @@
 #include "schedules/ir/simplify.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "schedules/ir/stmt_functor.h"
+#include "schedules/ir/structural.h"
 #include "schedules/ir/substitute.h"
 #include "schedules/util/check.h"
 
@@ -119,67 +120,7 @@ Interval ModConst(Interval a, int64_t c) {
 
 Interval Union(Interval a, Interval b) { return {std::min(a.lo, b.lo), std::max(a.hi, b.hi)}; }
 
-// ---- Exact and ordering comparisons of expressions (variables and buffers by identity).
-
-uint64_t DoubleBits(double v) {
-  uint64_t bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  return bits;
-}
-
-bool Identical(const Expr& a, const Expr& b);
-
-bool Identical(const std::vector<Expr>& a, const std::vector<Expr>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!Identical(a[i], b[i])) return false;
-  }
-  return true;
-}
-
-bool Identical(const Expr& a, const Expr& b) {
-  if (a == b) return true;
-  if (!a || !b || a->kind != b->kind || a->dtype != b->dtype) return false;
-  switch (a->kind) {
-    case ExprKind::kIntImm:
-      return static_cast<const IntImmNode&>(*a).value == static_cast<const IntImmNode&>(*b).value;
-    case ExprKind::kFloatImm:
-      return DoubleBits(static_cast<const FloatImmNode&>(*a).value) ==
-             DoubleBits(static_cast<const FloatImmNode&>(*b).value);
-    case ExprKind::kVar:
-      return false;  // distinct pointers
-    case ExprKind::kBinary: {
-      const auto& x = static_cast<const BinaryNode&>(*a);
-      const auto& y = static_cast<const BinaryNode&>(*b);
-      return x.op == y.op && Identical(x.a, y.a) && Identical(x.b, y.b);
-    }
-    case ExprKind::kUnary: {
-      const auto& x = static_cast<const UnaryNode&>(*a);
-      const auto& y = static_cast<const UnaryNode&>(*b);
-      return x.op == y.op && Identical(x.a, y.a);
-    }
-    case ExprKind::kSelect: {
-      const auto& x = static_cast<const SelectNode&>(*a);
-      const auto& y = static_cast<const SelectNode&>(*b);
-      return Identical(x.cond, y.cond) && Identical(x.true_value, y.true_value) &&
-             Identical(x.false_value, y.false_value);
-    }
-    case ExprKind::kCast:
-      return Identical(static_cast<const CastNode&>(*a).value,
-                       static_cast<const CastNode&>(*b).value);
-    case ExprKind::kCall: {
-      const auto& x = static_cast<const CallNode&>(*a);
-      const auto& y = static_cast<const CallNode&>(*b);
-      return x.name == y.name && Identical(x.args, y.args);
-    }
-    case ExprKind::kLoad: {
-      const auto& x = static_cast<const LoadNode&>(*a);
-      const auto& y = static_cast<const LoadNode&>(*b);
-      return x.buffer == y.buffer && Identical(x.indices, y.indices);
-    }
-  }
-  return false;
-}
+// ---- Ordering comparison of expressions (exact comparison: Identical, structural.h).
 
 template <typename T>
 int Cmp3(const T& a, const T& b) {
@@ -208,8 +149,8 @@ int Compare(const Expr& a, const Expr& b) {
       return Cmp3(static_cast<const IntImmNode&>(*a).value,
                   static_cast<const IntImmNode&>(*b).value);
     case ExprKind::kFloatImm:
-      return Cmp3(DoubleBits(static_cast<const FloatImmNode&>(*a).value),
-                  DoubleBits(static_cast<const FloatImmNode&>(*b).value));
+      return Cmp3(std::bit_cast<uint64_t>(static_cast<const FloatImmNode&>(*a).value),
+                  std::bit_cast<uint64_t>(static_cast<const FloatImmNode&>(*b).value));
     case ExprKind::kVar:
       return Cmp3(static_cast<const VarNode&>(*a).name, static_cast<const VarNode&>(*b).name);
     case ExprKind::kBinary: {

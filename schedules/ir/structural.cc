@@ -1,10 +1,12 @@
 #include "schedules/ir/structural.h"
 
-#include <cstring>
+#include <bit>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "schedules/util/fnv1a.h"
 
 namespace tessel::schedules {
 namespace {
@@ -33,32 +35,23 @@ const char* StmtKindName(StmtKind k) {
 
 const char* UnaryOpName(UnaryOp op) { return op == UnaryOp::kNeg ? "neg" : "not"; }
 
-uint64_t DoubleBits(double v) {
-  uint64_t bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  return bits;
-}
-
-bool SameBuffer(const BufferPtr& a, const BufferPtr& b) {
-  if (a == b) return true;
-  if (!a || !b) return false;
-  return a->name == b->name && a->dtype == b->dtype && a->shape == b->shape &&
-         a->scope == b->scope && a->strides == b->strides;
-}
-
 // ---- Equality.
 
+// Structural equality, or (`identity`) syntactic identity: variables and buffers by pointer.
 class EqualChecker {
  public:
+  explicit EqualChecker(bool identity = false) : identity_(identity) {}
+
   bool Equal(const Expr& a, const Expr& b) {
+    if (identity_ && a == b) return true;  // shared subtree
     if (!a || !b) return !a && !b;
     if (a->kind != b->kind || a->dtype != b->dtype) return false;
     switch (a->kind) {
       case ExprKind::kIntImm:
         return static_cast<const IntImmNode&>(*a).value == static_cast<const IntImmNode&>(*b).value;
       case ExprKind::kFloatImm:
-        return DoubleBits(static_cast<const FloatImmNode&>(*a).value) ==
-               DoubleBits(static_cast<const FloatImmNode&>(*b).value);
+        return std::bit_cast<uint64_t>(static_cast<const FloatImmNode&>(*a).value) ==
+               std::bit_cast<uint64_t>(static_cast<const FloatImmNode&>(*b).value);
       case ExprKind::kVar:
         return EqualVar(static_cast<const VarNode*>(a.get()), static_cast<const VarNode*>(b.get()));
       case ExprKind::kBinary: {
@@ -88,7 +81,7 @@ class EqualChecker {
       case ExprKind::kLoad: {
         const auto& x = static_cast<const LoadNode&>(*a);
         const auto& y = static_cast<const LoadNode&>(*b);
-        return SameBuffer(x.buffer, y.buffer) && Equal(x.indices, y.indices);
+        return EqualBuffer(x.buffer, y.buffer) && Equal(x.indices, y.indices);
       }
     }
     return false;
@@ -116,13 +109,13 @@ class EqualChecker {
       case StmtKind::kStore: {
         const auto& x = static_cast<const StoreNode&>(*a);
         const auto& y = static_cast<const StoreNode&>(*b);
-        return SameBuffer(x.buffer, y.buffer) && Equal(x.indices, y.indices) &&
+        return EqualBuffer(x.buffer, y.buffer) && Equal(x.indices, y.indices) &&
                Equal(x.value, y.value);
       }
       case StmtKind::kAllocate: {
         const auto& x = static_cast<const AllocateNode&>(*a);
         const auto& y = static_cast<const AllocateNode&>(*b);
-        return SameBuffer(x.buffer, y.buffer) && Equal(x.body, y.body);
+        return EqualBuffer(x.buffer, y.buffer) && Equal(x.body, y.body);
       }
       case StmtKind::kIfThenElse: {
         const auto& x = static_cast<const IfThenElseNode&>(*a);
@@ -150,7 +143,7 @@ class EqualChecker {
       case StmtKind::kAllReduce: {
         const auto& x = static_cast<const AllReduceNode&>(*a);
         const auto& y = static_cast<const AllReduceNode&>(*b);
-        return x.op == y.op && Equal(x.value, y.value) && SameBuffer(x.result, y.result) &&
+        return x.op == y.op && Equal(x.value, y.value) && EqualBuffer(x.result, y.result) &&
                x.thread == y.thread && x.extent == y.extent;
       }
       case StmtKind::kEvaluate:
@@ -161,7 +154,15 @@ class EqualChecker {
   }
 
  private:
+  bool EqualBuffer(const BufferPtr& a, const BufferPtr& b) const {
+    if (a == b) return true;
+    if (identity_ || !a || !b) return false;
+    return a->name == b->name && a->dtype == b->dtype && a->shape == b->shape &&
+           a->scope == b->scope && a->strides == b->strides;
+  }
+
   bool EqualVar(const VarNode* a, const VarNode* b) {
+    if (identity_) return a == b;
     if (a->dtype != b->dtype) return false;
     auto ia = a_to_b_.find(a);
     auto ib = b_to_a_.find(b);
@@ -173,6 +174,7 @@ class EqualChecker {
     return ia != a_to_b_.end() && ib != b_to_a_.end() && ia->second == b && ib->second == a;
   }
 
+  const bool identity_;
   std::unordered_map<const VarNode*, const VarNode*> a_to_b_, b_to_a_;
 };
 
@@ -194,7 +196,7 @@ class Hasher {
         Int(static_cast<const IntImmNode&>(*e).value);
         return;
       case ExprKind::kFloatImm:
-        Int(DoubleBits(static_cast<const FloatImmNode&>(*e).value));
+        Int(std::bit_cast<uint64_t>(static_cast<const FloatImmNode&>(*e).value));
         return;
       case ExprKind::kVar:
         HashVar(static_cast<const VarNode*>(e.get()));
@@ -315,19 +317,15 @@ class Hasher {
   }
 
  private:
-  static constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
-
-  void Byte(uint8_t b) {
-    h_ ^= b;
-    h_ *= kFnvPrime;
-  }
   void Int(uint64_t v) {
-    for (int i = 0; i < 8; ++i) Byte(static_cast<uint8_t>(v >> (8 * i)));
+    char bytes[8];
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(v >> (8 * i));  // little endian
+    h_ = Fnv1a64(std::string_view(bytes, sizeof(bytes)), h_);
   }
   void Int(int64_t v) { Int(static_cast<uint64_t>(v)); }
   void Str(std::string_view s) {
     Int(static_cast<uint64_t>(s.size()));
-    for (char c : s) Byte(static_cast<uint8_t>(c));
+    h_ = Fnv1a64(s, h_);
   }
   void Tag(const char* prefix, const char* kind) {
     std::string tag = prefix;
@@ -355,7 +353,7 @@ class Hasher {
     for (int64_t d : b->strides) Int(d);
   }
 
-  uint64_t h_ = 0xcbf29ce484222325ULL;
+  uint64_t h_ = kFnv1a64Offset;
   std::unordered_map<const VarNode*, uint64_t> numbering_;
 };
 
@@ -363,6 +361,8 @@ class Hasher {
 
 bool StructuralEqual(const Expr& a, const Expr& b) { return EqualChecker().Equal(a, b); }
 bool StructuralEqual(const Stmt& a, const Stmt& b) { return EqualChecker().Equal(a, b); }
+
+bool Identical(const Expr& a, const Expr& b) { return EqualChecker(/*identity=*/true).Equal(a, b); }
 
 uint64_t StructuralHash(const Expr& e) {
   Hasher h;

@@ -42,6 +42,11 @@ namespace tessel::schedules {
 bool StructuralEqual(const Expr& a, const Expr& b);
 bool StructuralEqual(const Stmt& a, const Stmt& b);
 
+// Syntactic identity: the same tree over the same variables and buffers (by pointer), constants
+// by bit pattern as above. Stricter than StructuralEqual (no renaming, no buffer comparison by
+// value); the simplifier uses it to spot repeated terms.
+bool Identical(const Expr& a, const Expr& b);
+
 uint64_t StructuralHash(const Expr& e);
 uint64_t StructuralHash(const Stmt& s);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <unordered_set>
+#include <utility>
 
 #include "schedules/ir/expr_functor.h"
 #include "schedules/ir/stmt_functor.h"
@@ -71,6 +72,27 @@ class VarCollector final : public ExprVisitor {
   std::unordered_set<const VarNode*> seen_;
 };
 
+// Collects the loads of one buffer, or of every buffer (`all`).
+class LoadCollector final : public ExprVisitor {
+ public:
+  LoadCollector(const Buffer* buffer, bool all) : buffer_(buffer), all_(all) {}
+  std::vector<const LoadNode*> Collect(const Expr& e) {
+    if (e) Visit(e);
+    return std::move(loads_);
+  }
+
+ protected:
+  void VisitLoad(const LoadNode& n, const Expr& self) override {
+    if (all_ || n.buffer.get() == buffer_) loads_.push_back(&n);
+    ExprVisitor::VisitLoad(n, self);
+  }
+
+ private:
+  const Buffer* buffer_;
+  bool all_;
+  std::vector<const LoadNode*> loads_;
+};
+
 bool StmtUsesVar(const Stmt& s, const VarNode* v) {
   if (!s) return false;
   auto uses = [v](const Expr& e) { return VarFinder(v).Find(e); };
@@ -125,5 +147,13 @@ bool UsesVar(const Expr& e, const VarNode* v) { return VarFinder(v).Find(e); }
 bool UsesVar(const Stmt& s, const VarNode* v) { return StmtUsesVar(s, v); }
 
 void CollectVars(const Expr& e, std::vector<const VarNode*>* out) { VarCollector(out).Collect(e); }
+
+std::vector<const LoadNode*> CollectLoads(const Expr& e) {
+  return LoadCollector(nullptr, /*all=*/true).Collect(e);
+}
+
+std::vector<const LoadNode*> CollectLoads(const Expr& e, const Buffer* buffer) {
+  return LoadCollector(buffer, /*all=*/false).Collect(e);
+}
 
 }  // namespace tessel::schedules

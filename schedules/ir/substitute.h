@@ -1,6 +1,6 @@
 #pragma once
 
-// Variable substitution and variable queries over the tensor IR.
+// Variable substitution and variable and load queries over the tensor IR.
 //
 // Threads: all functions are pure (they read immutable IR nodes and build new ones) and may be
 // called from any thread.
@@ -31,5 +31,11 @@ bool UsesVar(const Stmt& s, const VarNode* v);
 // Appends the variables of `e` to `out` in order of first occurrence (left to right, depth
 // first), skipping those already in `out`.
 void CollectVars(const Expr& e, std::vector<const VarNode*>* out);
+
+// The loads in `e`, in order of occurrence (left to right, depth first, a load before the loads
+// in its indices); a load that occurs twice is listed twice. A null `e` has none.
+std::vector<const LoadNode*> CollectLoads(const Expr& e);
+// The loads of `buffer` (by pointer) in `e`, in the same order.
+std::vector<const LoadNode*> CollectLoads(const Expr& e, const Buffer* buffer);
 
 }  // namespace tessel::schedules

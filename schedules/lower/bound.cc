@@ -6,7 +6,6 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
-#include "schedules/ir/expr_functor.h"
 #include "schedules/ir/simplify.h"
 #include "schedules/ir/substitute.h"
 
@@ -64,8 +63,10 @@ class IntervalEval {
       }
       int64_t k = 0;
       switch (b->op) {
-        case BinaryOp::kAdd: return Interval{a->min + c->min, a->max + c->max};
-        case BinaryOp::kSub: return Interval{a->min - c->max, a->max - c->min};
+        case BinaryOp::kAdd:
+          return Interval{a->min + c->min, a->max + c->max};
+        case BinaryOp::kSub:
+          return Interval{a->min - c->max, a->max - c->min};
         case BinaryOp::kMul:
           if (c_point && IsConstInt(c->min, &k)) return Scale(*a, k);
           if (a_point && IsConstInt(a->min, &k)) return Scale(*c, k);
@@ -80,9 +81,12 @@ class IntervalEval {
             return Interval{MakeInt(0, e->dtype), MakeInt(k - 1, e->dtype)};
           }
           return std::nullopt;
-        case BinaryOp::kMin: return Interval{MakeMin(a->min, c->min), MakeMin(a->max, c->max)};
-        case BinaryOp::kMax: return Interval{MakeMax(a->min, c->min), MakeMax(a->max, c->max)};
-        default: return std::nullopt;
+        case BinaryOp::kMin:
+          return Interval{MakeMin(a->min, c->min), MakeMin(a->max, c->max)};
+        case BinaryOp::kMax:
+          return Interval{MakeMax(a->min, c->min), MakeMax(a->max, c->max)};
+        default:
+          return std::nullopt;
       }
     }
     if (const auto* s = As<SelectNode>(e)) {
@@ -109,21 +113,6 @@ class IntervalEval {
     return Interval{a.max * k, a.min * k};
   }
   const std::unordered_map<const VarNode*, int64_t>& varying_;
-};
-
-class LoadFinder : public ExprVisitor {
- public:
-  explicit LoadFinder(const Buffer* b) : buffer_(b) {}
-  std::vector<const LoadNode*> loads;
-
- protected:
-  void VisitLoad(const LoadNode& n, const Expr& self) override {
-    if (n.buffer.get() == buffer_) loads.push_back(&n);
-    ExprVisitor::VisitLoad(n, self);
-  }
-
- private:
-  const Buffer* buffer_;
 };
 
 bool Relaxed(MemScope scope, ThreadTag tag) {
@@ -234,9 +223,8 @@ class Inferencer {
       for (size_t ci = 0; ci < stages_.size(); ++ci) {
         const Stage& c = stages_[ci];
         if (c.inlined() || static_cast<int>(ci) == si) continue;
-        LoadFinder f(s.buffer.get());
-        f.Visit(c.body);
-        if (f.loads.empty()) continue;
+        const std::vector<const LoadNode*> loads = CollectLoads(c.body, s.buffer.get());
+        if (loads.empty()) continue;
         if (static_cast<int>(ci) != ti) {
           // The consumer must sit inside the attach loop.
           bool inside = false;
@@ -259,7 +247,7 @@ class Inferencer {
         for (size_t a = 0; a < c.reduce_axes.size(); ++a) {
           map[c.reduce_axes[a].get()] = g[c.axes.size() + a];
         }
-        for (const LoadNode* l : f.loads) {
+        for (const LoadNode* l : loads) {
           for (int d = 0; d < naxes; ++d) merge(d, eval.Eval(Substitute(l->indices[d], map)));
         }
       }
@@ -300,8 +288,7 @@ absl::StatusOr<std::vector<StageBound>> InferBounds(std::vector<Stage>* stages) 
   return inf.TakeBounds();
 }
 
-absl::StatusOr<std::vector<int64_t>> InferRootExtents(const std::vector<Stage>& stages,
-                                                      int index) {
+absl::StatusOr<std::vector<int64_t>> InferRootExtents(const std::vector<Stage>& stages, int index) {
   std::vector<Stage> copy = stages;
   Inferencer inf(&copy);
   if (absl::Status st = inf.Infer(index); !st.ok()) return st;

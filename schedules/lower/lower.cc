@@ -63,22 +63,8 @@ class BufferCollector : public StmtMutator {
   std::set<const Buffer*> used;
 
  protected:
-  class Loads : public ExprVisitor {
-   public:
-    explicit Loads(std::set<const Buffer*>* u) : used_(u) {}
-
-   protected:
-    void VisitLoad(const LoadNode& n, const Expr& self) override {
-      used_->insert(n.buffer.get());
-      ExprVisitor::VisitLoad(n, self);
-    }
-
-   private:
-    std::set<const Buffer*>* used_;
-  };
   Expr VisitExpr(const Expr& e) override {
-    Loads l(&used);
-    l.Visit(e);
+    for (const LoadNode* l : CollectLoads(e)) used.insert(l->buffer.get());
     return e;
   }
   Stmt VisitStore(const StoreNode& n, const Stmt& self) override {
@@ -182,10 +168,12 @@ class Lowerer {
       }
       if (map.empty()) continue;
       for (VarPtr& a : s.axes) {
-        if (auto it = map.find(a.get()); it != map.end()) a = std::static_pointer_cast<const VarNode>(it->second);
+        if (auto it = map.find(a.get()); it != map.end())
+          a = std::static_pointer_cast<const VarNode>(it->second);
       }
       for (VarPtr& a : s.reduce_axes) {
-        if (auto it = map.find(a.get()); it != map.end()) a = std::static_pointer_cast<const VarNode>(it->second);
+        if (auto it = map.find(a.get()); it != map.end())
+          a = std::static_pointer_cast<const VarNode>(it->second);
       }
       s.body = Substitute(s.body, map);
     }
@@ -213,10 +201,10 @@ class Lowerer {
               " parallel, which is for the host target; bind it to blockIdx/threadIdx instead"));
         }
         if (attached && IsBlockTag(iv.thread)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "stage ", s.name, " binds loop ", iv.var->name, " to ", ThreadTagName(iv.thread),
-              " but is attached inside stage ", s.attach.stage,
-              "; only a kernel's root stage can bind blocks"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("stage ", s.name, " binds loop ", iv.var->name, " to ",
+                           ThreadTagName(iv.thread), " but is attached inside stage ",
+                           s.attach.stage, "; only a kernel's root stage can bind blocks"));
         }
       }
       if (s.reduce && s.init_at < 0) {
@@ -240,9 +228,9 @@ class Lowerer {
         }
         for (int p = 0; p < pos; ++p) {
           if (s.iters[s.leaves[p]].reduce) {
-            return absl::FailedPreconditionError(absl::StrCat(
-                "stage ", s.name, ": reduction loop ", s.iters[s.leaves[p]].var->name,
-                " is outside the loop its initialization was placed before"));
+            return absl::FailedPreconditionError(
+                absl::StrCat("stage ", s.name, ": reduction loop ", s.iters[s.leaves[p]].var->name,
+                             " is outside the loop its initialization was placed before"));
           }
         }
       }
@@ -315,13 +303,26 @@ class Lowerer {
         const IterVar& iv = s.iters[leaf];
         const int64_t e = iv.extent;
         switch (iv.thread) {
-          case ThreadTag::kBlockX: l.grid[0] = e; break;
-          case ThreadTag::kBlockY: l.grid[1] = e; break;
-          case ThreadTag::kBlockZ: l.grid[2] = e; break;
-          case ThreadTag::kThreadX: l.block[0] = std::max(l.block[0], e); break;
-          case ThreadTag::kThreadY: l.block[1] = std::max(l.block[1], e); break;
-          case ThreadTag::kThreadZ: l.block[2] = std::max(l.block[2], e); break;
-          default: break;
+          case ThreadTag::kBlockX:
+            l.grid[0] = e;
+            break;
+          case ThreadTag::kBlockY:
+            l.grid[1] = e;
+            break;
+          case ThreadTag::kBlockZ:
+            l.grid[2] = e;
+            break;
+          case ThreadTag::kThreadX:
+            l.block[0] = std::max(l.block[0], e);
+            break;
+          case ThreadTag::kThreadY:
+            l.block[1] = std::max(l.block[1], e);
+            break;
+          case ThreadTag::kThreadZ:
+            l.block[2] = std::max(l.block[2], e);
+            break;
+          default:
+            break;
         }
       }
     }
@@ -330,10 +331,14 @@ class Lowerer {
 
   int64_t BlockDim(ThreadTag t) const {
     switch (t) {
-      case ThreadTag::kThreadX: return launch_.block[0];
-      case ThreadTag::kThreadY: return launch_.block[1];
-      case ThreadTag::kThreadZ: return launch_.block[2];
-      default: return 1;
+      case ThreadTag::kThreadX:
+        return launch_.block[0];
+      case ThreadTag::kThreadY:
+        return launch_.block[1];
+      case ThreadTag::kThreadZ:
+        return launch_.block[2];
+      default:
+        return 1;
     }
   }
 
@@ -517,11 +522,10 @@ class Lowerer {
         // acc = identity; the reduction loops; out = acc rounded to the output type.
         loop = MakeAllocate(
             acc_buf,
-            MakeSeq({MakeStore(acc_buf, {MakeInt(0)}, ReduceIdentity(*s.reduce, DType::kFloat64)),
-                     loop,
-                     MakeIf(spatial_cond,
-                            MakeStore(out, out_idx,
-                                      MakeCast(vt, MakeLoad(acc_buf, {MakeInt(0)}))))}));
+            MakeSeq(
+                {MakeStore(acc_buf, {MakeInt(0)}, ReduceIdentity(*s.reduce, DType::kFloat64)), loop,
+                 MakeIf(spatial_cond,
+                        MakeStore(out, out_idx, MakeCast(vt, MakeLoad(acc_buf, {MakeInt(0)}))))}));
       } else if (s.reduce && p == init_pos && cross < 0) {
         // The initialization nest: the spatial loops at and below this position.
         Stmt init = MakeIf(spatial_cond, MakeStore(out, out_idx, ReduceIdentity(*s.reduce, vt)));
@@ -539,13 +543,12 @@ class Lowerer {
           store_cond = MakeAnd(store_cond, Expr(tv.var) == 0);
         }
         Stmt reduce_and_store = MakeAllocate(
-            res, MakeSeq({MakeAllReduce(*s.reduce, acc, res, tv.thread, BlockDim(tv.thread)),
-                          MakeIf(store_cond,
-                                 MakeStore(out, out_idx, MakeLoad(res, {MakeInt(0)})))}));
+            res,
+            MakeSeq({MakeAllReduce(*s.reduce, acc, res, tv.thread, BlockDim(tv.thread)),
+                     MakeIf(store_cond, MakeStore(out, out_idx, MakeLoad(res, {MakeInt(0)})))}));
         Stmt block = MakeAllocate(
-            acc_buf,
-            MakeSeq({MakeStore(acc_buf, {MakeInt(0)}, ReduceIdentity(*s.reduce, vt)), loop,
-                     reduce_and_store}));
+            acc_buf, MakeSeq({MakeStore(acc_buf, {MakeInt(0)}, ReduceIdentity(*s.reduce, vt)), loop,
+                              reduce_and_store}));
         loop = MakeFor(tv.var, MakeInt(0), MakeInt(BlockDim(tv.thread)), ForKind::kThreadBinding,
                        tv.thread, block, tv.annotations);
       }

@@ -15,7 +15,6 @@
 
 namespace tessel::schedules {
 
-
 namespace {
 
 absl::Status Invalid(const std::string& prim, const std::string& msg) {
@@ -65,33 +64,13 @@ class Inliner : public ExprMutator {
   Expr body_;
 };
 
-class LoadCollector : public ExprVisitor {
- public:
-  explicit LoadCollector(const Buffer* b) : buffer_(b) {}
-  std::vector<const LoadNode*> loads;
-
- protected:
-  void VisitLoad(const LoadNode& n, const Expr& self) override {
-    if (n.buffer.get() == buffer_) loads.push_back(&n);
-    ExprVisitor::VisitLoad(n, self);
-  }
-
- private:
-  const Buffer* buffer_;
-};
-
-bool Reads(const Stage& s, const Buffer* b) {
-  LoadCollector c(b);
-  c.Visit(s.body);
-  return !c.loads.empty();
-}
+bool Reads(const Stage& s, const Buffer* b) { return !CollectLoads(s.body, b).empty(); }
 
 // Whether every load of `b` in `s` indexes it with exactly the stage's axes, in order.
 bool ReadsAtIdentity(const Stage& s, const Buffer* b) {
-  LoadCollector c(b);
-  c.Visit(s.body);
-  if (c.loads.empty()) return false;
-  for (const LoadNode* l : c.loads) {
+  const std::vector<const LoadNode*> loads = CollectLoads(s.body, b);
+  if (loads.empty()) return false;
+  for (const LoadNode* l : loads) {
     if (l->indices.size() != s.axes.size()) return false;
     for (size_t i = 0; i < s.axes.size(); ++i) {
       if (l->indices[i].get() != s.axes[i].get()) return false;
@@ -282,7 +261,6 @@ void Schedule::ReplaceBuffer(const BufferPtr& from, const BufferPtr& to) {
   }
 }
 
-
 void Schedule::ResetLoops(Stage* s, const std::vector<int64_t>& root_extents) {
   // Derived iters are dropped and their ids reused: loop handles of the old loops become stale
   // (MutableLoop, LoopIter), and stages attached to a dropped loop lose their attach loop (bound
@@ -392,9 +370,9 @@ absl::StatusOr<std::vector<IntRV>> Schedule::SamplePerfectTile(
     for (int64_t f : factors) prod *= f;
     if (static_cast<int>(factors.size()) != n || prod != extent ||
         std::any_of(factors.begin(), factors.end(), [](int64_t f) { return f < 1; })) {
-      return Invalid(prim, absl::StrCat("decision [", absl::StrJoin(factors, ", "),
-                                        "] is not ", n, " positive factors of ",
-                                        LoopDesc(*s, iter), " (extent ", extent, ")"));
+      return Invalid(prim, absl::StrCat("decision [", absl::StrJoin(factors, ", "), "] is not ", n,
+                                        " positive factors of ", LoopDesc(*s, iter), " (extent ",
+                                        extent, ")"));
     }
     if (factors.back() > max_innermost) {
       return Invalid(prim, absl::StrCat("decision's innermost factor ", factors.back(),
@@ -422,8 +400,8 @@ absl::StatusOr<std::vector<IntRV>> Schedule::SamplePerfectTile(
     }
     factors[0] = rest;
   }
-  Instruction inst{prim, {RVName(loop.id)}, {{"n", n}, {"max_innermost", max_innermost}}, {},
-                   factors};
+  Instruction inst{
+      prim, {RVName(loop.id)}, {{"n", n}, {"max_innermost", max_innermost}}, {}, factors};
   std::vector<IntRV> out;
   for (int64_t f : factors) {
     out.push_back(IntRV{static_cast<int>(rvs_.size())});
@@ -440,9 +418,9 @@ absl::StatusOr<IntRV> Schedule::SampleCategorical(std::vector<int64_t> candidate
                                                   std::optional<int64_t> decision) {
   const char* prim = "sample_categorical";
   if (candidates.empty() || candidates.size() != probs.size()) {
-    return Invalid(prim, absl::StrCat("needs as many probabilities as candidates (got ",
-                                      candidates.size(), " candidates and ", probs.size(),
-                                      " probabilities)"));
+    return Invalid(
+        prim, absl::StrCat("needs as many probabilities as candidates (got ", candidates.size(),
+                           " candidates and ", probs.size(), " probabilities)"));
   }
   double total = 0;
   for (double p : probs) {
@@ -453,8 +431,8 @@ absl::StatusOr<IntRV> Schedule::SampleCategorical(std::vector<int64_t> candidate
   int64_t index = 0;
   if (decision) {
     if (*decision < 0 || *decision >= static_cast<int64_t>(candidates.size())) {
-      return Invalid(prim, absl::StrCat("decision ", *decision, " is not an index below ",
-                                        candidates.size()));
+      return Invalid(
+          prim, absl::StrCat("decision ", *decision, " is not an index below ", candidates.size()));
     }
     index = *decision;
   } else {
@@ -473,8 +451,8 @@ absl::StatusOr<IntRV> Schedule::SampleCategorical(std::vector<int64_t> candidate
   IntRV out{static_cast<int>(rvs_.size())};
   RVEntry e;
   e.value = candidates[index];
-  Instruction inst{prim, {}, {{"candidates", candidates}, {"probs", probs}}, {NewRV('v', e)},
-                   index};
+  Instruction inst{
+      prim, {}, {{"candidates", candidates}, {"probs", probs}}, {NewRV('v', e)}, index};
   Record(std::move(inst));
   return out;
 }
@@ -507,8 +485,8 @@ absl::StatusOr<LoopRV> Schedule::SampleComputeLocation(BlockRV block,
   int64_t pick;
   if (decision) {
     if (std::find(choices.begin(), choices.end(), *decision) == choices.end()) {
-      return Invalid(prim, absl::StrCat("decision ", *decision, " is not a location of stage ",
-                                        (*s)->name));
+      return Invalid(
+          prim, absl::StrCat("decision ", *decision, " is not a location of stage ", (*s)->name));
     }
     pick = *decision;
   } else {
@@ -555,8 +533,8 @@ absl::StatusOr<std::vector<LoopRV>> Schedule::Split(LoopRV loop,
       inferred = static_cast<int>(i);
       v = 1;
     } else if (v <= 0) {
-      return Invalid(prim, absl::StrCat("factor ", v, " is not positive; cannot split ",
-                                        LoopDesc(*s, iter)));
+      return Invalid(
+          prim, absl::StrCat("factor ", v, " is not positive; cannot split ", LoopDesc(*s, iter)));
     }
     f.push_back(v);
   }
@@ -568,13 +546,13 @@ absl::StatusOr<std::vector<LoopRV>> Schedule::Split(LoopRV loop,
   }
   if (prod < extent) {
     return Invalid(prim, absl::StrCat("factors [", absl::StrJoin(f, ", "), "] multiply to ", prod,
-                                      ", less than the extent ", extent, " of ",
-                                      LoopDesc(*s, iter), "; use -1 for one factor to infer it"));
+                                      ", less than the extent ", extent, " of ", LoopDesc(*s, iter),
+                                      "; use -1 for one factor to infer it"));
   }
   if (s->iters[iter].thread != ThreadTag::kNone || s->iters[iter].kind != ForKind::kSerial) {
-    return Precondition(prim, absl::StrCat(LoopDesc(*s, iter), " is already ",
-                                           ForKindName(s->iters[iter].kind),
-                                           "; split before binding or annotating it"));
+    return Precondition(
+        prim, absl::StrCat(LoopDesc(*s, iter), " is already ", ForKindName(s->iters[iter].kind),
+                           "; split before binding or annotating it"));
   }
   // A chain of binary splits: iter -> (o0, rest0), rest0 -> (o1, rest1), ...
   const std::string base = s->iters[iter].var->name;
@@ -648,15 +626,14 @@ absl::StatusOr<LoopRV> Schedule::Fuse(const std::vector<LoopRV>& loops) {
   const int first = s->LeafPosition(iters[0]);
   for (size_t i = 0; i < iters.size(); ++i) {
     if (s->LeafPosition(iters[i]) != first + static_cast<int>(i)) {
-      return Invalid(prim, absl::StrCat("loops must be adjacent and outermost first; ",
-                                        LoopDesc(*s, iters[i]), " is not right inside ",
-                                        LoopDesc(*s, iters[i ? i - 1 : 0])));
+      return Invalid(
+          prim, absl::StrCat("loops must be adjacent and outermost first; ", LoopDesc(*s, iters[i]),
+                             " is not right inside ", LoopDesc(*s, iters[i ? i - 1 : 0])));
     }
     const IterVar& iv = s->iters[iters[i]];
     if (iv.reduce != s->iters[iters[0]].reduce) {
       return Invalid(prim, absl::StrCat("cannot fuse reduction and spatial loops (",
-                                        LoopDesc(*s, iters[0]), ", ", LoopDesc(*s, iters[i]),
-                                        ")"));
+                                        LoopDesc(*s, iters[0]), ", ", LoopDesc(*s, iters[i]), ")"));
     }
     if (iv.thread != ThreadTag::kNone || iv.kind != ForKind::kSerial) {
       return Precondition(prim, absl::StrCat(LoopDesc(*s, iters[i]), " is already ",
@@ -729,34 +706,33 @@ absl::Status Schedule::Bind(LoopRV loop, const std::string& thread) {
   }
   IterVar& iv = s->iters[iter];
   if (iv.thread != ThreadTag::kNone || iv.kind != ForKind::kSerial) {
-    return Precondition(prim, absl::StrCat(LoopDesc(*s, iter), " is already ",
-                                           iv.thread != ThreadTag::kNone
-                                               ? std::string(ThreadTagName(iv.thread))
-                                               : std::string(ForKindName(iv.kind))));
+    return Precondition(
+        prim, absl::StrCat(LoopDesc(*s, iter), " is already ",
+                           iv.thread != ThreadTag::kNone ? std::string(ThreadTagName(iv.thread))
+                                                         : std::string(ForKindName(iv.kind))));
   }
   if (tag != ThreadTag::kVThread) {
     for (int other : s->leaves) {
       if (s->iters[other].thread == tag) {
-        return Precondition(prim, absl::StrCat(thread, " is already bound to ",
-                                               LoopDesc(*s, other)));
+        return Precondition(prim,
+                            absl::StrCat(thread, " is already bound to ", LoopDesc(*s, other)));
       }
     }
   }
   if (iv.reduce && IsBlockTag(tag)) {
-    return Invalid(prim, absl::StrCat("cannot bind reduction ", LoopDesc(*s, iter), " to ",
-                                      thread, ": blocks cannot combine partial results; "
+    return Invalid(prim, absl::StrCat("cannot bind reduction ", LoopDesc(*s, iter), " to ", thread,
+                                      ": blocks cannot combine partial results; "
                                       "rfactor the reduction first"));
   }
   if (iv.reduce && tag == ThreadTag::kVThread) {
-    return Invalid(prim, absl::StrCat("cannot bind reduction ", LoopDesc(*s, iter),
-                                      " to vthread"));
+    return Invalid(prim, absl::StrCat("cannot bind reduction ", LoopDesc(*s, iter), " to vthread"));
   }
   if (iv.reduce) {
     for (int other : s->leaves) {
       if (other != iter && s->iters[other].reduce && IsThreadTag(s->iters[other].thread)) {
-        return Precondition(prim, absl::StrCat("stage ", s->name,
-                                               " already has a cross-thread reduction over ",
-                                               LoopDesc(*s, other)));
+        return Precondition(
+            prim, absl::StrCat("stage ", s->name, " already has a cross-thread reduction over ",
+                               LoopDesc(*s, other)));
       }
     }
   }
@@ -771,10 +747,10 @@ namespace {
 absl::Status MarkLoop(Stage* s, int iter, ForKind kind, const char* prim, const std::string& desc) {
   IterVar& iv = s->iters[iter];
   if (iv.thread != ThreadTag::kNone || iv.kind != ForKind::kSerial) {
-    return Precondition(prim, absl::StrCat(desc, " is already ",
-                                           iv.thread != ThreadTag::kNone
-                                               ? std::string(ThreadTagName(iv.thread))
-                                               : std::string(ForKindName(iv.kind))));
+    return Precondition(
+        prim, absl::StrCat(desc, " is already ",
+                           iv.thread != ThreadTag::kNone ? std::string(ThreadTagName(iv.thread))
+                                                         : std::string(ForKindName(iv.kind))));
   }
   if (iv.reduce && (kind == ForKind::kParallel || kind == ForKind::kVectorized)) {
     return Invalid(prim, absl::StrCat("cannot make reduction ", desc, " ", ForKindName(kind),
@@ -800,8 +776,7 @@ absl::Status Schedule::Vectorize(LoopRV loop) {
   auto l = MutableLoop(loop, "vectorize");
   if (!l.ok()) return l.status();
   auto [s, iter] = *l;
-  if (auto st = MarkLoop(s, iter, ForKind::kVectorized, "vectorize", LoopDesc(*s, iter));
-      !st.ok())
+  if (auto st = MarkLoop(s, iter, ForKind::kVectorized, "vectorize", LoopDesc(*s, iter)); !st.ok())
     return st;
   Record(Instruction{"vectorize", {RVName(loop.id)}, {}, {}, {}});
   return absl::OkStatus();
@@ -831,8 +806,9 @@ absl::StatusOr<BlockRV> Schedule::CacheRead(std::string tensor, const std::strin
   int insert_at = 0;
   if (int i = StageIndex(tensor); i >= 0) {
     if (stages_[i].inlined()) {
-      return Precondition(prim, absl::StrCat("stage ", tensor, " was inlined; it has no buffer "
-                                                               "to cache"));
+      return Precondition(prim, absl::StrCat("stage ", tensor,
+                                             " was inlined; it has no buffer "
+                                             "to cache"));
     }
     src = stages_[i].buffer;
     insert_at = i + 1;
@@ -902,9 +878,8 @@ absl::StatusOr<BlockRV> Schedule::CacheWrite(BlockRV block, const std::string& s
     if (iv.thread != ThreadTag::kNone || iv.kind != ForKind::kSerial || !iv.annotations.empty()) {
       const std::string what = iv.thread != ThreadTag::kNone
                                    ? absl::StrCat("bound to ", ThreadTagName(iv.thread))
-                               : iv.kind != ForKind::kSerial
-                                   ? std::string(ForKindName(iv.kind))
-                                   : std::string("annotated");
+                               : iv.kind != ForKind::kSerial ? std::string(ForKindName(iv.kind))
+                                                             : std::string("annotated");
       return Precondition(prim, absl::StrCat(LoopDesc(*s, leaf), " is already ", what,
                                              "; cache_write must come before its loops are "
                                              "transformed"));
@@ -987,8 +962,8 @@ absl::Status Schedule::ComputeAt(BlockRV block, LoopRV loop) {
                                            "or use reverse_compute_at"));
   }
   if (IsAttachedWithin(*t, s->name)) {
-    return Precondition(prim, absl::StrCat("stage ", t->name, " is attached inside stage ",
-                                           s->name, "; attaching back would make a cycle"));
+    return Precondition(prim, absl::StrCat("stage ", t->name, " is attached inside stage ", s->name,
+                                           "; attaching back would make a cycle"));
   }
   for (int c : Consumers(s->buffer.get())) {
     const Stage& cs = stages_[c];
@@ -1033,13 +1008,13 @@ absl::Status Schedule::ReverseComputeAt(BlockRV block, LoopRV loop) {
                                            " at its own indices (an elementwise consumer)"));
   }
   if (t->buffer->scope != MemScope::kGlobal && Consumers(t->buffer.get()).size() > 1) {
-    return Precondition(prim, absl::StrCat("stage ", t->name, " is in ",
-                                           MemScopeName(t->buffer->scope),
-                                           " memory and has other consumers than ", s->name));
+    return Precondition(prim,
+                        absl::StrCat("stage ", t->name, " is in ", MemScopeName(t->buffer->scope),
+                                     " memory and has other consumers than ", s->name));
   }
   if (IsAttachedWithin(*t, s->name)) {
-    return Precondition(prim, absl::StrCat("stage ", t->name, " is attached inside stage ",
-                                           s->name, "; attaching back would make a cycle"));
+    return Precondition(prim, absl::StrCat("stage ", t->name, " is attached inside stage ", s->name,
+                                           "; attaching back would make a cycle"));
   }
   const AttachPoint saved = s->attach;
   s->attach = AttachPoint{AttachPoint::Kind::kAt, t->name, iter, true};
@@ -1064,8 +1039,9 @@ absl::Status Schedule::ComputeInline(BlockRV block) {
                                            "inlined"));
   }
   if (s->is_output) {
-    return Precondition(prim, absl::StrCat("stage ", s->name, " is an output of the workload; "
-                                                             "outputs must be stored"));
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " is an output of the workload; "
+                                           "outputs must be stored"));
   }
   for (const Stage& o : stages_) {
     if (o.attach.kind == AttachPoint::Kind::kAt && o.attach.stage == s->name) {
@@ -1100,16 +1076,16 @@ absl::Status Schedule::ReverseComputeInline(BlockRV block) {
     if (&cand == s || cand.inlined()) continue;
     if (Reads(*s, cand.buffer.get())) {
       if (p) {
-        return Precondition(prim, absl::StrCat("stage ", s->name, " reads two computed stages (",
-                                               p->name, " and ", cand.name,
-                                               "); it can be inlined into one producer only"));
+        return Precondition(
+            prim, absl::StrCat("stage ", s->name, " reads two computed stages (", p->name, " and ",
+                               cand.name, "); it can be inlined into one producer only"));
       }
       p = &cand;
     }
   }
   if (!p) {
-    return Precondition(prim, absl::StrCat("stage ", s->name,
-                                           " reads no computed stage to be inlined into"));
+    return Precondition(
+        prim, absl::StrCat("stage ", s->name, " reads no computed stage to be inlined into"));
   }
   if (p->reduce) {
     return Precondition(prim, absl::StrCat("producer ", p->name, " of stage ", s->name,
@@ -1122,8 +1098,8 @@ absl::Status Schedule::ReverseComputeInline(BlockRV block) {
                                            " at its own indices, with the same shape"));
   }
   if (Consumers(p->buffer.get()).size() != 1) {
-    return Precondition(prim, absl::StrCat("producer ", p->name, " has other consumers than ",
-                                           s->name));
+    return Precondition(prim,
+                        absl::StrCat("producer ", p->name, " has other consumers than ", s->name));
   }
   for (const Stage& o : stages_) {
     if (o.attach.kind == AttachPoint::Kind::kAt && o.attach.stage == s->name) {
@@ -1150,8 +1126,8 @@ absl::Status Schedule::ReverseComputeInline(BlockRV block) {
   Inliner inl(p->buffer.get(), p->axes, p->body);
   p->body = inl.Visit(body);
   BufferPtr old = p->buffer;
-  p->buffer = MakeBuffer(s->buffer->name, s->buffer->dtype, s->buffer->shape, old->scope,
-                         old->strides);
+  p->buffer =
+      MakeBuffer(s->buffer->name, s->buffer->dtype, s->buffer->shape, old->scope, old->strides);
   p->is_output = s->is_output;
   BufferPtr out_buffer = s->buffer;
   s->attach = AttachPoint{AttachPoint::Kind::kInline, "", -1, false};
@@ -1172,11 +1148,11 @@ absl::Status Schedule::SetScope(BlockRV block, const std::string& scope) {
     return Invalid(prim, absl::StrCat("unknown scope '", scope, "'; use global, shared or local"));
   }
   if (s->is_output && ms != MemScope::kGlobal) {
-    return Precondition(prim, absl::StrCat("stage ", s->name,
-                                           " is an output and must stay in global memory"));
+    return Precondition(
+        prim, absl::StrCat("stage ", s->name, " is an output and must stay in global memory"));
   }
-  BufferPtr nb = MakeBuffer(s->buffer->name, s->buffer->dtype, s->buffer->shape, ms,
-                            s->buffer->strides);
+  BufferPtr nb =
+      MakeBuffer(s->buffer->name, s->buffer->dtype, s->buffer->shape, ms, s->buffer->strides);
   ReplaceBuffer(s->buffer, nb);
   Record(Instruction{prim, {RVName(block.id)}, {{"scope", scope}}, {}, {}});
   return absl::OkStatus();
@@ -1203,8 +1179,8 @@ absl::Status Schedule::StorageAlign(BlockRV block, int axis, int64_t factor, int
                                            "kernel allocates (shared, local)"));
   }
   s->aligns.push_back(schedules::StorageAlign{axis, factor, offset});
-  Record(Instruction{prim, {RVName(block.id)}, {{"axis", axis}, {"factor", factor},
-                                                 {"offset", offset}}, {}, {}});
+  Record(Instruction{
+      prim, {RVName(block.id)}, {{"axis", axis}, {"factor", factor}, {"offset", offset}}, {}, {}});
   return absl::OkStatus();
 }
 
@@ -1214,8 +1190,7 @@ absl::Status Schedule::Annotate(LoopRV loop, const std::string& key, int64_t val
   auto [s, iter] = *l;
   if (key.empty()) return Invalid("annotate", "the annotation key is empty");
   s->iters[iter].annotations.emplace_back(key, value);
-  Record(Instruction{"annotate_loop", {RVName(loop.id)}, {{"key", key}, {"value", value}}, {},
-                     {}});
+  Record(Instruction{"annotate_loop", {RVName(loop.id)}, {{"key", key}, {"value", value}}, {}, {}});
   return absl::OkStatus();
 }
 
@@ -1224,8 +1199,8 @@ absl::Status Schedule::Annotate(BlockRV block, const std::string& key, int64_t v
   if (!st.ok()) return st.status();
   if (key.empty()) return Invalid("annotate", "the annotation key is empty");
   (*st)->annotations[key] = value;
-  Record(Instruction{"annotate_stage", {RVName(block.id)}, {{"key", key}, {"value", value}}, {},
-                     {}});
+  Record(
+      Instruction{"annotate_stage", {RVName(block.id)}, {{"key", key}, {"value", value}}, {}, {}});
   return absl::OkStatus();
 }
 

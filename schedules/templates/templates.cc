@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "schedules/ir/expr_functor.h"
+#include "schedules/ir/substitute.h"
 
 namespace tessel::schedules {
 
@@ -33,21 +33,10 @@ int64_t ThreadsFor(int64_t extent, int64_t max) {
   return std::max<int64_t>(32, std::min(max, FloorPow2(std::max<int64_t>(extent, 1))));
 }
 
-class LoadNames : public ExprVisitor {
- public:
-  std::vector<std::string> names;
-
- protected:
-  void VisitLoad(const LoadNode& n, const Expr& self) override {
-    names.push_back(n.buffer->name);
-    ExprVisitor::VisitLoad(n, self);
-  }
-};
-
 bool ReadsBuffer(const Expr& body, const std::string& name) {
-  LoadNames l;
-  l.Visit(body);
-  return std::find(l.names.begin(), l.names.end(), name) != l.names.end();
+  const std::vector<const LoadNode*> loads = CollectLoads(body);
+  return std::any_of(loads.begin(), loads.end(),
+                     [&](const LoadNode* l) { return l->buffer->name == name; });
 }
 
 bool IsLeafReduce(const Schedule& s, LoopRV l) {

@@ -9,38 +9,14 @@
 #include "absl/strings/str_cat.h"
 #include "schedules/ir/dtype.h"
 #include "schedules/ir/expr.h"
+#include "schedules/util/fnv1a.h"
 
 namespace tessel::schedules {
 namespace {
 
 // Binding strength of a node as printed (higher binds tighter); calls, loads and atoms are 10.
 int Precedence(const Expr& e) {
-  if (const auto* b = As<BinaryNode>(e)) {
-    switch (b->op) {
-      case BinaryOp::kMul:
-      case BinaryOp::kDiv:
-      case BinaryOp::kMod:
-        return 5;
-      case BinaryOp::kAdd:
-      case BinaryOp::kSub:
-        return 4;
-      case BinaryOp::kLt:
-      case BinaryOp::kLe:
-      case BinaryOp::kGt:
-      case BinaryOp::kGe:
-        return 3;
-      case BinaryOp::kEq:
-      case BinaryOp::kNe:
-        return 2;
-      case BinaryOp::kAnd:
-        return 1;
-      case BinaryOp::kOr:
-        return 0;
-      case BinaryOp::kMin:
-      case BinaryOp::kMax:
-        return 10;  // printed as calls
-    }
-  }
+  if (const auto* b = As<BinaryNode>(e)) return BinaryOpPrecedence(b->op);
   if (As<UnaryNode>(e)) return 6;
   // A negative literal of the default type prints with a leading '-'.
   if (const auto* i = As<IntImmNode>(e); i && i->value < 0 && i->dtype == kIndexType) return 6;
@@ -249,15 +225,6 @@ std::string CanonicalText(const Workload& w) {
   }
   out.append("\n");
   return out;
-}
-
-uint64_t Fnv1a64(const std::string& bytes) {
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (unsigned char c : bytes) {
-    hash ^= c;
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
 }
 
 std::string WorkloadKey(const Workload& w) {

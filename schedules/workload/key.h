@@ -22,7 +22,8 @@
 //
 // WorkloadKey is the 64-bit FNV-1a hash of the canonical text's bytes (offset basis
 // 0xcbf29ce484222325, prime 0x100000001b3: for each byte, hash ^= byte; hash *= prime, modulo
-// 2^64), printed as 16 lowercase hexadecimal digits. Nothing depends on pointers or std::hash.
+// 2^64; Fnv1a64 in schedules/util/fnv1a.h), printed as 16 lowercase hexadecimal digits. Nothing
+// depends on pointers or std::hash.
 //
 // All functions are pure and thread-safe.
 
@@ -37,8 +38,5 @@ std::string CanonicalText(const Workload& w);
 
 // 16 lowercase hex digits, e.g. "3f2a9c0d11e45b70".
 std::string WorkloadKey(const Workload& w);
-
-// 64-bit FNV-1a of `bytes` (exposed for tests and for tools that hash canonical text directly).
-uint64_t Fnv1a64(const std::string& bytes);
 
 }  // namespace tessel::schedules

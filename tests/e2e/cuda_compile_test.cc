@@ -50,13 +50,7 @@ TEST_P(CudaCompile, ScheduledKernelsCompileWithNvrtc) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaCompile, ::testing::ValuesIn(SmallFamilySpecs()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name;
-                           for (char c : info.param) {
-                             name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-                           }
-                           return absl::StrCat(info.index, "_", name.substr(0, 40));
-                         });
+                         SpecTestName);
 
 }  // namespace
 }  // namespace tessel::testing

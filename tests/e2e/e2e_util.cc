@@ -1,7 +1,9 @@
 #include "tests/e2e/e2e_util.h"
 
+#include <cctype>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "schedules/codegen/cuda_codegen.h"
 #include "schedules/codegen/host_codegen.h"
 #include "schedules/lower/lower.h"
@@ -30,6 +32,12 @@ std::vector<std::string> SmallFamilySpecs() {
       "reduce(rows=4, cols=333, op=max)",
       "reduce(rows=6, cols=250, op=mean, dtype=bf16)",
   };
+}
+
+std::string SpecTestName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name;
+  for (char c : info.param) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return absl::StrCat(info.index, "_", name.substr(0, 40));
 }
 
 namespace {

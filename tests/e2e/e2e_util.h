@@ -3,6 +3,8 @@
 // Shared by the end-to-end suites (host in CI, CUDA compile in CI, GPU on a device): the workload
 // families on small shapes (tiles that do not divide included), and random legal schedules.
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,6 +20,10 @@ namespace tessel::testing {
 // One spec per family and layout/dtype variant, on shapes small enough for a reference run on
 // one CPU core in well under a second; most extents are odd so that no tile divides them.
 std::vector<std::string> SmallFamilySpecs();
+
+// The name of a test instantiated over SmallFamilySpecs: "<index>_<spec>", the spec with every
+// character that is not a letter or digit as '_', cut to 40 characters.
+std::string SpecTestName(const ::testing::TestParamInfo<std::string>& info);
 
 // Applies `steps` random primitives (split, fuse, reorder, unroll, vectorize, parallel on the
 // host, compute_inline, cache_read + compute_at, cache_write, decompose_reduction) to a fresh

@@ -60,17 +60,10 @@ TEST_P(HostE2E, RandomSchedulesMatchReference) {
                         << cand->code;
   }
   EXPECT_GE(lowered, kSeeds / 2) << "too many random schedules were rejected: "
-                                  << absl::StrJoin(rejections, "; ");
+                                 << absl::StrJoin(rejections, "; ");
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, HostE2E, ::testing::ValuesIn(SmallFamilySpecs()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name;
-                           for (char c : info.param) {
-                             name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-                           }
-                           return absl::StrCat(info.index, "_", name.substr(0, 40));
-                         });
+INSTANTIATE_TEST_SUITE_P(Families, HostE2E, ::testing::ValuesIn(SmallFamilySpecs()), SpecTestName);
 
 }  // namespace
 }  // namespace tessel::testing

@@ -46,14 +46,7 @@ TEST_P(GpuE2E, ScheduledKernelsMatchReference) {
 #endif
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GpuE2E, ::testing::ValuesIn(SmallFamilySpecs()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name;
-                           for (char c : info.param) {
-                             name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-                           }
-                           return absl::StrCat(info.index, "_", name.substr(0, 40));
-                         });
+INSTANTIATE_TEST_SUITE_P(Families, GpuE2E, ::testing::ValuesIn(SmallFamilySpecs()), SpecTestName);
 
 }  // namespace
 }  // namespace tessel::testing

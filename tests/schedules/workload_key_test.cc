@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "schedules/util/fnv1a.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/parser.h"
 

@@ -27,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "schedules/util/fnv1a.h"
 #include "worker/verify_types.h"
 
 extern char** environ;
@@ -159,14 +160,6 @@ std::string TempSuffix() {
 
 }  // namespace
 
-uint64_t Fnv1a64(const std::string& data, uint64_t hash) {
-  for (unsigned char c : data) {
-    hash ^= c;
-    hash *= 0x100000001b3ull;
-  }
-  return hash;
-}
-
 absl::StatusOr<std::string> HostCompilerVersion(const std::string& compiler) {
   struct Cache {
     absl::Mutex mu;
@@ -250,12 +243,13 @@ absl::StatusOr<HostModule> CompileHost(const schedules::GeneratedSource& source,
   std::vector<std::string> flags = options.flags;
   flags.insert(flags.end(), options.extra_flags.begin(), options.extra_flags.end());
 
-  uint64_t key = Fnv1a64(source.code);
+  uint64_t key = schedules::Fnv1a64(source.code);
   for (const std::string& part : {std::string("\0", 1), entry, options.compiler, *version}) {
-    key = Fnv1a64(part, key);
-    key = Fnv1a64(std::string("\0", 1), key);
+    key = schedules::Fnv1a64(part, key);
+    key = schedules::Fnv1a64(std::string("\0", 1), key);
   }
-  for (const std::string& f : flags) key = Fnv1a64(absl::StrCat(f, std::string("\0", 1)), key);
+  for (const std::string& f : flags)
+    key = schedules::Fnv1a64(absl::StrCat(f, std::string("\0", 1)), key);
   const std::string base = absl::StrFormat("%s/%s_%016x", work_dir, entry, key);
   const std::string so_path = base + ".so";
   const std::string cc_path = base + ".cc";

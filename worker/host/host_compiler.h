@@ -76,7 +76,4 @@ absl::StatusOr<HostModule> CompileHost(const schedules::GeneratedSource& source,
 // First line of `<compiler> --version` (cached per compiler for the life of the process).
 absl::StatusOr<std::string> HostCompilerVersion(const std::string& compiler);
 
-// 64-bit FNV-1a of `data`, continuing from `hash`. Stable across machines and versions.
-uint64_t Fnv1a64(const std::string& data, uint64_t hash = 0xcbf29ce484222325ull);
-
 }  // namespace tessel::worker
