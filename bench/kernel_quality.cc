@@ -46,13 +46,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "schedules/codegen/source.h"
-#include "schedules/workload/builtins.h"
-#include "schedules/schedule/schedule.h"
-#include "schedules/lower/verify.h"
-#include "schedules/lower/lower.h"
 #include "schedules/codegen/cuda_codegen.h"
+#include "schedules/codegen/source.h"
 #include "schedules/ir/buffer.h"
+#include "schedules/lower/lower.h"
+#include "schedules/lower/verify.h"
+#include "schedules/schedule/schedule.h"
+#include "schedules/workload/builtins.h"
 #include "worker/cuda/cuda_driver.h"
 #include "worker/cuda/cuda_runner.h"
 #include "worker/cuda/nvrtc_compiler.h"
@@ -170,9 +170,10 @@ absl::StatusOr<std::vector<CandidateSpec>> LoadTraceCandidates(const std::string
     absl::StatusOr<GeneratedSource> ref = schedules::GenerateCuda(*ref_program, target);
     if (!ref.ok()) return ref.status();
     CandidateSpec c;
-    c.name = file == e.file ? std::string(e.name)
-                            : absl::StrCat(e.name, file.substr(std::string(e.file).size() - 16,
-                                                               file.size() - std::string(e.file).size()));
+    c.name = file == e.file
+                 ? std::string(e.name)
+                 : absl::StrCat(e.name, file.substr(std::string(e.file).size() - 16,
+                                                    file.size() - std::string(e.file).size()));
     c.source = std::move(*source);
     c.reference = std::move(*ref);
     // Matmul is compared by its arithmetic, the others by their compulsory traffic.

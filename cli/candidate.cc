@@ -33,13 +33,12 @@ absl::StatusOr<BuiltCandidate> BuildCandidate(const schedules::Workload& workloa
                                               const schedules::Target& target,
                                               std::optional<Trace> trace) {
   BuiltCandidate c{workload, target, trace, {}, {}};
-  absl::StatusOr<schedules::Program> program =
-      trace ? [&]() -> absl::StatusOr<schedules::Program> {
-        auto sch = schedules::Replay(workload, *trace);
-        if (!sch.ok()) return sch.status();
-        return schedules::Lower(*sch, target);
-      }()
-            : schedules::LowerReference(workload, target);
+  absl::StatusOr<schedules::Program> program = trace ? [&]() -> absl::StatusOr<schedules::Program> {
+    auto sch = schedules::Replay(workload, *trace);
+    if (!sch.ok()) return sch.status();
+    return schedules::Lower(*sch, target);
+  }()
+      : schedules::LowerReference(workload, target);
   if (!program.ok()) return program.status();
   c.program = std::move(*program);
   if (auto st = schedules::VerifyProgram(c.program, target); !st.ok()) return st;

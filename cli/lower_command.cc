@@ -18,12 +18,11 @@ void AddLowerCommand(CLI::App& app) {
                   "Built-in spec such as 'matmul(M=64, N=64, K=64)', a definition, or a file")
       ->required();
   cmd->add_option("--target,-t", opts->target, "host or cuda")->capture_default_str();
-  cmd->add_option("--arch", opts->arch, "CUDA architecture: sm_80 or sm_90")
-      ->capture_default_str();
+  cmd->add_option("--arch", opts->arch, "CUDA architecture: sm_80 or sm_90")->capture_default_str();
   cmd->add_option("--trace", opts->trace_file,
                   "Trace JSON file (the schedule); the reference lowering when omitted");
   cmd->add_flag("--template", opts->use_template,
-               "Use the hand-written template schedule of the workload's family");
+                "Use the hand-written template schedule of the workload's family");
   cmd->add_option("--emit", opts->emit,
                   "ir, cuda, cpp, json or trace (default: the target's source)");
   cmd->callback([opts]() { SetExitCode(RunLower(*opts)); });
@@ -44,8 +43,8 @@ int RunLower(const LowerOptions& o) {
                                            "'; use ir, cuda, cpp, json or trace"));
   }
   if (o.use_template && !o.trace_file.empty()) {
-    return fail(absl::InvalidArgumentError(
-        "--trace and --template both give a schedule; use one of them"));
+    return fail(
+        absl::InvalidArgumentError("--trace and --template both give a schedule; use one of them"));
   }
   if ((emit == "cuda" && !target->is_cuda()) || (emit == "cpp" && target->is_cuda())) {
     return fail(absl::InvalidArgumentError("--emit " + emit + " does not match --target " +
@@ -67,8 +66,8 @@ int RunLower(const LowerOptions& o) {
   if (!c.ok()) return fail(c.status());
   if (emit == "trace") {
     if (!trace) {
-      return fail(absl::InvalidArgumentError(
-          "--emit trace needs a schedule: give --template or --trace"));
+      return fail(
+          absl::InvalidArgumentError("--emit trace needs a schedule: give --template or --trace"));
     }
     std::cout << trace->ToJsonString(1) << "\n";
   } else if (emit == "ir") {

@@ -15,7 +15,7 @@ struct LowerOptions {
   std::string arch = "sm_90";
   std::string trace_file;
   bool use_template = false;  // the hand-written template schedule instead of a trace
-  std::string emit;  // default: cpp for host, cuda for cuda
+  std::string emit;           // default: cpp for host, cuda for cuda
 };
 
 void AddLowerCommand(CLI::App& app);

@@ -21,8 +21,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   if (version || app.get_subcommands().empty()) {
-    std::cout << "tessel " << TESSEL_VERSION << "\n"
-              << tessel::worker::BuildSummary() << "\n";
+    std::cout << "tessel " << TESSEL_VERSION << "\n" << tessel::worker::BuildSummary() << "\n";
     if (!version) std::cout << "\n" << app.help();
   }
   return tessel::cli::ExitCode();

@@ -37,8 +37,9 @@ std::string DefaultWorkload(bool cuda) {
 void AddTuneCommand(CLI::App& app) {
   auto opts = std::make_shared<TuneOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "tune", "Measure Tessel's candidates for a workload and report the fastest (the GPU when "
-              "there is one, else the host)");
+      "tune",
+      "Measure Tessel's candidates for a workload and report the fastest (the GPU when "
+      "there is one, else the host)");
   cmd->add_option("--workload,-w", opts->workload,
                   "Built-in spec, definition or file (default: a 1024^3 f32 matmul on the GPU, "
                   "512^3 on the host)");

@@ -89,16 +89,16 @@ std::vector<size_t> Interface(const GeneratedSource& source) {
 absl::Status SameInterface(const GeneratedSource& candidate, const GeneratedSource& reference) {
   auto describe = [](const ProgramBuffer& pb) {
     const Buffer& b = *pb.buffer;
-    return absl::StrCat(schedules::BufferRoleName(pb.role), " '", b.name, "' ",
-                        schedules::DTypeName(b.dtype), "[", absl::StrJoin(b.shape, ", "), "]",
-                        b.strides.empty() ? "" : absl::StrCat(" strides [",
-                                                              absl::StrJoin(b.strides, ", "), "]"));
+    return absl::StrCat(
+        schedules::BufferRoleName(pb.role), " '", b.name, "' ", schedules::DTypeName(b.dtype), "[",
+        absl::StrJoin(b.shape, ", "), "]",
+        b.strides.empty() ? "" : absl::StrCat(" strides [", absl::StrJoin(b.strides, ", "), "]"));
   };
   const std::vector<size_t> ci = Interface(candidate), ri = Interface(reference);
   if (ci.size() != ri.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the candidate has ", ci.size(), " inputs and outputs and the reference ", ri.size(),
-        ": both must come from the same workload"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the candidate has ", ci.size(), " inputs and outputs and the reference ",
+                     ri.size(), ": both must come from the same workload"));
   }
   for (size_t k = 0; k < ci.size(); ++k) {
     const ProgramBuffer& c = candidate.buffers[ci[k]];

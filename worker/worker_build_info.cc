@@ -25,9 +25,7 @@ std::string BuildSummary() {
 }
 #else
 bool BuiltWithCuda() { return false; }
-std::string BuildSummary() {
-  return "targets: host only (no CUDA toolkit found at build time)";
-}
+std::string BuildSummary() { return "targets: host only (no CUDA toolkit found at build time)"; }
 #endif
 
 }  // namespace tessel::worker

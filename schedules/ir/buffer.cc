@@ -4,10 +4,14 @@ namespace tessel::schedules {
 
 const char* MemScopeName(MemScope s) {
   switch (s) {
-    case MemScope::kGlobal: return "global";
-    case MemScope::kShared: return "shared";
-    case MemScope::kLocal: return "local";
-    case MemScope::kFragment: return "fragment";
+    case MemScope::kGlobal:
+      return "global";
+    case MemScope::kShared:
+      return "shared";
+    case MemScope::kLocal:
+      return "local";
+    case MemScope::kFragment:
+      return "fragment";
   }
   return "?";
 }

@@ -30,9 +30,9 @@ struct Buffer {
   // giving a dimension a larger stride than the compact one.
   std::vector<int64_t> strides;
 
-  int64_t NumElements() const;        // product of the shape
+  int64_t NumElements() const;           // product of the shape
   std::vector<int64_t> Strides() const;  // explicit or compact row-major strides
-  int64_t AllocatedElements() const;  // elements the allocation spans, padding included
+  int64_t AllocatedElements() const;     // elements the allocation spans, padding included
   int64_t AllocatedBytes() const { return AllocatedElements() * DTypeBytes(dtype); }
 };
 using BufferPtr = std::shared_ptr<const Buffer>;

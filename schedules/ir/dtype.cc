@@ -4,13 +4,20 @@ namespace tessel::schedules {
 
 const char* DTypeName(DType t) {
   switch (t) {
-    case DType::kBool: return "bool";
-    case DType::kInt32: return "i32";
-    case DType::kInt64: return "i64";
-    case DType::kFloat16: return "f16";
-    case DType::kBFloat16: return "bf16";
-    case DType::kFloat32: return "f32";
-    case DType::kFloat64: return "f64";
+    case DType::kBool:
+      return "bool";
+    case DType::kInt32:
+      return "i32";
+    case DType::kInt64:
+      return "i64";
+    case DType::kFloat16:
+      return "f16";
+    case DType::kBFloat16:
+      return "bf16";
+    case DType::kFloat32:
+      return "f32";
+    case DType::kFloat64:
+      return "f64";
   }
   return "?";
 }
@@ -25,13 +32,20 @@ std::optional<DType> ParseDType(std::string_view name) {
 
 int DTypeBytes(DType t) {
   switch (t) {
-    case DType::kBool: return 1;
-    case DType::kInt32: return 4;
-    case DType::kInt64: return 8;
-    case DType::kFloat16: return 2;
-    case DType::kBFloat16: return 2;
-    case DType::kFloat32: return 4;
-    case DType::kFloat64: return 8;
+    case DType::kBool:
+      return 1;
+    case DType::kInt32:
+      return 4;
+    case DType::kInt64:
+      return 8;
+    case DType::kFloat16:
+      return 2;
+    case DType::kBFloat16:
+      return 2;
+    case DType::kFloat32:
+      return 4;
+    case DType::kFloat64:
+      return 8;
   }
   return 0;
 }

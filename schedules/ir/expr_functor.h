@@ -16,8 +16,9 @@ class ExprFunctor {
   virtual ~ExprFunctor() = default;
   R Visit(const Expr& e) {
     switch (e->kind) {
-#define TESSEL_X(name) \
-  case ExprKind::k##name: return Visit##name(static_cast<const name##Node&>(*e), e);
+#define TESSEL_X(name)    \
+  case ExprKind::k##name: \
+    return Visit##name(static_cast<const name##Node&>(*e), e);
       TESSEL_EXPR_NODES(TESSEL_X)
 #undef TESSEL_X
     }

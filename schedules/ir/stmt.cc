@@ -6,33 +6,46 @@ namespace tessel::schedules {
 
 const char* ForKindName(ForKind k) {
   switch (k) {
-    case ForKind::kSerial: return "serial";
-    case ForKind::kParallel: return "parallel";
-    case ForKind::kVectorized: return "vectorized";
-    case ForKind::kUnrolled: return "unrolled";
-    case ForKind::kThreadBinding: return "bound";
+    case ForKind::kSerial:
+      return "serial";
+    case ForKind::kParallel:
+      return "parallel";
+    case ForKind::kVectorized:
+      return "vectorized";
+    case ForKind::kUnrolled:
+      return "unrolled";
+    case ForKind::kThreadBinding:
+      return "bound";
   }
   return "?";
 }
 
 const char* ThreadTagName(ThreadTag t) {
   switch (t) {
-    case ThreadTag::kNone: return "none";
-    case ThreadTag::kBlockX: return "blockIdx.x";
-    case ThreadTag::kBlockY: return "blockIdx.y";
-    case ThreadTag::kBlockZ: return "blockIdx.z";
-    case ThreadTag::kThreadX: return "threadIdx.x";
-    case ThreadTag::kThreadY: return "threadIdx.y";
-    case ThreadTag::kThreadZ: return "threadIdx.z";
-    case ThreadTag::kVThread: return "vthread";
+    case ThreadTag::kNone:
+      return "none";
+    case ThreadTag::kBlockX:
+      return "blockIdx.x";
+    case ThreadTag::kBlockY:
+      return "blockIdx.y";
+    case ThreadTag::kBlockZ:
+      return "blockIdx.z";
+    case ThreadTag::kThreadX:
+      return "threadIdx.x";
+    case ThreadTag::kThreadY:
+      return "threadIdx.y";
+    case ThreadTag::kThreadZ:
+      return "threadIdx.z";
+    case ThreadTag::kVThread:
+      return "vthread";
   }
   return "?";
 }
 
 bool ParseThreadTag(const std::string& name, ThreadTag* out) {
-  for (ThreadTag t : {ThreadTag::kBlockX, ThreadTag::kBlockY, ThreadTag::kBlockZ,
-                      ThreadTag::kThreadX, ThreadTag::kThreadY, ThreadTag::kThreadZ,
-                      ThreadTag::kVThread}) {
+  for (ThreadTag t :
+       {ThreadTag::kBlockX, ThreadTag::kBlockY, ThreadTag::kBlockZ, ThreadTag::kThreadX,
+        ThreadTag::kThreadY, ThreadTag::kThreadZ, ThreadTag::kVThread}) {
     if (name == ThreadTagName(t)) {
       *out = t;
       return true;
@@ -43,8 +56,8 @@ bool ParseThreadTag(const std::string& name, ThreadTag* out) {
 
 Stmt MakeFor(VarPtr var, Expr min, Expr extent, ForKind kind, ThreadTag thread, Stmt body,
              std::vector<std::pair<std::string, int64_t>> annotations) {
-  return std::make_shared<ForNode>(std::move(var), std::move(min), std::move(extent), kind,
-                                   thread, std::move(body), std::move(annotations));
+  return std::make_shared<ForNode>(std::move(var), std::move(min), std::move(extent), kind, thread,
+                                   std::move(body), std::move(annotations));
 }
 Stmt MakeStore(BufferPtr buffer, std::vector<Expr> indices, Expr value) {
   return std::make_shared<StoreNode>(std::move(buffer), std::move(indices), std::move(value));
@@ -146,7 +159,9 @@ void Print(std::ostream& os, const Stmt& s, int indent) {
       Print(os, n.body, indent);
       return;
     }
-    case StmtKind::kBarrier: os << pad << "barrier\n"; return;
+    case StmtKind::kBarrier:
+      os << pad << "barrier\n";
+      return;
     case StmtKind::kAllReduce: {
       const auto& n = static_cast<const AllReduceNode&>(*s);
       os << pad << n.result->name << "[0] = allreduce_" << ReduceOpName(n.op) << "("

@@ -52,7 +52,14 @@ const char* ForKindName(ForKind k);  // "serial", "parallel", "vectorized", "unr
 // Thread axes a loop can be bound to. A vthread loop runs inside one thread (emitted as an
 // unrolled loop); for shared-memory regions it is relaxed like a thread axis.
 enum class ThreadTag : uint8_t {
-  kNone, kBlockX, kBlockY, kBlockZ, kThreadX, kThreadY, kThreadZ, kVThread
+  kNone,
+  kBlockX,
+  kBlockY,
+  kBlockZ,
+  kThreadX,
+  kThreadY,
+  kThreadZ,
+  kVThread
 };
 const char* ThreadTagName(ThreadTag t);  // "blockIdx.x", ..., "threadIdx.z", "vthread"
 bool ParseThreadTag(const std::string& name, ThreadTag* out);
@@ -67,8 +74,14 @@ struct ForNode final : StmtNode {
   static constexpr StmtKind kKind = StmtKind::kFor;
   ForNode(VarPtr v, Expr mn, Expr ext, ForKind k, ThreadTag t, Stmt b,
           std::vector<std::pair<std::string, int64_t>> ann)
-      : StmtNode(kKind), var(std::move(v)), min(std::move(mn)), extent(std::move(ext)), kind(k),
-        thread(t), body(std::move(b)), annotations(std::move(ann)) {}
+      : StmtNode(kKind),
+        var(std::move(v)),
+        min(std::move(mn)),
+        extent(std::move(ext)),
+        kind(k),
+        thread(t),
+        body(std::move(b)),
+        annotations(std::move(ann)) {}
   const VarPtr var;
   const Expr min, extent;
   const ForKind kind;

@@ -16,8 +16,9 @@ class StmtMutator {
   Stmt Visit(const Stmt& s) {
     if (!s) return s;
     switch (s->kind) {
-#define TESSEL_X(name) \
-  case StmtKind::k##name: return Visit##name(static_cast<const name##Node&>(*s), s);
+#define TESSEL_X(name)    \
+  case StmtKind::k##name: \
+    return Visit##name(static_cast<const name##Node&>(*s), s);
       TESSEL_STMT_NODES(TESSEL_X)
 #undef TESSEL_X
     }

@@ -52,7 +52,8 @@ void Walk(const Stmt& s, int64_t live_local, KernelResources* r) {
     case StmtKind::kLetStmt:
       Walk(static_cast<const LetStmtNode&>(*s).body, live_local, r);
       return;
-    default: return;
+    default:
+      return;
   }
 }
 
@@ -80,9 +81,10 @@ absl::Status VerifyProgram(const Program& p, const Target& t) {
     for (int d = 0; d < 3; ++d) {
       const int64_t max_grid = d == 0 ? (int64_t{1} << 31) - 1 : 65535;
       if (k.launch.grid[d] > max_grid) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "kernel ", k.name, " launches ", k.launch.grid[d], " blocks along ", std::string(1, "xyz"[d]),
-            ", over the limit of ", max_grid, " by ", k.launch.grid[d] - max_grid));
+        return absl::FailedPreconditionError(
+            absl::StrCat("kernel ", k.name, " launches ", k.launch.grid[d], " blocks along ",
+                         std::string(1, "xyz"[d]), ", over the limit of ", max_grid, " by ",
+                         k.launch.grid[d] - max_grid));
       }
     }
     if (r.shared_bytes > t.max_shared_bytes_optin) {
@@ -94,15 +96,15 @@ absl::Status VerifyProgram(const Program& p, const Target& t) {
     const int64_t regs = r.local_elements + kRegisterOverhead;
     if (regs > t.max_registers_per_thread) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "kernel ", k.name, " keeps ", r.local_elements,
-          " words in local buffers, about ", regs, " registers per thread, over the limit of ",
-          t.max_registers_per_thread, " by ", regs - t.max_registers_per_thread));
+          "kernel ", k.name, " keeps ", r.local_elements, " words in local buffers, about ", regs,
+          " registers per thread, over the limit of ", t.max_registers_per_thread, " by ",
+          regs - t.max_registers_per_thread));
     }
     if (regs * r.threads > t.registers_per_block) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "kernel ", k.name, " needs about ", regs, " registers per thread for ", r.threads,
-          " threads: ", regs * r.threads, " per block, over the limit of ", t.registers_per_block,
-          " by ", regs * r.threads - t.registers_per_block));
+      return absl::FailedPreconditionError(
+          absl::StrCat("kernel ", k.name, " needs about ", regs, " registers per thread for ",
+                       r.threads, " threads: ", regs * r.threads, " per block, over the limit of ",
+                       t.registers_per_block, " by ", regs * r.threads - t.registers_per_block));
     }
     if (r.max_vector_bytes > t.max_vector_bytes) {
       return absl::FailedPreconditionError(absl::StrCat(

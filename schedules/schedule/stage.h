@@ -32,7 +32,7 @@ struct IterRelation {
   int parent = -1;  // split: the split iter; fuse: unused
   int outer = -1;
   int inner = -1;
-  int fused = -1;   // fuse: the result
+  int fused = -1;  // fuse: the result
   int64_t factor = 0;
   // split: the outer extent that was asked for (0: none). The outer loop never runs fewer
   // iterations, even where ceil(parent / factor) is smaller; the extra ones are guarded.
@@ -41,8 +41,8 @@ struct IterRelation {
 
 struct AttachPoint {
   enum class Kind : uint8_t { kRoot, kInline, kAt } kind = Kind::kRoot;
-  std::string stage;  // kAt: the stage whose loop this one is attached to
-  int iter = -1;      // kAt: that loop (an iter id of `stage`)
+  std::string stage;     // kAt: the stage whose loop this one is attached to
+  int iter = -1;         // kAt: that loop (an iter id of `stage`)
   bool reverse = false;  // reverse_compute_at: a consumer emitted after the producer's body
 };
 
@@ -68,14 +68,14 @@ struct Stage {
   // under an older generation no longer names a loop of this stage.
   std::vector<IterVar> iters;
   std::vector<IterRelation> relations;
-  std::vector<int> leaves;     // leaf iters in loop order, outermost first
+  std::vector<int> leaves;  // leaf iters in loop order, outermost first
   AttachPoint attach;
   std::vector<StorageAlign> aligns;
-  int init_at = -1;            // decompose_reduction: the loop before which the init nest goes
+  int init_at = -1;  // decompose_reduction: the loop before which the init nest goes
   std::map<std::string, int64_t> annotations;
   bool is_output = false;
-  std::string origin;          // "compute", "cache_read", "cache_write", "rfactor"
-  int loop_generation = 0;     // bumped whenever the loops are reset to the root iters
+  std::string origin;       // "compute", "cache_read", "cache_write", "rfactor"
+  int loop_generation = 0;  // bumped whenever the loops are reset to the root iters
 
   int num_root() const { return static_cast<int>(axes.size() + reduce_axes.size()); }
   bool inlined() const { return attach.kind == AttachPoint::Kind::kInline; }

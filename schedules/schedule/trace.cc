@@ -13,12 +13,30 @@ bool Instruction::operator==(const Instruction& o) const {
 }
 
 const std::vector<std::string>& InstructionKinds() {
-  static const std::vector<std::string> kinds = {
-      "get_stage", "get_loops", "sample_perfect_tile", "sample_categorical",
-      "sample_compute_location", "split", "fuse", "reorder", "bind", "parallel", "vectorize",
-      "unroll", "cache_read", "cache_write", "compute_at", "reverse_compute_at",
-      "compute_inline", "reverse_compute_inline", "storage_align", "set_scope", "annotate_loop",
-      "annotate_stage", "decompose_reduction", "rfactor"};
+  static const std::vector<std::string> kinds = {"get_stage",
+                                                 "get_loops",
+                                                 "sample_perfect_tile",
+                                                 "sample_categorical",
+                                                 "sample_compute_location",
+                                                 "split",
+                                                 "fuse",
+                                                 "reorder",
+                                                 "bind",
+                                                 "parallel",
+                                                 "vectorize",
+                                                 "unroll",
+                                                 "cache_read",
+                                                 "cache_write",
+                                                 "compute_at",
+                                                 "reverse_compute_at",
+                                                 "compute_inline",
+                                                 "reverse_compute_inline",
+                                                 "storage_align",
+                                                 "set_scope",
+                                                 "annotate_loop",
+                                                 "annotate_stage",
+                                                 "decompose_reduction",
+                                                 "rfactor"};
   return kinds;
 }
 
@@ -71,15 +89,14 @@ absl::StatusOr<Trace> TraceFromJson(const nlohmann::json& j) {
     auto read_names = [&](const char* key, std::vector<std::string>* out) -> absl::Status {
       if (!ij.contains(key)) return absl::OkStatus();
       if (!ij[key].is_array()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("trace instruction ", n, " (", inst.kind, "): \"", key,
-                         "\" must be an array of names"));
+        return absl::InvalidArgumentError(absl::StrCat("trace instruction ", n, " (", inst.kind,
+                                                       "): \"", key,
+                                                       "\" must be an array of names"));
       }
       for (const auto& s : ij[key]) {
         if (!s.is_string()) {
-          return absl::InvalidArgumentError(absl::StrCat("trace instruction ", n, " (",
-                                                         inst.kind, "): \"", key,
-                                                         "\" must hold strings"));
+          return absl::InvalidArgumentError(absl::StrCat("trace instruction ", n, " (", inst.kind,
+                                                         "): \"", key, "\" must hold strings"));
         }
         out->push_back(s.get<std::string>());
       }

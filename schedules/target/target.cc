@@ -4,8 +4,8 @@
 
 #include <fstream>
 
-#include "schedules/util/check.h"
 #include "absl/strings/str_cat.h"
+#include "schedules/util/check.h"
 
 namespace tessel::schedules {
 

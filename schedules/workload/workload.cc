@@ -89,16 +89,15 @@ absl::Status ValidateWorkload(const Workload& w) {
     if (!t.buffer) return absl::InternalError(absl::StrCat("tensor ", t.name, " has no buffer"));
     for (int64_t d : t.buffer->shape) {
       if (d <= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tensor ", t.name, " has extent ", d, "; every extent must be positive"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor ", t.name, " has extent ", d, "; every extent must be positive"));
       }
     }
     if (!t.is_input) {
       if (!t.body) return absl::InternalError(absl::StrCat("tensor ", t.name, " has no body"));
       if (t.axes.size() != t.buffer->shape.size()) {
         return absl::InvalidArgumentError(absl::StrCat("tensor ", t.name, " has ", t.axes.size(),
-                                                       " axes but rank ",
-                                                       t.buffer->shape.size()));
+                                                       " axes but rank ", t.buffer->shape.size()));
       }
       if (t.reduce_axes.size() != t.reduce_extents.size() ||
           (t.reduce.has_value() != !t.reduce_axes.empty())) {
@@ -107,23 +106,24 @@ absl::Status ValidateWorkload(const Workload& w) {
       }
       for (int64_t e : t.reduce_extents) {
         if (e <= 0) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "tensor ", t.name, " reduces over extent ", e, "; extents must be positive"));
+          return absl::InvalidArgumentError(absl::StrCat("tensor ", t.name, " reduces over extent ",
+                                                         e, "; extents must be positive"));
         }
       }
       ReadCollector rc;
       rc.Visit(t.body);
       for (const LoadNode* l : rc.loads) {
         if (!defined.count(l->buffer.get())) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "tensor ", t.name, " reads ", l->buffer->name,
-              ", which is not defined before it; define tensors before their use"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("tensor ", t.name, " reads ", l->buffer->name,
+                           ", which is not defined before it; define tensors before their use"));
         }
       }
       if (t.body->dtype != t.buffer->dtype) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tensor ", t.name, " is declared ", DTypeName(t.buffer->dtype), " but its body is ",
-            DTypeName(t.body->dtype), "; add a cast such as ", DTypeName(t.buffer->dtype), "(...)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor ", t.name, " is declared ", DTypeName(t.buffer->dtype),
+                         " but its body is ", DTypeName(t.body->dtype), "; add a cast such as ",
+                         DTypeName(t.buffer->dtype), "(...)"));
       }
     }
     defined.insert(t.buffer.get());

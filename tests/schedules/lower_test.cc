@@ -287,7 +287,8 @@ TEST(LowerThreads, FewerThreadsThanLaunchedAreGuarded) {
   EXPECT_EQ(prog->kernels[0].launch.block[0], 16);
   const std::string ir = ToString(prog->kernels[0].body);
   EXPECT_THAT(ir, HasSubstr("ax1 = threadIdx.x"));
-  EXPECT_THAT(ir, HasSubstr("if ax1 < 8:\n    A_shared[ax0, ax1] = A[i_0 * 16 + ax0, k_0 * 8 + ax1]"));
+  EXPECT_THAT(ir,
+              HasSubstr("if ax1 < 8:\n    A_shared[ax0, ax1] = A[i_0 * 16 + ax0, k_0 * 8 + ax1]"));
 }
 
 TEST(LowerThreads, CooperativeCopyWithAllThreads) {
@@ -332,15 +333,14 @@ TEST(LowerReference, CudaOneThreadPerOutputElement) {
   EXPECT_THAT(ir, HasSubstr("i_j_f_0 = blockIdx.x  // extent 16"));
   EXPECT_THAT(ir, HasSubstr("i_j_f_1 = threadIdx.x  // extent 256"));
   EXPECT_THAT(ir, HasSubstr("for k in [0, 64)"));  // the reduction is serial in the thread
-  EXPECT_THAT(ir, Not(HasSubstr("if ")));           // 4096 = 16 x 256
+  EXPECT_THAT(ir, Not(HasSubstr("if ")));          // 4096 = 16 x 256
   // The reference accumulates in f64 and rounds once at the store.
   EXPECT_THAT(ir, HasSubstr("alloc local f64 C_acc[1]"));
   EXPECT_THAT(ir, HasSubstr("C_acc[0] = C_acc[0] + f64(A["));
   EXPECT_THAT(ir, HasSubstr("= f32(C_acc[0])"));
   EXPECT_EQ(prog->target, TargetKind::kCuda);
   // An ordinary lowering of the same schedule accumulates in the output's type.
-  EXPECT_THAT(ToString(ValueOrDie(Lower(*sch, CudaT())).kernels[0].body),
-              Not(HasSubstr("f64")));
+  EXPECT_THAT(ToString(ValueOrDie(Lower(*sch, CudaT())).kernels[0].body), Not(HasSubstr("f64")));
 }
 
 TEST(LowerReference, CudaPartialLastBlockIsGuarded) {

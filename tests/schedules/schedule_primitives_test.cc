@@ -111,28 +111,36 @@ TEST(ScheduleLookup, GetBlockAndLoopsRecordAndNameLoops) {
 
 TEST(ScheduleErrors, GetBlockUnknownStageListsStages) {
   Schedule sch = NewSchedule(ElementwiseChain(8, 8));
-  ExpectFails(sch, [&] { return sch.GetBlock("Q"); }, kInvalid,
-              "get_stage: no stage named 'Q'; the stages are: B, C");
+  ExpectFails(
+      sch, [&] { return sch.GetBlock("Q"); }, kInvalid,
+      "get_stage: no stage named 'Q'; the stages are: B, C");
 }
 
 TEST(ScheduleErrors, GetLoopsOfInlinedStage) {
   Schedule sch = NewSchedule(ElementwiseChain(8, 8));
   BlockRV b = BlockOf(sch, "B");
   TESSEL_ASSERT_OK(sch.ComputeInline(b));
-  ExpectFails(sch, [&] { return sch.GetLoops(b); }, kPrecondition,
-              "get_loops: stage B was inlined and has no loops");
+  ExpectFails(
+      sch, [&] { return sch.GetLoops(b); }, kPrecondition,
+      "get_loops: stage B was inlined and has no loops");
 }
 
 TEST(ScheduleErrors, ForeignHandles) {
   Schedule sch = NewSchedule(ElementwiseChain(8, 8));
-  ExpectFails(sch, [&] { return sch.GetLoops(BlockRV{42}); }, kInvalid,
-              "get_loops: the stage handle does not belong to this schedule");
-  ExpectFails(sch, [&] { return sch.Split(LoopRV{42}, {2, 4}); }, kInvalid,
-              "split: the loop handle does not belong to this schedule");
+  ExpectFails(
+      sch, [&] { return sch.GetLoops(BlockRV{42}); }, kInvalid,
+      "get_loops: the stage handle does not belong to this schedule");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.Split(LoopRV{42}, {2, 4});
+      },
+      kInvalid, "split: the loop handle does not belong to this schedule");
   // A loop handle used as a stage handle.
   std::vector<LoopRV> loops = LoopsOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.ComputeInline(BlockRV{loops[0].id}); }, kInvalid,
-              "compute_inline: the stage handle does not belong to this schedule");
+  ExpectFails(
+      sch, [&] { return sch.ComputeInline(BlockRV{loops[0].id}); }, kInvalid,
+      "compute_inline: the stage handle does not belong to this schedule");
 }
 
 // =============================================================================================
@@ -263,47 +271,75 @@ TEST(ScheduleSplit, SampledFactors) {
 TEST(ScheduleErrors, SplitNeedsTwoFactors) {
   Schedule sch = NewSchedule(VectorAdd(64));
   LoopRV i = LoopsOf(sch, "C")[0];
-  ExpectFails(sch, [&] { return sch.Split(i, {64}); }, kInvalid,
-              "split: needs at least two factors to split loop i of stage C");
+  ExpectFails(
+      sch, [&] { return sch.Split(i, {64}); }, kInvalid,
+      "split: needs at least two factors to split loop i of stage C");
 }
 
 TEST(ScheduleErrors, SplitNonPositiveFactor) {
   Schedule sch = NewSchedule(VectorAdd(64));
   LoopRV i = LoopsOf(sch, "C")[0];
-  ExpectFails(sch, [&] { return sch.Split(i, {0, 64}); }, kInvalid,
-              "split: factor 0 is not positive; cannot split loop i of stage C");
-  ExpectFails(sch, [&] { return sch.Split(i, {-2, 64}); }, kInvalid, "factor -2 is not positive");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.Split(i, {0, 64});
+      },
+      kInvalid, "split: factor 0 is not positive; cannot split loop i of stage C");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.Split(i, {-2, 64});
+      },
+      kInvalid, "factor -2 is not positive");
 }
 
 TEST(ScheduleErrors, SplitTwoInferredFactors) {
   Schedule sch = NewSchedule(VectorAdd(64));
   LoopRV i = LoopsOf(sch, "C")[0];
-  ExpectFails(sch, [&] { return sch.Split(i, {-1, -1}); }, kInvalid,
-              "split: at most one factor may be -1 (inferred) when splitting loop i of stage C");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.Split(i, {-1, -1});
+      },
+      kInvalid, "split: at most one factor may be -1 (inferred) when splitting loop i of stage C");
 }
 
 TEST(ScheduleErrors, SplitProductTooSmall) {
   Schedule sch = NewSchedule(VectorAdd(100));
   LoopRV i = LoopsOf(sch, "C")[0];
-  ExpectFails(sch, [&] { return sch.Split(i, {2, 8}); }, kInvalid,
-              "split: factors [2, 8] multiply to 16, less than the extent 100 of loop i of stage "
-              "C; use -1 for one factor to infer it");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.Split(i, {2, 8});
+      },
+      kInvalid,
+      "split: factors [2, 8] multiply to 16, less than the extent 100 of loop i of stage "
+      "C; use -1 for one factor to infer it");
 }
 
 TEST(ScheduleErrors, SplitBoundLoop) {
   Schedule sch = NewSchedule(VectorAdd(64));
   LoopRV i = LoopsOf(sch, "C")[0];
   TESSEL_ASSERT_OK(sch.Bind(i, "threadIdx.x"));
-  ExpectFails(sch, [&] { return sch.Split(i, {-1, 8}); }, kPrecondition,
-              "split: loop i of stage C is already bound; split before binding or annotating it");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.Split(i, {-1, 8});
+      },
+      kPrecondition,
+      "split: loop i of stage C is already bound; split before binding or annotating it");
 }
 
 TEST(ScheduleErrors, SplitStaleLoop) {
   Schedule sch = NewSchedule(VectorAdd(64));
   LoopRV i = LoopsOf(sch, "C")[0];
   TESSEL_ASSERT_OK(sch.Split(i, {-1, 8}));
-  ExpectFails(sch, [&] { return sch.Split(i, {-1, 4}); }, kPrecondition,
-              "split: loop i of stage C is no longer a loop");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.Split(i, {-1, 4});
+      },
+      kPrecondition, "split: loop i of stage C is no longer a loop");
 }
 
 // =============================================================================================
@@ -345,41 +381,64 @@ TEST(ScheduleFuse, FuseThenSplitIsGuarded) {
 TEST(ScheduleErrors, FuseNeedsTwoLoops) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   std::vector<LoopRV> l = LoopsOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.Fuse({l[0]}); }, kInvalid, "fuse: needs at least two loops");
+  ExpectFails(
+      sch, [&] { return sch.Fuse({l[0]}); }, kInvalid, "fuse: needs at least two loops");
 }
 
 TEST(ScheduleErrors, FuseNonAdjacent) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   std::vector<LoopRV> l = LoopsOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.Fuse({l[0], l[2]}); }, kInvalid,
-              "fuse: loops must be adjacent and outermost first; loop k of stage C is not right "
-              "inside loop i of stage C");
-  ExpectFails(sch, [&] { return sch.Fuse({l[1], l[0]}); }, kInvalid,
-              "loops must be adjacent and outermost first");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.Fuse({l[0], l[2]});
+      },
+      kInvalid,
+      "fuse: loops must be adjacent and outermost first; loop k of stage C is not right "
+      "inside loop i of stage C");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.Fuse({l[1], l[0]});
+      },
+      kInvalid, "loops must be adjacent and outermost first");
 }
 
 TEST(ScheduleErrors, FuseReductionWithSpatial) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   std::vector<LoopRV> l = LoopsOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.Fuse({l[1], l[2]}); }, kInvalid,
-              "fuse: cannot fuse reduction and spatial loops (loop j of stage C, loop k of "
-              "stage C)");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.Fuse({l[1], l[2]});
+      },
+      kInvalid,
+      "fuse: cannot fuse reduction and spatial loops (loop j of stage C, loop k of "
+      "stage C)");
 }
 
 TEST(ScheduleErrors, FuseLoopsOfDifferentStages) {
   Schedule sch = NewSchedule(ElementwiseChain(8, 8));
   LoopRV bi = LoopsOf(sch, "B")[0];
   LoopRV cj = LoopsOf(sch, "C")[1];
-  ExpectFails(sch, [&] { return sch.Fuse({bi, cj}); }, kInvalid,
-              "fuse: loops of different stages (B and C) cannot be fused");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.Fuse({bi, cj});
+      },
+      kInvalid, "fuse: loops of different stages (B and C) cannot be fused");
 }
 
 TEST(ScheduleErrors, FuseBoundLoop) {
   Schedule sch = NewSchedule(ElementwiseChain(8, 8));
   std::vector<LoopRV> l = LoopsOf(sch, "C");
   TESSEL_ASSERT_OK(sch.Bind(l[1], "threadIdx.x"));
-  ExpectFails(sch, [&] { return sch.Fuse({l[0], l[1]}); }, kPrecondition,
-              "fuse: loop j of stage C is already bound; fuse before binding");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.Fuse({l[0], l[1]});
+      },
+      kPrecondition, "fuse: loop j of stage C is already bound; fuse before binding");
 }
 
 // =============================================================================================
@@ -406,22 +465,31 @@ TEST(ScheduleReorder, SubsetKeepsOtherPositions) {
 
 TEST(ScheduleErrors, ReorderEmpty) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
-  ExpectFails(sch, [&] { return sch.Reorder({}); }, kInvalid, "reorder: needs at least one loop");
+  ExpectFails(
+      sch, [&] { return sch.Reorder({}); }, kInvalid, "reorder: needs at least one loop");
 }
 
 TEST(ScheduleErrors, ReorderDuplicate) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   std::vector<LoopRV> l = LoopsOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.Reorder({l[0], l[1], l[0]}); }, kInvalid,
-              "reorder: loop i of stage C appears twice");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.Reorder({l[0], l[1], l[0]});
+      },
+      kInvalid, "reorder: loop i of stage C appears twice");
 }
 
 TEST(ScheduleErrors, ReorderDifferentStages) {
   Schedule sch = NewSchedule(ElementwiseChain(8, 8));
   LoopRV bi = LoopsOf(sch, "B")[0];
   LoopRV ci = LoopsOf(sch, "C")[0];
-  ExpectFails(sch, [&] { return sch.Reorder({bi, ci}); }, kInvalid,
-              "reorder: loops of different stages (B and C) cannot be reordered together");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.Reorder({bi, ci});
+      },
+      kInvalid, "reorder: loops of different stages (B and C) cannot be reordered together");
 }
 
 // =============================================================================================
@@ -457,8 +525,7 @@ TEST(ScheduleBind, VThreadMayRepeat) {
   TESSEL_ASSERT_OK(sch.Bind(p[0], "vthread"));
   TESSEL_ASSERT_OK(sch.Bind(p[1], "vthread"));
   TESSEL_ASSERT_OK(sch.Bind(p[2], "threadIdx.x"));
-  EXPECT_EQ(StageNamed(sch, "C").iters[StageNamed(sch, "C").leaves[1]].thread,
-            ThreadTag::kVThread);
+  EXPECT_EQ(StageNamed(sch, "C").iters[StageNamed(sch, "C").leaves[1]].thread, ThreadTag::kVThread);
 }
 
 TEST(ScheduleBind, ReductionToThreadsMakesAllReduce) {
@@ -493,48 +560,54 @@ TEST(ScheduleBind, SplitReductionInnerToThreads) {
 TEST(ScheduleErrors, BindUnknownThreadAxis) {
   Schedule sch = NewSchedule(VectorAdd(64));
   LoopRV i = LoopsOf(sch, "C")[0];
-  ExpectFails(sch, [&] { return sch.Bind(i, "warp.x"); }, kInvalid,
-              "bind: unknown thread axis 'warp.x'; use blockIdx.x|y|z, threadIdx.x|y|z or "
-              "vthread");
+  ExpectFails(
+      sch, [&] { return sch.Bind(i, "warp.x"); }, kInvalid,
+      "bind: unknown thread axis 'warp.x'; use blockIdx.x|y|z, threadIdx.x|y|z or "
+      "vthread");
 }
 
 TEST(ScheduleErrors, BindAlreadyBoundLoop) {
   Schedule sch = NewSchedule(VectorAdd(64));
   LoopRV i = LoopsOf(sch, "C")[0];
   TESSEL_ASSERT_OK(sch.Bind(i, "threadIdx.x"));
-  ExpectFails(sch, [&] { return sch.Bind(i, "blockIdx.x"); }, kPrecondition,
-              "bind: loop i of stage C is already threadIdx.x");
+  ExpectFails(
+      sch, [&] { return sch.Bind(i, "blockIdx.x"); }, kPrecondition,
+      "bind: loop i of stage C is already threadIdx.x");
 }
 
 TEST(ScheduleErrors, BindVectorizedLoop) {
   Schedule sch = NewSchedule(VectorAdd(64));
   LoopRV i = LoopsOf(sch, "C")[0];
   TESSEL_ASSERT_OK(sch.Vectorize(i));
-  ExpectFails(sch, [&] { return sch.Bind(i, "threadIdx.x"); }, kPrecondition,
-              "bind: loop i of stage C is already vectorized");
+  ExpectFails(
+      sch, [&] { return sch.Bind(i, "threadIdx.x"); }, kPrecondition,
+      "bind: loop i of stage C is already vectorized");
 }
 
 TEST(ScheduleErrors, BindTagTwice) {
   Schedule sch = NewSchedule(ElementwiseChain(8, 8));
   std::vector<LoopRV> l = LoopsOf(sch, "C");
   TESSEL_ASSERT_OK(sch.Bind(l[1], "threadIdx.x"));
-  ExpectFails(sch, [&] { return sch.Bind(l[0], "threadIdx.x"); }, kPrecondition,
-              "bind: threadIdx.x is already bound to loop j of stage C");
+  ExpectFails(
+      sch, [&] { return sch.Bind(l[0], "threadIdx.x"); }, kPrecondition,
+      "bind: threadIdx.x is already bound to loop j of stage C");
 }
 
 TEST(ScheduleErrors, BindReductionToBlock) {
   Schedule sch = NewSchedule(RowSum(8, 64));
   std::vector<LoopRV> l = LoopsOf(sch, "S");
-  ExpectFails(sch, [&] { return sch.Bind(l[1], "blockIdx.y"); }, kInvalid,
-              "bind: cannot bind reduction loop k of stage S to blockIdx.y: blocks cannot "
-              "combine partial results; rfactor the reduction first");
+  ExpectFails(
+      sch, [&] { return sch.Bind(l[1], "blockIdx.y"); }, kInvalid,
+      "bind: cannot bind reduction loop k of stage S to blockIdx.y: blocks cannot "
+      "combine partial results; rfactor the reduction first");
 }
 
 TEST(ScheduleErrors, BindReductionToVThread) {
   Schedule sch = NewSchedule(RowSum(8, 64));
   std::vector<LoopRV> l = LoopsOf(sch, "S");
-  ExpectFails(sch, [&] { return sch.Bind(l[1], "vthread"); }, kInvalid,
-              "bind: cannot bind reduction loop k of stage S to vthread");
+  ExpectFails(
+      sch, [&] { return sch.Bind(l[1], "vthread"); }, kInvalid,
+      "bind: cannot bind reduction loop k of stage S to vthread");
 }
 
 TEST(ScheduleErrors, BindSecondCrossThreadReduction) {
@@ -542,8 +615,9 @@ TEST(ScheduleErrors, BindSecondCrossThreadReduction) {
   std::vector<LoopRV> l = LoopsOf(sch, "S");
   std::vector<LoopRV> k = ValueOrDie(sch.Split(l[1], {-1, 32}));
   TESSEL_ASSERT_OK(sch.Bind(k[1], "threadIdx.x"));
-  ExpectFails(sch, [&] { return sch.Bind(k[0], "threadIdx.y"); }, kPrecondition,
-              "bind: stage S already has a cross-thread reduction over loop k_1 of stage S");
+  ExpectFails(
+      sch, [&] { return sch.Bind(k[0], "threadIdx.y"); }, kPrecondition,
+      "bind: stage S already has a cross-thread reduction over loop k_1 of stage S");
 }
 
 // =============================================================================================
@@ -562,8 +636,8 @@ TEST(ScheduleLoopKinds, ParallelVectorizeUnroll) {
   EXPECT_EQ(c.iters[c.leaves[3]].kind, ForKind::kUnrolled);
   std::vector<std::string> kinds;
   for (const Instruction& in : sch.trace().insts) kinds.push_back(in.kind);
-  EXPECT_THAT(kinds, ElementsAre("get_stage", "get_loops", "split", "parallel", "vectorize",
-                                 "unroll"));
+  EXPECT_THAT(kinds,
+              ElementsAre("get_stage", "get_loops", "split", "parallel", "vectorize", "unroll"));
   const std::string ir = LowerText(sch, HostT());
   EXPECT_THAT(ir, HasSubstr("parallel for i in [0, 64)"));
   EXPECT_THAT(ir, HasSubstr("vectorized for j_1 in [0, 8)"));
@@ -573,34 +647,39 @@ TEST(ScheduleLoopKinds, ParallelVectorizeUnroll) {
 TEST(ScheduleErrors, ParallelReduction) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   std::vector<LoopRV> l = LoopsOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.Parallel(l[2]); }, kInvalid,
-              "parallel: cannot make reduction loop k of stage C parallel: its iterations "
-              "depend on each other");
+  ExpectFails(
+      sch, [&] { return sch.Parallel(l[2]); }, kInvalid,
+      "parallel: cannot make reduction loop k of stage C parallel: its iterations "
+      "depend on each other");
 }
 
 TEST(ScheduleErrors, VectorizeReduction) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   std::vector<LoopRV> l = LoopsOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.Vectorize(l[2]); }, kInvalid,
-              "vectorize: cannot make reduction loop k of stage C vectorized");
+  ExpectFails(
+      sch, [&] { return sch.Vectorize(l[2]); }, kInvalid,
+      "vectorize: cannot make reduction loop k of stage C vectorized");
 }
 
 TEST(ScheduleErrors, ParallelTwice) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   std::vector<LoopRV> l = LoopsOf(sch, "C");
   TESSEL_ASSERT_OK(sch.Parallel(l[0]));
-  ExpectFails(sch, [&] { return sch.Parallel(l[0]); }, kPrecondition,
-              "parallel: loop i of stage C is already parallel");
-  ExpectFails(sch, [&] { return sch.Vectorize(l[0]); }, kPrecondition,
-              "vectorize: loop i of stage C is already parallel");
+  ExpectFails(
+      sch, [&] { return sch.Parallel(l[0]); }, kPrecondition,
+      "parallel: loop i of stage C is already parallel");
+  ExpectFails(
+      sch, [&] { return sch.Vectorize(l[0]); }, kPrecondition,
+      "vectorize: loop i of stage C is already parallel");
 }
 
 TEST(ScheduleErrors, UnrollBoundLoop) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   std::vector<LoopRV> l = LoopsOf(sch, "C");
   TESSEL_ASSERT_OK(sch.Bind(l[1], "threadIdx.x"));
-  ExpectFails(sch, [&] { return sch.Unroll(l[1]); }, kPrecondition,
-              "unroll: loop j of stage C is already threadIdx.x");
+  ExpectFails(
+      sch, [&] { return sch.Unroll(l[1]); }, kPrecondition,
+      "unroll: loop j of stage C is already threadIdx.x");
 }
 
 // =============================================================================================
@@ -621,7 +700,8 @@ TiledMatmul MakeTiledMatmul(int64_t m, int64_t n, int64_t k) {
   std::vector<LoopRV> i = ValueOrDie(sch.Split(l[0], {-1, 16}));
   std::vector<LoopRV> j = ValueOrDie(sch.Split(l[1], {-1, 16}));
   std::vector<LoopRV> kk = ValueOrDie(sch.Split(l[2], {-1, 8}));
-  if (!sch.Reorder({i[0], j[0], i[1], j[1], kk[0], kk[1]}).ok()) throw std::runtime_error("reorder");
+  if (!sch.Reorder({i[0], j[0], i[1], j[1], kk[0], kk[1]}).ok())
+    throw std::runtime_error("reorder");
   if (!sch.Bind(i[0], "blockIdx.y").ok() || !sch.Bind(j[0], "blockIdx.x").ok() ||
       !sch.Bind(i[1], "threadIdx.y").ok() || !sch.Bind(j[1], "threadIdx.x").ok()) {
     throw std::runtime_error("bind");
@@ -696,30 +776,35 @@ TEST(ScheduleCacheRead, SecondCacheGetsUniqueName) {
 TEST(ScheduleErrors, CacheReadBadScope) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   BlockRV c = BlockOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.CacheRead("A", "global", {c}); }, kInvalid,
-              "cache_read: unknown cache scope 'global'; use shared or local");
-  ExpectFails(sch, [&] { return sch.CacheRead("A", "texture", {c}); }, kInvalid,
-              "unknown cache scope 'texture'");
+  ExpectFails(
+      sch, [&] { return sch.CacheRead("A", "global", {c}); }, kInvalid,
+      "cache_read: unknown cache scope 'global'; use shared or local");
+  ExpectFails(
+      sch, [&] { return sch.CacheRead("A", "texture", {c}); }, kInvalid,
+      "unknown cache scope 'texture'");
 }
 
 TEST(ScheduleErrors, CacheReadUnknownTensor) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   BlockRV c = BlockOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.CacheRead("Z", "shared", {c}); }, kInvalid,
-              "cache_read: no tensor named 'Z' to cache");
+  ExpectFails(
+      sch, [&] { return sch.CacheRead("Z", "shared", {c}); }, kInvalid,
+      "cache_read: no tensor named 'Z' to cache");
 }
 
 TEST(ScheduleErrors, CacheReadNoReaders) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
-  ExpectFails(sch, [&] { return sch.CacheRead("A", "shared", {}); }, kInvalid,
-              "cache_read: needs at least one reader stage");
+  ExpectFails(
+      sch, [&] { return sch.CacheRead("A", "shared", {}); }, kInvalid,
+      "cache_read: needs at least one reader stage");
 }
 
 TEST(ScheduleErrors, CacheReadReaderDoesNotRead) {
   Schedule sch = NewSchedule(MatmulRelu(8, 8, 8));
   BlockRV d = BlockOf(sch, "D");
-  ExpectFails(sch, [&] { return sch.CacheRead("A", "shared", {d}); }, kPrecondition,
-              "cache_read: stage D does not read A");
+  ExpectFails(
+      sch, [&] { return sch.CacheRead("A", "shared", {d}); }, kPrecondition,
+      "cache_read: stage D does not read A");
 }
 
 TEST(ScheduleErrors, CacheReadInlinedStage) {
@@ -727,8 +812,9 @@ TEST(ScheduleErrors, CacheReadInlinedStage) {
   BlockRV b = BlockOf(sch, "B");
   BlockRV c = BlockOf(sch, "C");
   TESSEL_ASSERT_OK(sch.ComputeInline(b));
-  ExpectFails(sch, [&] { return sch.CacheRead("B", "shared", {c}); }, kPrecondition,
-              "cache_read: stage B was inlined; it has no buffer to cache");
+  ExpectFails(
+      sch, [&] { return sch.CacheRead("B", "shared", {c}); }, kPrecondition,
+      "cache_read: stage B was inlined; it has no buffer to cache");
 }
 
 // =============================================================================================
@@ -772,25 +858,28 @@ TEST(ScheduleCacheWrite, MovesComputationToLocalStage) {
 TEST(ScheduleErrors, CacheWriteBadScope) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   BlockRV c = BlockOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.CacheWrite(c, "global"); }, kInvalid,
-              "cache_write: unknown cache scope 'global'; use shared or local");
+  ExpectFails(
+      sch, [&] { return sch.CacheWrite(c, "global"); }, kInvalid,
+      "cache_write: unknown cache scope 'global'; use shared or local");
 }
 
 TEST(ScheduleErrors, CacheWriteAfterSplit) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   BlockRV c = BlockOf(sch, "C");
   TESSEL_ASSERT_OK(sch.Split(LoopsOf(sch, c)[0], {2, 4}));
-  ExpectFails(sch, [&] { return sch.CacheWrite(c, "local"); }, kPrecondition,
-              "cache_write: stage C has transformed loops or is attached; cache_write must come "
-              "before its loops are transformed");
+  ExpectFails(
+      sch, [&] { return sch.CacheWrite(c, "local"); }, kPrecondition,
+      "cache_write: stage C has transformed loops or is attached; cache_write must come "
+      "before its loops are transformed");
 }
 
 TEST(ScheduleErrors, CacheWriteInlined) {
   Schedule sch = NewSchedule(ElementwiseChain(8, 8));
   BlockRV b = BlockOf(sch, "B");
   TESSEL_ASSERT_OK(sch.ComputeInline(b));
-  ExpectFails(sch, [&] { return sch.CacheWrite(b, "local"); }, kPrecondition,
-              "cache_write: stage B was inlined and has no loops");
+  ExpectFails(
+      sch, [&] { return sch.CacheWrite(b, "local"); }, kPrecondition,
+      "cache_write: stage B was inlined and has no loops");
 }
 
 // Regression: cache_write resets the stage's loops, so a binding, loop kind, loop annotation or
@@ -799,9 +888,10 @@ TEST(ScheduleErrors, CacheWriteAfterBind) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   BlockRV c = BlockOf(sch, "C");
   TESSEL_ASSERT_OK(sch.Bind(LoopsOf(sch, c)[0], "blockIdx.x"));
-  ExpectFails(sch, [&] { return sch.CacheWrite(c, "local"); }, kPrecondition,
-              "cache_write: loop i of stage C is already bound to blockIdx.x; cache_write must "
-              "come before its loops are transformed");
+  ExpectFails(
+      sch, [&] { return sch.CacheWrite(c, "local"); }, kPrecondition,
+      "cache_write: loop i of stage C is already bound to blockIdx.x; cache_write must "
+      "come before its loops are transformed");
 }
 
 TEST(ScheduleErrors, CacheWriteAfterParallelOrAnnotate) {
@@ -809,24 +899,27 @@ TEST(ScheduleErrors, CacheWriteAfterParallelOrAnnotate) {
   BlockRV c = BlockOf(sch, "C");
   std::vector<LoopRV> l = LoopsOf(sch, c);
   TESSEL_ASSERT_OK(sch.Parallel(l[0]));
-  ExpectFails(sch, [&] { return sch.CacheWrite(c, "local"); }, kPrecondition,
-              "cache_write: loop i of stage C is already parallel; cache_write must come before "
-              "its loops are transformed");
+  ExpectFails(
+      sch, [&] { return sch.CacheWrite(c, "local"); }, kPrecondition,
+      "cache_write: loop i of stage C is already parallel; cache_write must come before "
+      "its loops are transformed");
   Schedule sch2 = NewSchedule(Matmul(8, 8, 8));
   BlockRV c2 = BlockOf(sch2, "C");
   TESSEL_ASSERT_OK(sch2.Annotate(LoopsOf(sch2, c2)[1], "pipeline_depth", 2));
-  ExpectFails(sch2, [&] { return sch2.CacheWrite(c2, "local"); }, kPrecondition,
-              "cache_write: loop j of stage C is already annotated; cache_write must come "
-              "before its loops are transformed");
+  ExpectFails(
+      sch2, [&] { return sch2.CacheWrite(c2, "local"); }, kPrecondition,
+      "cache_write: loop j of stage C is already annotated; cache_write must come "
+      "before its loops are transformed");
 }
 
 TEST(ScheduleErrors, CacheWriteAfterDecomposeReduction) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   BlockRV c = BlockOf(sch, "C");
   TESSEL_ASSERT_OK(sch.DecomposeReduction(c, LoopsOf(sch, c)[2]));
-  ExpectFails(sch, [&] { return sch.CacheWrite(c, "local"); }, kPrecondition,
-              "cache_write: stage C has a decomposed reduction; cache_write must come before its "
-              "loops are transformed");
+  ExpectFails(
+      sch, [&] { return sch.CacheWrite(c, "local"); }, kPrecondition,
+      "cache_write: stage C has a decomposed reduction; cache_write must come before its "
+      "loops are transformed");
 }
 
 // =============================================================================================
@@ -882,17 +975,19 @@ TEST(ScheduleErrors, ComputeAtItself) {
   Schedule sch = NewSchedule(ElementwiseChain(8, 8));
   BlockRV b = BlockOf(sch, "B");
   LoopRV bi = LoopsOf(sch, b)[0];
-  ExpectFails(sch, [&] { return sch.ComputeAt(b, bi); }, kInvalid,
-              "compute_at: cannot attach stage B to itself");
+  ExpectFails(
+      sch, [&] { return sch.ComputeAt(b, bi); }, kInvalid,
+      "compute_at: cannot attach stage B to itself");
 }
 
 TEST(ScheduleErrors, ComputeAtOutput) {
   Schedule sch = NewSchedule(MatmulRelu(8, 8, 8));
   BlockRV d = BlockOf(sch, "D");
   LoopRV ci = LoopsOf(sch, "C")[0];
-  ExpectFails(sch, [&] { return sch.ComputeAt(d, ci); }, kPrecondition,
-              "compute_at: stage D is an output; attach its producers to it instead, or use "
-              "reverse_compute_at");
+  ExpectFails(
+      sch, [&] { return sch.ComputeAt(d, ci); }, kPrecondition,
+      "compute_at: stage D is an output; attach its producers to it instead, or use "
+      "reverse_compute_at");
 }
 
 TEST(ScheduleErrors, ComputeAtCycle) {
@@ -901,18 +996,20 @@ TEST(ScheduleErrors, ComputeAtCycle) {
   BlockRV e = BlockOf(sch, "E");
   TESSEL_ASSERT_OK(sch.ComputeAt(mx, LoopsOf(sch, e)[0]));
   LoopRV mi = LoopsOf(sch, mx)[0];
-  ExpectFails(sch, [&] { return sch.ComputeAt(e, mi); }, kPrecondition,
-              "compute_at: stage Mx is attached inside stage E; attaching back would make a "
-              "cycle");
+  ExpectFails(
+      sch, [&] { return sch.ComputeAt(e, mi); }, kPrecondition,
+      "compute_at: stage Mx is attached inside stage E; attaching back would make a "
+      "cycle");
 }
 
 TEST(ScheduleErrors, ComputeAtWithReaderOutsideLoop) {
   Schedule sch = NewSchedule(Softmax(8, 16));
   BlockRV e = BlockOf(sch, "E");
   LoopRV yj = LoopsOf(sch, "Y")[1];
-  ExpectFails(sch, [&] { return sch.ComputeAt(e, yj); }, kPrecondition,
-              "compute_at: stage E is also read by stage Sm, which is not inside stage Y; "
-              "cache_read it for each reader or attach that reader too");
+  ExpectFails(
+      sch, [&] { return sch.ComputeAt(e, yj); }, kPrecondition,
+      "compute_at: stage E is also read by stage Sm, which is not inside stage Y; "
+      "cache_read it for each reader or attach that reader too");
 }
 
 // A = input; B = A * 2 (read by nobody); C = A + 1 (output).
@@ -933,8 +1030,9 @@ TEST(ScheduleErrors, ComputeAtWithoutConsumer) {
   Schedule sch = NewSchedule(DeadStageWorkload());
   BlockRV b = BlockOf(sch, "B");
   LoopRV ci = LoopsOf(sch, "C")[0];
-  ExpectFails(sch, [&] { return sch.ComputeAt(b, ci); }, kPrecondition,
-              "compute_at: stage B has no consumer");
+  ExpectFails(
+      sch, [&] { return sch.ComputeAt(b, ci); }, kPrecondition,
+      "compute_at: stage B has no consumer");
 }
 
 TEST(ScheduleErrors, ComputeAtInlinedStage) {
@@ -942,8 +1040,9 @@ TEST(ScheduleErrors, ComputeAtInlinedStage) {
   BlockRV b = BlockOf(sch, "B");
   LoopRV ci = LoopsOf(sch, "C")[0];
   TESSEL_ASSERT_OK(sch.ComputeInline(b));
-  ExpectFails(sch, [&] { return sch.ComputeAt(b, ci); }, kPrecondition,
-              "compute_at: stage B was inlined and has no loops");
+  ExpectFails(
+      sch, [&] { return sch.ComputeAt(b, ci); }, kPrecondition,
+      "compute_at: stage B was inlined and has no loops");
 }
 
 // Regression: ResetLoops (compute_at, reverse_compute_at, cache_write, rfactor) drops the derived
@@ -957,12 +1056,14 @@ TEST(ScheduleErrors, StaleHandleAfterResetStaysStale) {
   EXPECT_EQ(sch.LoopName(p[0]), "B.i_0");
   TESSEL_ASSERT_OK(sch.ComputeAt(b, LoopsOf(sch, "C")[0]));
   TESSEL_ASSERT_OK(sch.Split(LoopsOf(sch, b)[1], {2, 8}));
-  ExpectFails(sch, [&] { return sch.Bind(p[0], "threadIdx.x"); }, kPrecondition,
-              "bind: loop i_0 of stage B is no longer a loop (the stage's loops were reset by "
-              "compute_at, reverse_compute_at, cache_write or rfactor; get its loops again)");
+  ExpectFails(
+      sch, [&] { return sch.Bind(p[0], "threadIdx.x"); }, kPrecondition,
+      "bind: loop i_0 of stage B is no longer a loop (the stage's loops were reset by "
+      "compute_at, reverse_compute_at, cache_write or rfactor; get its loops again)");
   // Root loops are reset too: B.j from before compute_at is stale although j is still a leaf.
-  ExpectFails(sch, [&] { return sch.Parallel(roots[1]); }, kPrecondition,
-              "parallel: loop j of stage B is no longer a loop");
+  ExpectFails(
+      sch, [&] { return sch.Parallel(roots[1]); }, kPrecondition,
+      "parallel: loop j of stage B is no longer a loop");
   // Fresh handles work.
   TESSEL_ASSERT_OK(sch.Bind(LoopsOf(sch, b)[1], "threadIdx.x"));
 }
@@ -988,8 +1089,9 @@ TEST(ScheduleErrors, ComputeAtStaleLoop) {
   BlockRV b = BlockOf(sch, "B");
   LoopRV ci = LoopsOf(sch, "C")[0];
   TESSEL_ASSERT_OK(sch.Split(ci, {2, 4}));
-  ExpectFails(sch, [&] { return sch.ComputeAt(b, ci); }, kPrecondition,
-              "compute_at: loop i of stage C is no longer a loop");
+  ExpectFails(
+      sch, [&] { return sch.ComputeAt(b, ci); }, kPrecondition,
+      "compute_at: loop i of stage C is no longer a loop");
 }
 
 TEST(ScheduleReverseComputeAt, ConsumerRunsAfterProducerBody) {
@@ -1013,26 +1115,29 @@ TEST(ScheduleErrors, ReverseComputeAtItself) {
   Schedule sch = NewSchedule(MatmulRelu(8, 8, 8));
   BlockRV d = BlockOf(sch, "D");
   LoopRV di = LoopsOf(sch, d)[0];
-  ExpectFails(sch, [&] { return sch.ReverseComputeAt(d, di); }, kInvalid,
-              "reverse_compute_at: cannot attach stage D to itself");
+  ExpectFails(
+      sch, [&] { return sch.ReverseComputeAt(d, di); }, kInvalid,
+      "reverse_compute_at: cannot attach stage D to itself");
 }
 
 TEST(ScheduleErrors, ReverseComputeAtReduction) {
   Schedule sch = NewSchedule(MatmulRelu(8, 8, 8));
   BlockRV c = BlockOf(sch, "C");
   LoopRV di = LoopsOf(sch, "D")[0];
-  ExpectFails(sch, [&] { return sch.ReverseComputeAt(c, di); }, kPrecondition,
-              "reverse_compute_at: stage C is a reduction; only injective consumers can be "
-              "attached after their producer");
+  ExpectFails(
+      sch, [&] { return sch.ReverseComputeAt(c, di); }, kPrecondition,
+      "reverse_compute_at: stage C is a reduction; only injective consumers can be "
+      "attached after their producer");
 }
 
 TEST(ScheduleErrors, ReverseComputeAtNotElementwise) {
   Schedule sch = NewSchedule(Softmax(8, 16));
   BlockRV y = BlockOf(sch, "Y");
   LoopRV si = LoopsOf(sch, "Sm")[0];
-  ExpectFails(sch, [&] { return sch.ReverseComputeAt(y, si); }, kPrecondition,
-              "reverse_compute_at: stage Y must read Sm at its own indices (an elementwise "
-              "consumer)");
+  ExpectFails(
+      sch, [&] { return sch.ReverseComputeAt(y, si); }, kPrecondition,
+      "reverse_compute_at: stage Y must read Sm at its own indices (an elementwise "
+      "consumer)");
 }
 
 TEST(ScheduleErrors, ReverseComputeAtSharedProducerWithOtherConsumers) {
@@ -1041,8 +1146,9 @@ TEST(ScheduleErrors, ReverseComputeAtSharedProducerWithOtherConsumers) {
   BlockRV y = BlockOf(sch, "Y");
   TESSEL_ASSERT_OK(sch.SetScope(e, "shared"));
   LoopRV ej = LoopsOf(sch, e)[1];
-  ExpectFails(sch, [&] { return sch.ReverseComputeAt(y, ej); }, kPrecondition,
-              "reverse_compute_at: stage E is in shared memory and has other consumers than Y");
+  ExpectFails(
+      sch, [&] { return sch.ReverseComputeAt(y, ej); }, kPrecondition,
+      "reverse_compute_at: stage E is in shared memory and has other consumers than Y");
 }
 
 TEST(ScheduleErrors, ReverseComputeAtCycle) {
@@ -1051,9 +1157,10 @@ TEST(ScheduleErrors, ReverseComputeAtCycle) {
   BlockRV c = BlockOf(sch, "C");
   TESSEL_ASSERT_OK(sch.ComputeAt(b, LoopsOf(sch, c)[0]));
   LoopRV bi = LoopsOf(sch, b)[0];
-  ExpectFails(sch, [&] { return sch.ReverseComputeAt(c, bi); }, kPrecondition,
-              "reverse_compute_at: stage B is attached inside stage C; attaching back would make "
-              "a cycle");
+  ExpectFails(
+      sch, [&] { return sch.ReverseComputeAt(c, bi); }, kPrecondition,
+      "reverse_compute_at: stage B is attached inside stage C; attaching back would make "
+      "a cycle");
 }
 
 // =============================================================================================
@@ -1083,15 +1190,17 @@ TEST(ScheduleComputeInline, IntoAReduction) {
 TEST(ScheduleErrors, ComputeInlineReduction) {
   Schedule sch = NewSchedule(MatmulRelu(8, 8, 8));
   BlockRV c = BlockOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.ComputeInline(c); }, kPrecondition,
-              "compute_inline: stage C is a reduction; only injective stages can be inlined");
+  ExpectFails(
+      sch, [&] { return sch.ComputeInline(c); }, kPrecondition,
+      "compute_inline: stage C is a reduction; only injective stages can be inlined");
 }
 
 TEST(ScheduleErrors, ComputeInlineOutput) {
   Schedule sch = NewSchedule(ElementwiseChain(8, 8));
   BlockRV c = BlockOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.ComputeInline(c); }, kPrecondition,
-              "compute_inline: stage C is an output of the workload; outputs must be stored");
+  ExpectFails(
+      sch, [&] { return sch.ComputeInline(c); }, kPrecondition,
+      "compute_inline: stage C is an output of the workload; outputs must be stored");
 }
 
 TEST(ScheduleErrors, ComputeInlineWithAttachedStage) {
@@ -1099,23 +1208,26 @@ TEST(ScheduleErrors, ComputeInlineWithAttachedStage) {
   BlockRV mx = BlockOf(sch, "Mx");
   BlockRV e = BlockOf(sch, "E");
   TESSEL_ASSERT_OK(sch.ComputeAt(mx, LoopsOf(sch, e)[0]));
-  ExpectFails(sch, [&] { return sch.ComputeInline(e); }, kPrecondition,
-              "compute_inline: stage Mx is attached to a loop of E; move it before inlining E");
+  ExpectFails(
+      sch, [&] { return sch.ComputeInline(e); }, kPrecondition,
+      "compute_inline: stage Mx is attached to a loop of E; move it before inlining E");
 }
 
 TEST(ScheduleErrors, ComputeInlineWithoutConsumer) {
   Schedule sch = NewSchedule(DeadStageWorkload());
   BlockRV b = BlockOf(sch, "B");
-  ExpectFails(sch, [&] { return sch.ComputeInline(b); }, kPrecondition,
-              "compute_inline: stage B has no consumer to inline into");
+  ExpectFails(
+      sch, [&] { return sch.ComputeInline(b); }, kPrecondition,
+      "compute_inline: stage B has no consumer to inline into");
 }
 
 TEST(ScheduleErrors, ComputeInlineTwice) {
   Schedule sch = NewSchedule(ElementwiseChain(8, 8));
   BlockRV b = BlockOf(sch, "B");
   TESSEL_ASSERT_OK(sch.ComputeInline(b));
-  ExpectFails(sch, [&] { return sch.ComputeInline(b); }, kPrecondition,
-              "compute_inline: stage B was inlined and has no loops");
+  ExpectFails(
+      sch, [&] { return sch.ComputeInline(b); }, kPrecondition,
+      "compute_inline: stage B was inlined and has no loops");
 }
 
 TEST(ScheduleReverseComputeInline, MergesConsumerIntoInjectiveProducer) {
@@ -1159,32 +1271,36 @@ Workload FanOutWorkload(std::vector<std::string> outputs) {
 TEST(ScheduleErrors, ReverseComputeInlineReduction) {
   Schedule sch = NewSchedule(MatmulRelu(8, 8, 8));
   BlockRV c = BlockOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.ReverseComputeInline(c); }, kPrecondition,
-              "reverse_compute_inline: stage C is a reduction; only injective consumers can be "
-              "inlined into their producer");
+  ExpectFails(
+      sch, [&] { return sch.ReverseComputeInline(c); }, kPrecondition,
+      "reverse_compute_inline: stage C is a reduction; only injective consumers can be "
+      "inlined into their producer");
 }
 
 TEST(ScheduleErrors, ReverseComputeInlineTwoProducers) {
   Schedule sch = NewSchedule(Softmax(8, 16));
   BlockRV y = BlockOf(sch, "Y");
-  ExpectFails(sch, [&] { return sch.ReverseComputeInline(y); }, kPrecondition,
-              "reverse_compute_inline: stage Y reads two computed stages (E and Sm); it can be "
-              "inlined into one producer only");
+  ExpectFails(
+      sch, [&] { return sch.ReverseComputeInline(y); }, kPrecondition,
+      "reverse_compute_inline: stage Y reads two computed stages (E and Sm); it can be "
+      "inlined into one producer only");
 }
 
 TEST(ScheduleErrors, ReverseComputeInlineNoProducer) {
   Schedule sch = NewSchedule(VectorAdd(8));
   BlockRV c = BlockOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.ReverseComputeInline(c); }, kPrecondition,
-              "reverse_compute_inline: stage C reads no computed stage to be inlined into");
+  ExpectFails(
+      sch, [&] { return sch.ReverseComputeInline(c); }, kPrecondition,
+      "reverse_compute_inline: stage C reads no computed stage to be inlined into");
 }
 
 TEST(ScheduleErrors, ReverseComputeInlineIntoReduction) {
   Schedule sch = NewSchedule(MatmulRelu(8, 8, 8));
   BlockRV d = BlockOf(sch, "D");
-  ExpectFails(sch, [&] { return sch.ReverseComputeInline(d); }, kPrecondition,
-              "reverse_compute_inline: producer C of stage D is a reduction; cache_write it "
-              "first and inline into the write-back stage");
+  ExpectFails(
+      sch, [&] { return sch.ReverseComputeInline(d); }, kPrecondition,
+      "reverse_compute_inline: producer C of stage D is a reduction; cache_write it "
+      "first and inline into the write-back stage");
 }
 
 TEST(ScheduleErrors, ReverseComputeInlineNotIdentity) {
@@ -1194,16 +1310,18 @@ TEST(ScheduleErrors, ReverseComputeInlineNotIdentity) {
   c.body = MakeMax(Ld(w.tensors[1], {c.axes[1], c.axes[0]}), MakeFloat(0.0));
   Schedule sch = NewSchedule(w);
   BlockRV cb = BlockOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.ReverseComputeInline(cb); }, kPrecondition,
-              "reverse_compute_inline: stage C must read B at its own indices, with the same "
-              "shape");
+  ExpectFails(
+      sch, [&] { return sch.ReverseComputeInline(cb); }, kPrecondition,
+      "reverse_compute_inline: stage C must read B at its own indices, with the same "
+      "shape");
 }
 
 TEST(ScheduleErrors, ReverseComputeInlineProducerWithOtherConsumers) {
   Schedule sch = NewSchedule(FanOutWorkload({"C", "D"}));
   BlockRV c = BlockOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.ReverseComputeInline(c); }, kPrecondition,
-              "reverse_compute_inline: producer B has other consumers than C");
+  ExpectFails(
+      sch, [&] { return sch.ReverseComputeInline(c); }, kPrecondition,
+      "reverse_compute_inline: producer B has other consumers than C");
 }
 
 TEST(ScheduleErrors, ReverseComputeInlineProducerIsOutput) {
@@ -1211,8 +1329,9 @@ TEST(ScheduleErrors, ReverseComputeInlineProducerIsOutput) {
   w.outputs = {"B", "C"};
   Schedule sch2 = NewSchedule(w);
   BlockRV c = BlockOf(sch2, "C");
-  ExpectFails(sch2, [&] { return sch2.ReverseComputeInline(c); }, kPrecondition,
-              "reverse_compute_inline: producer B is an output");
+  ExpectFails(
+      sch2, [&] { return sch2.ReverseComputeInline(c); }, kPrecondition,
+      "reverse_compute_inline: producer B is an output");
 }
 
 TEST(ScheduleErrors, ReverseComputeInlineWithAttachedStage) {
@@ -1220,9 +1339,10 @@ TEST(ScheduleErrors, ReverseComputeInlineWithAttachedStage) {
   BlockRV b = BlockOf(sch, "B");
   BlockRV c = BlockOf(sch, "C");
   TESSEL_ASSERT_OK(sch.ComputeAt(b, LoopsOf(sch, c)[0]));
-  ExpectFails(sch, [&] { return sch.ReverseComputeInline(c); }, kPrecondition,
-              "reverse_compute_inline: stage B is attached to a loop of C; move it before "
-              "inlining C");
+  ExpectFails(
+      sch, [&] { return sch.ReverseComputeInline(c); }, kPrecondition,
+      "reverse_compute_inline: stage B is attached to a loop of C; move it before "
+      "inlining C");
 }
 
 // Regression: inlining the output C into a producer in local memory would make the output live in
@@ -1247,9 +1367,10 @@ TEST(ScheduleErrors, ReverseComputeInlineOutputIntoLocalProducer) {
   BlockRV b = BlockOf(sch, "B");
   BlockRV c = BlockOf(sch, "C");
   TESSEL_ASSERT_OK(sch.SetScope(b, "local"));
-  ExpectFails(sch, [&] { return sch.ReverseComputeInline(c); }, kPrecondition,
-              "reverse_compute_inline: producer B is in local memory; the output C must stay in "
-              "global memory (set_scope B global first, or do not inline C)");
+  ExpectFails(
+      sch, [&] { return sch.ReverseComputeInline(c); }, kPrecondition,
+      "reverse_compute_inline: producer B is in local memory; the output C must stay in "
+      "global memory (set_scope B global first, or do not inline C)");
 }
 
 // =============================================================================================
@@ -1283,15 +1404,17 @@ TEST(ScheduleSetScope, ChangesTheBufferEverywhere) {
 TEST(ScheduleErrors, SetScopeUnknown) {
   Schedule sch = NewSchedule(ElementwiseChain(8, 8));
   BlockRV b = BlockOf(sch, "B");
-  ExpectFails(sch, [&] { return sch.SetScope(b, "texture"); }, kInvalid,
-              "set_scope: unknown scope 'texture'; use global, shared or local");
+  ExpectFails(
+      sch, [&] { return sch.SetScope(b, "texture"); }, kInvalid,
+      "set_scope: unknown scope 'texture'; use global, shared or local");
 }
 
 TEST(ScheduleErrors, SetScopeOutput) {
   Schedule sch = NewSchedule(ElementwiseChain(8, 8));
   BlockRV c = BlockOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.SetScope(c, "local"); }, kPrecondition,
-              "set_scope: stage C is an output and must stay in global memory");
+  ExpectFails(
+      sch, [&] { return sch.SetScope(c, "local"); }, kPrecondition,
+      "set_scope: stage C is an output and must stay in global memory");
 }
 
 TEST(ScheduleStorageAlign, PadsRealizedStrides) {
@@ -1335,31 +1458,35 @@ TEST(ScheduleErrors, StorageAlignBadAxis) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   BlockRV c = BlockOf(sch, "C");
   BlockRV as = ValueOrDie(sch.CacheRead("A", "shared", {c}));
-  ExpectFails(sch, [&] { return sch.StorageAlign(as, 1, 32, 1); }, kInvalid,
-              "storage_align: axis 1 of stage A_shared (rank 2) must be an outer axis in [0, 1): "
-              "the innermost stride is always 1");
-  ExpectFails(sch, [&] { return sch.StorageAlign(as, -1, 32, 1); }, kInvalid,
-              "axis -1 of stage A_shared (rank 2) must be an outer axis");
+  ExpectFails(
+      sch, [&] { return sch.StorageAlign(as, 1, 32, 1); }, kInvalid,
+      "storage_align: axis 1 of stage A_shared (rank 2) must be an outer axis in [0, 1): "
+      "the innermost stride is always 1");
+  ExpectFails(
+      sch, [&] { return sch.StorageAlign(as, -1, 32, 1); }, kInvalid,
+      "axis -1 of stage A_shared (rank 2) must be an outer axis");
 }
 
 TEST(ScheduleErrors, StorageAlignBadFactorOrOffset) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   BlockRV c = BlockOf(sch, "C");
   BlockRV as = ValueOrDie(sch.CacheRead("A", "shared", {c}));
-  ExpectFails(sch, [&] { return sch.StorageAlign(as, 0, 0, 0); }, kInvalid,
-              "storage_align: needs factor > 0 and 0 <= offset < factor, got factor 0 offset 0");
-  ExpectFails(sch, [&] { return sch.StorageAlign(as, 0, 32, 32); }, kInvalid,
-              "got factor 32 offset 32");
-  ExpectFails(sch, [&] { return sch.StorageAlign(as, 0, 32, -1); }, kInvalid,
-              "got factor 32 offset -1");
+  ExpectFails(
+      sch, [&] { return sch.StorageAlign(as, 0, 0, 0); }, kInvalid,
+      "storage_align: needs factor > 0 and 0 <= offset < factor, got factor 0 offset 0");
+  ExpectFails(
+      sch, [&] { return sch.StorageAlign(as, 0, 32, 32); }, kInvalid, "got factor 32 offset 32");
+  ExpectFails(
+      sch, [&] { return sch.StorageAlign(as, 0, 32, -1); }, kInvalid, "got factor 32 offset -1");
 }
 
 TEST(ScheduleErrors, StorageAlignGlobal) {
   Schedule sch = NewSchedule(MatmulRelu(8, 8, 8));
   BlockRV c = BlockOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.StorageAlign(c, 0, 32, 1); }, kPrecondition,
-              "storage_align: stage C is in global memory; storage_align pads buffers the kernel "
-              "allocates (shared, local)");
+  ExpectFails(
+      sch, [&] { return sch.StorageAlign(c, 0, 32, 1); }, kPrecondition,
+      "storage_align: stage C is in global memory; storage_align pads buffers the kernel "
+      "allocates (shared, local)");
 }
 
 // =============================================================================================
@@ -1395,10 +1522,12 @@ TEST(ScheduleErrors, AnnotateEmptyKey) {
   Schedule sch = NewSchedule(Matmul(8, 8, 8));
   BlockRV c = BlockOf(sch, "C");
   LoopRV i = LoopsOf(sch, c)[0];
-  ExpectFails(sch, [&] { return sch.Annotate(i, "", 1); }, kInvalid,
-              "annotate: the annotation key is empty");
-  ExpectFails(sch, [&] { return sch.Annotate(c, "", 1); }, kInvalid,
-              "annotate: the annotation key is empty");
+  ExpectFails(
+      sch, [&] { return sch.Annotate(i, "", 1); }, kInvalid,
+      "annotate: the annotation key is empty");
+  ExpectFails(
+      sch, [&] { return sch.Annotate(c, "", 1); }, kInvalid,
+      "annotate: the annotation key is empty");
 }
 
 // =============================================================================================
@@ -1443,16 +1572,18 @@ TEST(ScheduleErrors, DecomposeReductionOtherStageLoop) {
   Schedule sch = NewSchedule(MatmulRelu(8, 8, 8));
   BlockRV c = BlockOf(sch, "C");
   LoopRV di = LoopsOf(sch, "D")[0];
-  ExpectFails(sch, [&] { return sch.DecomposeReduction(c, di); }, kInvalid,
-              "decompose_reduction: loop i of stage D is not a loop of stage C");
+  ExpectFails(
+      sch, [&] { return sch.DecomposeReduction(c, di); }, kInvalid,
+      "decompose_reduction: loop i of stage D is not a loop of stage C");
 }
 
 TEST(ScheduleErrors, DecomposeReductionNotAReduction) {
   Schedule sch = NewSchedule(MatmulRelu(8, 8, 8));
   BlockRV d = BlockOf(sch, "D");
   LoopRV di = LoopsOf(sch, d)[0];
-  ExpectFails(sch, [&] { return sch.DecomposeReduction(d, di); }, kPrecondition,
-              "decompose_reduction: stage D is not a reduction");
+  ExpectFails(
+      sch, [&] { return sch.DecomposeReduction(d, di); }, kPrecondition,
+      "decompose_reduction: stage D is not a reduction");
 }
 
 TEST(ScheduleErrors, DecomposeReductionInsideReductionLoop) {
@@ -1460,9 +1591,10 @@ TEST(ScheduleErrors, DecomposeReductionInsideReductionLoop) {
   BlockRV c = BlockOf(sch, "C");
   std::vector<LoopRV> l = LoopsOf(sch, c);
   TESSEL_ASSERT_OK(sch.Reorder({l[2], l[0]}));  // k, j, i
-  ExpectFails(sch, [&] { return sch.DecomposeReduction(c, l[1]); }, kPrecondition,
-              "decompose_reduction: reduction loop k of stage C is outside loop j of stage C; "
-              "the initialization must come before every reduction loop");
+  ExpectFails(
+      sch, [&] { return sch.DecomposeReduction(c, l[1]); }, kPrecondition,
+      "decompose_reduction: reduction loop k of stage C is outside loop j of stage C; "
+      "the initialization must come before every reduction loop");
 }
 
 // =============================================================================================
@@ -1537,24 +1669,27 @@ TEST(ScheduleRFactor, PartialsAcrossBlocksThenCrossThread) {
 TEST(ScheduleErrors, RFactorSpatialLoop) {
   Schedule sch = NewSchedule(RowSum(8, 64));
   std::vector<LoopRV> l = LoopsOf(sch, "S");
-  ExpectFails(sch, [&] { return sch.RFactor(l[0]); }, kInvalid,
-              "rfactor: loop i of stage S is not a reduction loop");
+  ExpectFails(
+      sch, [&] { return sch.RFactor(l[0]); }, kInvalid,
+      "rfactor: loop i of stage S is not a reduction loop");
 }
 
 TEST(ScheduleErrors, RFactorUnsplitLoop) {
   Schedule sch = NewSchedule(RowSum(8, 64));
   std::vector<LoopRV> l = LoopsOf(sch, "S");
-  ExpectFails(sch, [&] { return sch.RFactor(l[1]); }, kPrecondition,
-              "rfactor: loop k of stage S must come from one split of a reduction axis (split it "
-              "in two, then rfactor one side)");
+  ExpectFails(
+      sch, [&] { return sch.RFactor(l[1]); }, kPrecondition,
+      "rfactor: loop k of stage S must come from one split of a reduction axis (split it "
+      "in two, then rfactor one side)");
 }
 
 TEST(ScheduleErrors, RFactorThreeWaySplit) {
   Schedule sch = NewSchedule(RowSum(8, 64));
   std::vector<LoopRV> l = LoopsOf(sch, "S");
   std::vector<LoopRV> k = ValueOrDie(sch.Split(l[1], {4, 4, 4}));
-  ExpectFails(sch, [&] { return sch.RFactor(k[2]); }, kPrecondition,
-              "rfactor: loop k_2 of stage S must come from one split of a reduction axis");
+  ExpectFails(
+      sch, [&] { return sch.RFactor(k[2]); }, kPrecondition,
+      "rfactor: loop k_2 of stage S must come from one split of a reduction axis");
 }
 
 TEST(ScheduleErrors, RFactorAttachedStage) {
@@ -1563,8 +1698,9 @@ TEST(ScheduleErrors, RFactorAttachedStage) {
   TESSEL_ASSERT_OK(sch.ComputeAt(mx, LoopsOf(sch, "E")[0]));
   std::vector<LoopRV> ml = LoopsOf(sch, mx);
   std::vector<LoopRV> k = ValueOrDie(sch.Split(ml[1], {-1, 16}));
-  ExpectFails(sch, [&] { return sch.RFactor(k[1]); }, kPrecondition,
-              "rfactor: stage Mx is attached; rfactor it first");
+  ExpectFails(
+      sch, [&] { return sch.RFactor(k[1]); }, kPrecondition,
+      "rfactor: stage Mx is attached; rfactor it first");
 }
 
 // S[i] = sum_{k, l} X[i, k, l]: two reduction axes.
@@ -1589,9 +1725,10 @@ TEST(ScheduleErrors, RFactorWithOtherTransformedReduction) {
   std::vector<LoopRV> l = LoopsOf(sch, "S");
   std::vector<LoopRV> k = ValueOrDie(sch.Split(l[1], {-1, 4}));
   TESSEL_ASSERT_OK(sch.Split(l[2], {-1, 4}));
-  ExpectFails(sch, [&] { return sch.RFactor(k[1]); }, kPrecondition,
-              "rfactor: stage S has other transformed reduction loops; rfactor supports one "
-              "split of one reduction axis");
+  ExpectFails(
+      sch, [&] { return sch.RFactor(k[1]); }, kPrecondition,
+      "rfactor: stage S has other transformed reduction loops; rfactor supports one "
+      "split of one reduction axis");
 }
 
 TEST(ScheduleRFactor, KeepsOtherReductionAxes) {
@@ -1627,7 +1764,7 @@ TEST(ScheduleSamplePerfectTile, ProductIsExtentAndInnermostBounded) {
     EXPECT_EQ(inst.kind, "sample_perfect_tile");
     EXPECT_EQ(inst.attrs, nlohmann::json::parse(R"({"n": 3, "max_innermost": 4})"));
     EXPECT_EQ(inst.decision, nlohmann::json({sch.Value((*tiles)[0]), sch.Value((*tiles)[1]),
-                                            sch.Value((*tiles)[2])}));
+                                             sch.Value((*tiles)[2])}));
   }
 }
 
@@ -1674,9 +1811,10 @@ TEST(ScheduleSamplePerfectTile, SingleFactorRespectsMaxInnermost) {
 TEST(ScheduleErrors, SamplePerfectTileSingleFactorOverMaxInnermost) {
   Schedule sch = NewSchedule(VectorAdd(64));
   LoopRV i = LoopsOf(sch, "C")[0];
-  ExpectFails(sch, [&] { return sch.SamplePerfectTile(i, 1, 16); }, kInvalid,
-              "sample_perfect_tile: n is 1, so the only factor is the extent 64 of loop i of "
-              "stage C, which exceeds max_innermost 16; use n >= 2 or raise max_innermost");
+  ExpectFails(
+      sch, [&] { return sch.SamplePerfectTile(i, 1, 16); }, kInvalid,
+      "sample_perfect_tile: n is 1, so the only factor is the extent 64 of loop i of "
+      "stage C, which exceeds max_innermost 16; use n >= 2 or raise max_innermost");
   auto ok = sch.SamplePerfectTile(i, 1, 64);
   TESSEL_ASSERT_OK(ok);
   EXPECT_EQ(sch.Value(ok->back()), 64);
@@ -1685,30 +1823,40 @@ TEST(ScheduleErrors, SamplePerfectTileSingleFactorOverMaxInnermost) {
 TEST(ScheduleErrors, SamplePerfectTileBadN) {
   Schedule sch = NewSchedule(VectorAdd(64));
   LoopRV i = LoopsOf(sch, "C")[0];
-  ExpectFails(sch, [&] { return sch.SamplePerfectTile(i, 0, 16); }, kInvalid,
-              "sample_perfect_tile: n must be at least 1, got 0");
-  ExpectFails(sch, [&] { return sch.SamplePerfectTile(i, 2, 0); }, kInvalid,
-              "sample_perfect_tile: max_innermost must be at least 1, got 0");
+  ExpectFails(
+      sch, [&] { return sch.SamplePerfectTile(i, 0, 16); }, kInvalid,
+      "sample_perfect_tile: n must be at least 1, got 0");
+  ExpectFails(
+      sch, [&] { return sch.SamplePerfectTile(i, 2, 0); }, kInvalid,
+      "sample_perfect_tile: max_innermost must be at least 1, got 0");
 }
 
 TEST(ScheduleErrors, SamplePerfectTileBadDecision) {
   Schedule sch = NewSchedule(VectorAdd(64));
   LoopRV i = LoopsOf(sch, "C")[0];
-  ExpectFails(sch,
-              [&] { return sch.SamplePerfectTile(i, 2, 16, std::vector<int64_t>{3, 8}); },
-              kInvalid,
-              "sample_perfect_tile: decision [3, 8] is not 2 positive factors of loop i of "
-              "stage C (extent 64)");
-  ExpectFails(sch,
-              [&] { return sch.SamplePerfectTile(i, 2, 16, std::vector<int64_t>{64}); },
-              kInvalid, "decision [64] is not 2 positive factors");
-  ExpectFails(sch,
-              [&] { return sch.SamplePerfectTile(i, 2, 16, std::vector<int64_t>{-8, -8}); },
-              kInvalid, "decision [-8, -8] is not 2 positive factors");
-  ExpectFails(sch,
-              [&] { return sch.SamplePerfectTile(i, 2, 16, std::vector<int64_t>{2, 32}); },
-              kInvalid,
-              "sample_perfect_tile: decision's innermost factor 32 exceeds max_innermost 16");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.SamplePerfectTile(i, 2, 16, std::vector<int64_t>{3, 8});
+      },
+      kInvalid,
+      "sample_perfect_tile: decision [3, 8] is not 2 positive factors of loop i of "
+      "stage C (extent 64)");
+  ExpectFails(
+      sch, [&] { return sch.SamplePerfectTile(i, 2, 16, std::vector<int64_t>{64}); }, kInvalid,
+      "decision [64] is not 2 positive factors");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.SamplePerfectTile(i, 2, 16, std::vector<int64_t>{-8, -8});
+      },
+      kInvalid, "decision [-8, -8] is not 2 positive factors");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.SamplePerfectTile(i, 2, 16, std::vector<int64_t>{2, 32});
+      },
+      kInvalid, "sample_perfect_tile: decision's innermost factor 32 exceeds max_innermost 16");
 }
 
 int64_t SampleCat(uint64_t seed) {
@@ -1752,27 +1900,49 @@ TEST(ScheduleSampleCategorical, DecisionIsUsed) {
 
 TEST(ScheduleErrors, SampleCategoricalMismatchedSizes) {
   Schedule sch = NewSchedule(VectorAdd(8));
-  ExpectFails(sch, [&] { return sch.SampleCategorical({1, 2, 3}, {0.5, 0.5}); }, kInvalid,
-              "sample_categorical: needs as many probabilities as candidates (got 3 candidates "
-              "and 2 probabilities)");
-  ExpectFails(sch, [&] { return sch.SampleCategorical({}, {}); }, kInvalid,
-              "got 0 candidates and 0 probabilities");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.SampleCategorical({1, 2, 3}, {0.5, 0.5});
+      },
+      kInvalid,
+      "sample_categorical: needs as many probabilities as candidates (got 3 candidates "
+      "and 2 probabilities)");
+  ExpectFails(
+      sch, [&] { return sch.SampleCategorical({}, {}); }, kInvalid,
+      "got 0 candidates and 0 probabilities");
 }
 
 TEST(ScheduleErrors, SampleCategoricalBadProbabilities) {
   Schedule sch = NewSchedule(VectorAdd(8));
-  ExpectFails(sch, [&] { return sch.SampleCategorical({1, 2}, {-0.5, 1.5}); }, kInvalid,
-              "sample_categorical: probabilities must be non-negative");
-  ExpectFails(sch, [&] { return sch.SampleCategorical({1, 2}, {0.0, 0.0}); }, kInvalid,
-              "sample_categorical: probabilities must not all be zero");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.SampleCategorical({1, 2}, {-0.5, 1.5});
+      },
+      kInvalid, "sample_categorical: probabilities must be non-negative");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.SampleCategorical({1, 2}, {0.0, 0.0});
+      },
+      kInvalid, "sample_categorical: probabilities must not all be zero");
 }
 
 TEST(ScheduleErrors, SampleCategoricalBadDecision) {
   Schedule sch = NewSchedule(VectorAdd(8));
-  ExpectFails(sch, [&] { return sch.SampleCategorical({1, 2, 3}, {1, 1, 1}, 3); }, kInvalid,
-              "sample_categorical: decision 3 is not an index below 3");
-  ExpectFails(sch, [&] { return sch.SampleCategorical({1, 2, 3}, {1, 1, 1}, -1); }, kInvalid,
-              "decision -1 is not an index below 3");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.SampleCategorical({1, 2, 3}, {1, 1, 1}, 3);
+      },
+      kInvalid, "sample_categorical: decision 3 is not an index below 3");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.SampleCategorical({1, 2, 3}, {1, 1, 1}, -1);
+      },
+      kInvalid, "decision -1 is not an index below 3");
 }
 
 TEST(ScheduleSampleComputeLocation, DecisionsMapToLocations) {
@@ -1820,11 +1990,13 @@ TEST(ScheduleSampleComputeLocation, SampledLocationsAreValidAndDeterministic) {
 TEST(ScheduleSampleComputeLocation, ReductionAndOutputCannotInline) {
   Schedule sch = NewSchedule(MatmulRelu(8, 8, 8));
   BlockRV c = BlockOf(sch, "C");
-  ExpectFails(sch, [&] { return sch.SampleComputeLocation(c, -1); }, kInvalid,
-              "sample_compute_location: decision -1 is not a location of stage C");
+  ExpectFails(
+      sch, [&] { return sch.SampleComputeLocation(c, -1); }, kInvalid,
+      "sample_compute_location: decision -1 is not a location of stage C");
   BlockRV d = BlockOf(sch, "D");
-  ExpectFails(sch, [&] { return sch.SampleComputeLocation(d, 0); }, kInvalid,
-              "sample_compute_location: decision 0 is not a location of stage D");
+  ExpectFails(
+      sch, [&] { return sch.SampleComputeLocation(d, 0); }, kInvalid,
+      "sample_compute_location: decision 0 is not a location of stage D");
   auto root = sch.SampleComputeLocation(d);
   TESSEL_ASSERT_OK(root);
   EXPECT_EQ(root->id, Schedule::kRootLoop);
@@ -1834,15 +2006,17 @@ TEST(ScheduleErrors, SampleComputeLocationOfInlinedStage) {
   Schedule sch = NewSchedule(ElementwiseChain(8, 8));
   BlockRV b = BlockOf(sch, "B");
   TESSEL_ASSERT_OK(sch.ComputeInline(b));
-  ExpectFails(sch, [&] { return sch.SampleComputeLocation(b); }, kPrecondition,
-              "sample_compute_location: stage B was inlined and has no loops");
+  ExpectFails(
+      sch, [&] { return sch.SampleComputeLocation(b); }, kPrecondition,
+      "sample_compute_location: stage B was inlined and has no loops");
 }
 
 TEST(ScheduleSampleComputeLocation, SeveralConsumersOnlyRootOrInline) {
   Schedule sch = NewSchedule(Softmax(8, 16));
   BlockRV e = BlockOf(sch, "E");  // read by Sm and Y
-  ExpectFails(sch, [&] { return sch.SampleComputeLocation(e, 0); }, kInvalid,
-              "sample_compute_location: decision 0 is not a location of stage E");
+  ExpectFails(
+      sch, [&] { return sch.SampleComputeLocation(e, 0); }, kInvalid,
+      "sample_compute_location: decision 0 is not a location of stage E");
   TESSEL_ASSERT_OK(sch.SampleComputeLocation(e, -1));
 }
 
@@ -1853,12 +2027,14 @@ TEST(ScheduleSampleComputeLocation, InlineNotOfferedWhenAStageIsAttached) {
   BlockRV mx = BlockOf(sch, "Mx");
   BlockRV e = BlockOf(sch, "E");
   TESSEL_ASSERT_OK(sch.ComputeAt(mx, LoopsOf(sch, e)[0]));
-  ExpectFails(sch, [&] { return sch.SampleComputeLocation(e, -1); }, kInvalid,
-              "decision -1 is not a location of stage E");
+  ExpectFails(
+      sch, [&] { return sch.SampleComputeLocation(e, -1); }, kInvalid,
+      "decision -1 is not a location of stage E");
   Schedule dead = NewSchedule(DeadStageWorkload());
   BlockRV b = BlockOf(dead, "B");
-  ExpectFails(dead, [&] { return dead.SampleComputeLocation(b, -1); }, kInvalid,
-              "decision -1 is not a location of stage B");
+  ExpectFails(
+      dead, [&] { return dead.SampleComputeLocation(b, -1); }, kInvalid,
+      "decision -1 is not a location of stage B");
 }
 
 // A consumer attached inside the stage (reverse_compute_at) cannot host it: compute_at would make
@@ -1868,8 +2044,9 @@ TEST(ScheduleSampleComputeLocation, ConsumerAttachedInsideIsNotOffered) {
   BlockRV c = BlockOf(sch, "C");
   BlockRV d = BlockOf(sch, "D");
   TESSEL_ASSERT_OK(sch.ReverseComputeAt(d, LoopsOf(sch, c)[1]));
-  ExpectFails(sch, [&] { return sch.SampleComputeLocation(c, 0); }, kInvalid,
-              "decision 0 is not a location of stage C");
+  ExpectFails(
+      sch, [&] { return sch.SampleComputeLocation(c, 0); }, kInvalid,
+      "decision 0 is not a location of stage C");
 }
 
 // Whatever is sampled can be applied.
@@ -1996,8 +2173,9 @@ TEST(LowerErrors, StageAttachedToCrossThreadReductionLoop) {
   TESSEL_ASSERT_OK(sch.ComputeAt(xs, l[1]));
   auto prog = Lower(sch, CudaT());
   ASSERT_FALSE(prog.ok());
-  ExpectError(prog.status(), kPrecondition, "stage X_shared is attached to the cross-thread "
-                                            "reduction loop");
+  ExpectError(prog.status(), kPrecondition,
+              "stage X_shared is attached to the cross-thread "
+              "reduction loop");
   EXPECT_THAT(std::string(prog.status().message()), HasSubstr("attach it to another loop"));
 }
 

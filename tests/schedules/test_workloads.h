@@ -129,8 +129,7 @@ inline Workload Softmax(int64_t rows, int64_t cols) {
   mx.reduce = ReduceOp::kMax;
   mx.body = Ld(x, {mx.axes[0], k1});
   TensorDef e = ComputeTensor("E", {rows, cols}, {"i", "j"});
-  e.body = MakeCall("exp", {Ld(x, {e.axes[0], e.axes[1]}) - Ld(mx, {e.axes[0]})},
-                    DType::kFloat32);
+  e.body = MakeCall("exp", {Ld(x, {e.axes[0], e.axes[1]}) - Ld(mx, {e.axes[0]})}, DType::kFloat32);
   TensorDef sm = ComputeTensor("Sm", {rows}, {"i"});
   VarPtr k2 = MakeVar("k");
   sm.reduce_axes = {k2};
@@ -186,7 +185,8 @@ inline const AllocateNode* FindAllocate(const Stmt& s, const std::string& name) 
       if (a->buffer->name == name) return a;
       return FindAllocate(a->body, name);
     }
-    case StmtKind::kFor: return FindAllocate(As<ForNode>(s)->body, name);
+    case StmtKind::kFor:
+      return FindAllocate(As<ForNode>(s)->body, name);
     case StmtKind::kIfThenElse: {
       const auto* n = As<IfThenElseNode>(s);
       if (const AllocateNode* a = FindAllocate(n->then_case, name)) return a;
@@ -197,8 +197,10 @@ inline const AllocateNode* FindAllocate(const Stmt& s, const std::string& name) 
         if (const AllocateNode* a = FindAllocate(c, name)) return a;
       }
       return nullptr;
-    case StmtKind::kLetStmt: return FindAllocate(As<LetStmtNode>(s)->body, name);
-    default: return nullptr;
+    case StmtKind::kLetStmt:
+      return FindAllocate(As<LetStmtNode>(s)->body, name);
+    default:
+      return nullptr;
   }
 }
 
@@ -227,10 +229,10 @@ absl::Status StatusOf(const absl::StatusOr<T>& s) {
   return s.status();
 }
 
-#define TESSEL_ASSERT_OK(expr)                                                   \
-  do {                                                                           \
+#define TESSEL_ASSERT_OK(expr)                                                           \
+  do {                                                                                   \
     const absl::Status tessel_st_ = ::tessel::schedules::test_workloads::StatusOf(expr); \
-    ASSERT_TRUE(tessel_st_.ok()) << tessel_st_;                                  \
+    ASSERT_TRUE(tessel_st_.ok()) << tessel_st_;                                          \
   } while (0)
 
 inline Schedule NewSchedule(const Workload& w, uint64_t seed = 0) {
@@ -256,8 +258,8 @@ inline std::string DescribeStage(const Stage& s) {
      << " reduce=" << (s.reduce ? ReduceOpName(*s.reduce) : "none") << " body=" << ToString(s.body)
      << " iters=";
   for (const IterVar& iv : s.iters) {
-    os << iv.var->name << ":" << iv.extent << ":" << iv.reduce << ":" << ForKindName(iv.kind)
-       << ":" << ThreadTagName(iv.thread);
+    os << iv.var->name << ":" << iv.extent << ":" << iv.reduce << ":" << ForKindName(iv.kind) << ":"
+       << ThreadTagName(iv.thread);
     for (const auto& [k, v] : iv.annotations) os << "@" << k << "=" << v;
     os << ",";
   }

@@ -20,9 +20,9 @@
 namespace tessel::schedules {
 namespace {
 
+using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using nlohmann::json;
 using namespace test_workloads;  // NOLINT
 
 constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
@@ -286,8 +286,7 @@ TEST(TraceJsonErrors, NotAnObject) {
 TEST(TraceJsonErrors, VersionMismatch) {
   auto t = Trace::Parse(R"({"version": 2, "insts": []})");
   ASSERT_FALSE(t.ok());
-  ExpectError(t.status(), kInvalid,
-              "trace version 2 is not supported; this build reads version 1");
+  ExpectError(t.status(), kInvalid, "trace version 2 is not supported; this build reads version 1");
 }
 
 TEST(TraceJsonErrors, NoInsts) {
@@ -493,8 +492,7 @@ TEST(TraceReplayErrors, MissingInput) {
 TEST(TraceReplayErrors, BadAttributes) {
   ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
                   {"kind": "get_stage", "attrs": {"nom": "C"}, "outputs": ["b0"]}]})"),
-              kInvalid,
-              "replaying instruction 0 (get_stage): attribute \"name\" must be a string");
+              kInvalid, "replaying instruction 0 (get_stage): attribute \"name\" must be a string");
   const std::string prefix = R"({"version": 1, "insts": [
       {"kind": "get_stage", "attrs": {"name": "C"}, "outputs": ["b0"]},
       {"kind": "get_loops", "inputs": ["b0"], "outputs": ["l1", "l2", "l3"]},)";
@@ -512,8 +510,9 @@ TEST(TraceReplayErrors, BadAttributes) {
   ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
                   {"kind": "sample_categorical", "attrs": {"candidates": [1, 2]},
                    "outputs": ["v0"]}]})"),
-              kInvalid, "replaying instruction 0 (sample_categorical): needs \"candidates\" and "
-                        "\"probs\"");
+              kInvalid,
+              "replaying instruction 0 (sample_categorical): needs \"candidates\" and "
+              "\"probs\"");
   ExpectError(ReplayText(Matmul(8, 8, 8), prefix + R"(
                   {"kind": "bind", "inputs": ["l1"], "attrs": {"thread": 1}}]})"),
               kInvalid, "replaying instruction 2 (bind): attribute \"thread\" must be a string");
@@ -592,31 +591,36 @@ TEST(TraceReplayErrors, WrongAttributeTypeMessages) {
   ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
                   {"kind": "sample_categorical",
                    "attrs": {"candidates": "x", "probs": [1.0]}, "outputs": ["v0"]}]})"),
-              kInvalid, "replaying instruction 0 (sample_categorical): attribute \"candidates\" "
-                        "must be an array of integers");
+              kInvalid,
+              "replaying instruction 0 (sample_categorical): attribute \"candidates\" "
+              "must be an array of integers");
   ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
                   {"kind": "sample_categorical",
                    "attrs": {"candidates": [1], "probs": ["a"]}, "outputs": ["v0"]}]})"),
-              kInvalid, "replaying instruction 0 (sample_categorical): attribute \"probs\" must "
-                        "be an array of numbers");
+              kInvalid,
+              "replaying instruction 0 (sample_categorical): attribute \"probs\" must "
+              "be an array of numbers");
   ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
                   {"kind": "sample_categorical", "attrs": {"candidates": [1], "probs": [1]},
                    "outputs": ["v0"], "decision": "0"}]})"),
-              kInvalid, "replaying instruction 0 (sample_categorical): \"decision\" must be an "
-                        "integer");
+              kInvalid,
+              "replaying instruction 0 (sample_categorical): \"decision\" must be an "
+              "integer");
   ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
       {"kind": "get_stage", "attrs": {"name": "C"}, "outputs": ["b0"]},
       {"kind": "get_loops", "inputs": ["b0"], "outputs": ["l1", "l2", "l3"]},
       {"kind": "sample_perfect_tile", "inputs": ["l1"], "attrs": {"n": 2, "max_innermost": 8},
        "outputs": ["v4", "v5"], "decision": ["a", "b"]}]})"),
-              kInvalid, "replaying instruction 2 (sample_perfect_tile): \"decision\" must be an "
-                        "array of integers");
+              kInvalid,
+              "replaying instruction 2 (sample_perfect_tile): \"decision\" must be an "
+              "array of integers");
   ExpectError(ReplayText(Matmul(8, 8, 8), R"({"version": 1, "insts": [
       {"kind": "get_stage", "attrs": {"name": "C"}, "outputs": ["b0"]},
       {"kind": "sample_compute_location", "inputs": ["b0"], "outputs": ["l1"],
        "decision": [0]}]})"),
-              kInvalid, "replaying instruction 1 (sample_compute_location): \"decision\" must be "
-                        "an integer");
+              kInvalid,
+              "replaying instruction 1 (sample_compute_location): \"decision\" must be "
+              "an integer");
 }
 
 // An instruction built in code with non-object attrs is an error, not an exception.

@@ -28,10 +28,9 @@ Program MakeProgram(Kernel k) {
 }
 
 TEST(VerifyProgram, AcceptsAKernelWithinLimits) {
-  Program p = MakeProgram(MakeKernel(256, {MakeBuffer("s", DType::kFloat32, {128, 8},
-                                                      MemScope::kShared),
-                                           MakeBuffer("r", DType::kFloat32, {8, 8},
-                                                      MemScope::kLocal)}));
+  Program p =
+      MakeProgram(MakeKernel(256, {MakeBuffer("s", DType::kFloat32, {128, 8}, MemScope::kShared),
+                                   MakeBuffer("r", DType::kFloat32, {8, 8}, MemScope::kLocal)}));
   EXPECT_TRUE(VerifyProgram(p, CudaTarget("sm_90")).ok());
   KernelResources r = EstimateResources(p.kernels[0]);
   EXPECT_EQ(r.threads, 256);
@@ -42,8 +41,7 @@ TEST(VerifyProgram, AcceptsAKernelWithinLimits) {
 TEST(VerifyProgram, TooManyThreadsSaysByHowMuch) {
   absl::Status s = VerifyProgram(MakeProgram(MakeKernel(1536, {})), CudaTarget("sm_90"));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(),
-              HasSubstr("uses 1536 threads per block, over the limit of 1024 by 512"));
+  EXPECT_THAT(s.message(), HasSubstr("uses 1536 threads per block, over the limit of 1024 by 512"));
 }
 
 TEST(VerifyProgram, TooMuchSharedMemoryNamesTheArch) {
@@ -56,16 +54,16 @@ TEST(VerifyProgram, TooMuchSharedMemoryNamesTheArch) {
 }
 
 TEST(VerifyProgram, TooManyRegistersPerThread) {
-  Program p = MakeProgram(
-      MakeKernel(64, {MakeBuffer("r", DType::kFloat32, {16, 16}, MemScope::kLocal)}));
+  Program p =
+      MakeProgram(MakeKernel(64, {MakeBuffer("r", DType::kFloat32, {16, 16}, MemScope::kLocal)}));
   absl::Status s = VerifyProgram(p, CudaTarget("sm_90"));
   EXPECT_THAT(s.message(), HasSubstr("keeps 256 words in local buffers, about 280 registers per "
                                      "thread, over the limit of 255 by 25"));
 }
 
 TEST(VerifyProgram, TooManyRegistersPerBlock) {
-  Program p = MakeProgram(
-      MakeKernel(1024, {MakeBuffer("r", DType::kFloat32, {64}, MemScope::kLocal)}));
+  Program p =
+      MakeProgram(MakeKernel(1024, {MakeBuffer("r", DType::kFloat32, {64}, MemScope::kLocal)}));
   absl::Status s = VerifyProgram(p, CudaTarget("sm_90"));
   EXPECT_THAT(s.message(), HasSubstr("needs about 88 registers per thread for 1024 threads: "
                                      "90112 per block, over the limit of 65536 by 24576"));
