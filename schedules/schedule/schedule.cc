@@ -12,6 +12,7 @@
 #include "schedules/ir/substitute.h"
 #include "schedules/lower/bound.h"
 #include "schedules/util/check.h"
+#include "schedules/util/status_macros.h"
 
 namespace tessel::schedules {
 
@@ -762,34 +763,23 @@ absl::Status MarkLoop(Stage* s, int iter, ForKind kind, const char* prim, const 
 
 }  // namespace
 
+absl::Status Schedule::MarkLoopKind(LoopRV loop, ForKind kind, const char* prim) {
+  auto l = MutableLoop(loop, prim);
+  if (!l.ok()) return l.status();
+  auto [s, iter] = *l;
+  TESSEL_RETURN_IF_ERROR(MarkLoop(s, iter, kind, prim, LoopDesc(*s, iter)));
+  Record(Instruction{prim, {RVName(loop.id)}, {}, {}, {}});
+  return absl::OkStatus();
+}
+
 absl::Status Schedule::Parallel(LoopRV loop) {
-  auto l = MutableLoop(loop, "parallel");
-  if (!l.ok()) return l.status();
-  auto [s, iter] = *l;
-  if (auto st = MarkLoop(s, iter, ForKind::kParallel, "parallel", LoopDesc(*s, iter)); !st.ok())
-    return st;
-  Record(Instruction{"parallel", {RVName(loop.id)}, {}, {}, {}});
-  return absl::OkStatus();
+  return MarkLoopKind(loop, ForKind::kParallel, "parallel");
 }
-
 absl::Status Schedule::Vectorize(LoopRV loop) {
-  auto l = MutableLoop(loop, "vectorize");
-  if (!l.ok()) return l.status();
-  auto [s, iter] = *l;
-  if (auto st = MarkLoop(s, iter, ForKind::kVectorized, "vectorize", LoopDesc(*s, iter)); !st.ok())
-    return st;
-  Record(Instruction{"vectorize", {RVName(loop.id)}, {}, {}, {}});
-  return absl::OkStatus();
+  return MarkLoopKind(loop, ForKind::kVectorized, "vectorize");
 }
-
 absl::Status Schedule::Unroll(LoopRV loop) {
-  auto l = MutableLoop(loop, "unroll");
-  if (!l.ok()) return l.status();
-  auto [s, iter] = *l;
-  if (auto st = MarkLoop(s, iter, ForKind::kUnrolled, "unroll", LoopDesc(*s, iter)); !st.ok())
-    return st;
-  Record(Instruction{"unroll", {RVName(loop.id)}, {}, {}, {}});
-  return absl::OkStatus();
+  return MarkLoopKind(loop, ForKind::kUnrolled, "unroll");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1358,21 +1348,6 @@ bool IsNumberArray(const nlohmann::json& j) {
 
 }  // namespace
 
-// Local to Replay (the repository has no shared status macros).
-#define REPLAY_RETURN_IF_ERROR(expr)         \
-  do {                                       \
-    absl::Status replay_st_ = (expr);        \
-    if (!replay_st_.ok()) return replay_st_; \
-  } while (0)
-#define REPLAY_CONCAT_INNER_(a, b) a##b
-#define REPLAY_CONCAT_(a, b) REPLAY_CONCAT_INNER_(a, b)
-#define REPLAY_ASSIGN_OR_RETURN(decl, expr) \
-  REPLAY_ASSIGN_OR_RETURN_IMPL_(REPLAY_CONCAT_(replay_or_, __LINE__), decl, expr)
-#define REPLAY_ASSIGN_OR_RETURN_IMPL_(tmp, decl, expr) \
-  auto tmp = (expr);                                   \
-  if (!tmp.ok()) return tmp.status();                  \
-  decl = std::move(*tmp)
-
 absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, uint64_t seed) {
   auto created = Schedule::Create(workload, seed);
   if (!created.ok()) return created.status();
@@ -1438,19 +1413,19 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
     const std::string& k = inst.kind;
     int b = -1, l = -1;
     if (k == "get_stage") {
-      REPLAY_ASSIGN_OR_RETURN(std::string name, attr_str("name"));
-      REPLAY_ASSIGN_OR_RETURN(BlockRV r, sch.GetBlock(name));
+      TESSEL_ASSIGN_OR_RETURN(std::string name, attr_str("name"));
+      TESSEL_ASSIGN_OR_RETURN(BlockRV r, sch.GetBlock(name));
       return bind_outputs({r.id});
     }
     if (k == "get_loops") {
-      REPLAY_RETURN_IF_ERROR(input(0, 'b', &b));
-      REPLAY_ASSIGN_OR_RETURN(std::vector<LoopRV> r, sch.GetLoops(BlockRV{b}));
+      TESSEL_RETURN_IF_ERROR(input(0, 'b', &b));
+      TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> r, sch.GetLoops(BlockRV{b}));
       return bind_outputs(loop_ids(r));
     }
     if (k == "sample_perfect_tile") {
-      REPLAY_RETURN_IF_ERROR(input(0, 'l', &l));
-      REPLAY_ASSIGN_OR_RETURN(int64_t nn, attr_int("n"));
-      REPLAY_ASSIGN_OR_RETURN(int64_t mi, attr_int("max_innermost"));
+      TESSEL_RETURN_IF_ERROR(input(0, 'l', &l));
+      TESSEL_ASSIGN_OR_RETURN(int64_t nn, attr_int("n"));
+      TESSEL_ASSIGN_OR_RETURN(int64_t mi, attr_int("max_innermost"));
       if (nn < std::numeric_limits<int>::min() || nn > std::numeric_limits<int>::max()) {
         return fail(absl::StrCat("attribute \"n\" (", nn, ") is out of range"));
       }
@@ -1459,7 +1434,7 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
         if (!IsIntArray(inst.decision)) return fail("\"decision\" must be an array of integers");
         dec = inst.decision.get<std::vector<int64_t>>();
       }
-      REPLAY_ASSIGN_OR_RETURN(std::vector<IntRV> r,
+      TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> r,
                               sch.SamplePerfectTile(LoopRV{l}, static_cast<int>(nn), mi, dec));
       std::vector<int> ids;
       for (IntRV x : r) ids.push_back(x.id);
@@ -1475,17 +1450,17 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
       if (!IsNumberArray(a["probs"]))
         return fail("attribute \"probs\" must be an array of numbers");
       std::optional<int64_t> dec;
-      REPLAY_RETURN_IF_ERROR(int_decision(&dec));
-      REPLAY_ASSIGN_OR_RETURN(IntRV r,
+      TESSEL_RETURN_IF_ERROR(int_decision(&dec));
+      TESSEL_ASSIGN_OR_RETURN(IntRV r,
                               sch.SampleCategorical(a["candidates"].get<std::vector<int64_t>>(),
                                                     a["probs"].get<std::vector<double>>(), dec));
       return bind_outputs({r.id});
     }
     if (k == "sample_compute_location") {
-      REPLAY_RETURN_IF_ERROR(input(0, 'b', &b));
+      TESSEL_RETURN_IF_ERROR(input(0, 'b', &b));
       std::optional<int64_t> dec;
-      REPLAY_RETURN_IF_ERROR(int_decision(&dec));
-      REPLAY_ASSIGN_OR_RETURN(LoopRV r, sch.SampleComputeLocation(BlockRV{b}, dec));
+      TESSEL_RETURN_IF_ERROR(int_decision(&dec));
+      TESSEL_ASSIGN_OR_RETURN(LoopRV r, sch.SampleComputeLocation(BlockRV{b}, dec));
       if (r.id < 0) {
         if (inst.outputs.size() != 1) return fail("needs one output");
         rv[inst.outputs[0]] = r.id;
@@ -1494,7 +1469,7 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
       return bind_outputs({r.id});
     }
     if (k == "split") {
-      REPLAY_RETURN_IF_ERROR(input(0, 'l', &l));
+      TESSEL_RETURN_IF_ERROR(input(0, 'l', &l));
       if (!a.contains("factors") || !a["factors"].is_array()) {
         return fail("attribute \"factors\" must be an array");
       }
@@ -1503,7 +1478,7 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
       for (const auto& f : a["factors"]) {
         if (f.is_null()) {
           int v = -1;
-          REPLAY_RETURN_IF_ERROR(input(next++, 'v', &v));
+          TESSEL_RETURN_IF_ERROR(input(next++, 'v', &v));
           fs.emplace_back(IntRV{v});
         } else if (f.is_number_integer()) {
           fs.emplace_back(f.get<int64_t>());
@@ -1511,23 +1486,23 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
           return fail("factors must be integers or null");
         }
       }
-      REPLAY_ASSIGN_OR_RETURN(std::vector<LoopRV> r, sch.Split(LoopRV{l}, fs));
+      TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> r, sch.Split(LoopRV{l}, fs));
       return bind_outputs(loop_ids(r));
     }
     if (k == "fuse" || k == "reorder") {
       std::vector<LoopRV> loops;
       for (size_t i = 0; i < inst.inputs.size(); ++i) {
-        REPLAY_RETURN_IF_ERROR(input(i, 'l', &l));
+        TESSEL_RETURN_IF_ERROR(input(i, 'l', &l));
         loops.push_back(LoopRV{l});
       }
       if (k == "reorder") return sch.Reorder(loops);
-      REPLAY_ASSIGN_OR_RETURN(LoopRV r, sch.Fuse(loops));
+      TESSEL_ASSIGN_OR_RETURN(LoopRV r, sch.Fuse(loops));
       return bind_outputs({r.id});
     }
     if (k == "bind" || k == "parallel" || k == "vectorize" || k == "unroll") {
-      REPLAY_RETURN_IF_ERROR(input(0, 'l', &l));
+      TESSEL_RETURN_IF_ERROR(input(0, 'l', &l));
       if (k == "bind") {
-        REPLAY_ASSIGN_OR_RETURN(std::string t, attr_str("thread"));
+        TESSEL_ASSIGN_OR_RETURN(std::string t, attr_str("thread"));
         return sch.Bind(LoopRV{l}, t);
       }
       if (k == "parallel") return sch.Parallel(LoopRV{l});
@@ -1535,58 +1510,58 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
       return sch.Unroll(LoopRV{l});
     }
     if (k == "cache_read") {
-      REPLAY_ASSIGN_OR_RETURN(std::string tensor, attr_str("tensor"));
-      REPLAY_ASSIGN_OR_RETURN(std::string scope, attr_str("scope"));
+      TESSEL_ASSIGN_OR_RETURN(std::string tensor, attr_str("tensor"));
+      TESSEL_ASSIGN_OR_RETURN(std::string scope, attr_str("scope"));
       std::vector<BlockRV> readers;
       for (size_t i = 0; i < inst.inputs.size(); ++i) {
-        REPLAY_RETURN_IF_ERROR(input(i, 'b', &b));
+        TESSEL_RETURN_IF_ERROR(input(i, 'b', &b));
         readers.push_back(BlockRV{b});
       }
-      REPLAY_ASSIGN_OR_RETURN(BlockRV r, sch.CacheRead(tensor, scope, readers));
+      TESSEL_ASSIGN_OR_RETURN(BlockRV r, sch.CacheRead(tensor, scope, readers));
       return bind_outputs({r.id});
     }
     if (k == "cache_write" || k == "set_scope") {
-      REPLAY_RETURN_IF_ERROR(input(0, 'b', &b));
-      REPLAY_ASSIGN_OR_RETURN(std::string scope, attr_str("scope"));
+      TESSEL_RETURN_IF_ERROR(input(0, 'b', &b));
+      TESSEL_ASSIGN_OR_RETURN(std::string scope, attr_str("scope"));
       if (k == "set_scope") return sch.SetScope(BlockRV{b}, scope);
-      REPLAY_ASSIGN_OR_RETURN(BlockRV r, sch.CacheWrite(BlockRV{b}, scope));
+      TESSEL_ASSIGN_OR_RETURN(BlockRV r, sch.CacheWrite(BlockRV{b}, scope));
       return bind_outputs({r.id});
     }
     if (k == "compute_at" || k == "reverse_compute_at" || k == "decompose_reduction") {
-      REPLAY_RETURN_IF_ERROR(input(0, 'b', &b));
-      REPLAY_RETURN_IF_ERROR(input(1, 'l', &l));
+      TESSEL_RETURN_IF_ERROR(input(0, 'b', &b));
+      TESSEL_RETURN_IF_ERROR(input(1, 'l', &l));
       if (k == "compute_at") return sch.ComputeAt(BlockRV{b}, LoopRV{l});
       if (k == "reverse_compute_at") return sch.ReverseComputeAt(BlockRV{b}, LoopRV{l});
       return sch.DecomposeReduction(BlockRV{b}, LoopRV{l});
     }
     if (k == "compute_inline" || k == "reverse_compute_inline") {
-      REPLAY_RETURN_IF_ERROR(input(0, 'b', &b));
+      TESSEL_RETURN_IF_ERROR(input(0, 'b', &b));
       return k == "compute_inline" ? sch.ComputeInline(BlockRV{b})
                                    : sch.ReverseComputeInline(BlockRV{b});
     }
     if (k == "storage_align") {
-      REPLAY_RETURN_IF_ERROR(input(0, 'b', &b));
-      REPLAY_ASSIGN_OR_RETURN(int64_t axis, attr_int("axis"));
-      REPLAY_ASSIGN_OR_RETURN(int64_t factor, attr_int("factor"));
-      REPLAY_ASSIGN_OR_RETURN(int64_t offset, attr_int("offset"));
+      TESSEL_RETURN_IF_ERROR(input(0, 'b', &b));
+      TESSEL_ASSIGN_OR_RETURN(int64_t axis, attr_int("axis"));
+      TESSEL_ASSIGN_OR_RETURN(int64_t factor, attr_int("factor"));
+      TESSEL_ASSIGN_OR_RETURN(int64_t offset, attr_int("offset"));
       if (axis < std::numeric_limits<int>::min() || axis > std::numeric_limits<int>::max()) {
         return fail(absl::StrCat("attribute \"axis\" (", axis, ") is out of range"));
       }
       return sch.StorageAlign(BlockRV{b}, static_cast<int>(axis), factor, offset);
     }
     if (k == "annotate_loop" || k == "annotate_stage") {
-      REPLAY_ASSIGN_OR_RETURN(std::string key, attr_str("key"));
-      REPLAY_ASSIGN_OR_RETURN(int64_t value, attr_int("value"));
+      TESSEL_ASSIGN_OR_RETURN(std::string key, attr_str("key"));
+      TESSEL_ASSIGN_OR_RETURN(int64_t value, attr_int("value"));
       if (k == "annotate_loop") {
-        REPLAY_RETURN_IF_ERROR(input(0, 'l', &l));
+        TESSEL_RETURN_IF_ERROR(input(0, 'l', &l));
         return sch.Annotate(LoopRV{l}, key, value);
       }
-      REPLAY_RETURN_IF_ERROR(input(0, 'b', &b));
+      TESSEL_RETURN_IF_ERROR(input(0, 'b', &b));
       return sch.Annotate(BlockRV{b}, key, value);
     }
     if (k == "rfactor") {
-      REPLAY_RETURN_IF_ERROR(input(0, 'l', &l));
-      REPLAY_ASSIGN_OR_RETURN(BlockRV r, sch.RFactor(LoopRV{l}));
+      TESSEL_RETURN_IF_ERROR(input(0, 'l', &l));
+      TESSEL_ASSIGN_OR_RETURN(BlockRV r, sch.RFactor(LoopRV{l}));
       return bind_outputs({r.id});
     }
     return fail("unknown instruction kind");
@@ -1609,10 +1584,5 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
   return sch;
 }
 
-#undef REPLAY_ASSIGN_OR_RETURN_IMPL_
-#undef REPLAY_ASSIGN_OR_RETURN
-#undef REPLAY_CONCAT_
-#undef REPLAY_CONCAT_INNER_
-#undef REPLAY_RETURN_IF_ERROR
 
 }  // namespace tessel::schedules

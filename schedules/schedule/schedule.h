@@ -143,6 +143,8 @@ class Schedule {
   Schedule() = default;
 
   absl::StatusOr<Stage*> MutableStage(BlockRV b, const char* prim);
+  // parallel / vectorize / unroll: marks the loop and records the instruction.
+  absl::Status MarkLoopKind(LoopRV loop, ForKind kind, const char* prim);
   absl::StatusOr<std::pair<Stage*, int>> MutableLoop(LoopRV l, const char* prim);
   int StageIndex(const std::string& name) const;
   std::string NewRV(char kind, RVEntry entry);

@@ -5,21 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "schedules/ir/substitute.h"
+#include "schedules/util/status_macros.h"
 
 namespace tessel::schedules {
 
 namespace {
-
-#define TESSEL_RETURN_IF_ERROR(expr) \
-  do {                               \
-    absl::Status _st = (expr);       \
-    if (!_st.ok()) return _st;       \
-  } while (0)
-
-#define TESSEL_ASSIGN_OR_RETURN(lhs, expr)      \
-  auto lhs##_or = (expr);                       \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  auto lhs = std::move(*lhs##_or)
 
 int64_t FloorPow2(int64_t x) {
   int64_t p = 1;
@@ -53,7 +43,7 @@ absl::Status InlineInjective(Schedule* s) {
     }
   }
   for (const std::string& n : names) {
-    TESSEL_ASSIGN_OR_RETURN(b, s->GetBlock(n));
+    TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(n));
     TESSEL_RETURN_IF_ERROR(s->ComputeInline(b));
   }
   return absl::OkStatus();
@@ -62,23 +52,23 @@ absl::Status InlineInjective(Schedule* s) {
 // An injective root stage on CUDA: all spatial loops fused, `vec` elements per thread when the
 // innermost extent allows, 256 threads per block.
 absl::Status BindInjectiveCuda(Schedule* s, const std::string& name) {
-  TESSEL_ASSIGN_OR_RETURN(b, s->GetBlock(name));
-  TESSEL_ASSIGN_OR_RETURN(loops, s->GetLoops(b));
+  TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
+  TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(b));
   const int64_t inner = s->LoopExtent(loops.back());
   LoopRV fused = loops[0];
   if (loops.size() > 1) {
-    TESSEL_ASSIGN_OR_RETURN(f, s->Fuse(loops));
+    TESSEL_ASSIGN_OR_RETURN(auto f, s->Fuse(loops));
     fused = f;
   }
   const int64_t vec = (inner % 4 == 0) ? 4 : 1;
   const int64_t threads = std::min<int64_t>(256, std::max<int64_t>(1, s->LoopExtent(fused) / vec));
   if (vec > 1) {
-    TESSEL_ASSIGN_OR_RETURN(p, s->Split(fused, {-1, threads, vec}));
+    TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(fused, {-1, threads, vec}));
     TESSEL_RETURN_IF_ERROR(s->Bind(p[0], "blockIdx.x"));
     TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
     TESSEL_RETURN_IF_ERROR(s->Vectorize(p[2]));
   } else {
-    TESSEL_ASSIGN_OR_RETURN(p, s->Split(fused, {-1, threads}));
+    TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(fused, {-1, threads}));
     TESSEL_RETURN_IF_ERROR(s->Bind(p[0], "blockIdx.x"));
     TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
   }
@@ -87,8 +77,8 @@ absl::Status BindInjectiveCuda(Schedule* s, const std::string& name) {
 
 // A reduction stage with one output element per thread (spatial loops fused and bound).
 absl::Status BindOnePerThreadCuda(Schedule* s, const std::string& name) {
-  TESSEL_ASSIGN_OR_RETURN(b, s->GetBlock(name));
-  TESSEL_ASSIGN_OR_RETURN(loops, s->GetLoops(b));
+  TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
+  TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(b));
   std::vector<LoopRV> spatial;
   for (LoopRV l : loops) {
     if (!IsLeafReduce(*s, l)) spatial.push_back(l);
@@ -96,11 +86,11 @@ absl::Status BindOnePerThreadCuda(Schedule* s, const std::string& name) {
   if (spatial.empty()) return absl::OkStatus();
   LoopRV fused = spatial[0];
   if (spatial.size() > 1) {
-    TESSEL_ASSIGN_OR_RETURN(f, s->Fuse(spatial));
+    TESSEL_ASSIGN_OR_RETURN(auto f, s->Fuse(spatial));
     fused = f;
   }
   const int64_t threads = std::min<int64_t>(128, s->LoopExtent(fused));
-  TESSEL_ASSIGN_OR_RETURN(p, s->Split(fused, {-1, threads}));
+  TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(fused, {-1, threads}));
   TESSEL_RETURN_IF_ERROR(s->Bind(p[0], "blockIdx.x"));
   TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
   return absl::OkStatus();
@@ -111,7 +101,7 @@ absl::Status BindOnePerThreadCuda(Schedule* s, const std::string& name) {
 // spatial loop is bound to blockIdx.x when `bind_rows`).
 absl::Status CrossThreadReduce(Schedule* s, BlockRV b, int64_t threads, bool bind_rows,
                                int64_t unroll) {
-  TESSEL_ASSIGN_OR_RETURN(loops, s->GetLoops(b));
+  TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(b));
   LoopRV red = loops.back();
   // Each thread strides over the row, kVec adjacent elements at a time (merged into one 16-byte
   // load), kUnroll such loads in flight; coalesced across the warp.
@@ -120,23 +110,23 @@ absl::Status CrossThreadReduce(Schedule* s, BlockRV b, int64_t threads, bool bin
   const int64_t extent = s->LoopExtent(red);
   const int64_t per_thread = (extent + threads - 1) / threads;
   if (extent % (threads * kVec) == 0 && per_thread >= kUnroll * kVec) {
-    TESSEL_ASSIGN_OR_RETURN(p, s->Split(red, {-1, kUnroll, threads, kVec}));
+    TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(red, {-1, kUnroll, threads, kVec}));
     TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.x"));
     TESSEL_RETURN_IF_ERROR(s->Unroll(p[1]));
     TESSEL_RETURN_IF_ERROR(s->Unroll(p[3]));
   } else if (per_thread >= 2 * kUnroll) {
-    TESSEL_ASSIGN_OR_RETURN(p, s->Split(red, {-1, kUnroll, threads}));
+    TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(red, {-1, kUnroll, threads}));
     TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.x"));
     TESSEL_RETURN_IF_ERROR(s->Unroll(p[1]));
   } else {
-    TESSEL_ASSIGN_OR_RETURN(p, s->Split(red, {-1, threads}));
+    TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(red, {-1, threads}));
     TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
   }
   if (bind_rows) {
     std::vector<LoopRV> spatial(loops.begin(), loops.end() - 1);
     LoopRV rows = spatial[0];
     if (spatial.size() > 1) {
-      TESSEL_ASSIGN_OR_RETURN(f, s->Fuse(spatial));
+      TESSEL_ASSIGN_OR_RETURN(auto f, s->Fuse(spatial));
       rows = f;
     }
     TESSEL_RETURN_IF_ERROR(s->Bind(rows, "blockIdx.x"));
@@ -147,14 +137,14 @@ absl::Status CrossThreadReduce(Schedule* s, BlockRV b, int64_t threads, bool bin
 // Fuses a cache stage's loops and spreads them over the block's threads (ty x tx), `vec`
 // consecutive elements per thread when the innermost region extent allows.
 absl::Status CooperativeFetch(Schedule* s, BlockRV b, int64_t ty, int64_t tx, int64_t vec) {
-  TESSEL_ASSIGN_OR_RETURN(loops, s->GetLoops(b));
+  TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(b));
   if (s->LoopExtent(loops.back()) % vec != 0) vec = 1;
   LoopRV fused = loops[0];
   if (loops.size() > 1) {
-    TESSEL_ASSIGN_OR_RETURN(f, s->Fuse(loops));
+    TESSEL_ASSIGN_OR_RETURN(auto f, s->Fuse(loops));
     fused = f;
   }
-  TESSEL_ASSIGN_OR_RETURN(p, s->Split(fused, {-1, ty, tx, vec}));
+  TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(fused, {-1, ty, tx, vec}));
   TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.y"));
   TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.x"));
   if (vec > 1) TESSEL_RETURN_IF_ERROR(s->Vectorize(p[3]));
@@ -162,7 +152,7 @@ absl::Status CooperativeFetch(Schedule* s, BlockRV b, int64_t ty, int64_t tx, in
 }
 
 absl::Status UnrollAll(Schedule* s, BlockRV b) {
-  TESSEL_ASSIGN_OR_RETURN(loops, s->GetLoops(b));
+  TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(b));
   for (LoopRV l : loops) TESSEL_RETURN_IF_ERROR(s->Unroll(l));
   return absl::OkStatus();
 }
@@ -179,26 +169,26 @@ std::string OutputName(const Schedule& s) {
 // thread tile tm x tn, A and B tiles in shared memory over k steps of bk, register tiles for
 // the operands and the accumulator, the epilogue applied on the write-back.
 absl::Status ContractionCuda(Schedule* s, const std::string& gemm, const TemplateOptions& o) {
-  TESSEL_ASSIGN_OR_RETURN(g, s->GetBlock(gemm));
-  TESSEL_ASSIGN_OR_RETURN(cc, s->CacheWrite(g, "local"));
+  TESSEL_ASSIGN_OR_RETURN(auto g, s->GetBlock(gemm));
+  TESSEL_ASSIGN_OR_RETURN(auto cc, s->CacheWrite(g, "local"));
   std::string out = OutputName(*s);
   if (out != gemm) {
     TESSEL_RETURN_IF_ERROR(s->ComputeInline(g));
   }
-  TESSEL_ASSIGN_OR_RETURN(ob, s->GetBlock(out));
-  TESSEL_ASSIGN_OR_RETURN(oloops, s->GetLoops(ob));
+  TESSEL_ASSIGN_OR_RETURN(auto ob, s->GetBlock(out));
+  TESSEL_ASSIGN_OR_RETURN(auto oloops, s->GetLoops(ob));
   // Spatial loops: [batch...,] m, n.
   const size_t nl = oloops.size();
   LoopRV m = oloops[nl - 2], n = oloops[nl - 1];
   const int64_t ty = o.bm / o.tm, tx = o.bn / o.tn;
-  TESSEL_ASSIGN_OR_RETURN(ms, s->Split(m, {-1, ty, o.tm}));
-  TESSEL_ASSIGN_OR_RETURN(ns, s->Split(n, {-1, tx, o.tn}));
+  TESSEL_ASSIGN_OR_RETURN(auto ms, s->Split(m, {-1, ty, o.tm}));
+  TESSEL_ASSIGN_OR_RETURN(auto ns, s->Split(n, {-1, tx, o.tn}));
   TESSEL_RETURN_IF_ERROR(s->Reorder({ms[0], ns[0], ms[1], ns[1], ms[2], ns[2]}));
   if (nl > 2) {
     std::vector<LoopRV> batch(oloops.begin(), oloops.end() - 2);
     LoopRV bz = batch[0];
     if (batch.size() > 1) {
-      TESSEL_ASSIGN_OR_RETURN(f, s->Fuse(batch));
+      TESSEL_ASSIGN_OR_RETURN(auto f, s->Fuse(batch));
       bz = f;
     }
     TESSEL_RETURN_IF_ERROR(s->Bind(bz, "blockIdx.z"));
@@ -212,15 +202,15 @@ absl::Status ContractionCuda(Schedule* s, const std::string& gemm, const Templat
   TESSEL_RETURN_IF_ERROR(s->ComputeAt(cc, ns[1]));
 
   // The accumulator's loops: [batch...,] i, j, k...  ->  k_outer, k_inner, i, j.
-  TESSEL_ASSIGN_OR_RETURN(cl, s->GetLoops(cc));
+  TESSEL_ASSIGN_OR_RETURN(auto cl, s->GetLoops(cc));
   std::vector<LoopRV> cspatial, creduce;
   for (LoopRV l : cl) (IsLeafReduce(*s, l) ? creduce : cspatial).push_back(l);
   LoopRV k = creduce[0];
   if (creduce.size() > 1) {
-    TESSEL_ASSIGN_OR_RETURN(f, s->Fuse(creduce));
+    TESSEL_ASSIGN_OR_RETURN(auto f, s->Fuse(creduce));
     k = f;
   }
-  TESSEL_ASSIGN_OR_RETURN(ks, s->Split(k, {-1, o.bk}));
+  TESSEL_ASSIGN_OR_RETURN(auto ks, s->Split(k, {-1, o.bk}));
   std::vector<LoopRV> order = {ks[0], ks[1]};
   order.insert(order.end(), cspatial.begin(), cspatial.end());
   TESSEL_RETURN_IF_ERROR(s->Reorder(order));
@@ -235,8 +225,8 @@ absl::Status ContractionCuda(Schedule* s, const std::string& gemm, const Templat
   }
   for (const std::string& name : operands) {
     if (!ReadsBuffer(s->GetStage(cc).body, name)) continue;
-    TESSEL_ASSIGN_OR_RETURN(sh, s->CacheRead(name, "shared", {cc}));
-    TESSEL_ASSIGN_OR_RETURN(lo, s->CacheRead(s->GetStage(sh).name, "local", {cc}));
+    TESSEL_ASSIGN_OR_RETURN(auto sh, s->CacheRead(name, "shared", {cc}));
+    TESSEL_ASSIGN_OR_RETURN(auto lo, s->CacheRead(s->GetStage(sh).name, "local", {cc}));
     TESSEL_RETURN_IF_ERROR(s->ComputeAt(lo, ks[1]));  // consumers first
     TESSEL_RETURN_IF_ERROR(s->ComputeAt(sh, ks[0]));
     TESSEL_RETURN_IF_ERROR(CooperativeFetch(s, sh, ty, tx, 4));
@@ -247,18 +237,18 @@ absl::Status ContractionCuda(Schedule* s, const std::string& gemm, const Templat
 
 absl::Status SoftmaxCuda(Schedule* s, const Target& t, const TemplateOptions& o) {
   TESSEL_RETURN_IF_ERROR(InlineInjective(s));
-  TESSEL_ASSIGN_OR_RETURN(y, s->GetBlock("Y"));
-  TESSEL_ASSIGN_OR_RETURN(yl, s->GetLoops(y));
+  TESSEL_ASSIGN_OR_RETURN(auto y, s->GetBlock("Y"));
+  TESSEL_ASSIGN_OR_RETURN(auto yl, s->GetLoops(y));
   const int64_t rows = s->LoopExtent(yl[0]);
   const int64_t cols = s->LoopExtent(yl[1]);
   const int64_t threads = ThreadsFor(cols, o.row_threads);
   const int64_t vec = cols % (threads * 4) == 0 ? 4 : 1;
-  TESSEL_ASSIGN_OR_RETURN(js, s->Split(yl[1], {-1, threads, vec}));
+  TESSEL_ASSIGN_OR_RETURN(auto js, s->Split(yl[1], {-1, threads, vec}));
   LoopRV row = yl[0];
   const int64_t grid = o.row_grid > 0 ? o.row_grid : t.sm_count * o.row_blocks_per_sm;
   if (grid > 0 && rows > grid) {
     // Block b takes rows b, b + grid, ...
-    TESSEL_ASSIGN_OR_RETURN(rs, s->Split(yl[0], {-1, grid}));
+    TESSEL_ASSIGN_OR_RETURN(auto rs, s->Split(yl[0], {-1, grid}));
     TESSEL_RETURN_IF_ERROR(s->Reorder({rs[1], rs[0]}));
     TESSEL_RETURN_IF_ERROR(s->Bind(rs[1], "blockIdx.x"));
     row = rs[0];
@@ -269,7 +259,7 @@ absl::Status SoftmaxCuda(Schedule* s, const Target& t, const TemplateOptions& o)
   if (vec > 1) TESSEL_RETURN_IF_ERROR(s->Vectorize(js[2]));
   if (s->LoopExtent(js[0]) <= 16) TESSEL_RETURN_IF_ERROR(s->Unroll(js[0]));
   for (const char* name : {"row_sum", "row_max"}) {  // consumers first
-    TESSEL_ASSIGN_OR_RETURN(b, s->GetBlock(name));
+    TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
     TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
     TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, row));
     TESSEL_RETURN_IF_ERROR(CrossThreadReduce(s, b, threads, false, o.reduce_unroll));
@@ -281,22 +271,22 @@ absl::Status SoftmaxCuda(Schedule* s, const Target& t, const TemplateOptions& o)
 // then one block per row combines them.
 absl::Status PartialRowReduceCuda(Schedule* s, const std::string& name, int64_t chunk,
                                   const TemplateOptions& o) {
-  TESSEL_ASSIGN_OR_RETURN(b, s->GetBlock(name));
-  TESSEL_ASSIGN_OR_RETURN(loops, s->GetLoops(b));
+  TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
+  TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(b));
   const int64_t cols = s->LoopExtent(loops.back());
   if (cols <= chunk) {
     return CrossThreadReduce(s, b, ThreadsFor(cols, o.row_threads), true, o.reduce_unroll);
   }
-  TESSEL_ASSIGN_OR_RETURN(ks, s->Split(loops.back(), {-1, chunk}));
-  TESSEL_ASSIGN_OR_RETURN(rf, s->RFactor(ks[0]));
+  TESSEL_ASSIGN_OR_RETURN(auto ks, s->Split(loops.back(), {-1, chunk}));
+  TESSEL_ASSIGN_OR_RETURN(auto rf, s->RFactor(ks[0]));
   // Partials: (rows, chunks) fused over blocks, the chunk reduced by a block.
-  TESSEL_ASSIGN_OR_RETURN(rl, s->GetLoops(rf));
-  TESSEL_ASSIGN_OR_RETURN(fused, s->Fuse({rl[0], rl[1]}));
+  TESSEL_ASSIGN_OR_RETURN(auto rl, s->GetLoops(rf));
+  TESSEL_ASSIGN_OR_RETURN(auto fused, s->Fuse({rl[0], rl[1]}));
   TESSEL_RETURN_IF_ERROR(s->Bind(fused, "blockIdx.x"));
   TESSEL_RETURN_IF_ERROR(
       CrossThreadReduce(s, rf, std::min<int64_t>(256, chunk), false, o.reduce_unroll));
   // Combine: one block per row over the partials.
-  TESSEL_ASSIGN_OR_RETURN(bl, s->GetLoops(b));
+  TESSEL_ASSIGN_OR_RETURN(auto bl, s->GetLoops(b));
   return CrossThreadReduce(s, b, ThreadsFor(s->LoopExtent(bl.back()), 256), true, o.reduce_unroll);
 }
 
@@ -306,11 +296,11 @@ absl::Status LayernormCuda(Schedule* s, const TemplateOptions& o) {
   TESSEL_RETURN_IF_ERROR(PartialRowReduceCuda(s, "sq_sum", o.partial_chunk, o));
   // Normalize: columns over blocks and threads, the rows of one column chunk in one thread (the
   // weight and bias of the chunk are loaded once for all rows).
-  TESSEL_ASSIGN_OR_RETURN(y, s->GetBlock("Y"));
-  TESSEL_ASSIGN_OR_RETURN(yl, s->GetLoops(y));
+  TESSEL_ASSIGN_OR_RETURN(auto y, s->GetBlock("Y"));
+  TESSEL_ASSIGN_OR_RETURN(auto yl, s->GetLoops(y));
   const int64_t cols = s->LoopExtent(yl[1]);
   const int64_t vec = cols % 4 == 0 ? 4 : 1;
-  TESSEL_ASSIGN_OR_RETURN(js, s->Split(yl[1], {-1, 256, vec}));
+  TESSEL_ASSIGN_OR_RETURN(auto js, s->Split(yl[1], {-1, 256, vec}));
   TESSEL_RETURN_IF_ERROR(s->Reorder({js[0], js[1], yl[0], js[2]}));
   TESSEL_RETURN_IF_ERROR(s->Bind(js[0], "blockIdx.x"));
   TESSEL_RETURN_IF_ERROR(s->Bind(js[1], "threadIdx.x"));
@@ -327,19 +317,19 @@ absl::Status ReduceCuda(Schedule* s, const TemplateOptions& o) {
   }
   const std::string acc_name = acc->name;
   const std::string out = OutputName(*s);
-  TESSEL_ASSIGN_OR_RETURN(b, s->GetBlock(acc_name));
+  TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(acc_name));
   if (out == acc_name) {
-    TESSEL_ASSIGN_OR_RETURN(loops, s->GetLoops(b));
+    TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(b));
     return CrossThreadReduce(s, b, ThreadsFor(s->LoopExtent(loops.back()), o.row_threads), true,
                              o.reduce_unroll);
   }
   // acc feeds an elementwise output (mean, cast): keep it per thread, attached at the row.
-  TESSEL_ASSIGN_OR_RETURN(ob, s->GetBlock(out));
-  TESSEL_ASSIGN_OR_RETURN(ol, s->GetLoops(ob));
+  TESSEL_ASSIGN_OR_RETURN(auto ob, s->GetBlock(out));
+  TESSEL_ASSIGN_OR_RETURN(auto ol, s->GetLoops(ob));
   TESSEL_RETURN_IF_ERROR(s->Bind(ol[0], "blockIdx.x"));
   TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
   TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, ol[0]));
-  TESSEL_ASSIGN_OR_RETURN(loops, s->GetLoops(b));
+  TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(b));
   return CrossThreadReduce(s, b, ThreadsFor(s->LoopExtent(loops.back()), o.row_threads), false,
                            o.reduce_unroll);
 }
@@ -348,18 +338,19 @@ absl::Status ReduceCuda(Schedule* s, const TemplateOptions& o) {
 // register, the epilogue on the write-back.
 absl::Status ConvCuda(Schedule* s) {
   const std::string out = OutputName(*s);
-  TESSEL_ASSIGN_OR_RETURN(c, s->GetBlock("conv"));
-  TESSEL_ASSIGN_OR_RETURN(cc, s->CacheWrite(c, "local"));
+  TESSEL_ASSIGN_OR_RETURN(auto c, s->GetBlock("conv"));
+  TESSEL_ASSIGN_OR_RETURN(auto cc, s->CacheWrite(c, "local"));
   if (out != "conv") TESSEL_RETURN_IF_ERROR(s->ComputeInline(c));
   TESSEL_RETURN_IF_ERROR(InlineInjective(s));
-  TESSEL_ASSIGN_OR_RETURN(ob, s->GetBlock(out));
-  TESSEL_ASSIGN_OR_RETURN(ol, s->GetLoops(ob));
-  TESSEL_ASSIGN_OR_RETURN(fused, s->Fuse(ol));
-  TESSEL_ASSIGN_OR_RETURN(p, s->Split(fused, {-1, std::min<int64_t>(128, s->LoopExtent(fused))}));
+  TESSEL_ASSIGN_OR_RETURN(auto ob, s->GetBlock(out));
+  TESSEL_ASSIGN_OR_RETURN(auto ol, s->GetLoops(ob));
+  TESSEL_ASSIGN_OR_RETURN(auto fused, s->Fuse(ol));
+  TESSEL_ASSIGN_OR_RETURN(auto p,
+                          s->Split(fused, {-1, std::min<int64_t>(128, s->LoopExtent(fused))}));
   TESSEL_RETURN_IF_ERROR(s->Bind(p[0], "blockIdx.x"));
   TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
   TESSEL_RETURN_IF_ERROR(s->ComputeAt(cc, p[1]));
-  TESSEL_ASSIGN_OR_RETURN(cl, s->GetLoops(cc));
+  TESSEL_ASSIGN_OR_RETURN(auto cl, s->GetLoops(cc));
   LoopRV inner = cl.back();
   if (s->LoopExtent(inner) <= 16) TESSEL_RETURN_IF_ERROR(s->Unroll(inner));
   return absl::OkStatus();
@@ -382,27 +373,27 @@ absl::Status GenericCuda(Schedule* s) {
 
 // Contraction on the host: i/j/k tiles, the outer i tiles in parallel, the j tile vectorized.
 absl::Status ContractionHost(Schedule* s, const std::string& gemm, const TemplateOptions& o) {
-  TESSEL_ASSIGN_OR_RETURN(g, s->GetBlock(gemm));
-  TESSEL_ASSIGN_OR_RETURN(loops, s->GetLoops(g));
+  TESSEL_ASSIGN_OR_RETURN(auto g, s->GetBlock(gemm));
+  TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(g));
   std::vector<LoopRV> spatial, reduce;
   for (LoopRV l : loops) (IsLeafReduce(*s, l) ? reduce : spatial).push_back(l);
   const size_t ns = spatial.size();
   LoopRV i = spatial[ns - 2], j = spatial[ns - 1];
   LoopRV k = reduce[0];
   if (reduce.size() > 1) {
-    TESSEL_ASSIGN_OR_RETURN(f, s->Fuse(reduce));
+    TESSEL_ASSIGN_OR_RETURN(auto f, s->Fuse(reduce));
     k = f;
   }
-  TESSEL_ASSIGN_OR_RETURN(is, s->Split(i, {-1, std::min(o.host_tile_i, s->LoopExtent(i))}));
-  TESSEL_ASSIGN_OR_RETURN(js, s->Split(j, {-1, std::min(o.host_tile_j, s->LoopExtent(j))}));
-  TESSEL_ASSIGN_OR_RETURN(ks, s->Split(k, {-1, std::min(o.host_tile_k, s->LoopExtent(k))}));
+  TESSEL_ASSIGN_OR_RETURN(auto is, s->Split(i, {-1, std::min(o.host_tile_i, s->LoopExtent(i))}));
+  TESSEL_ASSIGN_OR_RETURN(auto js, s->Split(j, {-1, std::min(o.host_tile_j, s->LoopExtent(j))}));
+  TESSEL_ASSIGN_OR_RETURN(auto ks, s->Split(k, {-1, std::min(o.host_tile_k, s->LoopExtent(k))}));
   std::vector<LoopRV> order(spatial.begin(), spatial.end() - 2);
   for (LoopRV l : {is[0], js[0], ks[0], is[1], ks[1], js[1]}) order.push_back(l);
   TESSEL_RETURN_IF_ERROR(s->Reorder(order));
   TESSEL_RETURN_IF_ERROR(s->DecomposeReduction(g, ks[0]));
   LoopRV outer = order[0];
   if (ns > 2) {
-    TESSEL_ASSIGN_OR_RETURN(f, s->Fuse({order.begin(), order.begin() + (ns - 2) + 1}));
+    TESSEL_ASSIGN_OR_RETURN(auto f, s->Fuse({order.begin(), order.begin() + (ns - 2) + 1}));
     outer = f;
   }
   TESSEL_RETURN_IF_ERROR(s->Parallel(outer));
@@ -419,8 +410,8 @@ absl::Status GenericHost(Schedule* s, bool inline_injective) {
     if (!st.inlined() && st.attach.kind == AttachPoint::Kind::kRoot) roots.push_back(st.name);
   }
   for (const std::string& name : roots) {
-    TESSEL_ASSIGN_OR_RETURN(b, s->GetBlock(name));
-    TESSEL_ASSIGN_OR_RETURN(loops, s->GetLoops(b));
+    TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
+    TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(b));
     if (loops.empty() || IsLeafReduce(*s, loops[0])) continue;
     const IterVar& first = s->LoopStage(loops[0]).iters[s->LoopIter(loops[0])];
     if (first.kind != ForKind::kSerial) continue;  // already scheduled (the contraction)
@@ -436,7 +427,7 @@ absl::Status GenericHost(Schedule* s, bool inline_injective) {
 
 absl::StatusOr<Schedule> HandwrittenSchedule(const Workload& workload, const Target& target,
                                              const TemplateOptions& o) {
-  TESSEL_ASSIGN_OR_RETURN(s, Schedule::Create(workload));
+  TESSEL_ASSIGN_OR_RETURN(auto s, Schedule::Create(workload));
   const std::string& f = workload.name;
   const bool contraction = f == "matmul" || f == "matmul_bias_gelu";
   if (target.is_cuda()) {

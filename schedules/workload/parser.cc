@@ -15,21 +15,7 @@
 #include "schedules/ir/dtype.h"
 #include "schedules/ir/expr.h"
 #include "schedules/util/check.h"
-
-// Local helpers for StatusOr plumbing (the parser returns at the first error).
-#define WL_RETURN_IF_ERROR(expr)             \
-  do {                                       \
-    absl::Status wl_status_ = (expr);        \
-    if (!wl_status_.ok()) return wl_status_; \
-  } while (0)
-#define WL_CONCAT_INNER(a, b) a##b
-#define WL_CONCAT(a, b) WL_CONCAT_INNER(a, b)
-#define WL_ASSIGN_OR_RETURN(lhs, rexpr) \
-  WL_ASSIGN_OR_RETURN_IMPL(WL_CONCAT(wl_or_, __LINE__), lhs, rexpr)
-#define WL_ASSIGN_OR_RETURN_IMPL(tmp, lhs, rexpr) \
-  auto tmp = (rexpr);                             \
-  if (!tmp.ok()) return tmp.status();             \
-  lhs = std::move(*tmp)
+#include "schedules/util/status_macros.h"
 
 namespace tessel::schedules {
 
@@ -320,11 +306,11 @@ class Parser {
   explicit Parser(std::vector<Token> tokens) : toks_(std::move(tokens)) {}
 
   absl::StatusOr<Workload> Parse() {
-    WL_RETURN_IF_ERROR(ScanSizeParameters());
+    TESSEL_RETURN_IF_ERROR(ScanSizeParameters());
     while (true) {
       while (Peek().kind == TokKind::kSeparator) ++pos_;
       if (Peek().kind == TokKind::kEnd) break;
-      WL_RETURN_IF_ERROR(ParseStatement());
+      TESSEL_RETURN_IF_ERROR(ParseStatement());
     }
     if (outputs_.empty()) {
       return ErrorAt(Peek(),
@@ -345,7 +331,7 @@ class Parser {
       w_.outputs.push_back(o.text);
     }
     w_.name = "custom";
-    WL_RETURN_IF_ERROR(ValidateWorkload(w_));
+    TESSEL_RETURN_IF_ERROR(ValidateWorkload(w_));
     return std::move(w_);
   }
 
@@ -401,7 +387,7 @@ class Parser {
       if ((IsPunct(t, ")") || IsPunct(t, "]")) && depth > 0) --depth;
       if (depth == 0 && IsIdent(t, "with")) {
         pos_ = i;
-        WL_RETURN_IF_ERROR(ParseWith(/*record=*/true));
+        TESSEL_RETURN_IF_ERROR(ParseWith(/*record=*/true));
         i = pos_ - 1;
       }
     }
@@ -468,16 +454,16 @@ class Parser {
                                      Describe(t)));
     }
     if (t.text == "with") {
-      WL_RETURN_IF_ERROR(ParseWith(/*record=*/false));
+      TESSEL_RETURN_IF_ERROR(ParseWith(/*record=*/false));
       return EndStatement("the with clause");
     }
     if (t.text == "output" && !IsPunct(Peek(1), "=") && !IsPunct(Peek(1), "[")) {
       Next();
-      WL_RETURN_IF_ERROR(ParseOutputs());
+      TESSEL_RETURN_IF_ERROR(ParseOutputs());
       return EndStatement("the output statement");
     }
     const Token& name = t;
-    WL_RETURN_IF_ERROR(ParseDefinition());
+    TESSEL_RETURN_IF_ERROR(ParseDefinition());
     return EndStatement(absl::StrCat("the definition of ", name.text));
   }
 
@@ -520,7 +506,7 @@ class Parser {
 
   absl::Status CheckNewAxis(const Token& t, const DefContext& def, bool reduce) {
     const char* what = reduce ? "reduction axis" : "axis";
-    WL_RETURN_IF_ERROR(CheckNewName(t, what));
+    TESSEL_RETURN_IF_ERROR(CheckNewName(t, what));
     if (tensors_.count(t.text) || t.text == def.tensor) {
       return ErrorAt(
           t, absl::StrCat(what, " ", t.text, " of ", def.tensor,
@@ -540,7 +526,7 @@ class Parser {
 
   absl::Status ParseDefinition() {
     const Token& name = Next();
-    WL_RETURN_IF_ERROR(CheckNewName(name, "tensor"));
+    TESSEL_RETURN_IF_ERROR(CheckNewName(name, "tensor"));
     auto it = tensors_.find(name.text);
     if (it != tensors_.end()) {
       return ErrorAt(name, absl::StrCat("tensor ", name.text, " is already defined at line ",
@@ -557,14 +543,14 @@ class Parser {
             return ErrorAt(ax, absl::StrCat("expected an axis name in the axis list of ", name.text,
                                             ", found ", Describe(ax)));
           }
-          WL_RETURN_IF_ERROR(CheckNewAxis(ax, def, /*reduce=*/false));
+          TESSEL_RETURN_IF_ERROR(CheckNewAxis(ax, def, /*reduce=*/false));
           AxisInfo info;
           info.token = ax;
           info.var = MakeVar(ax.text, kIndexType);
           if (IsPunct(Peek(), ":")) {
             Next();
-            WL_ASSIGN_OR_RETURN(info.explicit_extent,
-                                ParseExtent(absl::StrCat("the extent of axis ", ax.text)));
+            TESSEL_ASSIGN_OR_RETURN(info.explicit_extent,
+                                    ParseExtent(absl::StrCat("the extent of axis ", ax.text)));
           }
           def.axes.push_back(std::move(info));
           if (IsPunct(Peek(), ",")) {
@@ -577,7 +563,7 @@ class Parser {
         }
       }
       Next();  // ]
-      WL_RETURN_IF_ERROR(Expect("=", absl::StrCat("after the axis list of ", name.text)));
+      TESSEL_RETURN_IF_ERROR(Expect("=", absl::StrCat("after the axis list of ", name.text)));
       if (IsIdent(Peek(), "input")) {
         return ErrorAt(Peek(), absl::StrCat("an input takes its shape from input(DTYPE, [DIMS]); "
                                             "write ",
@@ -596,7 +582,7 @@ class Parser {
 
   absl::Status ParseInput(const Token& name) {
     Next();  // input
-    WL_RETURN_IF_ERROR(Expect("(", "after 'input'"));
+    TESSEL_RETURN_IF_ERROR(Expect("(", "after 'input'"));
     const Token& dt = Next();
     std::optional<DType> dtype;
     if (dt.kind == TokKind::kIdent) dtype = ParseDType(dt.text);
@@ -604,12 +590,12 @@ class Parser {
       return ErrorAt(dt, absl::StrCat("unknown dtype ", Describe(dt), " for input ", name.text,
                                       "; expected one of f32, f16, bf16, f64, i32, i64, bool"));
     }
-    WL_RETURN_IF_ERROR(Expect(",", absl::StrCat("after the dtype of ", name.text)));
-    WL_RETURN_IF_ERROR(Expect("[", absl::StrCat("to start the shape of ", name.text)));
+    TESSEL_RETURN_IF_ERROR(Expect(",", absl::StrCat("after the dtype of ", name.text)));
+    TESSEL_RETURN_IF_ERROR(Expect("[", absl::StrCat("to start the shape of ", name.text)));
     std::vector<int64_t> shape;
     if (!IsPunct(Peek(), "]")) {
       while (true) {
-        WL_ASSIGN_OR_RETURN(
+        TESSEL_ASSIGN_OR_RETURN(
             int64_t d, ParseExtent(absl::StrCat("dimension ", shape.size(), " of ", name.text)));
         shape.push_back(d);
         if (IsPunct(Peek(), ",")) {
@@ -622,7 +608,7 @@ class Parser {
       }
     }
     Next();  // ]
-    WL_RETURN_IF_ERROR(Expect(")", absl::StrCat("after the shape of ", name.text)));
+    TESSEL_RETURN_IF_ERROR(Expect(")", absl::StrCat("after the shape of ", name.text)));
     if (absl::Status s = CheckTensorElements(name.text, shape); !s.ok()) {
       return ErrorAt(name, std::string(s.message()));
     }
@@ -731,15 +717,16 @@ class Parser {
                                           "follows the axes, as in ",
                                           head.text, "(k) A[m, k]"));
         }
-        WL_RETURN_IF_ERROR(CheckNewAxis(ax, def, /*reduce=*/true));
+        TESSEL_RETURN_IF_ERROR(CheckNewAxis(ax, def, /*reduce=*/true));
         AxisInfo info;
         info.token = ax;
         info.reduce = true;
         info.var = MakeVar(ax.text, kIndexType);
         if (IsPunct(Peek(), ":")) {
           Next();
-          WL_ASSIGN_OR_RETURN(info.explicit_extent,
-                              ParseExtent(absl::StrCat("the extent of reduction axis ", ax.text)));
+          TESSEL_ASSIGN_OR_RETURN(
+              info.explicit_extent,
+              ParseExtent(absl::StrCat("the extent of reduction axis ", ax.text)));
         }
         def.axes.push_back(std::move(info));
         if (IsPunct(Peek(), ",")) {
@@ -756,7 +743,7 @@ class Parser {
                                             "(...) of ", name.text, ", found ", Describe(Peek())));
       }
     }
-    WL_ASSIGN_OR_RETURN(Expr body, ParseExpr());
+    TESSEL_ASSIGN_OR_RETURN(Expr body, ParseExpr());
     def_ = nullptr;
 
     if (reduce && (body->dtype == DType::kBool)) {
@@ -863,14 +850,14 @@ class Parser {
 
   absl::StatusOr<Expr> ParseLevel(int level) {
     if (level == 6) return ParseUnary();
-    WL_ASSIGN_OR_RETURN(Expr lhs, ParseLevel(level + 1));
+    TESSEL_ASSIGN_OR_RETURN(Expr lhs, ParseLevel(level + 1));
     while (true) {
       std::optional<BinaryOp> op = OperatorAt(Peek(), level);
       if (!op) return lhs;
       const Token& op_tok = Next();
-      WL_ASSIGN_OR_RETURN(Expr rhs, ParseLevel(level + 1));
-      WL_ASSIGN_OR_RETURN(lhs, Binary(*op, std::move(lhs), std::move(rhs), op_tok,
-                                      absl::StrCat("operands of '", op_tok.text, "'")));
+      TESSEL_ASSIGN_OR_RETURN(Expr rhs, ParseLevel(level + 1));
+      TESSEL_ASSIGN_OR_RETURN(lhs, Binary(*op, std::move(lhs), std::move(rhs), op_tok,
+                                          absl::StrCat("operands of '", op_tok.text, "'")));
     }
   }
 
@@ -887,7 +874,7 @@ class Parser {
     }
     if (IsPunct(Peek(), "-")) {
       const Token& op = Next();
-      WL_ASSIGN_OR_RETURN(Expr x, ParseUnary());
+      TESSEL_ASSIGN_OR_RETURN(Expr x, ParseUnary());
       if (x->dtype == DType::kBool) {
         return ErrorAt(
             op, absl::StrCat("cannot negate the bool ", Shorten(x), "; use '!' for logical not"));
@@ -896,7 +883,7 @@ class Parser {
     }
     if (IsPunct(Peek(), "!")) {
       const Token& op = Next();
-      WL_ASSIGN_OR_RETURN(Expr x, ParseUnary());
+      TESSEL_ASSIGN_OR_RETURN(Expr x, ParseUnary());
       if (x->dtype != DType::kBool) {
         return ErrorAt(op, absl::StrCat("'!' needs a bool operand (a comparison), found ",
                                         DTypeName(x->dtype), " ", Shorten(x)));
@@ -924,8 +911,8 @@ class Parser {
     }
     if (IsPunct(t, "(")) {
       Next();
-      WL_ASSIGN_OR_RETURN(Expr e, ParseExpr());
-      WL_RETURN_IF_ERROR(
+      TESSEL_ASSIGN_OR_RETURN(Expr e, ParseExpr());
+      TESSEL_RETURN_IF_ERROR(
           Expect(")", absl::StrCat("to close the '(' at line ", t.line, ", column ", t.column)));
       return e;
     }
@@ -1006,7 +993,7 @@ class Parser {
         if (idx_tok.kind == TokKind::kIdent && (IsPunct(Peek(1), ",") || IsPunct(Peek(1), "]"))) {
           bare = def_->Find(idx_tok.text);
         }
-        WL_ASSIGN_OR_RETURN(Expr e, ParseExpr());
+        TESSEL_ASSIGN_OR_RETURN(Expr e, ParseExpr());
         if (!IsInt(e->dtype)) {
           return ErrorAt(idx_tok, absl::StrCat("index ", dim, " of ", name.text, " is the ",
                                                DTypeName(e->dtype), " ", Shorten(e),
@@ -1095,7 +1082,7 @@ class Parser {
         }
       }
     }
-    WL_RETURN_IF_ERROR(Unify(&a, &b, at, what));
+    TESSEL_RETURN_IF_ERROR(Unify(&a, &b, at, what));
     const DType t = a->dtype;
     if (!logical && t == DType::kBool && op != BinaryOp::kEq && op != BinaryOp::kNe) {
       return ErrorAt(at, absl::StrCat(name, " cannot be applied to bool operands (", Shorten(a),
@@ -1145,7 +1132,7 @@ class Parser {
     std::vector<Expr> args;
     if (!IsPunct(Peek(), ")")) {
       while (true) {
-        WL_ASSIGN_OR_RETURN(Expr e, ParseExpr());
+        TESSEL_ASSIGN_OR_RETURN(Expr e, ParseExpr());
         args.push_back(std::move(e));
         if (IsPunct(Peek(), ",")) {
           Next();
@@ -1177,7 +1164,7 @@ class Parser {
                                         "found ",
                                         DTypeName(args[0]->dtype), " (", Shorten(args[0]), ")"));
       }
-      WL_RETURN_IF_ERROR(Unify(&args[1], &args[2], fn, "the branches of select"));
+      TESSEL_RETURN_IF_ERROR(Unify(&args[1], &args[2], fn, "the branches of select"));
       return MakeSelect(args[0], args[1], args[2]);
     }
     if (name == "min" || name == "max" || name == "add" || name == "mul") {
@@ -1229,17 +1216,12 @@ class Parser {
 }  // namespace
 
 absl::StatusOr<Workload> ParseWorkload(const std::string& text) {
-  WL_ASSIGN_OR_RETURN(std::vector<Token> tokens, Lex(text));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<Token> tokens, Lex(text));
   Parser parser(std::move(tokens));
-  WL_ASSIGN_OR_RETURN(Workload w, parser.Parse());
+  TESSEL_ASSIGN_OR_RETURN(Workload w, parser.Parse());
   w.spec = text;
   return w;
 }
 
 }  // namespace tessel::schedules
 
-#undef WL_ASSIGN_OR_RETURN_IMPL
-#undef WL_ASSIGN_OR_RETURN
-#undef WL_CONCAT
-#undef WL_CONCAT_INNER
-#undef WL_RETURN_IF_ERROR
