@@ -1584,5 +1584,4 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
   return sch;
 }
 
-
 }  // namespace tessel::schedules

@@ -1224,4 +1224,3 @@ absl::StatusOr<Workload> ParseWorkload(const std::string& text) {
 }
 
 }  // namespace tessel::schedules
-
