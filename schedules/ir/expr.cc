@@ -45,6 +45,13 @@ const char* BinaryOpName(BinaryOp op) {
   return "?";
 }
 
+int64_t FloorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+int64_t FloorMod(int64_t a, int64_t b) { return a - FloorDiv(a, b) * b; }
+
 bool IsComparison(BinaryOp op) { return op >= BinaryOp::kLt && op <= BinaryOp::kNe; }
 
 int BinaryOpPrecedence(BinaryOp op) {
@@ -93,13 +100,6 @@ bool IsConstInt(const Expr& e, int64_t* value) {
 }
 
 namespace {
-
-int64_t FloorDiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-int64_t FloorMod(int64_t a, int64_t b) { return a - FloorDiv(a, b) * b; }
 
 // Gives an immediate operand the type of the other operand.
 Expr Retype(const Expr& imm, DType t) {
@@ -157,17 +157,12 @@ Expr MakeBinary(BinaryOp op, Expr a, Expr b) {
       case BinaryOp::kMax:
         return MakeInt(std::max(x, y), t);
       case BinaryOp::kLt:
-        return MakeBool(x < y);
       case BinaryOp::kLe:
-        return MakeBool(x <= y);
       case BinaryOp::kGt:
-        return MakeBool(x > y);
       case BinaryOp::kGe:
-        return MakeBool(x >= y);
       case BinaryOp::kEq:
-        return MakeBool(x == y);
       case BinaryOp::kNe:
-        return MakeBool(x != y);
+        return MakeBool(EvalComparison(op, x, y));
       case BinaryOp::kAnd:
         return MakeBool(x && y);
       case BinaryOp::kOr:

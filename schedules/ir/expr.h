@@ -90,6 +90,27 @@ enum class BinaryOp : uint8_t {
 };
 const char* BinaryOpName(BinaryOp op);  // "+", "-", ..., "min", "max", "<", "&&"
 bool IsComparison(BinaryOp op);
+// Floor division and modulo, the semantics of integer kDiv / kMod (b != 0).
+int64_t FloorDiv(int64_t a, int64_t b);
+int64_t FloorMod(int64_t a, int64_t b);
+// The value of comparison `op` on two constants (op must be a comparison).
+template <typename T>
+bool EvalComparison(BinaryOp op, T x, T y) {
+  switch (op) {
+    case BinaryOp::kLt:
+      return x < y;
+    case BinaryOp::kLe:
+      return x <= y;
+    case BinaryOp::kGt:
+      return x > y;
+    case BinaryOp::kGe:
+      return x >= y;
+    case BinaryOp::kEq:
+      return x == y;
+    default:
+      return x != y;  // kNe
+  }
+}
 // Binding strength of the operator in the infix text of ToString and the workload format (higher
 // binds tighter): * / % 5, + - 4, < <= > >= 3, == != 2, && 1, || 0; min and max print as calls
 // (10, as atoms).

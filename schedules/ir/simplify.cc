@@ -19,13 +19,6 @@ using RangeMap = std::unordered_map<const VarNode*, std::pair<int64_t, int64_t>>
 
 // ---- Integer helpers (floor semantics).
 
-int64_t FloorDiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-int64_t FloorMod(int64_t a, int64_t b) { return a - FloorDiv(a, b) * b; }
-
 // Greatest common divisor of the magnitudes (std::gcd is undefined for INT64_MIN). Returns 1
 // where the result is not representable, which callers treat as "no common factor".
 int64_t Gcd(int64_t a, int64_t b) {
@@ -424,17 +417,12 @@ Expr FoldFloat(BinaryOp op, const Expr& a, const Expr& b) {
       if (x != x || y != y) return nullptr;
       return MakeFloat(round(std::max(x, y)), t);
     case BinaryOp::kLt:
-      return MakeBool(x < y);
     case BinaryOp::kLe:
-      return MakeBool(x <= y);
     case BinaryOp::kGt:
-      return MakeBool(x > y);
     case BinaryOp::kGe:
-      return MakeBool(x >= y);
     case BinaryOp::kEq:
-      return MakeBool(x == y);
     case BinaryOp::kNe:
-      return MakeBool(x != y);
+      return MakeBool(EvalComparison(op, x, y));
     default:
       return nullptr;
   }

@@ -83,6 +83,7 @@ class Lowerer {
 
   absl::StatusOr<Program> Run() {
     UniquifyNames();
+    launches_.assign(stages_.size(), LaunchConfig{});
     auto bounds = InferBounds(&stages_);
     if (!bounds.ok()) return bounds.status();
     bounds_ = std::move(*bounds);
@@ -93,9 +94,8 @@ class Lowerer {
     for (size_t i = 0; i < stages_.size(); ++i) {
       const Stage& s = stages_[i];
       if (s.inlined() || s.attach.kind != AttachPoint::Kind::kRoot) continue;
-      auto launch = LaunchOf(static_cast<int>(i));
-      if (!launch.ok()) return launch.status();
-      launch_ = *launch;
+      launches_[i] = LaunchOf(static_cast<int>(i));
+      launch_ = launches_[i];
       for (int si : KernelStages(static_cast<int>(i))) {
         for (int leaf : stages_[si].leaves) {
           const IterVar& iv = stages_[si].iters[leaf];
@@ -130,10 +130,8 @@ class Lowerer {
       if (s.inlined() || s.attach.kind != AttachPoint::Kind::kRoot) continue;
       Kernel k;
       k.name = absl::StrCat(p.name, "_", Sanitize(s.name));
-      auto launch = LaunchOf(static_cast<int>(i));
-      if (!launch.ok()) return launch.status();
-      k.launch = *launch;
-      launch_ = *launch;
+      k.launch = launches_[i];
+      launch_ = launches_[i];
       auto body = BuildNest(static_cast<int>(i));
       if (!body.ok()) return body.status();
       k.body = analyzer_.Simplify(*body);
@@ -295,7 +293,7 @@ class Lowerer {
   }
 
   // Launch dimensions of the kernel rooted at stage `root`.
-  absl::StatusOr<LaunchConfig> LaunchOf(int root) {
+  LaunchConfig LaunchOf(int root) const {
     LaunchConfig l;
     for (int i : KernelStages(root)) {
       const Stage& s = stages_[i];
@@ -569,7 +567,8 @@ class Lowerer {
   std::vector<StageBound> bounds_;
   std::unordered_map<const Buffer*, Realized> realized_;
   Analyzer analyzer_;
-  LaunchConfig launch_;
+  LaunchConfig launch_;                 // of the kernel being built
+  std::vector<LaunchConfig> launches_;  // per root stage
   const bool wide_;
 };
 

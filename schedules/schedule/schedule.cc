@@ -468,13 +468,8 @@ absl::StatusOr<LoopRV> Schedule::SampleComputeLocation(BlockRV block,
   // some stage, nothing attached to its loops); and, where compute_at accepts them, every loop of
   // the single consumer (not for an output, nor for a consumer attached inside the stage).
   std::vector<int64_t> choices = {-2};
-  bool has_attached = false;
-  for (const Stage& o : stages_) {
-    if (o.attach.kind == AttachPoint::Kind::kAt && o.attach.stage == (*s)->name) {
-      has_attached = true;
-    }
-  }
-  const bool can_inline = !(*s)->reduce && !(*s)->is_output && !consumers.empty() && !has_attached;
+  const bool can_inline =
+      !(*s)->reduce && !(*s)->is_output && !consumers.empty() && AttachedTo((*s)->name) == nullptr;
   if (can_inline) choices.push_back(-1);
   const Stage* consumer = consumers.size() == 1 ? &stages_[consumers[0]] : nullptr;
   if (consumer && ((*s)->is_output || IsAttachedWithin(*consumer, (*s)->name))) {
@@ -920,6 +915,27 @@ absl::StatusOr<BlockRV> Schedule::CacheWrite(BlockRV block, const std::string& s
   return out;
 }
 
+const Stage* Schedule::AttachedTo(const std::string& name) const {
+  for (const Stage& o : stages_) {
+    if (o.attach.kind == AttachPoint::Kind::kAt && o.attach.stage == name) return &o;
+  }
+  return nullptr;
+}
+
+absl::Status Schedule::AttachAt(Stage* s, AttachPoint at, BlockRV block, LoopRV loop,
+                                const char* prim) {
+  const AttachPoint saved = s->attach;
+  s->attach = std::move(at);
+  auto region = InferRootExtents(stages_, StageIndex(s->name));
+  if (!region.ok()) {
+    s->attach = saved;
+    return Precondition(prim, std::string(region.status().message()));
+  }
+  ResetLoops(s, *region);
+  Record(Instruction{prim, {RVName(block.id), RVName(loop.id)}, {}, {}, {}});
+  return absl::OkStatus();
+}
+
 absl::Status Schedule::ComputeAt(BlockRV block, LoopRV loop) {
   const char* prim = "compute_at";
   if (loop.id == kRootLoop || loop.id == kInlineLoop) {
@@ -967,16 +983,7 @@ absl::Status Schedule::ComputeAt(BlockRV block, LoopRV loop) {
   if (Consumers(s->buffer.get()).empty()) {
     return Precondition(prim, absl::StrCat("stage ", s->name, " has no consumer"));
   }
-  const AttachPoint saved = s->attach;
-  s->attach = AttachPoint{AttachPoint::Kind::kAt, t->name, iter, false};
-  auto region = InferRootExtents(stages_, StageIndex(s->name));
-  if (!region.ok()) {
-    s->attach = saved;
-    return Precondition(prim, std::string(region.status().message()));
-  }
-  ResetLoops(s, *region);
-  Record(Instruction{prim, {RVName(block.id), RVName(loop.id)}, {}, {}, {}});
-  return absl::OkStatus();
+  return AttachAt(s, AttachPoint{AttachPoint::Kind::kAt, t->name, iter, false}, block, loop, prim);
 }
 
 absl::Status Schedule::ReverseComputeAt(BlockRV block, LoopRV loop) {
@@ -1006,16 +1013,7 @@ absl::Status Schedule::ReverseComputeAt(BlockRV block, LoopRV loop) {
     return Precondition(prim, absl::StrCat("stage ", t->name, " is attached inside stage ", s->name,
                                            "; attaching back would make a cycle"));
   }
-  const AttachPoint saved = s->attach;
-  s->attach = AttachPoint{AttachPoint::Kind::kAt, t->name, iter, true};
-  auto region = InferRootExtents(stages_, StageIndex(s->name));
-  if (!region.ok()) {
-    s->attach = saved;
-    return Precondition(prim, std::string(region.status().message()));
-  }
-  ResetLoops(s, *region);
-  Record(Instruction{prim, {RVName(block.id), RVName(loop.id)}, {}, {}, {}});
-  return absl::OkStatus();
+  return AttachAt(s, AttachPoint{AttachPoint::Kind::kAt, t->name, iter, true}, block, loop, prim);
 }
 
 absl::Status Schedule::ComputeInline(BlockRV block) {
@@ -1033,11 +1031,9 @@ absl::Status Schedule::ComputeInline(BlockRV block) {
                                            " is an output of the workload; "
                                            "outputs must be stored"));
   }
-  for (const Stage& o : stages_) {
-    if (o.attach.kind == AttachPoint::Kind::kAt && o.attach.stage == s->name) {
-      return Precondition(prim, absl::StrCat("stage ", o.name, " is attached to a loop of ",
-                                             s->name, "; move it before inlining ", s->name));
-    }
+  if (const Stage* o = AttachedTo(s->name)) {
+    return Precondition(prim, absl::StrCat("stage ", o->name, " is attached to a loop of ", s->name,
+                                           "; move it before inlining ", s->name));
   }
   std::vector<int> consumers = Consumers(s->buffer.get());
   if (consumers.empty()) {
@@ -1091,11 +1087,9 @@ absl::Status Schedule::ReverseComputeInline(BlockRV block) {
     return Precondition(prim,
                         absl::StrCat("producer ", p->name, " has other consumers than ", s->name));
   }
-  for (const Stage& o : stages_) {
-    if (o.attach.kind == AttachPoint::Kind::kAt && o.attach.stage == s->name) {
-      return Precondition(prim, absl::StrCat("stage ", o.name, " is attached to a loop of ",
-                                             s->name, "; move it before inlining ", s->name));
-    }
+  if (const Stage* o = AttachedTo(s->name)) {
+    return Precondition(prim, absl::StrCat("stage ", o->name, " is attached to a loop of ", s->name,
+                                           "; move it before inlining ", s->name));
   }
   if (p->is_output) {
     return Precondition(prim, absl::StrCat("producer ", p->name, " is an output"));

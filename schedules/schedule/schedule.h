@@ -143,6 +143,11 @@ class Schedule {
   Schedule() = default;
 
   absl::StatusOr<Stage*> MutableStage(BlockRV b, const char* prim);
+  // The first stage attached to a loop of stage `name`, or nullptr.
+  const Stage* AttachedTo(const std::string& name) const;
+  // compute_at / reverse_compute_at: attaches `s`, sizes its fresh loops to the region it must
+  // compute there and records the instruction; on failure the attachment is unchanged.
+  absl::Status AttachAt(Stage* s, AttachPoint at, BlockRV block, LoopRV loop, const char* prim);
   // parallel / vectorize / unroll: marks the loop and records the instruction.
   absl::Status MarkLoopKind(LoopRV loop, ForKind kind, const char* prim);
   absl::StatusOr<std::pair<Stage*, int>> MutableLoop(LoopRV l, const char* prim);
