@@ -5,6 +5,7 @@
 #include "CLI/CLI.hpp"
 #include "cli/exit_code.h"
 #include "cli/lower_command.h"
+#include "cli/sample_command.h"
 #include "cli/tune_command.h"
 #include "worker/worker_build_info.h"
 
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   bool version = false;
   app.add_flag("--version", version, "Print the version and the targets this build supports");
   tessel::cli::AddLowerCommand(app);
+  tessel::cli::AddSampleCommand(app);
   tessel::cli::AddTuneCommand(app);
   try {
     app.parse(argc, argv);

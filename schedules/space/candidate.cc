@@ -30,10 +30,16 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const std::string&
   return ss.str();
 }
 
-absl::StatusOr<Candidate> Finish(Candidate c, absl::StatusOr<Program> program) {
+absl::StatusOr<Candidate> Finish(Candidate c, absl::StatusOr<Program> program,
+                                 BuildStep* failed_at) {
+  BuildStep unused;
+  BuildStep& step = failed_at ? *failed_at : unused;
+  step = BuildStep::kLower;
   if (!program.ok()) return program.status();
   c.program = std::move(*program);
+  step = BuildStep::kLimits;
   if (absl::Status st = VerifyProgram(c.program, c.target); !st.ok()) return st;
+  step = BuildStep::kCodegen;
   auto source = c.target.is_cuda() ? GenerateCuda(c.program, c.target) : GenerateHost(c.program);
   if (!source.ok()) return source.status();
   c.source = std::move(*source);
@@ -52,16 +58,29 @@ absl::StatusOr<Candidate> BuildCandidate(const Workload& workload, const Target&
                                          std::optional<Trace> trace) {
   if (!trace) {
     return Finish(Candidate{workload, target, std::nullopt, {}, {}},
-                  LowerReference(workload, target));
+                  LowerReference(workload, target), nullptr);
   }
   auto sch = Replay(workload, *trace);
   if (!sch.ok()) return sch.status();
   return BuildCandidate(*sch, target);
 }
 
-absl::StatusOr<Candidate> BuildCandidate(const Schedule& schedule, const Target& target) {
+absl::StatusOr<Candidate> BuildCandidate(const Schedule& schedule, const Target& target,
+                                         BuildStep* failed_at) {
   return Finish(Candidate{schedule.workload(), target, schedule.trace(), {}, {}},
-                Lower(schedule, target));
+                Lower(schedule, target), failed_at);
+}
+
+const char* BuildStepName(BuildStep s) {
+  switch (s) {
+    case BuildStep::kLower:
+      return "lowering";
+    case BuildStep::kLimits:
+      return "over_limits";
+    case BuildStep::kCodegen:
+      return "codegen";
+  }
+  return "?";
 }
 
 absl::StatusOr<Trace> ReadTraceFile(const std::string& path) {

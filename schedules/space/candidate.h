@@ -44,8 +44,12 @@ struct Candidate {
 // verifies it against the target's limits and generates its source.
 absl::StatusOr<Candidate> BuildCandidate(const Workload& workload, const Target& target,
                                          std::optional<Trace> trace);
-// The same from a schedule already replayed; its trace is the candidate's.
-absl::StatusOr<Candidate> BuildCandidate(const Schedule& schedule, const Target& target);
+// The same from a schedule already replayed; its trace is the candidate's. On failure,
+// `failed_at` (when given) says which step rejected it.
+enum class BuildStep : uint8_t { kLower, kLimits, kCodegen };
+const char* BuildStepName(BuildStep s);  // "lowering", "over_limits", "codegen"
+absl::StatusOr<Candidate> BuildCandidate(const Schedule& schedule, const Target& target,
+                                         BuildStep* failed_at = nullptr);
 
 // A trace JSON file (`tessel lower --trace`).
 absl::StatusOr<Trace> ReadTraceFile(const std::string& path);

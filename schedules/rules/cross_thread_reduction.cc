@@ -1,0 +1,203 @@
+// CrossThreadReduction: row reductions without data reuse on CUDA (softmax, layernorm, reduce).
+//
+// Applied at the injective stage that consumes the reductions (or at a reduction that is itself
+// an output). With enough rows to fill the GPU: the consumer's rows go to blocks and its columns
+// to a sampled number of threads at a sampled vector width; every reduction it reads is computed
+// at the consumer's row, in registers, reduced across the same threads (warp shuffles, then
+// shared memory) with its loads unrolled. Softmax forks: three passes, or the maximum fused into
+// the sum's pass (fuse_online_max). With few rows (fewer than the SMs): each reduction splits
+// into sampled chunks reduced by separate blocks (rfactor), then combined; the consumer is left
+// to AutoBind.
+
+#include <algorithm>
+#include <set>
+
+#include "schedules/ir/substitute.h"
+#include "schedules/rules/rule_util.h"
+#include "schedules/rules/schedule_rule.h"
+#include "schedules/util/status_macros.h"
+
+namespace tessel::schedules {
+namespace {
+
+using rules::IsReduceLoop;
+using rules::SampleUniform;
+
+class CrossThreadReduction final : public ScheduleRule {
+ public:
+  explicit CrossThreadReduction(const Target& t) : target_(t) {}
+  std::string name() const override { return "cross_thread_reduction"; }
+
+  absl::StatusOr<std::vector<Schedule>> Apply(const Schedule& sch,
+                                              const std::string& stage) const override {
+    const Stage* st = sch.FindStage(stage);
+    if (!target_.is_cuda() || !st || st->inlined() || rules::IsScheduled(*st)) {
+      return std::vector<Schedule>{};
+    }
+    const std::vector<std::string> reds = Reductions(sch, *st);
+    if (reds.empty()) return std::vector<Schedule>{};
+    const Stage& first = *sch.FindStage(reds.front());
+    const int64_t rows = RowsOf(first);
+    if (rows < target_.sm_count) {
+      // Few long rows: partial reductions over blocks.
+      Schedule s = sch;
+      for (const std::string& r : reds) TESSEL_RETURN_IF_ERROR(Partial(&s, r));
+      return std::vector<Schedule>{std::move(s)};
+    }
+    if (st->reduce) {
+      // An output reduction: rows to blocks.
+      Schedule s = sch;
+      TESSEL_ASSIGN_OR_RETURN(BlockRV b, s.GetBlock(stage));
+      TESSEL_ASSIGN_OR_RETURN(IntRV threads, Threads(&s, ReduceExtent(*st)));
+      TESSEL_RETURN_IF_ERROR(CrossThread(&s, b, threads, /*bind_rows=*/true));
+      return std::vector<Schedule>{std::move(s)};
+    }
+    std::vector<Schedule> out;
+    for (bool online : {false, true}) {
+      if (online && !OnlineApplies(sch, reds)) continue;
+      Schedule s = sch;
+      TESSEL_RETURN_IF_ERROR(AtConsumer(&s, stage, reds, online));
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+ private:
+  // The reductions without reuse that `st` reads, directly or through each other, in stage
+  // order; empty when `st` is not their consumer (or they are contractions).
+  static std::vector<std::string> Reductions(const Schedule& s, const Stage& st) {
+    std::set<std::string> found;
+    std::vector<const Stage*> work = {&st};
+    if (st.reduce) found.insert(st.name);
+    while (!work.empty()) {
+      const Stage* cur = work.back();
+      work.pop_back();
+      for (const LoadNode* l : CollectLoads(cur->body)) {
+        const Stage* p = s.FindStage(l->buffer->name);
+        if (!p || p->inlined() || !p->reduce || found.count(p->name)) continue;
+        if (rules::IsScheduled(*p) || p->axes.size() != 1 || p->reduce_axes.size() != 1) {
+          return {};
+        }
+        found.insert(p->name);
+        work.push_back(p);
+      }
+    }
+    if (st.reduce && (st.axes.empty() || st.reduce_axes.size() != 1)) return {};
+    std::vector<std::string> out;
+    for (const Stage& x : s.stages()) {
+      if (found.count(x.name)) out.push_back(x.name);
+    }
+    return out;
+  }
+
+  static int64_t RowsOf(const Stage& st) {
+    int64_t rows = 1;
+    for (int64_t d : st.buffer->shape) rows *= d;
+    return rows;
+  }
+  static int64_t ReduceExtent(const Stage& st) { return st.iters[st.axes.size()].extent; }
+
+  absl::StatusOr<IntRV> Threads(Schedule* s, int64_t extent) const {
+    return SampleUniform(s, rules::PowersOfTwo(32, target_.max_threads_per_block),
+                         std::max<int64_t>(32, extent));
+  }
+
+  // Reduction loop (the stage's last) -> [-1, threads, vec]; threads bound, vec unrolled; with
+  // `bind_rows` the spatial loops fused and bound to blocks.
+  static absl::Status CrossThread(Schedule* s, BlockRV b, IntRV threads, bool bind_rows) {
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(b));
+    TESSEL_ASSIGN_OR_RETURN(IntRV vec, SampleUniform(s, {1, 2, 4}, 4));
+    TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(loops.back(), {-1, threads, vec}));
+    TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
+    TESSEL_RETURN_IF_ERROR(s->Unroll(p[2]));
+    if (bind_rows) {
+      std::vector<LoopRV> spatial(loops.begin(), loops.end() - 1);
+      LoopRV rows = spatial[0];
+      if (spatial.size() > 1) {
+        TESSEL_ASSIGN_OR_RETURN(rows, s->Fuse(spatial));
+      }
+      TESSEL_RETURN_IF_ERROR(s->Bind(rows, "blockIdx.x"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Partial sums over chunks by many blocks (rfactor), then one block per row combines them.
+  absl::Status Partial(Schedule* s, const std::string& name) const {
+    TESSEL_ASSIGN_OR_RETURN(BlockRV b, s->GetBlock(name));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(b));
+    const int64_t cols = s->LoopExtent(loops.back());
+    TESSEL_ASSIGN_OR_RETURN(IntRV chunk, SampleUniform(s, {2048, 4096, 8192, 16384}, cols));
+    TESSEL_ASSIGN_OR_RETURN(auto ks, s->Split(loops.back(), {-1, chunk}));
+    TESSEL_ASSIGN_OR_RETURN(BlockRV rf, s->RFactor(ks[0]));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> rl, s->GetLoops(rf));
+    TESSEL_ASSIGN_OR_RETURN(LoopRV fused, s->Fuse({rl[0], rl[1]}));
+    TESSEL_RETURN_IF_ERROR(s->Bind(fused, "blockIdx.x"));
+    TESSEL_ASSIGN_OR_RETURN(IntRV rf_threads, SampleUniform(s, {128, 256, 512}, cols));
+    TESSEL_RETURN_IF_ERROR(CrossThread(s, rf, rf_threads, /*bind_rows=*/false));
+    TESSEL_ASSIGN_OR_RETURN(IntRV threads, SampleUniform(s, {32, 64, 128, 256}, 256));
+    return CrossThread(s, b, threads, /*bind_rows=*/true);
+  }
+
+  // Softmax: the sum of exponentials reads the maximum of the same exponent.
+  static bool OnlineApplies(const Schedule& sch, const std::vector<std::string>& reds) {
+    for (const std::string& r : reds) {
+      Schedule s = sch;
+      auto b = s.GetBlock(r);
+      if (b.ok() && s.FuseOnlineMax(*b).ok()) return true;
+    }
+    return false;
+  }
+
+  absl::Status AtConsumer(Schedule* s, const std::string& consumer,
+                          const std::vector<std::string>& reds, bool online) const {
+    TESSEL_ASSIGN_OR_RETURN(BlockRV y, s->GetBlock(consumer));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> yl, s->GetLoops(y));
+    LoopRV row = yl[0];
+    if (yl.size() > 2) {
+      TESSEL_ASSIGN_OR_RETURN(row, s->Fuse({yl.begin(), yl.end() - 1}));
+    }
+    LoopRV cols = yl.back();
+    TESSEL_ASSIGN_OR_RETURN(IntRV threads, Threads(s, s->LoopExtent(cols)));
+    TESSEL_ASSIGN_OR_RETURN(IntRV vec, SampleUniform(s, {1, 2, 4}, 4));
+    TESSEL_ASSIGN_OR_RETURN(auto js, s->Split(cols, {-1, threads, vec}));
+    TESSEL_RETURN_IF_ERROR(s->Bind(row, "blockIdx.x"));
+    TESSEL_RETURN_IF_ERROR(s->Bind(js[1], "threadIdx.x"));
+    TESSEL_RETURN_IF_ERROR(s->Vectorize(js[2]));
+    std::vector<std::string> order = reds;
+    if (online) {
+      for (const std::string& r : reds) {
+        TESSEL_ASSIGN_OR_RETURN(BlockRV b, s->GetBlock(r));
+        if (s->GetStage(b).reduce != ReduceOp::kSum) continue;
+        // The maximum must be local before it follows the sum.
+        const Stage* m = nullptr;
+        for (const std::string& o : reds) {
+          if (s->FindStage(o)->reduce == ReduceOp::kMax) m = s->FindStage(o);
+        }
+        if (m) {
+          TESSEL_ASSIGN_OR_RETURN(BlockRV mb, s->GetBlock(m->name));
+          TESSEL_RETURN_IF_ERROR(s->SetScope(mb, "local"));
+        }
+        if (s->FuseOnlineMax(b).ok()) break;
+      }
+    }
+    std::reverse(order.begin(), order.end());  // consumers first
+    for (const std::string& r : order) {
+      if (!s->FindStage(r)->computed_by.empty()) continue;
+      TESSEL_ASSIGN_OR_RETURN(BlockRV b, s->GetBlock(r));
+      TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
+      TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, row));
+      TESSEL_RETURN_IF_ERROR(CrossThread(s, b, threads, /*bind_rows=*/false));
+    }
+    return absl::OkStatus();
+  }
+
+  Target target_;
+};
+
+}  // namespace
+
+std::unique_ptr<ScheduleRule> MakeCrossThreadReduction(const Target& target) {
+  return std::make_unique<CrossThreadReduction>(target);
+}
+
+}  // namespace tessel::schedules

@@ -1,0 +1,47 @@
+#include "schedules/rules/rule_util.h"
+
+#include <algorithm>
+
+#include "schedules/ir/substitute.h"
+
+namespace tessel::schedules::rules {
+
+bool IsReduceLoop(const Schedule& s, LoopRV l) {
+  return s.LoopStage(l).iters[s.LoopIter(l)].reduce;
+}
+
+bool IsScheduled(const Stage& st) {
+  if (st.attach.kind != AttachPoint::Kind::kRoot || !st.relations.empty()) return true;
+  for (const IterVar& iv : st.iters) {
+    if (iv.thread != ThreadTag::kNone || iv.kind != ForKind::kSerial) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<IntRV> SampleUniform(Schedule* s, std::vector<int64_t> values, int64_t max) {
+  std::sort(values.begin(), values.end());
+  std::vector<int64_t> kept;
+  for (int64_t v : values) {
+    if (v <= max || kept.empty()) kept.push_back(v);
+  }
+  std::vector<double> probs(kept.size(), 1.0 / static_cast<double>(kept.size()));
+  return s->SampleCategorical(kept, probs);
+}
+
+std::vector<int64_t> PowersOfTwo(int64_t lo, int64_t hi) {
+  std::vector<int64_t> out;
+  for (int64_t v = lo; v <= hi; v *= 2) out.push_back(v);
+  return out;
+}
+
+std::vector<std::string> ConsumersOf(const Schedule& s, const std::string& name) {
+  std::vector<std::string> out;
+  const Stage* p = s.FindStage(name);
+  if (!p) return out;
+  for (const Stage& st : s.stages()) {
+    if (!st.inlined() && !CollectLoads(st.body, p->buffer.get()).empty()) out.push_back(st.name);
+  }
+  return out;
+}
+
+}  // namespace tessel::schedules::rules

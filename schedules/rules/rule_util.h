@@ -1,0 +1,27 @@
+#pragma once
+
+// Small helpers shared by the schedule rules.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "schedules/schedule/schedule.h"
+
+namespace tessel::schedules::rules {
+
+// Whether the loop iterates a reduction axis.
+bool IsReduceLoop(const Schedule& s, LoopRV l);
+// Whether the stage has already been given loop structure by a rule (a loop bound, split,
+// marked parallel/vectorized/unrolled, or the stage is attached).
+bool IsScheduled(const Stage& st);
+// A categorical choice among `values`, uniform; values over `max` are dropped (at least the
+// smallest is kept).
+absl::StatusOr<IntRV> SampleUniform(Schedule* s, std::vector<int64_t> values, int64_t max);
+// Powers of two from `lo` to `hi`.
+std::vector<int64_t> PowersOfTwo(int64_t lo, int64_t hi);
+// Whether some stage reads the buffer of stage `name`.
+std::vector<std::string> ConsumersOf(const Schedule& s, const std::string& name);
+
+}  // namespace tessel::schedules::rules
