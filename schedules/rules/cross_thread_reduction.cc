@@ -153,6 +153,12 @@ class CrossThreadReduction final : public ScheduleRule {
     TESSEL_ASSIGN_OR_RETURN(BlockRV y, s->GetBlock(consumer));
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> yl, s->GetLoops(y));
     LoopRV row = yl[0];
+    if (yl.size() == 1) {
+      // One value per row (a mean): the block's threads reduce, the row is written once.
+      TESSEL_ASSIGN_OR_RETURN(IntRV threads, Threads(s, ReduceExtent(*s->FindStage(reds.front()))));
+      TESSEL_RETURN_IF_ERROR(s->Bind(row, "blockIdx.x"));
+      return AttachReductions(s, reds, row, threads, online);
+    }
     if (yl.size() > 2) {
       TESSEL_ASSIGN_OR_RETURN(row, s->Fuse({yl.begin(), yl.end() - 1}));
     }
@@ -163,6 +169,12 @@ class CrossThreadReduction final : public ScheduleRule {
     TESSEL_RETURN_IF_ERROR(s->Bind(row, "blockIdx.x"));
     TESSEL_RETURN_IF_ERROR(s->Bind(js[1], "threadIdx.x"));
     TESSEL_RETURN_IF_ERROR(s->Vectorize(js[2]));
+    return AttachReductions(s, reds, row, threads, online);
+  }
+
+  // Every reduction computed at the consumer's row loop, in registers, across `threads`.
+  static absl::Status AttachReductions(Schedule* s, const std::vector<std::string>& reds,
+                                       LoopRV row, IntRV threads, bool online) {
     std::vector<std::string> order = reds;
     if (online) {
       for (const std::string& r : reds) {

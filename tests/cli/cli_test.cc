@@ -149,5 +149,50 @@ TEST(Cli, TuneCudaWithoutGpuSaysSo) {
   EXPECT_THAT(r.output, HasSubstr("--target cuda needs a CUDA GPU and driver"));
 }
 
+TEST(Cli, SampleWritesCandidatesAndCounts) {
+  const std::string dir = MakeTempDir("sample");
+  Result r =
+      RunTessel("sample -w 'softmax(rows=200, cols=300)' -t cuda -n 6 --seed 3 --out " + dir);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("softmax(rows=200, cols=300, dtype=f32) on cuda -arch=sm_90: 2 "
+                                  "sketches; 6 of 6 samples valid"));
+  EXPECT_THAT(r.output, HasSubstr("candidates written to " + dir));
+  std::ifstream json(dir + "/cand_000003.json");
+  EXPECT_TRUE(json.good());
+  std::ifstream cu(dir + "/cand_000008.cu");
+  EXPECT_TRUE(cu.good());
+}
+
+TEST(Cli, SampleReportsRejections) {
+  Result r = RunTessel("sample -w 'matmul(M=64, N=64, K=64)' -t host -n 3");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("3 of 3 samples valid"));
+}
+
+TEST(Cli, SampleNeedsAPositiveCount) {
+  Result r = RunTessel("sample -w 'matmul(M=64, N=64, K=64)' -n 0");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output,
+              HasSubstr("tessel sample: -n 0 asks for no samples; give a positive count"));
+}
+
+TEST(Cli, SampleBadWorkloadAndTarget) {
+  Result w = RunTessel("sample -w 'matmull(M=1)' -n 1");
+  EXPECT_EQ(w.status, 1);
+  EXPECT_THAT(
+      w.output,
+      HasSubstr("tessel sample: unknown workload family 'matmull'; known families: matmul"));
+  Result t = RunTessel("sample -w 'matmul(M=8, N=8, K=8)' -t tpu -n 1");
+  EXPECT_EQ(t.status, 1);
+  EXPECT_THAT(t.output, HasSubstr("unknown target 'tpu'; use --target cuda or --target host"));
+}
+
+TEST(Cli, SampleUnwritableOutDirectory) {
+  Result r = RunTessel("sample -w 'matmul(M=8, N=8, K=8)' -n 1 --out /proc/tessel-no");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("cannot create directory '/proc/tessel-no'"));
+  EXPECT_THAT(r.output, HasSubstr("choose another --out directory"));
+}
+
 }  // namespace
 }  // namespace tessel::testing

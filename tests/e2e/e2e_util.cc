@@ -34,6 +34,14 @@ std::vector<std::string> SmallFamilySpecs() {
   };
 }
 
+std::vector<std::string> SpaceFamilySpecs() {
+  std::vector<std::string> specs = SmallFamilySpecs();
+  specs.push_back("softmax(rows=200, cols=300)");
+  specs.push_back("layernorm(rows=150, cols=100)");
+  specs.push_back("reduce(rows=300, cols=70, op=mean)");
+  return specs;
+}
+
 std::string SpecTestName(const ::testing::TestParamInfo<std::string>& info) {
   std::string name;
   for (char c : info.param) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

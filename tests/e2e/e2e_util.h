@@ -20,6 +20,9 @@ namespace tessel::testing {
 // One spec per family and layout/dtype variant, on shapes small enough for a reference run on
 // one CPU core in well under a second; most extents are odd so that no tile divides them.
 std::vector<std::string> SmallFamilySpecs();
+// SmallFamilySpecs plus row reductions with enough rows to fill a GPU (the cross-thread path of
+// the design space; the small ones take its split-over-blocks path).
+std::vector<std::string> SpaceFamilySpecs();
 
 // The name of a test instantiated over SmallFamilySpecs: "<index>_<spec>", the spec with every
 // character that is not a letter or digit as '_', cut to 40 characters.

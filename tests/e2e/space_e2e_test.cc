@@ -1,0 +1,69 @@
+// Samples of the design space end to end: on the host, compiled with the system compiler and
+// checked against the reference on random inputs (in CI); on CUDA, compiled with NVRTC for sm_80
+// and sm_90 where the toolkit is present (GPU runs: tests/gpu/space_gpu_test.cc).
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "schedules/space/space_generator.h"
+#include "schedules/workload/builtins.h"
+#include "tests/e2e/e2e_util.h"
+#include "worker/cuda/nvrtc_compiler.h"
+#include "worker/verify_run.h"
+
+namespace tessel::testing {
+namespace {
+
+class SpaceE2E : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SpaceE2E, HostSamplesMatchReference) {
+  auto w = schedules::ParseWorkloadSpec(GetParam());
+  ASSERT_TRUE(w.ok()) << w.status();
+  const auto target = schedules::HostTarget();
+  auto ref = GenerateReference(*w, target);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  auto g = schedules::SpaceGenerator::Create(*w, target);
+  ASSERT_TRUE(g.ok()) << g.status();
+  int checked = 0;
+  for (uint64_t seed = 0; seed < 8 && checked < 2; ++seed) {
+    auto c = g->Sample(seed);
+    if (!c.ok()) continue;
+    ++checked;
+    absl::Status v = worker::RunAndVerify(c->source, *ref, seed);
+    EXPECT_TRUE(v.ok()) << "seed " << seed << ": " << v << "\n"
+                        << c->trace->ToJsonString() << "\n"
+                        << c->source.code;
+  }
+  EXPECT_EQ(checked, 2);
+}
+
+TEST_P(SpaceE2E, CudaSamplesCompileWithNvrtc) {
+#ifndef TESSEL_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA toolkit";
+#else
+  if (!worker::FindCudaIncludeDir().ok()) GTEST_SKIP() << "no CUDA include directory";
+  auto w = schedules::ParseWorkloadSpec(GetParam());
+  ASSERT_TRUE(w.ok()) << w.status();
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    auto g = schedules::SpaceGenerator::Create(*w, schedules::CudaTarget(arch));
+    ASSERT_TRUE(g.ok()) << g.status();
+    int compiled = 0;
+    for (uint64_t seed = 0; seed < 8 && compiled < 2; ++seed) {
+      auto c = g->Sample(seed);
+      if (!c.ok()) continue;
+      ++compiled;
+      worker::NvrtcOptions o;
+      o.arch = arch;
+      auto bin = worker::CompileCuda(c->source, o);
+      EXPECT_TRUE(bin.ok()) << arch << " seed " << seed << ": " << bin.status() << "\n"
+                            << c->source.code;
+    }
+    EXPECT_EQ(compiled, 2);
+  }
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, SpaceE2E, ::testing::ValuesIn(SpaceFamilySpecs()), SpecTestName);
+
+}  // namespace
+}  // namespace tessel::testing

@@ -1,0 +1,291 @@
+// The design space: what each schedule rule puts in a sketch (the structure of the trace, not a
+// source golden), determinism, the share of samples that pass the verifier, and candidate files.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+
+#include "schedules/rules/schedule_rule.h"
+#include "schedules/space/space_generator.h"
+#include "schedules/workload/builtins.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/test_util.h"
+
+namespace tessel::testing {
+namespace {
+
+using schedules::CudaTarget;
+using schedules::HostTarget;
+using schedules::SpaceGenerator;
+using schedules::Target;
+using schedules::Trace;
+using ::testing::HasSubstr;
+
+schedules::Workload Load(const std::string& spec) {
+  auto w = schedules::ParseWorkloadSpec(spec);
+  EXPECT_TRUE(w.ok()) << w.status();
+  return *w;
+}
+
+SpaceGenerator Space(const std::string& spec, const Target& t) {
+  auto g = SpaceGenerator::Create(Load(spec), t);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return std::move(*g);
+}
+
+// Instruction kinds of a trace, counted.
+std::map<std::string, int> Kinds(const Trace& t) {
+  std::map<std::string, int> k;
+  for (const auto& inst : t.insts) ++k[inst.kind];
+  return k;
+}
+
+// The attribute values of one kind (e.g. every bound thread tag).
+std::vector<std::string> Attrs(const Trace& t, const std::string& kind, const std::string& key) {
+  std::vector<std::string> out;
+  for (const auto& inst : t.insts) {
+    if (inst.kind == kind && inst.attrs.contains(key)) {
+      out.push_back(inst.attrs[key].is_string() ? inst.attrs[key].get<std::string>()
+                                                : inst.attrs[key].dump());
+    }
+  }
+  return out;
+}
+
+// ---- Each rule's effect.
+
+TEST(Rules, MultiLevelTilingCudaTilesCachesAndSamples) {
+  SpaceGenerator g = Space("matmul(M=128, N=96, K=64)", CudaTarget("sm_90"));
+  ASSERT_EQ(g.sketches().size(), 1u);
+  const Trace& t = g.sketches()[0];
+  auto k = Kinds(t);
+  EXPECT_EQ(k["cache_write"], 1);  // accumulator in registers
+  EXPECT_EQ(k["cache_read"], 4);   // A and B, each in shared then local memory
+  EXPECT_EQ(k["compute_at"], 5);   // accumulator + four caches
+  EXPECT_EQ(k["decompose_reduction"], 1);
+  // ty, tm, tx, tn, bk, the fetch width, the unroll step: open decisions.
+  EXPECT_EQ(k["sample_categorical"], 7);
+  for (const auto& inst : t.insts) {
+    if (inst.kind == "sample_categorical") {
+      EXPECT_TRUE(inst.decision.is_null());
+    }
+  }
+  EXPECT_THAT(Attrs(t, "bind", "thread"),
+              ::testing::IsSupersetOf({"blockIdx.x", "blockIdx.y", "threadIdx.x", "threadIdx.y"}));
+  EXPECT_THAT(Attrs(t, "cache_read", "scope"),
+              ::testing::UnorderedElementsAre("shared", "local", "shared", "local"));
+}
+
+TEST(Rules, MultiLevelTilingHostTilesParallelAndVectorizes) {
+  const SpaceGenerator gen = Space("matmul(M=128, N=96, K=64)", HostTarget());
+  const Trace& t = gen.sketches()[0];
+  auto k = Kinds(t);
+  EXPECT_EQ(k["split"], 3);  // i, j, k tiles
+  EXPECT_EQ(k["reorder"], 1);
+  EXPECT_EQ(k["parallel"], 1);
+  EXPECT_EQ(k["vectorize"], 1);
+  EXPECT_EQ(k["sample_categorical"], 4);  // three tiles and the unroll step
+  EXPECT_EQ(k.count("bind"), 0u);
+}
+
+TEST(Rules, AutoInlineFusesTheEpilogue) {
+  // matmul_bias_gelu: one kernel, the epilogue on the write-back.
+  SpaceGenerator g = Space("matmul_bias_gelu(M=64, N=64, K=32)", CudaTarget("sm_90"));
+  auto c = g.Sample(1);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->program.kernels.size(), 1u);
+  // softmax: the exponentials stage is inlined by auto_inline.
+  const SpaceGenerator gen = Space("softmax(rows=200, cols=300)", HostTarget());
+  const Trace& t = gen.sketches()[0];
+  EXPECT_EQ(Kinds(t)["compute_inline"], 1);
+}
+
+TEST(Rules, CrossThreadReductionForksSoftmaxIntoThreeAndOnePass) {
+  SpaceGenerator g = Space("softmax(rows=200, cols=300)", CudaTarget("sm_90"));
+  ASSERT_EQ(g.sketches().size(), 2u);
+  EXPECT_EQ(Kinds(g.sketches()[0]).count("fuse_online_max"), 0u);
+  EXPECT_EQ(Kinds(g.sketches()[1])["fuse_online_max"], 1);
+  for (const Trace& t : g.sketches()) {
+    auto k = Kinds(t);
+    EXPECT_GE(k["compute_at"], 1);
+    EXPECT_THAT(Attrs(t, "set_scope", "scope"), ::testing::Each("local"));
+    EXPECT_THAT(Attrs(t, "bind", "thread"), ::testing::Contains("threadIdx.x"));
+  }
+  // Both sketches lower to one kernel: every reduction at the row, across threads.
+  for (uint64_t seed : {1, 2, 3, 4}) {
+    auto c = g.Sample(seed);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->program.kernels.size(), 1u);
+  }
+}
+
+TEST(Rules, CrossThreadReductionSplitsFewLongRowsOverBlocks) {
+  // 16 rows cannot fill 132 SMs: each statistic is split into chunks (rfactor).
+  const SpaceGenerator gen = Space("layernorm(rows=16, cols=65536)", CudaTarget("sm_90"));
+  const Trace& t = gen.sketches()[0];
+  auto k = Kinds(t);
+  EXPECT_EQ(k["rfactor"], 2);  // x_sum and sq_sum
+  EXPECT_EQ(k.count("fuse_online_max"), 0u);
+}
+
+TEST(Rules, AutoBindCudaSamplesThreadsAndVectorWidth) {
+  // conv2d's stages: the padding (inlined), the convolution (one output per thread).
+  const SpaceGenerator gen =
+      Space("conv2d(N=1, C=4, H=12, W=12, K=8, R=3, S=3)", CudaTarget("sm_90"));
+  const Trace& t = gen.sketches()[0];
+  auto k = Kinds(t);
+  EXPECT_GE(k["bind"], 2);
+  EXPECT_GE(k["sample_categorical"], 2);  // threads, unroll
+}
+
+TEST(Rules, UnrollAnnotatesWithASampledStep) {
+  const SpaceGenerator gen = Space("reduce(rows=200, cols=1000)", CudaTarget("sm_90"));
+  const Trace& t = gen.sketches()[0];
+  bool found = false;
+  for (const auto& inst : t.insts) {
+    if (inst.kind != "annotate_stage") continue;
+    EXPECT_EQ(inst.attrs["key"], "auto_unroll_max_step");
+    EXPECT_TRUE(inst.attrs["value"].is_null());  // the value is the sampled input
+    ASSERT_EQ(inst.inputs.size(), 2u);
+    found = true;
+  }
+  EXPECT_TRUE(found);
+}
+
+// ---- The space as a whole, every family on both targets.
+
+class SpaceFamilies : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SpaceFamilies, DeterministicAndMostlyValid) {
+  for (const Target& t : {HostTarget(), CudaTarget("sm_80"), CudaTarget("sm_90")}) {
+    SCOPED_TRACE(t.ToString());
+    SpaceGenerator g = Space(GetParam(), t);
+    ASSERT_FALSE(g.sketches().empty());
+    constexpr int kSamples = 64;
+    int valid = 0;
+    std::vector<std::string> why;
+    for (uint64_t seed = 0; seed < kSamples; ++seed) {
+      schedules::Rejection r;
+      auto c = g.Sample(seed, &r);
+      if (!c.ok()) {
+        why.push_back(r.step + ": " + r.message);
+        continue;
+      }
+      ++valid;
+      if (seed < 3) {
+        auto again = g.Sample(seed);
+        ASSERT_TRUE(again.ok());
+        EXPECT_EQ(again->trace->ToJsonString(), c->trace->ToJsonString());
+        EXPECT_EQ(again->source.code, c->source.code);
+      }
+    }
+    EXPECT_GE(valid, kSamples * 9 / 10) << ::testing::PrintToString(why);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, SpaceFamilies, ::testing::ValuesIn(SpaceFamilySpecs()),
+                         SpecTestName);
+
+TEST(Space, DifferentSeedsGiveDifferentCandidates) {
+  SpaceGenerator g = Space("matmul(M=128, N=128, K=128)", CudaTarget("sm_90"));
+  std::set<std::string> traces;
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    auto c = g.Sample(seed);
+    ASSERT_TRUE(c.ok()) << c.status();
+    traces.insert(c->trace->ToJsonString());
+  }
+  EXPECT_GE(traces.size(), 12u);
+}
+
+TEST(Space, RejectionsNameTheStep) {
+  // A device that allows 64 threads per block: most matmul tiles are over its limit.
+  Target small = CudaTarget("sm_90");
+  small.max_threads_per_block = 64;
+  SpaceGenerator g = Space("matmul(M=128, N=128, K=64)", small);
+  int rejected = 0;
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    schedules::Rejection r;
+    auto c = g.Sample(seed, &r);
+    if (c.ok()) continue;
+    ++rejected;
+    EXPECT_EQ(r.step, "over_limits");
+    EXPECT_THAT(r.message, HasSubstr("threads per block, over the limit of 64"));
+  }
+  EXPECT_GT(rejected, 0);
+}
+
+// ---- Candidate files.
+
+TEST(CandidateFile, RoundTrip) {
+  SpaceGenerator g = Space("softmax(rows=200, cols=300)", CudaTarget("sm_90"));
+  auto c = g.Sample(5);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string dir = MakeTempDir("cand");
+  auto path = schedules::WriteCandidateFiles(*c, dir, "cand_000005");
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_TRUE(std::filesystem::exists(dir + "/cand_000005.cu"));
+  auto f = schedules::ReadCandidateFile(*path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->source.code, c->source.code);
+  EXPECT_EQ(f->trace.ToJsonString(), c->trace->ToJsonString());
+  EXPECT_EQ(f->workload.spec, c->workload.spec);
+  EXPECT_TRUE(f->target.is_cuda());
+  ASSERT_EQ(f->source.kernels.size(), c->source.kernels.size());
+  for (size_t i = 0; i < f->source.kernels.size(); ++i) {
+    EXPECT_EQ(f->source.kernels[i].entry, c->source.kernels[i].entry);
+    EXPECT_EQ(f->source.kernels[i].launch.grid, c->source.kernels[i].launch.grid);
+    EXPECT_EQ(f->source.kernels[i].launch.block, c->source.kernels[i].launch.block);
+    EXPECT_EQ(f->source.kernels[i].params, c->source.kernels[i].params);
+  }
+  ASSERT_EQ(f->source.buffers.size(), c->source.buffers.size());
+  for (size_t i = 0; i < f->source.buffers.size(); ++i) {
+    EXPECT_EQ(f->source.buffers[i].buffer->shape, c->source.buffers[i].buffer->shape);
+    EXPECT_EQ(f->source.buffers[i].role, c->source.buffers[i].role);
+  }
+  // The trace replays to the same source.
+  auto rebuilt = schedules::BuildCandidate(f->workload, f->target, f->trace);
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
+  EXPECT_EQ(rebuilt->source.code, c->source.code);
+}
+
+std::string WriteText(const std::string& name, const std::string& text) {
+  const std::string path = MakeTempDir("candbad") + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(CandidateFile, Errors) {
+  auto missing = schedules::ReadCandidateFile("/nonexistent/cand.json");
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("cannot read candidate file '/nonexistent/cand.json'; check the path"));
+  auto not_json = schedules::ReadCandidateFile(WriteText("a.json", "{nope"));
+  EXPECT_THAT(not_json.status().message(),
+              HasSubstr("not a valid candidate file: it is not a JSON object; write candidate "
+                        "files with `tessel sample --out DIR`"));
+  auto wrong = schedules::ReadCandidateFile(WriteText("b.json", R"({"format": "other"})"));
+  EXPECT_THAT(wrong.status().message(), HasSubstr("\"format\" is not \"tessel-candidate\""));
+  auto version = schedules::ReadCandidateFile(
+      WriteText("c.json", R"({"format": "tessel-candidate", "version": 7})"));
+  EXPECT_THAT(version.status().message(),
+              HasSubstr("unsupported \"version\" (this build reads version 1)"));
+
+  // A file whose workload key no longer matches (the definition changed since).
+  SpaceGenerator g = Space("reduce(rows=200, cols=100)", HostTarget());
+  auto c = g.Sample(1);
+  ASSERT_TRUE(c.ok());
+  nlohmann::json j = schedules::CandidateToJson(*c, "x.cc");
+  j["workload"]["key"] = "0000000000000000";
+  auto stale = schedules::ReadCandidateFile(WriteText("d.json", j.dump()));
+  ASSERT_FALSE(stale.ok());
+  EXPECT_THAT(stale.status().message(),
+              HasSubstr("the file was written with (its definition changed); sample the "
+                        "candidate again"));
+}
+
+}  // namespace
+}  // namespace tessel::testing
