@@ -21,6 +21,10 @@
 //   --only       run only the candidates whose name contains one of the given substrings
 //                (the baselines always run: the ratios need them; --no-baselines skips them)
 //   --csv        also write every repeat of every row to FILE (name,median_ms,repeat_ms...)
+//   --space=N    instead of the traces: for matmul 2048^3 (compare with --gemm-n=2048), softmax
+//                (4096, 65536) and layernorm (16, 4194304), draw N samples of the design space
+//                (schedules/space), compile them in parallel, screen each with a short timing
+//                on constant inputs, then verify and time the best three the full way
 //   --example    add a hand-written candidate (y = 2x over 256 MiB, verified against a host loop)
 //                that shows the candidate path working before the generated kernels are in
 // Exit status: 0 when every row ran (and verified), 1 otherwise, 2 for a usage error.
@@ -39,6 +43,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -52,6 +57,7 @@
 #include "schedules/lower/lower.h"
 #include "schedules/lower/verify.h"
 #include "schedules/schedule/schedule.h"
+#include "schedules/space/space_generator.h"
 #include "schedules/workload/builtins.h"
 #include "worker/cuda/cuda_driver.h"
 #include "worker/cuda/cuda_runner.h"
@@ -86,6 +92,7 @@ struct Flags {
   bool pedantic = false;
   std::string csv;
   bool example = false;
+  int space = 0;  // --space=N: the best of N design-space samples per workload
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -428,6 +435,104 @@ void BenchCandidate(BenchContext* ctx, const std::string& name, const GeneratedS
   AddRow(ctx, name, worker::Measure(source, measure), flops, bytes);
 }
 
+// (d) the design space: the best of `flags.space` samples of each workload.
+void BenchSpace(BenchContext* ctx) {
+  static const char* kSpecs[] = {"matmul(M=2048, N=2048, K=2048, dtype=f32)",
+                                 "softmax(rows=4096, cols=65536, dtype=f32)",
+                                 "layernorm(rows=16, cols=4194304, dtype=f32)"};
+  schedules::Target target = schedules::CudaTarget("sm_90");
+  target.sm_count = ctx->device->info().sm_count;
+  for (const char* spec : kSpecs) {
+    absl::StatusOr<schedules::Workload> w = schedules::ParseWorkloadSpec(spec);
+    const std::string base = absl::StrCat("space_", w.ok() ? w->name : "?");
+    if (!ctx->Selected(base)) continue;
+    auto space = w.ok() ? schedules::SpaceGenerator::Create(*w, target)
+                        : absl::StatusOr<schedules::SpaceGenerator>(w.status());
+    if (!space.ok()) return AddRow(ctx, base, space.status(), 0, 0);
+    const bool compute_bound = w->name == "matmul";
+    const double flops = compute_bound ? w->Flops() : 0;
+    const double bytes = compute_bound ? 0 : static_cast<double>(w->CompulsoryBytes());
+    // Sample, then compile in parallel.
+    std::vector<schedules::Candidate> cands;
+    int invalid = 0;
+    for (int seed = 0; seed < ctx->flags.space; ++seed) {
+      auto c = space->Sample(static_cast<uint64_t>(seed));
+      if (c.ok()) {
+        cands.push_back(std::move(*c));
+      } else {
+        ++invalid;
+      }
+    }
+    std::vector<absl::StatusOr<worker::CudaBinary>> bins(cands.size(),
+                                                         absl::UnknownError("not compiled"));
+    {
+      std::vector<std::thread> pool;
+      const size_t nthreads = std::max(1u, std::thread::hardware_concurrency());
+      for (size_t t = 0; t < nthreads; ++t) {
+        pool.emplace_back([&, t] {
+          for (size_t i = t; i < cands.size(); i += nthreads) {
+            worker::NvrtcOptions o;
+            o.arch = ctx->device->info().arch;
+            bins[i] = worker::CompileCuda(cands[i].source, o);
+          }
+        });
+      }
+      for (std::thread& th : pool) th.join();
+    }
+    // Screen: a short timing of each on constant inputs (1.0f).
+    TimingOptions quick;
+    quick.warmup_runs = 1;
+    quick.min_repeats = 3;
+    quick.max_repeats = 20;
+    quick.min_total_ms = 2;
+    std::vector<std::pair<double, size_t>> screened;
+    int failed = 0;
+    const worker::CudaDriver& d = ctx->device->driver();
+    for (size_t i = 0; i < cands.size(); ++i) {
+      if (!bins[i].ok()) {
+        ++failed;
+        continue;
+      }
+      auto program = ctx->device->Load(cands[i].source, *bins[i]);
+      auto bufs = program.ok()
+                      ? ctx->device->Allocate(cands[i].source.buffers)
+                      : absl::StatusOr<std::unique_ptr<worker::CudaBuffers>>(program.status());
+      if (!bufs.ok()) {
+        ++failed;
+        continue;
+      }
+      for (size_t b = 0; b < cands[i].source.buffers.size(); ++b) {
+        d.cuMemsetD32Async_((*bufs)->ptr(b), 0x3F800000u,
+                            static_cast<size_t>((*bufs)->bytes(b) / 4), ctx->device->stream());
+      }
+      auto t = ctx->device->Time(**program, **bufs, quick);
+      if (!t.ok()) {
+        ++failed;
+        if (ctx->device->is_poisoned()) break;
+        continue;
+      }
+      screened.emplace_back(t->median_ms, i);
+    }
+    std::sort(screened.begin(), screened.end());
+    std::printf(
+        "%s: %zu of %d samples valid (%d rejected before compiling), %d failed to "
+        "compile or run, %zu timed; screening best %.4f ms\n",
+        spec, cands.size(), ctx->flags.space, invalid, failed, screened.size(),
+        screened.empty() ? 0.0 : screened[0].first);
+    absl::StatusOr<schedules::Candidate> ref = schedules::BuildCandidate(*w, target, std::nullopt);
+    for (size_t r = 0; r < std::min<size_t>(3, screened.size()); ++r) {
+      const schedules::Candidate& c = cands[screened[r].second];
+      const std::string name =
+          absl::StrCat(base, "_best", r + 1, "_seed",
+                       screened[r].second < cands.size() ? screened[r].second : 0);
+      if (r == 0) {
+        std::printf("  best trace: %s\n", c.trace->ToJsonString(-1).c_str());
+      }
+      BenchCandidate(ctx, name, c.source, flops, bytes, ref.ok() ? &ref->source : nullptr);
+    }
+  }
+}
+
 void PrintTable(const BenchContext& ctx) {
   std::printf("\n%-44s %10s %10s %7s %10s %9s %9s %8s\n", "name", "median_ms", "min_ms", "repeats",
               "GFLOP/s", "GB/s", "vs_cublas", "vs_copy");
@@ -471,7 +576,7 @@ int Usage(const std::string& why) {
                "%s\nusage: tessel_bench_kernels [--device=N] [--min-ms=MS] [--max-repeats=N] "
                "[--warmup=N] [--trace-dir=DIR] [--only=NAME,...] [--no-verify] [--no-baselines] "
                "[--copy-mib=MIB] [--gemm-n=N] [--cublas-math=default|pedantic] [--csv=FILE] "
-               "[--example]\n",
+               "[--example] [--space=N]\n",
                why.c_str());
   return 2;
 }
@@ -511,6 +616,8 @@ int Main(int argc, char** argv) {
       flags.csv = value;
     } else if (key == "--example") {
       flags.example = true;
+    } else if (key == "--space") {
+      ok = absl::SimpleAtoi(value, &flags.space) && flags.space > 0;
     } else if (key == "--help" || key == "-h") {
       return Usage("tessel_bench_kernels: kernel quality against cuBLAS and the copy bandwidth");
     } else {
@@ -541,6 +648,7 @@ int Main(int argc, char** argv) {
     BenchCublasSgemm(&ctx);
     BenchCopy(&ctx);
   }
+  if (flags.space > 0) BenchSpace(&ctx);
   absl::StatusOr<std::vector<CandidateSpec>> candidates = LoadTraceCandidates(flags.trace_dir);
   if (!candidates.ok()) {
     std::fprintf(stderr, "loading candidates from '%s' failed: %s\n", flags.trace_dir.c_str(),
