@@ -6,6 +6,7 @@
 #include "cli/exit_code.h"
 #include "cli/lower_command.h"
 #include "cli/tune_command.h"
+#include "cli/worker_command.h"
 #include "worker/worker_build_info.h"
 
 int main(int argc, char** argv) {
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   app.add_flag("--version", version, "Print the version and the targets this build supports");
   tessel::cli::AddLowerCommand(app);
   tessel::cli::AddTuneCommand(app);
+  tessel::cli::AddWorkerCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
