@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -93,7 +94,9 @@ class Lowerer {
     // (a stage may use fewer threads than the kernel launches).
     for (size_t i = 0; i < stages_.size(); ++i) {
       const Stage& s = stages_[i];
-      if (s.inlined() || s.attach.kind != AttachPoint::Kind::kRoot) continue;
+      if (s.inlined() || !s.computed_by.empty() || s.attach.kind != AttachPoint::Kind::kRoot) {
+        continue;
+      }
       launches_[i] = LaunchOf(static_cast<int>(i));
       launch_ = launches_[i];
       for (int si : KernelStages(static_cast<int>(i))) {
@@ -127,7 +130,9 @@ class Lowerer {
     }
     for (size_t i = 0; i < stages_.size(); ++i) {
       const Stage& s = stages_[i];
-      if (s.inlined() || s.attach.kind != AttachPoint::Kind::kRoot) continue;
+      if (s.inlined() || !s.computed_by.empty() || s.attach.kind != AttachPoint::Kind::kRoot) {
+        continue;
+      }
       Kernel k;
       k.name = absl::StrCat(p.name, "_", Sanitize(s.name));
       k.launch = launches_[i];
@@ -179,7 +184,7 @@ class Lowerer {
 
   absl::Status Check() {
     for (const Stage& s : stages_) {
-      if (s.inlined()) continue;
+      if (s.inlined() || !s.computed_by.empty()) continue;
       const bool attached = s.attach.kind == AttachPoint::Kind::kAt;
       if (!attached && s.buffer->scope != MemScope::kGlobal) {
         return absl::FailedPreconditionError(absl::StrCat(
@@ -277,7 +282,7 @@ class Lowerer {
     std::vector<int> out;
     for (size_t i = 0; i < stages_.size(); ++i) {
       const Stage& s = stages_[i];
-      if (s.inlined()) continue;
+      if (s.inlined() || !s.computed_by.empty()) continue;
       bool inside = static_cast<int>(i) == root;
       const Stage* cur = &s;
       for (int depth = 0; !inside && depth < 1000 && cur->attach.kind == AttachPoint::Kind::kAt;
@@ -383,6 +388,46 @@ class Lowerer {
     BufferPtr out = rw.Target(s.buffer);
     std::vector<Expr> out_idx = rw.Indices(s.buffer.get(), idx);
 
+    // fuse_online_max: this sum of exp(x - m) also computes m, the running maximum of x, and
+    // rescales its running sum whenever the maximum grows (online softmax normalizer).
+    const bool online = !s.online_max.empty();
+    Expr online_x;
+    BufferPtr max_out;
+    std::vector<Expr> max_idx;
+    if (online) {
+      const Stage& m = stages_[FindStageIndex(stages_, s.online_max)];
+      max_out = rw.Target(m.buffer);
+      max_idx = rw.Indices(m.buffer.get(), idx);
+      std::optional<ExpOfDifference> term = MatchExpOfDifference(value);
+      if (!term || term->max->buffer != max_out) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("stage ", s.name, " computes ", m.name,
+                         " in the same pass (fuse_online_max), but its body is no longer exp(x - ",
+                         m.name, "[...]); do not cache_read ", m.name, " for it"));
+      }
+      online_x = term->e;
+    }
+    // One step of the online normalizer on (sum, max) held at the given places:
+    //   d = x - max; e = exp(-|d|); sum = d > 0 ? sum * e + 1 : sum + e; max = max(max, x).
+    auto online_step = [&](const BufferPtr& sb, const std::vector<Expr>& si, const BufferPtr& mb,
+                           const std::vector<Expr>& mi) {
+      const DType t = online_x->dtype;
+      VarPtr x = MakeVar(Sanitize(s.name) + "_x", t);
+      VarPtr d = MakeVar(Sanitize(s.name) + "_d", t);
+      VarPtr e = MakeVar(Sanitize(s.name) + "_e", t);
+      Expr sum = MakeLoad(sb, si);
+      Expr mx = MakeLoad(mb, mi);
+      Stmt update = MakeSeq({MakeStore(sb, si,
+                                       MakeSelect(MakeFloat(0, t) < Expr(d),
+                                                  sum * Expr(e) + MakeFloat(1, t), sum + Expr(e))),
+                             MakeStore(mb, mi, MakeMax(mx, x))});
+      return MakeLet(
+          x, online_x,
+          MakeLet(
+              d, Expr(x) - mx,
+              MakeLet(e, MakeCall("exp", {MakeMin(d, MakeUnary(UnaryOp::kNeg, d))}, t), update)));
+    };
+
     // Guards. Every split parent must stay within its extent: a root beyond its extent is out of
     // bounds, and an inner loop beyond its parent's extent would alias the next outer iteration.
     Expr spatial_cond, reduce_cond;
@@ -443,7 +488,8 @@ class Lowerer {
     const DType vt = value->dtype;
     BufferPtr acc_buf;
     Stmt body;
-    const bool wide = wide_ && s.reduce && cross < 0 && s.init_at < 0 && IsFloat(vt);
+    const bool wide = wide_ && s.reduce && !online && cross < 0 && s.init_at < 0 && IsFloat(vt);
+    BufferPtr max_acc;  // online, cross-thread: the thread's running maximum
     if (wide) {
       acc_buf = MakeBuffer(Sanitize(s.name) + "_acc", DType::kFloat64, {1}, MemScope::kLocal);
       Expr acc = MakeLoad(acc_buf, {MakeInt(0)});
@@ -452,11 +498,19 @@ class Lowerer {
                               ReduceCombine(*s.reduce, acc, MakeCast(DType::kFloat64, value))));
     } else if (!s.reduce) {
       body = MakeIf(MakeAnd(spatial_cond, reduce_cond), MakeStore(out, out_idx, value));
+    } else if (cross >= 0 && online) {
+      acc_buf = MakeBuffer(Sanitize(s.name) + "_acc", vt, {1}, MemScope::kLocal);
+      max_acc = MakeBuffer(Sanitize(s.name) + "_max", max_out->dtype, {1}, MemScope::kLocal);
+      body = MakeIf(MakeAnd(spatial_cond, reduce_cond),
+                    online_step(acc_buf, {MakeInt(0)}, max_acc, {MakeInt(0)}));
     } else if (cross >= 0) {
       acc_buf = MakeBuffer(Sanitize(s.name) + "_acc", vt, {1}, MemScope::kLocal);
       Expr acc = MakeLoad(acc_buf, {MakeInt(0)});
       body = MakeIf(MakeAnd(spatial_cond, reduce_cond),
                     MakeStore(acc_buf, {MakeInt(0)}, ReduceCombine(*s.reduce, acc, value)));
+    } else if (online) {
+      body =
+          MakeIf(MakeAnd(spatial_cond, reduce_cond), online_step(out, out_idx, max_out, max_idx));
     } else {
       Expr cur = MakeLoad(out, out_idx);
       body = MakeIf(MakeAnd(spatial_cond, reduce_cond),
@@ -489,6 +543,9 @@ class Lowerer {
               "stage ", a.name, " is attached to the cross-thread reduction loop ",
               s.iters[iter].var->name, " of stage ", s.name, "; attach it to another loop"));
         }
+        auto it = realized_.find(a.buffer.get());
+        if (it != realized_.end()) allocs.push_back(it->second.buffer);
+        if (!a.computed_by.empty()) continue;  // written by the stage that computes it
         auto nest = BuildNest(static_cast<int>(ai));
         if (!nest.ok()) return nest.status();
         const bool shared = a.buffer->scope != MemScope::kLocal && target_.is_cuda();
@@ -498,8 +555,6 @@ class Lowerer {
           before.push_back(*nest);
           shared_before |= shared;
         }
-        auto it = realized_.find(a.buffer.get());
-        if (it != realized_.end()) allocs.push_back(it->second.buffer);
       }
       if (shared_before) {
         // Producers in memory other threads read: everyone waits for them to be written, and
@@ -526,7 +581,12 @@ class Lowerer {
                         MakeStore(out, out_idx, MakeCast(vt, MakeLoad(acc_buf, {MakeInt(0)}))))}));
       } else if (s.reduce && p == init_pos && cross < 0) {
         // The initialization nest: the spatial loops at and below this position.
-        Stmt init = MakeIf(spatial_cond, MakeStore(out, out_idx, ReduceIdentity(*s.reduce, vt)));
+        Stmt init =
+            MakeIf(spatial_cond,
+                   MakeSeq({MakeStore(out, out_idx, ReduceIdentity(*s.reduce, vt)),
+                            online ? MakeStore(max_out, max_idx,
+                                               ReduceIdentity(ReduceOp::kMax, max_out->dtype))
+                                   : Stmt()}));
         for (int q = static_cast<int>(s.leaves.size()) - 1; q >= p; --q) {
           if (!s.iters[s.leaves[q]].reduce) init = MakeLoop(s, s.leaves[q], init, unrolled[q]);
         }
@@ -540,13 +600,35 @@ class Lowerer {
         if (s.buffer->scope != MemScope::kLocal) {
           store_cond = MakeAnd(store_cond, Expr(tv.var) == 0);
         }
-        Stmt reduce_and_store = MakeAllocate(
-            res,
-            MakeSeq({MakeAllReduce(*s.reduce, acc, res, tv.thread, BlockDim(tv.thread)),
-                     MakeIf(store_cond, MakeStore(out, out_idx, MakeLoad(res, {MakeInt(0)})))}));
-        Stmt block = MakeAllocate(
-            acc_buf, MakeSeq({MakeStore(acc_buf, {MakeInt(0)}, ReduceIdentity(*s.reduce, vt)), loop,
-                              reduce_and_store}));
+        Stmt reduce_and_store;
+        Stmt init = MakeStore(acc_buf, {MakeInt(0)}, ReduceIdentity(*s.reduce, vt));
+        if (online) {
+          // The block's maximum first; each thread's sum rescaled to it, then summed.
+          BufferPtr max_res =
+              MakeBuffer(Sanitize(s.name) + "_max_red", max_out->dtype, {1}, MemScope::kLocal);
+          Expr mx = MakeLoad(max_acc, {MakeInt(0)});
+          Expr block_max = MakeLoad(max_res, {MakeInt(0)});
+          Expr rescaled = acc * MakeCall("exp", {mx - block_max}, vt);
+          reduce_and_store = MakeAllocate(
+              max_res,
+              MakeAllocate(
+                  res,
+                  MakeSeq(
+                      {MakeAllReduce(ReduceOp::kMax, mx, max_res, tv.thread, BlockDim(tv.thread)),
+                       MakeAllReduce(*s.reduce, rescaled, res, tv.thread, BlockDim(tv.thread)),
+                       MakeIf(store_cond,
+                              MakeSeq({MakeStore(out, out_idx, MakeLoad(res, {MakeInt(0)})),
+                                       MakeStore(max_out, max_idx, block_max)}))})));
+          init = MakeSeq({init, MakeStore(max_acc, {MakeInt(0)},
+                                          ReduceIdentity(ReduceOp::kMax, max_out->dtype))});
+        } else {
+          reduce_and_store = MakeAllocate(
+              res,
+              MakeSeq({MakeAllReduce(*s.reduce, acc, res, tv.thread, BlockDim(tv.thread)),
+                       MakeIf(store_cond, MakeStore(out, out_idx, MakeLoad(res, {MakeInt(0)})))}));
+        }
+        Stmt block = MakeAllocate(acc_buf, MakeSeq({init, loop, reduce_and_store}));
+        if (online) block = MakeAllocate(max_acc, block);
         loop = MakeFor(tv.var, MakeInt(0), MakeInt(BlockDim(tv.thread)), ForKind::kThreadBinding,
                        tv.thread, block, tv.annotations);
       }
@@ -555,7 +637,11 @@ class Lowerer {
     if (s.leaves.empty()) {
       // A 0-d stage: the body alone (with the reduction's init if any).
       if (s.reduce && cross < 0) {
-        body = MakeSeq({MakeStore(out, out_idx, ReduceIdentity(*s.reduce, vt)), body});
+        body = MakeSeq(
+            {MakeStore(out, out_idx, ReduceIdentity(*s.reduce, vt)),
+             online ? MakeStore(max_out, max_idx, ReduceIdentity(ReduceOp::kMax, max_out->dtype))
+                    : Stmt(),
+             body});
       }
     }
     return body;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "schedules/ir/expr_functor.h"
+#include "schedules/ir/structural.h"
 #include "schedules/ir/substitute.h"
 #include "schedules/lower/bound.h"
 #include "schedules/util/check.h"
@@ -197,6 +198,11 @@ absl::StatusOr<Stage*> Schedule::MutableStage(BlockRV b, const char* prim) {
   if (s->inlined()) {
     return Precondition(prim, absl::StrCat("stage ", s->name, " was inlined and has no loops"));
   }
+  if (!s->computed_by.empty()) {
+    return Precondition(prim,
+                        absl::StrCat("stage ", s->name, " is computed by stage ", s->computed_by,
+                                     " (fuse_online_max); schedule that stage instead"));
+  }
   return s;
 }
 
@@ -209,6 +215,11 @@ absl::StatusOr<std::pair<Stage*, int>> Schedule::MutableLoop(LoopRV l, const cha
   Stage* s = &stages_[i];
   if (s->inlined()) {
     return Precondition(prim, absl::StrCat("stage ", s->name, " was inlined and has no loops"));
+  }
+  if (!s->computed_by.empty()) {
+    return Precondition(prim,
+                        absl::StrCat("stage ", s->name, " is computed by stage ", s->computed_by,
+                                     " (fuse_online_max); schedule that stage instead"));
   }
   const int iter = rvs_[l.id].iter;
   if (rvs_[l.id].generation != s->loop_generation) {
@@ -813,6 +824,11 @@ absl::StatusOr<BlockRV> Schedule::CacheRead(std::string tensor, const std::strin
     if (!Reads(**st, src.get())) {
       return Precondition(prim, absl::StrCat("stage ", (*st)->name, " does not read ", tensor));
     }
+    if ((*st)->online_max == tensor) {
+      return Precondition(prim, absl::StrCat("stage ", (*st)->name, " computes ", tensor,
+                                             " in the same pass (fuse_online_max); it holds ",
+                                             tensor, " in a register already"));
+    }
     reader_idx.push_back(StageIndex((*st)->name));
   }
   Stage c;
@@ -855,6 +871,11 @@ absl::StatusOr<BlockRV> Schedule::CacheWrite(BlockRV block, const std::string& s
     return Precondition(prim, absl::StrCat("stage ", s->name,
                                            " has transformed loops or is attached; cache_write "
                                            "must come before its loops are transformed"));
+  }
+  if (!s->online_max.empty()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " computes ", s->online_max,
+                                           " in the same pass (fuse_online_max); cache_write "
+                                           "it before fusing"));
   }
   // cache_write resets the stage's loops: a binding, loop kind, annotation or decomposed
   // initialization would be dropped silently while the trace still holds it.
@@ -932,8 +953,16 @@ absl::Status Schedule::AttachAt(Stage* s, AttachPoint at, BlockRV block, LoopRV 
     return Precondition(prim, std::string(region.status().message()));
   }
   ResetLoops(s, *region);
+  SyncOnlineMax(*s);
   Record(Instruction{prim, {RVName(block.id), RVName(loop.id)}, {}, {}, {}});
   return absl::OkStatus();
+}
+
+void Schedule::SyncOnlineMax(const Stage& s) {
+  if (s.online_max.empty()) return;
+  const int m = StageIndex(s.online_max);
+  TESSEL_CHECK(m >= 0) << "stage " << s.online_max << " fused into " << s.name << " is gone";
+  stages_[m].attach = s.attach;
 }
 
 absl::Status Schedule::ComputeAt(BlockRV block, LoopRV loop) {
@@ -951,6 +980,7 @@ absl::Status Schedule::ComputeAt(BlockRV block, LoopRV loop) {
         if (iv.reduce && static_cast<int>(ext.size()) < s->num_root()) ext.push_back(iv.extent);
       }
       ResetLoops(s, ext);
+      SyncOnlineMax(*s);
     }
     Record(Instruction{prim, {RVName(block.id), "root"}, {}, {}, {}});
     return absl::OkStatus();
@@ -1216,6 +1246,81 @@ absl::Status Schedule::DecomposeReduction(BlockRV block, LoopRV loop) {
   return absl::OkStatus();
 }
 
+absl::Status Schedule::FuseOnlineMax(BlockRV block) {
+  const char* prim = "fuse_online_max";
+  auto st = MutableStage(block, prim);
+  if (!st.ok()) return st.status();
+  Stage* s = *st;
+  const std::string form = absl::StrCat(
+      "; it must be a sum over k of exp(e(k) - m[axes]) where m is the max over k of e(k)");
+  if (s->reduce != ReduceOp::kSum || !IsFloat(s->buffer->dtype)) {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " is not a float sum", form));
+  }
+  if (!s->online_max.empty()) {
+    return Precondition(prim,
+                        absl::StrCat("stage ", s->name, " already computes stage ", s->online_max));
+  }
+  if (s->origin == "rfactor") {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " holds rfactor partials", form));
+  }
+  std::optional<ExpOfDifference> term = MatchExpOfDifference(s->body);
+  const int mi = term ? StageIndex(term->max->buffer->name) : -1;
+  if (mi < 0) {
+    return Precondition(prim, absl::StrCat("the body of stage ", s->name,
+                                           " is not exp(e - m[...]) of a computed m", form));
+  }
+  Stage* m = &stages_[mi];
+  if (m->inlined() || m->reduce != ReduceOp::kMax || m->buffer.get() != term->max->buffer.get()) {
+    return Precondition(prim, absl::StrCat("stage ", m->name, " read by stage ", s->name,
+                                           " is not a max reduction", form));
+  }
+  if (!ReadsAtIdentity(*s, m->buffer.get()) || m->axes.size() != s->axes.size() ||
+      m->buffer->shape != s->buffer->shape || m->reduce_axes.size() != s->reduce_axes.size()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " must read ", m->name,
+                                           " at its own indices, over the same reduction", form));
+  }
+  std::unordered_map<const VarNode*, Expr> map;
+  for (size_t d = 0; d < m->axes.size(); ++d) map[m->axes[d].get()] = s->axes[d];
+  for (size_t r = 0; r < m->reduce_axes.size(); ++r) {
+    const int mr = static_cast<int>(m->axes.size() + r);
+    const int sr = static_cast<int>(s->axes.size() + r);
+    if (m->iters[mr].extent != s->iters[sr].extent) {
+      return Precondition(prim, absl::StrCat("stages ", m->name, " and ", s->name,
+                                             " reduce over different extents"));
+    }
+    map[m->reduce_axes[r].get()] = s->reduce_axes[r];
+  }
+  if (!Identical(Substitute(m->body, map), term->e)) {
+    return Precondition(prim, absl::StrCat("stage ", m->name, " is not the max of the exponent ",
+                                           "that stage ", s->name, " uses", form));
+  }
+  // Every other reader of m must run after s: it reads s too. s's attachment must be a place
+  // where m is visible to all of them.
+  for (int c : Consumers(m->buffer.get())) {
+    const Stage& cs = stages_[c];
+    if (&cs == s) continue;
+    if (!Reads(cs, s->buffer.get())) {
+      return Precondition(prim, absl::StrCat("stage ", cs.name, " reads ", m->name, " but not ",
+                                             s->name, ", so it could run before the fused pass"));
+    }
+    if (s->attach.kind == AttachPoint::Kind::kAt && cs.name != s->attach.stage &&
+        !IsAttachedWithin(cs, s->attach.stage)) {
+      return Precondition(prim,
+                          absl::StrCat("stage ", cs.name, " reads ", m->name, " outside stage ",
+                                       s->attach.stage, ", where ", s->name, " is computed"));
+    }
+  }
+  if (const Stage* o = AttachedTo(m->name)) {
+    return Precondition(prim, absl::StrCat("stage ", o->name, " is attached to a loop of ", m->name,
+                                           "; move it first"));
+  }
+  m->computed_by = s->name;
+  s->online_max = m->name;
+  SyncOnlineMax(*s);
+  Record(Instruction{prim, {RVName(block.id)}, {}, {}, {}});
+  return absl::OkStatus();
+}
+
 absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
   const char* prim = "rfactor";
   auto l = MutableLoop(loop, prim);
@@ -1226,6 +1331,11 @@ absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
   }
   if (s->attach.kind != AttachPoint::Kind::kRoot) {
     return Precondition(prim, absl::StrCat("stage ", s->name, " is attached; rfactor it first"));
+  }
+  if (!s->online_max.empty()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " computes ", s->online_max,
+                                           " in the same pass (fuse_online_max); rfactor it "
+                                           "before fusing"));
   }
   // Supported form: the loop is one side of a single split of a reduction root, both sides
   // leaves; other relations may exist on spatial iters only.
@@ -1527,6 +1637,10 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
       if (k == "compute_at") return sch.ComputeAt(BlockRV{b}, LoopRV{l});
       if (k == "reverse_compute_at") return sch.ReverseComputeAt(BlockRV{b}, LoopRV{l});
       return sch.DecomposeReduction(BlockRV{b}, LoopRV{l});
+    }
+    if (k == "fuse_online_max") {
+      TESSEL_RETURN_IF_ERROR(input(0, 'b', &b));
+      return sch.FuseOnlineMax(BlockRV{b});
     }
     if (k == "compute_inline" || k == "reverse_compute_inline") {
       TESSEL_RETURN_IF_ERROR(input(0, 'b', &b));

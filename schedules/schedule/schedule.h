@@ -126,6 +126,13 @@ class Schedule {
   // (returned) that computes partial results, and the stage reduces those partials.
   absl::StatusOr<BlockRV> RFactor(LoopRV loop);
 
+  // Online softmax normalizer. The stage must be a sum over k of exp(e(k) - m[axes]) where m is a
+  // max reduction over the same k of the same e(k). Afterwards this stage computes m too, in one
+  // pass over the input: a running maximum, and a running sum rescaled by exp(old - new)
+  // whenever the maximum grows (across threads: the maxima first, then the rescaled sums). The
+  // max stage has no loops of its own from then on and follows this stage's attachment.
+  absl::Status FuseOnlineMax(BlockRV block);
+
   // Annotation keys with a meaning for lowering: stage "auto_unroll_max_step" (unroll inner loops
   // whose total trip count is at most the value), loop "pipeline_depth" (reserved).
 
@@ -143,6 +150,8 @@ class Schedule {
   Schedule() = default;
 
   absl::StatusOr<Stage*> MutableStage(BlockRV b, const char* prim);
+  // A stage fused into another by fuse_online_max follows that stage's attachment.
+  void SyncOnlineMax(const Stage& s);
   // The first stage attached to a loop of stage `name`, or nullptr.
   const Stage* AttachedTo(const std::string& name) const;
   // compute_at / reverse_compute_at: attaches `s`, sizes its fresh loops to the region it must

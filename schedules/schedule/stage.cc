@@ -43,4 +43,14 @@ std::vector<Expr> Stage::IterValues() const {
   return v;
 }
 
+std::optional<ExpOfDifference> MatchExpOfDifference(const Expr& term) {
+  const auto* call = As<CallNode>(term);
+  if (!call || call->name != "exp" || call->args.size() != 1) return std::nullopt;
+  const auto* diff = As<BinaryNode>(call->args[0]);
+  if (!diff || diff->op != BinaryOp::kSub) return std::nullopt;
+  const auto* load = As<LoadNode>(diff->b);
+  if (!load) return std::nullopt;
+  return ExpOfDifference{diff->a, load};
+}
+
 }  // namespace tessel::schedules

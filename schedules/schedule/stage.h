@@ -74,7 +74,12 @@ struct Stage {
   int init_at = -1;  // decompose_reduction: the loop before which the init nest goes
   std::map<std::string, int64_t> annotations;
   bool is_output = false;
-  std::string origin;       // "compute", "cache_read", "cache_write", "rfactor"
+  std::string origin;  // "compute", "cache_read", "cache_write", "rfactor"
+  // fuse_online_max. On the sum stage: the max stage it computes in the same pass. On that max
+  // stage: the sum stage that computes it; such a stage has no loop nest of its own and follows
+  // the sum stage's attachment.
+  std::string online_max;
+  std::string computed_by;
   int loop_generation = 0;  // bumped whenever the loops are reset to the root iters
 
   int num_root() const { return static_cast<int>(axes.size() + reduce_axes.size()); }
@@ -90,5 +95,13 @@ struct Stage {
   // relative to the root's minimum: root = outer * factor + inner, fused -> outer, inner.
   std::vector<Expr> IterValues() const;
 };
+
+// A term of the form exp(e - m[...]): the sum stage of an online softmax normalizer
+// (Schedule::FuseOnlineMax) and its lowering both read it this way.
+struct ExpOfDifference {
+  Expr e;                         // the exponent's first operand
+  const LoadNode* max = nullptr;  // the load it subtracts
+};
+std::optional<ExpOfDifference> MatchExpOfDifference(const Expr& term);
 
 }  // namespace tessel::schedules

@@ -36,7 +36,8 @@ const std::vector<std::string>& InstructionKinds() {
                                                  "annotate_loop",
                                                  "annotate_stage",
                                                  "decompose_reduction",
-                                                 "rfactor"};
+                                                 "rfactor",
+                                                 "fuse_online_max"};
   return kinds;
 }
 

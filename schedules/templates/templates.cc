@@ -258,7 +258,14 @@ absl::Status SoftmaxCuda(Schedule* s, const Target& t, const TemplateOptions& o)
   TESSEL_RETURN_IF_ERROR(s->Bind(js[1], "threadIdx.x"));
   if (vec > 1) TESSEL_RETURN_IF_ERROR(s->Vectorize(js[2]));
   if (s->LoopExtent(js[0]) <= 16) TESSEL_RETURN_IF_ERROR(s->Unroll(js[0]));
+  if (o.online_softmax) {
+    TESSEL_ASSIGN_OR_RETURN(auto m, s->GetBlock("row_max"));
+    TESSEL_RETURN_IF_ERROR(s->SetScope(m, "local"));
+    TESSEL_ASSIGN_OR_RETURN(auto sum, s->GetBlock("row_sum"));
+    TESSEL_RETURN_IF_ERROR(s->FuseOnlineMax(sum));
+  }
   for (const char* name : {"row_sum", "row_max"}) {  // consumers first
+    if (o.online_softmax && std::string(name) == "row_max") break;
     TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
     TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
     TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, row));

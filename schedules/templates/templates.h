@@ -30,6 +30,11 @@ struct TemplateOptions {
   // Row reductions: 16-byte loads each thread keeps in flight (16: softmax (4096, 65536) at 0.69
   // of the copy bandwidth on an H200, against 0.675 with 4 and 0.60 with 2).
   int64_t reduce_unroll = 16;
+  // Softmax: the row maximum and the sum of exponentials in one pass (fuse_online_max), so each
+  // row is read twice instead of three times. Off: on an H200, softmax (4096, 65536) ran at 0.65
+  // of the copy bandwidth with it against 0.69 without (its 32 registers let two 1024-thread
+  // blocks share an SM, and 264 rows in flight overflow L2; see bench/RESULTS.md).
+  bool online_softmax = false;
   // Host: tile sizes of the contraction.
   int64_t host_tile_i = 32, host_tile_j = 64, host_tile_k = 64;
 };
