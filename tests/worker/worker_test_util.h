@@ -32,6 +32,7 @@
 #include "proto/tessel.grpc.pb.h"
 #include "schedules/codegen/source.h"
 #include "schedules/target/target.h"
+#include "schedules/util/check.h"
 #include "schedules/workload/builtins.h"
 #include "tests/e2e/e2e_util.h"
 

@@ -1,6 +1,7 @@
 #include "worker/isolation/child_main.h"
 
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -243,6 +244,9 @@ int RunMeasureChild(const ChildMainOptions& options) {
   // Die with the parent; never take the terminal's Ctrl-C (the parent decides when to stop us).
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() == 1) return 1;
+  // A crashing candidate is expected here: no core files.
+  const rlimit no_core{0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
   std::signal(SIGPIPE, SIG_IGN);
 
   Child child(options);
