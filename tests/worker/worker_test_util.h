@@ -84,8 +84,8 @@ class FakeWorkerServer final : public proto::Worker::Service {
       grpc::ServerReaderWriter<proto::ServerMessage, proto::WorkerMessage>* stream) override {
     proto::WorkerMessage first;
     if (!stream->Read(&first)) return grpc::Status::OK;
-    Record(first);
     if (!first.has_register_()) {
+      Record(first);
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "first message must register");
     }
     absl::Status version = proto::CheckWorkerProtocol(first.register_().protocol_version(),
@@ -96,6 +96,7 @@ class FakeWorkerServer final : public proto::Worker::Service {
       proto::ServerMessage m;
       m.mutable_rejected()->set_reason(reject);
       stream->Write(m);
+      Record(first);
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, reject);
     }
     proto::ServerMessage reg;
@@ -108,6 +109,7 @@ class FakeWorkerServer final : public proto::Worker::Service {
       ++connections_;
       stream->Write(reg);
     }
+    Record(first);  // after the stream is ready for Send: a test that saw it may send
     proto::WorkerMessage m;
     while (stream->Read(&m)) Record(m);
     {

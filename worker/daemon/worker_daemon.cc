@@ -337,6 +337,14 @@ absl::Status Daemon::Session(bool* registered) {
   bool draining = false;
   {
     absl::MutexLock lock(&mu_);
+    if (stop_) {
+      // A drain finished while this connection was being made: nothing to serve.
+      mu_.Unlock();
+      context.TryCancel();
+      stream->Finish();
+      mu_.Lock();
+      return absl::OkStatus();
+    }
     session = ++last_session_;
     session_ = session;
     draining = draining_;
