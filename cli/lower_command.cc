@@ -2,8 +2,8 @@
 
 #include <iostream>
 
-#include "cli/candidate.h"
 #include "cli/exit_code.h"
+#include "schedules/space/candidate.h"
 #include "schedules/templates/templates.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
@@ -53,7 +53,7 @@ int RunLower(const LowerOptions& o) {
   }
   std::optional<schedules::Trace> trace;
   if (!o.trace_file.empty()) {
-    auto t = ReadTraceFile(o.trace_file);
+    auto t = schedules::ReadTraceFile(o.trace_file);
     if (!t.ok()) return fail(t.status());
     trace = std::move(*t);
   }
@@ -62,7 +62,7 @@ int RunLower(const LowerOptions& o) {
     if (!sch.ok()) return fail(sch.status());
     trace = sch->trace();
   }
-  auto c = BuildCandidate(*workload, *target, trace);
+  auto c = schedules::BuildCandidate(*workload, *target, trace);
   if (!c.ok()) return fail(c.status());
   if (emit == "trace") {
     if (!trace) {

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "cli/candidate.h"
 #include "cli/exit_code.h"
+#include "schedules/space/candidate.h"
 #include "schedules/templates/templates.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
@@ -88,7 +88,7 @@ int RunTune(const TuneOptions& o) {
 
   std::cout << "tessel tune: " << workload->spec << " (key " << schedules::WorkloadKey(*workload)
             << ") on " << target->ToString() << " [" << target->device_name << "]\n";
-  auto reference = BuildCandidate(*workload, *target, std::nullopt);
+  auto reference = schedules::BuildCandidate(*workload, *target, std::nullopt);
   if (!reference.ok()) return fail(reference.status());
 
   struct Row {
@@ -98,12 +98,12 @@ int RunTune(const TuneOptions& o) {
     const schedules::GeneratedSource* source = nullptr;
   };
   std::vector<Row> rows;
-  std::vector<BuiltCandidate> built;
+  std::vector<schedules::Candidate> built;
   built.reserve(2);
   built.push_back(*reference);
   auto hand = schedules::HandwrittenSchedule(*workload, *target);
   if (hand.ok()) {
-    auto c = BuildCandidate(*workload, *target, hand->trace());
+    auto c = schedules::BuildCandidate(*workload, *target, hand->trace());
     if (c.ok()) {
       built.push_back(std::move(*c));
     } else {

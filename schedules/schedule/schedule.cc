@@ -1198,24 +1198,34 @@ absl::Status Schedule::StorageAlign(BlockRV block, int axis, int64_t factor, int
   return absl::OkStatus();
 }
 
-absl::Status Schedule::Annotate(LoopRV loop, const std::string& key, int64_t value) {
+absl::Status Schedule::Annotate(LoopRV loop, const std::string& key, Factor value) {
   auto l = MutableLoop(loop, "annotate");
   if (!l.ok()) return l.status();
   auto [s, iter] = *l;
   if (key.empty()) return Invalid("annotate", "the annotation key is empty");
-  s->iters[iter].annotations.emplace_back(key, value);
-  Record(Instruction{"annotate_loop", {RVName(loop.id)}, {{"key", key}, {"value", value}}, {}, {}});
+  s->iters[iter].annotations.emplace_back(key, value.rv.id >= 0 ? Value(value.rv) : value.value);
+  RecordAnnotate("annotate_loop", RVName(loop.id), key, value);
   return absl::OkStatus();
 }
 
-absl::Status Schedule::Annotate(BlockRV block, const std::string& key, int64_t value) {
+absl::Status Schedule::Annotate(BlockRV block, const std::string& key, Factor value) {
   auto st = MutableStage(block, "annotate");
   if (!st.ok()) return st.status();
   if (key.empty()) return Invalid("annotate", "the annotation key is empty");
-  (*st)->annotations[key] = value;
-  Record(
-      Instruction{"annotate_stage", {RVName(block.id)}, {{"key", key}, {"value", value}}, {}, {}});
+  (*st)->annotations[key] = value.rv.id >= 0 ? Value(value.rv) : value.value;
+  RecordAnnotate("annotate_stage", RVName(block.id), key, value);
   return absl::OkStatus();
+}
+
+void Schedule::RecordAnnotate(const char* kind, const std::string& target, const std::string& key,
+                              Factor value) {
+  // A sampled value is an input (its attribute is null), as in split.
+  if (value.rv.id >= 0) {
+    Record(Instruction{
+        kind, {target, RVName(value.rv.id)}, {{"key", key}, {"value", nullptr}}, {}, {}});
+  } else {
+    Record(Instruction{kind, {target}, {{"key", key}, {"value", value.value}}, {}, {}});
+  }
 }
 
 absl::Status Schedule::DecomposeReduction(BlockRV block, LoopRV loop) {
@@ -1659,7 +1669,15 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
     }
     if (k == "annotate_loop" || k == "annotate_stage") {
       TESSEL_ASSIGN_OR_RETURN(std::string key, attr_str("key"));
-      TESSEL_ASSIGN_OR_RETURN(int64_t value, attr_int("value"));
+      Factor value = 0;
+      if (a.contains("value") && a["value"].is_null()) {
+        int v = -1;
+        TESSEL_RETURN_IF_ERROR(input(1, 'v', &v));
+        value = IntRV{v};
+      } else {
+        TESSEL_ASSIGN_OR_RETURN(int64_t literal, attr_int("value"));
+        value = literal;
+      }
       if (k == "annotate_loop") {
         TESSEL_RETURN_IF_ERROR(input(0, 'l', &l));
         return sch.Annotate(LoopRV{l}, key, value);

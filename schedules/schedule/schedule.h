@@ -118,8 +118,9 @@ class Schedule {
   absl::Status SetScope(BlockRV block, const std::string& scope);
   // Pads the stride of `axis` of the stage's buffer so that stride % factor == offset.
   absl::Status StorageAlign(BlockRV block, int axis, int64_t factor, int64_t offset);
-  absl::Status Annotate(LoopRV loop, const std::string& key, int64_t value);
-  absl::Status Annotate(BlockRV block, const std::string& key, int64_t value);
+  // The value may be sampled (an IntRV), e.g. the unroll step.
+  absl::Status Annotate(LoopRV loop, const std::string& key, Factor value);
+  absl::Status Annotate(BlockRV block, const std::string& key, Factor value);
   // Places the reduction's initialization in its own loop nest just before `loop`.
   absl::Status DecomposeReduction(BlockRV block, LoopRV loop);
   // `loop` must come from splitting a reduction axis; it becomes a spatial axis of a new stage
@@ -157,6 +158,8 @@ class Schedule {
   // compute_at / reverse_compute_at: attaches `s`, sizes its fresh loops to the region it must
   // compute there and records the instruction; on failure the attachment is unchanged.
   absl::Status AttachAt(Stage* s, AttachPoint at, BlockRV block, LoopRV loop, const char* prim);
+  void RecordAnnotate(const char* kind, const std::string& target, const std::string& key,
+                      Factor value);
   // parallel / vectorize / unroll: marks the loop and records the instruction.
   absl::Status MarkLoopKind(LoopRV loop, ForKind kind, const char* prim);
   absl::StatusOr<std::pair<Stage*, int>> MutableLoop(LoopRV l, const char* prim);
