@@ -65,7 +65,10 @@ schedules::GeneratedSource PlantCudaFault(schedules::GeneratedSource source, Cud
       statement = "if (threadIdx.x == 0) __trap();";
       break;
     case CudaPlant::kHang:
-      statement = "for (volatile int spin = 0; spin == 0;) {}";
+      // A volatile global read the compiler cannot prove false: the inputs are never NaN.
+      statement =
+          "while (*reinterpret_cast<volatile const float*>(A) == "
+          "*reinterpret_cast<volatile const float*>(A)) {}";
       break;
     case CudaPlant::kWrongAnswer:
       source.code = absl::StrReplaceAll(source.code, {{"C_acc[0] = 0.0;", "C_acc[0] = 1.0;"}});

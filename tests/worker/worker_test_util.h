@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -199,7 +200,11 @@ class FakeWorkerServer final : public proto::Worker::Service {
   bool closed_by_worker_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-inline std::string TesselBinary() { return std::string(TESSEL_BINARY_DIR) + "/cli/tessel"; }
+// The tessel binary of this build ($TESSEL_BINARY overrides it, e.g. in a relocated bundle).
+inline std::string TesselBinary() {
+  if (const char* b = std::getenv("TESSEL_BINARY"); b != nullptr && b[0] != '\0') return b;
+  return std::string(TESSEL_BINARY_DIR) + "/cli/tessel";
+}
 
 // A `tessel <args>` process with stdout and stderr in a log file.
 class TesselProcess {

@@ -547,6 +547,7 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
   auto artifact = [](const CompileOutput& out, proto::CompiledArtifact* a) {
     if (!out.program.cuda.cubin.empty()) {
       a->set_cubin(out.program.cuda.cubin);
+      a->set_cuda_arch(out.program.cuda.arch);
     } else {
       a->set_host_library(out.program.host.library_path);
     }

@@ -41,6 +41,7 @@ PrecompiledProgram FromArtifact(const proto::CompiledArtifact& a) {
   p.host.compile_ms = a.compile_ms();
   p.host.cache_hit = a.cache_hit();
   p.cuda.cubin = a.cubin();
+  p.cuda.arch = a.cuda_arch();
   p.cuda.compile_ms = a.compile_ms();
   return p;
 }
