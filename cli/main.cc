@@ -5,6 +5,7 @@
 #include "CLI/CLI.hpp"
 #include "cli/exit_code.h"
 #include "cli/lower_command.h"
+#include "cli/measure_command.h"
 #include "cli/tune_command.h"
 #include "cli/worker_command.h"
 #include "worker/worker_build_info.h"
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   tessel::cli::AddLowerCommand(app);
   tessel::cli::AddTuneCommand(app);
   tessel::cli::AddWorkerCommand(app);
+  tessel::cli::AddMeasureCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -161,8 +161,11 @@ CandidateResult MeasureChild::Measure(const proto::ChildMeasure& request, double
   CandidateResult result;
   result.device = options_.device;
   result.device_name = device_.name();
+  result.compile_ms = request.candidate_artifact().compile_ms();
+  result.compile_cache_hit = request.candidate_artifact().cache_hit();
   if (s.ok()) {
     result = proto::FromProto(response.result().result());
+    if (result.device_name.empty()) result.device_name = device_.name();
     if (response.result().device_poisoned()) Reap(/*kill=*/false);  // it exits by itself
     return result;
   }
