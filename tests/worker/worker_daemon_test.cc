@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -227,6 +228,45 @@ TEST(WorkerDaemon, SigtermFinishesTheBatchHeldReturnsNewOnesAndCloses) {
   EXPECT_EQ(worker.Wait(absl::Seconds(20)), 0) << worker.Log();
   EXPECT_THAT(worker.Log(), HasSubstr("received SIGTERM: draining"));
   EXPECT_THAT(worker.Log(), HasSubstr("drained"));
+}
+
+TEST(WorkerDaemon, DrainTimeoutReturnsWhatIsLeft) {
+  const std::string dir = MakeTempDir("tessel_worker");
+  auto server = FakeWorkerServer::Start();
+  ASSERT_NE(server, nullptr);
+  std::vector<std::string> args = WorkerArgs(server->address(), dir);
+  args.insert(args.end(), {"--drain-timeout-s", "0.2"});
+  TesselProcess worker(args, dir + "/worker.log");
+  ASSERT_TRUE(server->WaitFor(IsRegister).has_value()) << worker.Log();
+
+  const schedules::GeneratedSource ref = HostMatmulSource();
+  ASSERT_TRUE(server->Send(
+      MakeBatch(9,
+                {PlantHostFault(ref, Plant::kHang, "hang"), PlantHostFault(ref, Plant::kNone, "a"),
+                 PlantHostFault(ref, Plant::kNone, "b")},
+                ref, FastMeasureOptions(/*timeout_s=*/1.0))));
+  ASSERT_TRUE(server
+                  ->WaitFor([](const proto::WorkerMessage& m) {
+                    return m.has_heartbeat() && m.heartbeat().batches_held() > 0;
+                  })
+                  .has_value());
+  worker.Signal(SIGTERM);
+  // The drain runs out of time while the hanging candidate is compiled or measured: whatever was
+  // not measured is handed back, and every candidate is either measured or returned, once.
+  std::optional<proto::WorkerMessage> returned =
+      server->WaitFor([](const proto::WorkerMessage& m) { return m.has_returned(); });
+  ASSERT_TRUE(returned.has_value()) << worker.Log();
+  EXPECT_EQ(returned->returned().batch_id(), 9u);
+  EXPECT_EQ(worker.Wait(absl::Seconds(20)), 0) << worker.Log();
+  std::vector<uint64_t> ids(returned->returned().candidate_ids().begin(),
+                            returned->returned().candidate_ids().end());
+  for (const proto::MeasureResult& r : server->WaitForResults(9, 0)) {
+    EXPECT_EQ(r.status(), proto::MEASURE_STATUS_TIMEOUT);
+    ids.push_back(r.candidate_id());
+  }
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<uint64_t>{100, 101, 102}));
+  EXPECT_THAT(worker.Log(), HasSubstr("at the drain timeout: returning their unmeasured"));
 }
 
 TEST(WorkerDaemon, ServerOfAnotherProtocolVersionIsRefused) {
