@@ -5,8 +5,10 @@
 #include "CLI/CLI.hpp"
 #include "cli/exit_code.h"
 #include "cli/lower_command.h"
+#include "cli/measure_command.h"
 #include "cli/sample_command.h"
 #include "cli/tune_command.h"
+#include "cli/worker_command.h"
 #include "worker/worker_build_info.h"
 
 int main(int argc, char** argv) {
@@ -17,6 +19,8 @@ int main(int argc, char** argv) {
   tessel::cli::AddLowerCommand(app);
   tessel::cli::AddSampleCommand(app);
   tessel::cli::AddTuneCommand(app);
+  tessel::cli::AddWorkerCommand(app);
+  tessel::cli::AddMeasureCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -9,6 +9,7 @@ packages=(
   build-essential cmake g++ make pkg-config
   libabsl-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   clang-format
 )
 

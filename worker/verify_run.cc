@@ -66,6 +66,15 @@ class CudaExecutable : public Executable {
     return device_->Time(*program_, **dev, options);
   }
 
+  std::vector<KernelResources> Resources() const override {
+    std::vector<KernelResources> out;
+    for (const CudaKernelInfo& k : program_->kernels()) {
+      out.push_back(KernelResources{k.entry, k.registers, k.static_shared_bytes,
+                                    k.launch.dynamic_shared_bytes, k.local_bytes});
+    }
+    return out;
+  }
+
   std::unique_ptr<CudaProgram> program_;
 
  private:
@@ -136,10 +145,17 @@ Backend BackendOf(const GeneratedSource& source) {
   return source.target == schedules::TargetKind::kCuda ? Backend::kCuda : Backend::kHost;
 }
 
-absl::StatusOr<std::unique_ptr<Executable>> Prepare(const GeneratedSource& source,
-                                                    const RunOptions& options) {
+namespace {
+
+// Loads `source` from `host` (host backend) or compiles it with NVRTC unless `cuda` holds its
+// CUBIN (CUDA backend).
+absl::StatusOr<std::unique_ptr<Executable>> PrepareImpl(const GeneratedSource& source,
+                                                        const HostObject* host,
+                                                        const CudaBinary* cuda,
+                                                        const RunOptions& options) {
   if (BackendOf(source) == Backend::kHost) {
-    absl::StatusOr<HostModule> module = CompileHost(source, options.host);
+    absl::StatusOr<HostModule> module =
+        host != nullptr ? LoadHostModule(source, *host) : CompileHost(source, options.host);
     if (!module.ok()) return module.status();
     return std::unique_ptr<Executable>(new HostExecutable(std::move(*module)));
   }
@@ -152,14 +168,19 @@ absl::StatusOr<std::unique_ptr<Executable>> Prepare(const GeneratedSource& sourc
     owned = std::move(*opened);
     device = owned.get();
   }
-  NvrtcOptions nvrtc = options.nvrtc;
-  if (nvrtc.arch.empty()) nvrtc.arch = device->info().arch;
-  absl::StatusOr<CudaBinary> binary = CompileCuda(source, nvrtc);
-  if (!binary.ok()) return binary.status();
-  absl::StatusOr<std::unique_ptr<CudaProgram>> program = device->Load(source, *binary);
+  CudaBinary compiled;
+  if (cuda == nullptr) {
+    NvrtcOptions nvrtc = options.nvrtc;
+    if (nvrtc.arch.empty()) nvrtc.arch = device->info().arch;
+    absl::StatusOr<CudaBinary> binary = CompileCuda(source, nvrtc);
+    if (!binary.ok()) return binary.status();
+    compiled = std::move(*binary);
+    cuda = &compiled;
+  }
+  absl::StatusOr<std::unique_ptr<CudaProgram>> program = device->Load(source, *cuda);
   if (!program.ok()) return program.status();
-  auto exe = std::make_unique<CudaExecutable>(std::move(owned), device, source.buffers,
-                                              binary->compile_ms);
+  auto exe =
+      std::make_unique<CudaExecutable>(std::move(owned), device, source.buffers, cuda->compile_ms);
   exe->program_ = std::move(*program);
   return std::unique_ptr<Executable>(std::move(exe));
 #else
@@ -167,6 +188,19 @@ absl::StatusOr<std::unique_ptr<Executable>> Prepare(const GeneratedSource& sourc
       "this Tessel was built without the CUDA toolkit: rebuild with CUDA 13 at /usr/local/cuda "
       "(or CUDAToolkit_ROOT) to run CUDA programs");
 #endif
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Executable>> Prepare(const GeneratedSource& source,
+                                                    const RunOptions& options) {
+  return PrepareImpl(source, nullptr, nullptr, options);
+}
+
+absl::StatusOr<std::unique_ptr<Executable>> PrepareCompiled(const GeneratedSource& source,
+                                                            const PrecompiledProgram& compiled,
+                                                            const RunOptions& options) {
+  return PrepareImpl(source, &compiled.host, &compiled.cuda, options);
 }
 
 absl::Status RunAndVerify(const GeneratedSource& candidate, const GeneratedSource& reference,
@@ -188,7 +222,13 @@ absl::Status RunAndVerify(const GeneratedSource& candidate, const GeneratedSourc
   if (!ref_exe.ok()) return ReferenceError(ref_exe.status());
   absl::StatusOr<std::unique_ptr<Executable>> cand_exe = Prepare(candidate, run);
   if (!cand_exe.ok()) return cand_exe.status();
+  return VerifyPrepared(candidate, **cand_exe, reference, **ref_exe, seed, options);
+}
 
+absl::Status VerifyPrepared(const GeneratedSource& candidate, Executable& candidate_exe,
+                            const GeneratedSource& reference, Executable& reference_exe,
+                            uint64_t seed, const VerifyOptions& options) {
+  if (absl::Status s = SameInterface(candidate, reference); !s.ok()) return s;
   absl::StatusOr<HostBuffers> cand_buffers =
       MakeVerificationBuffers(candidate.buffers, seed, options.fill);
   if (!cand_buffers.ok()) return cand_buffers.status();
@@ -198,8 +238,8 @@ absl::Status RunAndVerify(const GeneratedSource& candidate, const GeneratedSourc
   const std::vector<size_t> ci = Interface(candidate), ri = Interface(reference);
   for (size_t k = 0; k < ci.size(); ++k) ref_buffers->data[ri[k]] = cand_buffers->data[ci[k]];
   const HostBuffers inputs = *cand_buffers;
-  if (absl::Status s = (*ref_exe)->Run(&*ref_buffers); !s.ok()) return ReferenceError(s);
-  if (absl::Status s = (*cand_exe)->Run(&*cand_buffers); !s.ok()) return s;
+  if (absl::Status s = reference_exe.Run(&*ref_buffers); !s.ok()) return ReferenceError(s);
+  if (absl::Status s = candidate_exe.Run(&*cand_buffers); !s.ok()) return s;
 
   for (size_t i = 0; i < candidate.buffers.size(); ++i) {
     if (candidate.buffers[i].role != BufferRole::kInput) continue;

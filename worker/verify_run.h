@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -51,11 +52,24 @@ class Executable {
   // Times the program on `buffers` (TimeHostModule / CudaDevice::Time). The host copies of the
   // outputs are left as they were on the GPU, and hold the last run's results on the host.
   virtual absl::StatusOr<Timings> Time(HostBuffers* buffers, const TimingOptions& options) = 0;
+  // Registers, shared and local memory per kernel where the backend knows them (CUDA).
+  virtual std::vector<KernelResources> Resources() const { return {}; }
 };
 
 // Compiles `source` for its backend (and loads it onto the GPU). Errors carry a FailureKind.
 absl::StatusOr<std::unique_ptr<Executable>> Prepare(const schedules::GeneratedSource& source,
                                                     const RunOptions& options = {});
+
+// What was compiled ahead of Prepare (by the worker daemon's compile pool, in another process).
+struct PrecompiledProgram {
+  HostObject host;  // the host backend: a shared object built by BuildHostObject
+  CudaBinary cuda;  // the CUDA backend: NVRTC's CUBIN (CompileCuda)
+};
+
+// Prepare without compiling: loads `compiled` (the member of `source`'s backend).
+absl::StatusOr<std::unique_ptr<Executable>> PrepareCompiled(
+    const schedules::GeneratedSource& source, const PrecompiledProgram& compiled,
+    const RunOptions& options = {});
 
 struct VerifyOptions {
   RunOptions run;
@@ -72,6 +86,12 @@ struct VerifyOptions {
 absl::Status RunAndVerify(const schedules::GeneratedSource& candidate,
                           const schedules::GeneratedSource& reference, uint64_t seed,
                           const VerifyOptions& options = {});
+
+// RunAndVerify on programs already prepared (reused across candidates by the worker daemon).
+// `candidate_exe` and `reference_exe` must come from `candidate` and `reference`.
+absl::Status VerifyPrepared(const schedules::GeneratedSource& candidate, Executable& candidate_exe,
+                            const schedules::GeneratedSource& reference, Executable& reference_exe,
+                            uint64_t seed, const VerifyOptions& options = {});
 
 struct MeasureOptions {
   RunOptions run;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,6 +48,15 @@ struct Timings {
   double median_ms = 0;
   double min_ms = 0;
   double max_ms = 0;
+};
+
+// What the loader found out about one compiled kernel (CUDA; the host reports none).
+struct KernelResources {
+  std::string entry;
+  int registers = 0;  // per thread
+  int64_t static_shared_bytes = 0;
+  int64_t dynamic_shared_bytes = 0;
+  int64_t local_bytes_per_thread = 0;  // spills and local arrays
 };
 
 // Fills median (the mean of the two middle values for an even count), min and max.

@@ -210,8 +210,8 @@ HostModule::~HostModule() {
   if (handle_ != nullptr) dlclose(handle_);
 }
 
-absl::StatusOr<HostModule> CompileHost(const schedules::GeneratedSource& source,
-                                       const HostCompileOptions& options) {
+absl::StatusOr<HostObject> BuildHostObject(const schedules::GeneratedSource& source,
+                                           const HostCompileOptions& options) {
   if (source.target != schedules::TargetKind::kHost) {
     return absl::InvalidArgumentError(
         "CompileHost got a CUDA GeneratedSource: compile it with CompileCuda (NVRTC) instead");
@@ -256,22 +256,15 @@ absl::StatusOr<HostModule> CompileHost(const schedules::GeneratedSource& source,
   const std::string log_path = base + ".log";
 
   const auto start = std::chrono::steady_clock::now();
-  HostModule module;
-  module.entry_name_ = entry;
-  module.num_buffers_ = static_cast<int>(source.buffers.size());
-  module.library_path_ = so_path;
+  HostObject module;
+  module.library_path = so_path;
 
   if (options.use_cache && fs::exists(so_path, ec)) {
-    // RTLD_NODELETE: a module that ran OpenMP code must stay mapped; unloading it while the
-    // runtime's idle worker threads still hold its addresses crashes the process later.
-    module.handle_ = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (module.handle_ != nullptr) {
-      module.cache_hit_ = true;
-      absl::StatusOr<std::string> log = ReadFile(log_path);
-      if (log.ok()) module.compile_log_ = *log;
-    }
+    module.cache_hit = true;
+    absl::StatusOr<std::string> log = ReadFile(log_path);
+    if (log.ok()) module.compile_log = *log;
   }
-  if (module.handle_ == nullptr) {
+  if (!module.cache_hit) {
     // The source goes to its final name first (written aside, then renamed: a concurrent
     // compile of the same key writes the same text), so that the log names a file that stays.
     const std::string suffix = TempSuffix();
@@ -293,7 +286,7 @@ absl::StatusOr<HostModule> CompileHost(const schedules::GeneratedSource& source,
       return run.status();
     }
     absl::StatusOr<std::string> log = ReadFile(tmp_log);
-    module.compile_log_ = log.ok() ? *log : std::string();
+    module.compile_log = log.ok() ? *log : std::string();
     fs::rename(tmp_log, log_path, ec);  // the last compile of this key wins
     const std::string command = absl::StrJoin(argv, " ");
     if (run->timed_out) {
@@ -312,7 +305,7 @@ absl::StatusOr<HostModule> CompileHost(const schedules::GeneratedSource& source,
       return WithFailureKind(absl::InvalidArgumentError(absl::StrCat(
                                  "host compilation of '", entry, "' failed: ", options.compiler,
                                  " ", how, " (source kept at ", cc_path, ", command: ", command,
-                                 "); compiler log:\n", Truncated(module.compile_log_))),
+                                 "); compiler log:\n", Truncated(module.compile_log))),
                              FailureKind::kCompileError);
     }
     fs::rename(tmp_so, so_path, ec);
@@ -320,15 +313,35 @@ absl::StatusOr<HostModule> CompileHost(const schedules::GeneratedSource& source,
       return absl::PermissionDeniedError(
           absl::StrCat("cannot move the compiled object to ", so_path, ": ", ec.message()));
     }
-    // RTLD_NODELETE: a module that ran OpenMP code must stay mapped; unloading it while the
-    // runtime's idle worker threads still hold its addresses crashes the process later.
-    module.handle_ = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (module.handle_ == nullptr) {
-      const char* why = dlerror();
-      return absl::FailedPreconditionError(
-          absl::StrCat("dlopen(", so_path, ") failed: ", why != nullptr ? why : "unknown error",
-                       "; the object was built with: ", command));
-    }
+  }
+  module.compile_ms = MsSince(start);
+  return module;
+}
+
+absl::StatusOr<HostModule> LoadHostModule(const schedules::GeneratedSource& source,
+                                          const HostObject& object) {
+  if (source.kernels.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a host GeneratedSource must have exactly one kernel (its entry function), this one has ",
+        source.kernels.size(), ": fix the host code generator"));
+  }
+  const std::string& entry = source.kernels[0].entry;
+  const std::string& so_path = object.library_path;
+  HostModule module;
+  module.entry_name_ = entry;
+  module.num_buffers_ = static_cast<int>(source.buffers.size());
+  module.library_path_ = so_path;
+  module.compile_log_ = object.compile_log;
+  module.cache_hit_ = object.cache_hit;
+  module.compile_ms_ = object.compile_ms;
+  // RTLD_NODELETE: a module that ran OpenMP code must stay mapped; unloading it while the
+  // runtime's idle worker threads still hold its addresses crashes the process later.
+  module.handle_ = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (module.handle_ == nullptr) {
+    const char* why = dlerror();
+    return absl::FailedPreconditionError(
+        absl::StrCat("dlopen(", so_path, ") failed: ", why != nullptr ? why : "unknown error",
+                     ": the shared object is missing or was built for another machine"));
   }
   dlerror();
   void* sym = dlsym(module.handle_, entry.c_str());
@@ -340,7 +353,16 @@ absl::StatusOr<HostModule> CompileHost(const schedules::GeneratedSource& source,
         FailureKind::kCompileError);
   }
   module.entry_ = reinterpret_cast<HostModule::EntryFn>(sym);
-  module.compile_ms_ = MsSince(start);
+  return module;
+}
+
+absl::StatusOr<HostModule> CompileHost(const schedules::GeneratedSource& source,
+                                       const HostCompileOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<HostObject> object = BuildHostObject(source, options);
+  if (!object.ok()) return object.status();
+  absl::StatusOr<HostModule> module = LoadHostModule(source, *object);
+  if (module.ok()) module->compile_ms_ = MsSince(start);
   return module;
 }
 

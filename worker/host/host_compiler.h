@@ -30,6 +30,8 @@ struct HostCompileOptions {
 
 // A loaded shared object and its resolved entry. Move-only; unloads (dlclose) when destroyed.
 // Threads: Call may run on any thread, concurrently (the generated code keeps no state).
+struct HostObject;
+
 class HostModule {
  public:
   using EntryFn = void (*)(void* const*);
@@ -52,6 +54,8 @@ class HostModule {
   double compile_ms() const { return compile_ms_; }
 
  private:
+  friend absl::StatusOr<HostModule> LoadHostModule(const schedules::GeneratedSource&,
+                                                   const HostObject&);
   friend absl::StatusOr<HostModule> CompileHost(const schedules::GeneratedSource&,
                                                 const HostCompileOptions&);
   HostModule() = default;
@@ -65,6 +69,23 @@ class HostModule {
   bool cache_hit_ = false;
   double compile_ms_ = 0;
 };
+
+// A compiled, not yet loaded, shared object (what BuildHostObject makes).
+struct HostObject {
+  std::string library_path;
+  std::string compile_log;
+  bool cache_hit = false;
+  double compile_ms = 0;
+};
+
+// Compiles `source` into a shared object without loading it (the worker daemon compiles in its own
+// process and loads in the measuring child). Errors as for CompileHost. Threads: any thread.
+absl::StatusOr<HostObject> BuildHostObject(const schedules::GeneratedSource& source,
+                                           const HostCompileOptions& options = {});
+
+// Loads a shared object built by BuildHostObject for `source` and resolves its entry.
+absl::StatusOr<HostModule> LoadHostModule(const schedules::GeneratedSource& source,
+                                          const HostObject& object);
 
 // Compiles and loads `source` (target kHost, exactly one kernel whose `entry` is the function).
 // A compile error returns InvalidArgument with FailureKind::kCompileError and the compiler's log

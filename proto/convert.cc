@@ -1,0 +1,247 @@
+#include "proto/convert.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace tessel::proto {
+namespace {
+
+using DomainRole = schedules::BufferRole;
+
+DomainRole FromProtoRole(proto::BufferRole r, bool* ok) {
+  *ok = true;
+  switch (r) {
+    case BUFFER_ROLE_INPUT:
+      return DomainRole::kInput;
+    case BUFFER_ROLE_OUTPUT:
+      return DomainRole::kOutput;
+    case BUFFER_ROLE_WORKSPACE:
+      return DomainRole::kWorkspace;
+    default:
+      *ok = false;
+      return DomainRole::kInput;
+  }
+}
+
+proto::BufferRole ToProtoRole(DomainRole r) {
+  switch (r) {
+    case DomainRole::kInput:
+      return BUFFER_ROLE_INPUT;
+    case DomainRole::kOutput:
+      return BUFFER_ROLE_OUTPUT;
+    case DomainRole::kWorkspace:
+      return BUFFER_ROLE_WORKSPACE;
+  }
+  return BUFFER_ROLE_UNSPECIFIED;
+}
+
+}  // namespace
+
+void ToProto(const schedules::GeneratedSource& in, Source* out) {
+  out->Clear();
+  out->set_target(in.target == schedules::TargetKind::kCuda ? TARGET_KIND_CUDA : TARGET_KIND_HOST);
+  out->set_code(in.code);
+  for (const schedules::KernelSource& k : in.kernels) {
+    Kernel* pk = out->add_kernels();
+    pk->set_entry(k.entry);
+    LaunchConfig* l = pk->mutable_launch();
+    for (int64_t g : k.launch.grid) l->add_grid(g);
+    for (int64_t b : k.launch.block) l->add_block(b);
+    l->set_dynamic_shared_bytes(k.launch.dynamic_shared_bytes);
+    for (int p : k.params) pk->add_params(p);
+  }
+  for (const schedules::ProgramBuffer& pb : in.buffers) {
+    Buffer* b = out->add_buffers();
+    b->set_name(pb.buffer->name);
+    b->set_dtype(schedules::DTypeName(pb.buffer->dtype));
+    for (int64_t d : pb.buffer->shape) b->add_shape(d);
+    for (int64_t s : pb.buffer->strides) b->add_strides(s);
+    b->set_role(ToProtoRole(pb.role));
+  }
+}
+
+absl::StatusOr<schedules::GeneratedSource> FromProto(const Source& in) {
+  schedules::GeneratedSource out;
+  switch (in.target()) {
+    case TARGET_KIND_HOST:
+      out.target = schedules::TargetKind::kHost;
+      break;
+    case TARGET_KIND_CUDA:
+      out.target = schedules::TargetKind::kCuda;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          "Source.target is unset: set it to TARGET_KIND_HOST or TARGET_KIND_CUDA");
+  }
+  out.code = in.code();
+  for (int i = 0; i < in.buffers_size(); ++i) {
+    const Buffer& b = in.buffers(i);
+    const std::optional<schedules::DType> dtype = schedules::ParseDType(b.dtype());
+    if (!dtype.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Source.buffers[", i, "] ('", b.name(), "') has unknown dtype '", b.dtype(),
+                       "': use f32, f16, bf16, f64, i32, i64 or bool"));
+    }
+    bool ok = false;
+    const DomainRole role = FromProtoRole(b.role(), &ok);
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Source.buffers[", i, "] ('", b.name(),
+                       "') has no role: set input, output or workspace"));
+    }
+    if (b.strides_size() != 0 && b.strides_size() != b.shape_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Source.buffers[", i, "] ('", b.name(), "') has ", b.shape_size(),
+                       " dimensions but ", b.strides_size(), " strides: give one per dimension"));
+    }
+    out.buffers.push_back(schedules::ProgramBuffer{
+        schedules::MakeBuffer(b.name(), *dtype, {b.shape().begin(), b.shape().end()},
+                              schedules::MemScope::kGlobal,
+                              {b.strides().begin(), b.strides().end()}),
+        role});
+  }
+  for (int i = 0; i < in.kernels_size(); ++i) {
+    const Kernel& k = in.kernels(i);
+    schedules::KernelSource ks;
+    ks.entry = k.entry();
+    if (k.has_launch()) {
+      const LaunchConfig& l = k.launch();
+      if (l.grid_size() != 3 || l.block_size() != 3) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Source.kernels[", i, "] ('", k.entry(), "') has ", l.grid_size(),
+                         " grid and ", l.block_size(), " block extents: give 3 of each"));
+      }
+      for (int d = 0; d < 3; ++d) {
+        ks.launch.grid[d] = l.grid(d);
+        ks.launch.block[d] = l.block(d);
+      }
+      ks.launch.dynamic_shared_bytes = l.dynamic_shared_bytes();
+    }
+    for (int p : k.params()) {
+      if (p < 0 || p >= in.buffers_size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Source.kernels[", i, "] ('", k.entry(), "') names buffer ", p, " of ",
+                         in.buffers_size(), ": parameter indices index Source.buffers"));
+      }
+      ks.params.push_back(p);
+    }
+    out.kernels.push_back(std::move(ks));
+  }
+  return out;
+}
+
+void ToProto(const worker::TimingOptions& in, TimingOptions* out) {
+  out->set_warmup_runs(in.warmup_runs);
+  out->set_min_repeats(in.min_repeats);
+  out->set_max_repeats(in.max_repeats);
+  out->set_min_total_ms(in.min_total_ms);
+  out->set_flush_cache(in.flush_cache);
+}
+
+absl::StatusOr<worker::TimingOptions> FromProto(const TimingOptions& in) {
+  if (in.max_repeats() < 1 || in.min_repeats() > in.max_repeats() || in.warmup_runs() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TimingOptions: warmup_runs ", in.warmup_runs(), ", min_repeats ", in.min_repeats(),
+        ", max_repeats ", in.max_repeats(),
+        ": max_repeats must be at least 1 and at least min_repeats, warmup_runs at least 0"));
+  }
+  worker::TimingOptions out;
+  out.warmup_runs = in.warmup_runs();
+  out.min_repeats = in.min_repeats();
+  out.max_repeats = in.max_repeats();
+  out.min_total_ms = in.min_total_ms();
+  out.flush_cache = in.flush_cache();
+  return out;
+}
+
+MeasureStatus ToProto(worker::MeasureStatus in) {
+  switch (in) {
+    case worker::MeasureStatus::kOk:
+      return MEASURE_STATUS_OK;
+    case worker::MeasureStatus::kCompileError:
+      return MEASURE_STATUS_COMPILE_ERROR;
+    case worker::MeasureStatus::kVerifyFailed:
+      return MEASURE_STATUS_VERIFY_FAILED;
+    case worker::MeasureStatus::kRuntimeError:
+      return MEASURE_STATUS_RUNTIME_ERROR;
+    case worker::MeasureStatus::kTimeout:
+      return MEASURE_STATUS_TIMEOUT;
+    case worker::MeasureStatus::kDeviceLimitExceeded:
+      return MEASURE_STATUS_DEVICE_LIMIT_EXCEEDED;
+    case worker::MeasureStatus::kWorkerError:
+      return MEASURE_STATUS_WORKER_ERROR;
+  }
+  return MEASURE_STATUS_UNSPECIFIED;
+}
+
+worker::MeasureStatus FromProto(MeasureStatus in) {
+  switch (in) {
+    case MEASURE_STATUS_OK:
+      return worker::MeasureStatus::kOk;
+    case MEASURE_STATUS_COMPILE_ERROR:
+      return worker::MeasureStatus::kCompileError;
+    case MEASURE_STATUS_VERIFY_FAILED:
+      return worker::MeasureStatus::kVerifyFailed;
+    case MEASURE_STATUS_RUNTIME_ERROR:
+      return worker::MeasureStatus::kRuntimeError;
+    case MEASURE_STATUS_TIMEOUT:
+      return worker::MeasureStatus::kTimeout;
+    case MEASURE_STATUS_DEVICE_LIMIT_EXCEEDED:
+      return worker::MeasureStatus::kDeviceLimitExceeded;
+    default:
+      return worker::MeasureStatus::kWorkerError;
+  }
+}
+
+void ToProto(const worker::CandidateResult& in, MeasureResult* out) {
+  out->set_status(ToProto(in.status));
+  out->set_error(in.error);
+  out->clear_repeats_ms();
+  for (double ms : in.timings.repeats_ms) out->add_repeats_ms(ms);
+  out->set_median_ms(in.timings.median_ms);
+  out->set_min_ms(in.timings.min_ms);
+  out->set_max_ms(in.timings.max_ms);
+  out->set_compile_ms(in.compile_ms);
+  out->set_compile_cache_hit(in.compile_cache_hit);
+  out->set_verify_ms(in.verify_ms);
+  out->clear_kernels();
+  for (const worker::KernelResources& k : in.kernels) {
+    KernelResources* pk = out->add_kernels();
+    pk->set_entry(k.entry);
+    pk->set_registers(k.registers);
+    pk->set_static_shared_bytes(k.static_shared_bytes);
+    pk->set_dynamic_shared_bytes(k.dynamic_shared_bytes);
+    pk->set_local_bytes_per_thread(k.local_bytes_per_thread);
+  }
+  out->set_worker_id(in.worker_id);
+  out->set_device(in.device);
+  out->set_device_name(in.device_name);
+}
+
+worker::CandidateResult FromProto(const MeasureResult& in) {
+  worker::CandidateResult out;
+  out.status = FromProto(in.status());
+  out.error = in.error();
+  out.timings.repeats_ms.assign(in.repeats_ms().begin(), in.repeats_ms().end());
+  out.timings.median_ms = in.median_ms();
+  out.timings.min_ms = in.min_ms();
+  out.timings.max_ms = in.max_ms();
+  out.compile_ms = in.compile_ms();
+  out.compile_cache_hit = in.compile_cache_hit();
+  out.verify_ms = in.verify_ms();
+  for (const KernelResources& k : in.kernels()) {
+    out.kernels.push_back(worker::KernelResources{k.entry(), k.registers(), k.static_shared_bytes(),
+                                                  k.dynamic_shared_bytes(),
+                                                  k.local_bytes_per_thread()});
+  }
+  out.worker_id = in.worker_id();
+  out.device = in.device();
+  out.device_name = in.device_name();
+  return out;
+}
+
+}  // namespace tessel::proto

@@ -1,0 +1,32 @@
+#pragma once
+
+// Conversions between the proto messages of tessel.proto and Tessel's domain types. Proto types
+// stay at the edges (the worker's stream, the measuring child's pipe); everything inside works on
+// the domain types. Threads: every function is pure and may run on any thread.
+
+#include "absl/status/statusor.h"
+#include "proto/tessel.pb.h"
+#include "schedules/codegen/source.h"
+#include "worker/measure_result.h"
+#include "worker/verify_types.h"
+
+namespace tessel::proto {
+
+void ToProto(const schedules::GeneratedSource& in, Source* out);
+// Checks what a peer could get wrong (an unknown dtype or role, a parameter index out of range, a
+// launch without 3 extents) and says which field.
+absl::StatusOr<schedules::GeneratedSource> FromProto(const Source& in);
+
+void ToProto(const worker::TimingOptions& in, TimingOptions* out);
+// Fails for max_repeats < 1 or min_repeats > max_repeats.
+absl::StatusOr<worker::TimingOptions> FromProto(const TimingOptions& in);
+
+MeasureStatus ToProto(worker::MeasureStatus in);
+// MEASURE_STATUS_UNSPECIFIED (a peer that did not set it) becomes kWorkerError.
+worker::MeasureStatus FromProto(MeasureStatus in);
+
+// The batch and candidate ids are the caller's to set.
+void ToProto(const worker::CandidateResult& in, MeasureResult* out);
+worker::CandidateResult FromProto(const MeasureResult& in);
+
+}  // namespace tessel::proto

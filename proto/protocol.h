@@ -1,0 +1,22 @@
+#pragma once
+
+// The worker protocol's version and the checks both peers make (proto/tessel.proto).
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace tessel::proto {
+
+// Bumped on every incompatible change of the worker messages in tessel.proto.
+inline constexpr uint32_t kWorkerProtocolVersion = 1;
+
+// The server's check of a registering worker. OK when `worker_version` is ours; otherwise a
+// FailedPrecondition naming both versions, the worker and the fix.
+absl::Status CheckWorkerProtocol(uint32_t worker_version, const std::string& worker_id);
+
+// The worker's check of the server's Registered message, likewise.
+absl::Status CheckServerProtocol(uint32_t server_version, const std::string& server_address);
+
+}  // namespace tessel::proto

@@ -1,0 +1,231 @@
+// GPU tests of the worker daemon (CTest label `gpu`; each skips itself where no GPU is usable): a
+// real `tessel worker --target cuda` driven by the fake server of tests/worker, planted CUDA
+// faults, and the fidelity of its timing against a direct CUDA-event measurement.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#ifdef TESSEL_HAVE_CUDA
+
+#include <signal.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_replace.h"
+#include "tests/test_util.h"
+#include "tests/worker/worker_test_util.h"
+#include "worker/cuda/cuda_runner.h"
+#include "worker/cuda/nvrtc_compiler.h"
+#include "worker/verify.h"
+
+namespace tessel::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+#define SKIP_WITHOUT_GPU()                                             \
+  do {                                                                 \
+    absl::Status gpu = worker::CudaDeviceStatus();                     \
+    if (!gpu.ok()) GTEST_SKIP() << "no usable GPU: " << gpu.message(); \
+  } while (false)
+
+// The code generator's target for GPU 0 (sm_90 for Hopper, sm_80 for everything else it knows).
+schedules::Target GpuTarget() {
+  absl::StatusOr<std::unique_ptr<worker::CudaDevice>> d = worker::CudaDevice::Open(0);
+  TESSEL_CHECK(d.ok()) << d.status();
+  return schedules::CudaTarget((*d)->info().cc_major >= 9 ? "sm_90" : "sm_80");
+}
+
+schedules::GeneratedSource CudaMatmul(const schedules::Target& target, int n) {
+  absl::StatusOr<schedules::Workload> w =
+      schedules::ParseWorkloadSpec("matmul(M=" + std::to_string(n) + ", N=" + std::to_string(n) +
+                                   ", K=" + std::to_string(n) + ")");
+  TESSEL_CHECK(w.ok()) << w.status();
+  absl::StatusOr<schedules::GeneratedSource> s = GenerateReference(*w, target);
+  TESSEL_CHECK(s.ok()) << s.status();
+  return *s;
+}
+
+enum class CudaPlant { kNone, kIllegalAddress, kTrap, kHang, kWrongAnswer, kTooMuchShared };
+
+// `source` (the matmul reference) with a fault planted into its kernel.
+schedules::GeneratedSource PlantCudaFault(schedules::GeneratedSource source, CudaPlant plant,
+                                          const std::string& tag) {
+  std::string statement;
+  switch (plant) {
+    case CudaPlant::kNone:
+      break;
+    case CudaPlant::kIllegalAddress:
+      statement = "if (threadIdx.x == 0) *reinterpret_cast<volatile int*>(0x8) = 1;";
+      break;
+    case CudaPlant::kTrap:
+      statement = "if (threadIdx.x == 0) __trap();";
+      break;
+    case CudaPlant::kHang:
+      // A volatile global read the compiler cannot prove false: the inputs are never NaN.
+      statement =
+          "while (*reinterpret_cast<volatile const float*>(A) == "
+          "*reinterpret_cast<volatile const float*>(A)) {}";
+      break;
+    case CudaPlant::kWrongAnswer:
+      source.code = absl::StrReplaceAll(source.code, {{"C_acc[0] = 0.0;", "C_acc[0] = 1.0;"}});
+      break;
+    case CudaPlant::kTooMuchShared:
+      source.kernels[0].launch.dynamic_shared_bytes = 1 << 20;  // 1 MiB: over every GPU's limit
+      break;
+  }
+  if (!statement.empty()) {
+    const size_t body = source.code.find(") {\n", source.code.find("__global__"));
+    TESSEL_CHECK(body != std::string::npos);
+    source.code.insert(body + 4, "  " + statement + "\n");
+  }
+  source.code += "\n// candidate " + tag + "\n";
+  return source;
+}
+
+std::vector<std::string> CudaWorkerArgs(const std::string& address, const std::string& dir) {
+  return {"worker",    "--server",    address,          "--target",     "cuda",
+          "--devices", "0",           "--cache",        dir + "/cache", "--heartbeat-s",
+          "0.2",       "--worker-id", "gpu-test-worker"};
+}
+
+TEST(WorkerGpu, RegistersTheGpu) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = MakeTempDir("tessel_worker_gpu");
+  auto server = FakeWorkerServer::Start();
+  ASSERT_NE(server, nullptr);
+  TesselProcess worker(CudaWorkerArgs(server->address(), dir), dir + "/worker.log");
+  std::optional<proto::WorkerMessage> reg =
+      server->WaitFor([](const proto::WorkerMessage& m) { return m.has_register_(); });
+  ASSERT_TRUE(reg.has_value()) << worker.Log();
+  ASSERT_EQ(reg->register_().devices_size(), 1);
+  const proto::Device& d = reg->register_().devices(0);
+  EXPECT_EQ(d.kind(), proto::TARGET_KIND_CUDA);
+  EXPECT_THAT(d.arch(), HasSubstr("sm_"));
+  EXPECT_GT(d.sm_count(), 0);
+  EXPECT_GT(d.memory_bytes(), 0);
+  EXPECT_GT(d.l2_bytes(), 0);
+  EXPECT_GT(d.clock_khz(), 0);
+  EXPECT_GT(d.registers_per_block(), 0);
+  EXPECT_GT(d.max_shared_per_block_optin(), 0);
+  EXPECT_GT(d.driver_version(), 0);
+  EXPECT_THAT(d.toolkit_version(), HasSubstr("NVRTC"));
+  worker.Signal(SIGTERM);
+  EXPECT_EQ(worker.Wait(absl::Seconds(30)), 0) << worker.Log();
+}
+
+TEST(WorkerGpu, PlantedCudaFaultsGetTheirStatusAndLaterCandidatesStillMeasure) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = MakeTempDir("tessel_worker_gpu");
+  auto server = FakeWorkerServer::Start();
+  ASSERT_NE(server, nullptr);
+  TesselProcess worker(CudaWorkerArgs(server->address(), dir), dir + "/worker.log");
+  ASSERT_TRUE(
+      server->WaitFor([](const proto::WorkerMessage& m) { return m.has_register_(); }).has_value())
+      << worker.Log();
+
+  const schedules::Target target = GpuTarget();
+  const schedules::GeneratedSource ref = CudaMatmul(target, 256);
+  ASSERT_TRUE(server->Send(MakeBatch(
+      1,
+      {PlantCudaFault(ref, CudaPlant::kIllegalAddress, "illegal"),
+       PlantCudaFault(ref, CudaPlant::kNone, "good1"),
+       PlantCudaFault(ref, CudaPlant::kTrap, "trap"), PlantCudaFault(ref, CudaPlant::kHang, "hang"),
+       PlantCudaFault(ref, CudaPlant::kWrongAnswer, "wrong"),
+       PlantCudaFault(ref, CudaPlant::kTooMuchShared, "shared"),
+       PlantCudaFault(ref, CudaPlant::kNone, "good2")},
+      ref, FastMeasureOptions(/*timeout_s=*/10))));
+  std::vector<proto::MeasureResult> r = server->WaitForResults(1, 7, absl::Seconds(120));
+  ASSERT_EQ(r.size(), 7u) << worker.Log();
+  EXPECT_EQ(r[0].status(), proto::MEASURE_STATUS_RUNTIME_ERROR) << r[0].error();
+  EXPECT_THAT(r[0].error(), HasSubstr("ILLEGAL_ADDRESS"));
+  EXPECT_EQ(r[1].status(), proto::MEASURE_STATUS_OK) << r[1].error();
+  EXPECT_EQ(r[2].status(), proto::MEASURE_STATUS_RUNTIME_ERROR) << r[2].error();
+  EXPECT_EQ(r[3].status(), proto::MEASURE_STATUS_TIMEOUT) << r[3].error();
+  EXPECT_EQ(r[4].status(), proto::MEASURE_STATUS_VERIFY_FAILED) << r[4].error();
+  EXPECT_EQ(r[5].status(), proto::MEASURE_STATUS_DEVICE_LIMIT_EXCEEDED) << r[5].error();
+  EXPECT_EQ(r[6].status(), proto::MEASURE_STATUS_OK) << r[6].error();
+  EXPECT_GT(r[6].median_ms(), 0);
+  ASSERT_GE(r[6].kernels_size(), 1);
+  EXPECT_GT(r[6].kernels(0).registers(), 0);
+  worker.Signal(SIGTERM);
+  EXPECT_EQ(worker.Wait(absl::Seconds(30)), 0) << worker.Log();
+}
+
+// The worker's median against the median of CUDA events recorded here around the same kernel,
+// with the L2 flushed before each launch as the worker does.
+TEST(WorkerGpu, TimingMatchesADirectCudaEventMeasurement) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = MakeTempDir("tessel_worker_gpu");
+  const schedules::Target target = GpuTarget();
+  const schedules::GeneratedSource src = CudaMatmul(target, 512);  // ~1 ms per run
+
+  // Direct: NVRTC, module load and launches in this process, one event pair per launch.
+  absl::StatusOr<std::unique_ptr<worker::CudaDevice>> device = worker::CudaDevice::Open(0);
+  ASSERT_TRUE(device.ok()) << device.status();
+  worker::CudaDevice& dev = **device;
+  worker::NvrtcOptions nvrtc;
+  nvrtc.arch = dev.info().arch;
+  absl::StatusOr<worker::CudaBinary> binary = worker::CompileCuda(src, nvrtc);
+  ASSERT_TRUE(binary.ok()) << binary.status();
+  absl::StatusOr<std::unique_ptr<worker::CudaProgram>> program = dev.Load(src, *binary);
+  ASSERT_TRUE(program.ok()) << program.status();
+  absl::StatusOr<std::unique_ptr<worker::CudaBuffers>> buffers = dev.Allocate(src.buffers);
+  ASSERT_TRUE(buffers.ok());
+  absl::StatusOr<worker::HostBuffers> host = worker::MakeVerificationBuffers(src.buffers, 1);
+  ASSERT_TRUE(host.ok());
+  ASSERT_TRUE(dev.Upload(*host, buffers->get()).ok());
+  const worker::CudaDriver& drv = dev.driver();
+  ASSERT_TRUE(dev.MakeCurrent().ok());
+  CUevent start = nullptr, stop = nullptr;
+  ASSERT_EQ(drv.cuEventCreate_(&start, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+  ASSERT_EQ(drv.cuEventCreate_(&stop, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(dev.LaunchAsync(**program, **buffers).ok());
+  std::vector<double> direct;
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(dev.FlushL2Async().ok());
+    ASSERT_EQ(drv.cuEventRecord_(start, dev.stream()), CUDA_SUCCESS);
+    ASSERT_TRUE(dev.LaunchAsync(**program, **buffers).ok());
+    ASSERT_EQ(drv.cuEventRecord_(stop, dev.stream()), CUDA_SUCCESS);
+    ASSERT_EQ(drv.cuEventSynchronize_(stop), CUDA_SUCCESS);
+    float ms = 0;
+    ASSERT_EQ(drv.cuEventElapsedTime_(&ms, start, stop), CUDA_SUCCESS);
+    direct.push_back(ms);
+  }
+  drv.cuEventDestroy_(start);
+  drv.cuEventDestroy_(stop);
+  std::sort(direct.begin(), direct.end());
+  const double direct_median = direct[direct.size() / 2];
+
+  auto server = FakeWorkerServer::Start();
+  ASSERT_NE(server, nullptr);
+  TesselProcess worker(CudaWorkerArgs(server->address(), dir), dir + "/worker.log");
+  ASSERT_TRUE(
+      server->WaitFor([](const proto::WorkerMessage& m) { return m.has_register_(); }).has_value())
+      << worker.Log();
+  proto::MeasureOptions options = FastMeasureOptions(60);
+  options.mutable_timing()->set_warmup_runs(3);
+  options.mutable_timing()->set_min_repeats(50);
+  options.mutable_timing()->set_max_repeats(50);
+  options.mutable_timing()->set_flush_cache(true);
+  ASSERT_TRUE(server->Send(MakeBatch(1, {src}, src, options)));
+  std::vector<proto::MeasureResult> r = server->WaitForResults(1, 1, absl::Seconds(120));
+  ASSERT_EQ(r.size(), 1u) << worker.Log();
+  ASSERT_EQ(r[0].status(), proto::MEASURE_STATUS_OK) << r[0].error();
+  EXPECT_NEAR(r[0].median_ms(), direct_median, 0.05 * direct_median)
+      << "worker " << r[0].median_ms() << " ms, direct CUDA events " << direct_median << " ms";
+  worker.Signal(SIGTERM);
+  EXPECT_EQ(worker.Wait(absl::Seconds(30)), 0) << worker.Log();
+}
+
+}  // namespace
+}  // namespace tessel::testing
+
+#else
+
+TEST(WorkerGpu, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUDA toolkit"; }
+
+#endif

@@ -1,0 +1,165 @@
+// Proto <-> domain conversions (proto/convert.h) and the protocol version checks.
+
+#include "proto/convert.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "proto/protocol.h"
+#include "schedules/target/target.h"
+#include "schedules/workload/builtins.h"
+#include "tests/e2e/e2e_util.h"
+
+namespace tessel::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+schedules::GeneratedSource CudaSoftmax() {
+  absl::StatusOr<schedules::Workload> w = schedules::ParseWorkloadSpec("softmax(rows=4, cols=64)");
+  EXPECT_TRUE(w.ok());
+  absl::StatusOr<schedules::GeneratedSource> s =
+      GenerateReference(*w, schedules::CudaTarget("sm_90"));
+  EXPECT_TRUE(s.ok()) << s.status();
+  return *s;
+}
+
+TEST(ProtoConvert, GeneratedSourceRoundTrips) {
+  const schedules::GeneratedSource in = CudaSoftmax();
+  proto::Source p;
+  proto::ToProto(in, &p);
+  EXPECT_EQ(p.target(), proto::TARGET_KIND_CUDA);
+  absl::StatusOr<schedules::GeneratedSource> out = proto::FromProto(p);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->target, in.target);
+  EXPECT_EQ(out->code, in.code);
+  ASSERT_EQ(out->kernels.size(), in.kernels.size());
+  for (size_t i = 0; i < in.kernels.size(); ++i) {
+    EXPECT_EQ(out->kernels[i].entry, in.kernels[i].entry);
+    EXPECT_EQ(out->kernels[i].params, in.kernels[i].params);
+    EXPECT_EQ(out->kernels[i].launch.grid, in.kernels[i].launch.grid);
+    EXPECT_EQ(out->kernels[i].launch.block, in.kernels[i].launch.block);
+    EXPECT_EQ(out->kernels[i].launch.dynamic_shared_bytes,
+              in.kernels[i].launch.dynamic_shared_bytes);
+  }
+  ASSERT_EQ(out->buffers.size(), in.buffers.size());
+  for (size_t i = 0; i < in.buffers.size(); ++i) {
+    EXPECT_EQ(out->buffers[i].role, in.buffers[i].role);
+    EXPECT_EQ(out->buffers[i].buffer->name, in.buffers[i].buffer->name);
+    EXPECT_EQ(out->buffers[i].buffer->dtype, in.buffers[i].buffer->dtype);
+    EXPECT_EQ(out->buffers[i].buffer->shape, in.buffers[i].buffer->shape);
+    EXPECT_EQ(out->buffers[i].buffer->Strides(), in.buffers[i].buffer->Strides());
+  }
+}
+
+TEST(ProtoConvert, MalformedSourcesNameTheField) {
+  proto::Source p;
+  proto::ToProto(CudaSoftmax(), &p);
+  {
+    proto::Source bad = p;
+    bad.clear_target();
+    EXPECT_THAT(std::string(proto::FromProto(bad).status().message()),
+                HasSubstr("Source.target is unset"));
+  }
+  {
+    proto::Source bad = p;
+    bad.mutable_buffers(0)->set_dtype("f8");
+    EXPECT_THAT(std::string(proto::FromProto(bad).status().message()),
+                HasSubstr("Source.buffers[0] ('X') has unknown dtype 'f8': use f32, f16"));
+  }
+  {
+    proto::Source bad = p;
+    bad.mutable_buffers(0)->clear_role();
+    EXPECT_THAT(std::string(proto::FromProto(bad).status().message()),
+                HasSubstr("has no role: set input, output or workspace"));
+  }
+  {
+    proto::Source bad = p;
+    bad.mutable_kernels(0)->add_params(42);
+    EXPECT_THAT(std::string(proto::FromProto(bad).status().message()),
+                HasSubstr("names buffer 42 of "));
+  }
+  {
+    proto::Source bad = p;
+    bad.mutable_kernels(0)->mutable_launch()->add_grid(1);
+    EXPECT_THAT(std::string(proto::FromProto(bad).status().message()),
+                HasSubstr("has 4 grid and 3 block extents: give 3 of each"));
+  }
+}
+
+TEST(ProtoConvert, TimingOptionsRoundTripAndAreChecked) {
+  worker::TimingOptions t;
+  t.warmup_runs = 3;
+  t.min_repeats = 4;
+  t.max_repeats = 9;
+  t.min_total_ms = 12.5;
+  t.flush_cache = false;
+  proto::TimingOptions p;
+  proto::ToProto(t, &p);
+  absl::StatusOr<worker::TimingOptions> back = proto::FromProto(p);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->warmup_runs, 3);
+  EXPECT_EQ(back->min_repeats, 4);
+  EXPECT_EQ(back->max_repeats, 9);
+  EXPECT_EQ(back->min_total_ms, 12.5);
+  EXPECT_FALSE(back->flush_cache);
+  p.set_max_repeats(2);
+  EXPECT_THAT(std::string(proto::FromProto(p).status().message()),
+              HasSubstr("max_repeats must be at least 1 and at least min_repeats"));
+}
+
+TEST(ProtoConvert, ResultsRoundTripWithEveryStatus) {
+  for (worker::MeasureStatus s :
+       {worker::MeasureStatus::kOk, worker::MeasureStatus::kCompileError,
+        worker::MeasureStatus::kVerifyFailed, worker::MeasureStatus::kRuntimeError,
+        worker::MeasureStatus::kTimeout, worker::MeasureStatus::kDeviceLimitExceeded,
+        worker::MeasureStatus::kWorkerError}) {
+    worker::CandidateResult r;
+    r.status = s;
+    r.error = "why";
+    r.timings = worker::MakeTimings({3, 1, 2});
+    r.compile_ms = 5;
+    r.compile_cache_hit = true;
+    r.kernels.push_back(worker::KernelResources{"k", 40, 1024, 2048, 16});
+    r.worker_id = "w";
+    r.device = 1;
+    r.device_name = "gpu";
+    proto::MeasureResult p;
+    proto::ToProto(r, &p);
+    const worker::CandidateResult back = proto::FromProto(p);
+    EXPECT_EQ(back.status, s);
+    EXPECT_EQ(back.error, "why");
+    EXPECT_EQ(back.timings.repeats_ms, (std::vector<double>{3, 1, 2}));
+    EXPECT_EQ(back.timings.median_ms, 2);
+    EXPECT_TRUE(back.compile_cache_hit);
+    ASSERT_EQ(back.kernels.size(), 1u);
+    EXPECT_EQ(back.kernels[0].registers, 40);
+    EXPECT_EQ(back.kernels[0].local_bytes_per_thread, 16);
+    EXPECT_EQ(back.device, 1);
+  }
+  EXPECT_EQ(proto::FromProto(proto::MEASURE_STATUS_UNSPECIFIED),
+            worker::MeasureStatus::kWorkerError);
+}
+
+TEST(ProtoConvert, FailureKindsMapToStatuses) {
+  EXPECT_EQ(worker::MeasureStatusOf(absl::OkStatus()), worker::MeasureStatus::kOk);
+  EXPECT_EQ(worker::MeasureStatusOf(
+                worker::WithFailureKind(absl::InternalError("x"), worker::FailureKind::kTimeout)),
+            worker::MeasureStatus::kTimeout);
+  EXPECT_EQ(worker::MeasureStatusOf(absl::InternalError("no driver")),
+            worker::MeasureStatus::kWorkerError);
+}
+
+TEST(ProtocolVersion, MismatchesNameBothVersionsAndTheFix) {
+  EXPECT_TRUE(proto::CheckWorkerProtocol(proto::kWorkerProtocolVersion, "w").ok());
+  EXPECT_TRUE(proto::CheckServerProtocol(proto::kWorkerProtocolVersion, "s:1").ok());
+  EXPECT_EQ(std::string(proto::CheckWorkerProtocol(7, "gpu-node-3:12").message()),
+            "worker protocol version mismatch: worker 'gpu-node-3:12' speaks version 7, this "
+            "server speaks version 1: run the same Tessel release on the server and its workers");
+  EXPECT_EQ(std::string(proto::CheckServerProtocol(7, "tuner:7070").message()),
+            "worker protocol version mismatch: the server at tuner:7070 speaks version 7, this "
+            "worker speaks version 1: run the same Tessel release on the server and its workers");
+}
+
+}  // namespace
+}  // namespace tessel::testing

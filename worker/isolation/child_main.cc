@@ -1,0 +1,276 @@
+#include "worker/isolation/child_main.h"
+
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "proto/convert.h"
+#include "proto/measure_child.pb.h"
+#include "schedules/target/target.h"
+#include "schedules/util/fnv1a.h"
+#include "worker/host/host_compiler.h"
+#include "worker/host/host_runner.h"
+#include "worker/isolation/frame_io.h"
+#include "worker/measure_result.h"
+#include "worker/verify_run.h"
+#ifdef TESSEL_HAVE_CUDA
+#include "worker/cuda/cuda_runner.h"
+#include "worker/cuda/nvrtc_compiler.h"
+#endif
+
+namespace tessel::worker {
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+PrecompiledProgram FromArtifact(const proto::CompiledArtifact& a) {
+  PrecompiledProgram p;
+  p.host.library_path = a.host_library();
+  p.host.compile_ms = a.compile_ms();
+  p.host.cache_hit = a.cache_hit();
+  p.cuda.cubin = a.cubin();
+  p.cuda.arch = a.cuda_arch();
+  p.cuda.compile_ms = a.compile_ms();
+  return p;
+}
+
+// Inputs for candidate `id` of a batch: fresh for every candidate, reproducible from the batch.
+uint64_t CandidateSeed(uint64_t batch_seed, uint64_t id) {
+  return schedules::Fnv1a64(absl::StrCat(batch_seed, ":", id));
+}
+
+class Child {
+ public:
+  explicit Child(const ChildMainOptions& options) : options_(options) {}
+  ~Child() {
+    reference_.reset();  // before the device
+  }
+
+  // Opens the device and fills the hello.
+  proto::ChildHello Open() {
+    proto::ChildHello hello;
+    proto::Device* d = hello.mutable_device();
+    d->set_ordinal(options_.device);
+    if (options_.target == "host") {
+      const schedules::Target t = schedules::HostTarget();
+      d->set_kind(proto::TARGET_KIND_HOST);
+      d->set_name(t.device_name);
+      d->set_arch(t.arch);
+      d->set_cores(static_cast<int32_t>(t.cores));
+      d->set_cache_bytes(HostLastLevelCacheBytes());
+      absl::StatusOr<std::string> cxx = HostCompilerVersion(HostCompileOptions().compiler);
+      d->set_toolkit_version(cxx.ok() ? *cxx : "unknown C++ compiler");
+      hello.set_device_count(1);
+      return hello;
+    }
+#ifdef TESSEL_HAVE_CUDA
+    absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Open(options_.device);
+    if (!device.ok()) {
+      hello.set_error(std::string(device.status().message()));
+      return hello;
+    }
+    device_ = std::move(*device);
+    const CudaDeviceInfo& info = device_->info();
+    d->set_kind(proto::TARGET_KIND_CUDA);
+    d->set_name(info.name);
+    d->set_arch(info.arch);
+    d->set_sm_count(static_cast<int32_t>(info.sm_count));
+    d->set_memory_bytes(info.total_memory_bytes);
+    d->set_l2_bytes(info.l2_bytes);
+    d->set_max_shared_per_block(info.max_shared_per_block);
+    d->set_max_shared_per_block_optin(info.max_shared_per_block_optin);
+    d->set_max_threads_per_block(static_cast<int32_t>(info.max_threads_per_block));
+    d->set_driver_version(info.driver_version);
+    d->set_toolkit_version(NvrtcVersionString());
+    const CudaDriver& drv = device_->driver();
+    int count = 0;
+    if (drv.cuDeviceGetCount_(&count) == CUDA_SUCCESS) hello.set_device_count(count);
+    CUdevice dev = 0;
+    if (drv.cuDeviceGet_(&dev, options_.device) == CUDA_SUCCESS) {
+      auto attr = [&](CUdevice_attribute a) {
+        int v = 0;
+        return drv.cuDeviceGetAttribute_(&v, a, dev) == CUDA_SUCCESS ? v : 0;
+      };
+      d->set_clock_khz(attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE));
+      d->set_memory_clock_khz(attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE));
+      d->set_memory_bus_width_bits(attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH));
+      d->set_registers_per_block(attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK));
+      d->set_registers_per_sm(attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR));
+      d->set_max_shared_per_sm(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR));
+    }
+    return hello;
+#else
+    hello.set_error(
+        "this Tessel was built without the CUDA toolkit: rebuild with CUDA 13 at /usr/local/cuda "
+        "to measure on a GPU, or use --target host");
+    return hello;
+#endif
+  }
+
+  proto::ChildResult Measure(const proto::ChildMeasure& request) {
+    proto::ChildResult out;
+    out.set_token(request.token());
+    CandidateResult result = MeasureImpl(request);
+    result.device = options_.device;
+    proto::ToProto(result, out.mutable_result());
+#ifdef TESSEL_HAVE_CUDA
+    out.set_device_poisoned(device_ != nullptr && device_->is_poisoned());
+#endif
+    return out;
+  }
+
+ private:
+  CandidateResult MeasureImpl(const proto::ChildMeasure& request) {
+    absl::StatusOr<schedules::GeneratedSource> candidate = proto::FromProto(request.candidate());
+    if (!candidate.ok()) return CandidateResult::FromStatus(candidate.status());
+    RunOptions run;
+#ifdef TESSEL_HAVE_CUDA
+    run.device = device_.get();
+#endif
+    absl::StatusOr<std::unique_ptr<Executable>> exe =
+        PrepareCompiled(*candidate, FromArtifact(request.candidate_artifact()), run);
+    CandidateResult result;
+    if (!exe.ok()) {
+      result = CandidateResult::FromStatus(exe.status());
+    } else {
+      result.kernels = (*exe)->Resources();
+      result = Run(request, *candidate, **exe, run, std::move(result));
+    }
+    result.compile_ms = request.candidate_artifact().compile_ms();
+    result.compile_cache_hit = request.candidate_artifact().cache_hit();
+    return result;
+  }
+
+  CandidateResult Run(const proto::ChildMeasure& request,
+                      const schedules::GeneratedSource& candidate, Executable& exe,
+                      const RunOptions& run, CandidateResult result) {
+    const uint64_t seed = CandidateSeed(request.options().verify_seed(), request.candidate_id());
+    if (!request.options().skip_verify()) {
+      absl::Status ref = PrepareReference(request, run);
+      if (!ref.ok()) {
+        result.status = MeasureStatus::kWorkerError;
+        result.error = std::string(ref.message());
+        return result;
+      }
+      VerifyOptions verify;
+      verify.run = run;
+      const auto start = std::chrono::steady_clock::now();
+      absl::Status s = VerifyPrepared(candidate, exe, reference_source_, *reference_, seed, verify);
+      result.verify_ms = MsSince(start);
+      if (!s.ok()) {
+        CandidateResult failed = CandidateResult::FromStatus(s);
+        failed.kernels = std::move(result.kernels);
+        failed.verify_ms = result.verify_ms;
+        return failed;
+      }
+    }
+    TimingOptions timing;
+    if (request.options().has_timing()) {
+      absl::StatusOr<TimingOptions> t = proto::FromProto(request.options().timing());
+      if (!t.ok()) {
+        result.status = MeasureStatus::kWorkerError;
+        result.error = std::string(t.status().message());
+        return result;
+      }
+      timing = *t;
+    }
+    absl::StatusOr<HostBuffers> buffers = MakeVerificationBuffers(candidate.buffers, seed);
+    if (!buffers.ok()) {
+      CandidateResult failed = CandidateResult::FromStatus(buffers.status());
+      failed.kernels = std::move(result.kernels);
+      return failed;
+    }
+    absl::StatusOr<Timings> timings = exe.Time(&*buffers, timing);
+    if (!timings.ok()) {
+      CandidateResult failed = CandidateResult::FromStatus(timings.status());
+      failed.kernels = std::move(result.kernels);
+      failed.verify_ms = result.verify_ms;
+      return failed;
+    }
+    result.status = MeasureStatus::kOk;
+    result.timings = std::move(*timings);
+    return result;
+  }
+
+  // Loads the batch's reference once: it stays loaded while the requests name the same one.
+  absl::Status PrepareReference(const proto::ChildMeasure& request, const RunOptions& run) {
+    const std::string key = absl::StrCat(request.reference().code(), "\n//",
+                                         request.reference_artifact().host_library(), ":",
+                                         schedules::Fnv1a64(request.reference_artifact().cubin()));
+    if (reference_ != nullptr && key == reference_key_) return absl::OkStatus();
+    reference_.reset();
+    absl::StatusOr<schedules::GeneratedSource> source = proto::FromProto(request.reference());
+    if (!source.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the batch's reference is malformed: ", source.status().message()));
+    }
+    absl::StatusOr<std::unique_ptr<Executable>> exe =
+        PrepareCompiled(*source, FromArtifact(request.reference_artifact()), run);
+    if (!exe.ok()) {
+      return absl::Status(exe.status().code(),
+                          absl::StrCat("the reference program failed to load (fix the reference, "
+                                       "not the candidate): ",
+                                       exe.status().message()));
+    }
+    reference_source_ = std::move(*source);
+    reference_ = std::move(*exe);
+    reference_key_ = key;
+    return absl::OkStatus();
+  }
+
+  ChildMainOptions options_;
+#ifdef TESSEL_HAVE_CUDA
+  std::unique_ptr<CudaDevice> device_;
+#endif
+  schedules::GeneratedSource reference_source_;
+  std::unique_ptr<Executable> reference_;
+  std::string reference_key_;
+};
+
+}  // namespace
+
+int RunMeasureChild(const ChildMainOptions& options) {
+  // Die with the parent; never take the terminal's Ctrl-C (the parent decides when to stop us).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() == 1) return 1;
+  // A crashing candidate is expected here: no core files.
+  const rlimit no_core{0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  Child child(options);
+  proto::ChildResponse hello;
+  *hello.mutable_hello() = child.Open();
+  const bool opened = hello.hello().error().empty();
+  if (!WriteFrame(options.fd, hello).ok()) return 1;
+  if (!opened) return 2;
+  while (true) {
+    proto::ChildRequest request;
+    absl::Status s = ReadFrame(options.fd, &request);
+    if (absl::IsUnavailable(s)) return 0;  // the parent closed the socket
+    if (!s.ok()) {
+      std::fprintf(stderr, "tessel measure child: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    if (!request.has_measure()) continue;
+    proto::ChildResponse response;
+    *response.mutable_result() = child.Measure(request.measure());
+    const bool poisoned = response.result().device_poisoned();
+    if (!WriteFrame(options.fd, response).ok()) return 1;
+    if (poisoned) return 3;
+  }
+}
+
+}  // namespace tessel::worker
