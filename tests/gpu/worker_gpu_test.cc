@@ -10,7 +10,10 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -217,6 +220,100 @@ TEST(WorkerGpu, TimingMatchesADirectCudaEventMeasurement) {
   ASSERT_EQ(r[0].status(), proto::MEASURE_STATUS_OK) << r[0].error();
   EXPECT_NEAR(r[0].median_ms(), direct_median, 0.05 * direct_median)
       << "worker " << r[0].median_ms() << " ms, direct CUDA events " << direct_median << " ms";
+  worker.Signal(SIGTERM);
+  EXPECT_EQ(worker.Wait(absl::Seconds(30)), 0) << worker.Log();
+}
+
+// Throughput of the whole pipeline (compile on every core, verify, time) for 512 distinct random
+// matmul schedules in batches of 64. Prints candidates per second; asserts nothing about speed.
+// Run with --gtest_also_run_disabled_tests.
+TEST(WorkerGpu, DISABLED_Throughput512DistinctMatmuls) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = MakeTempDir("tessel_worker_gpu");
+  const schedules::Target target = GpuTarget();
+  absl::StatusOr<schedules::Workload> w =
+      schedules::ParseWorkloadSpec("matmul(M=512, N=512, K=512)");
+  ASSERT_TRUE(w.ok());
+  absl::StatusOr<schedules::GeneratedSource> ref = GenerateReference(*w, target);
+  ASSERT_TRUE(ref.ok());
+  std::vector<schedules::GeneratedSource> candidates;
+  std::set<std::string> seen;
+  for (uint64_t seed = 1; candidates.size() < 512 && seed < 20000; ++seed) {
+    absl::StatusOr<schedules::Schedule> s = RandomSchedule(*w, target, seed, 8);
+    if (!s.ok()) continue;
+    absl::StatusOr<schedules::GeneratedSource> src = Generate(*s, target);
+    if (!src.ok() || !seen.insert(src->code).second) continue;
+    candidates.push_back(*src);
+  }
+  ASSERT_EQ(candidates.size(), 512u);
+
+  auto server = FakeWorkerServer::Start();
+  ASSERT_NE(server, nullptr);
+  TesselProcess worker(CudaWorkerArgs(server->address(), dir), dir + "/worker.log");
+  ASSERT_TRUE(
+      server->WaitFor([](const proto::WorkerMessage& m) { return m.has_register_(); }).has_value())
+      << worker.Log();
+  proto::MeasureOptions options = FastMeasureOptions(10);
+  options.mutable_timing()->set_warmup_runs(1);
+  options.mutable_timing()->set_min_repeats(3);
+  options.mutable_timing()->set_max_repeats(20);
+  options.mutable_timing()->set_min_total_ms(5);
+  options.mutable_timing()->set_flush_cache(true);
+  const absl::Time start = absl::Now();
+  for (int b = 0; b < 8; ++b) {
+    std::vector<schedules::GeneratedSource> part(candidates.begin() + b * 64,
+                                                 candidates.begin() + (b + 1) * 64);
+    ASSERT_TRUE(server->Send(MakeBatch(b + 1, part, *ref, options)));
+  }
+  std::map<int, int> statuses;
+  std::map<int, std::string> example;
+  double measured_ms = 0;
+  for (int b = 0; b < 8; ++b) {
+    std::vector<proto::MeasureResult> r = server->WaitForResults(b + 1, 64, absl::Seconds(300));
+    ASSERT_EQ(r.size(), 64u) << worker.Log();
+    for (const proto::MeasureResult& m : r) {
+      ++statuses[m.status()];
+      if (!example.count(m.status())) {
+        example[m.status()] = m.error().substr(0, 600) + "\n" +
+                              candidates[b * 64 + (m.candidate_id() - 100)].code.substr(0, 3000);
+      }
+      for (double ms : m.repeats_ms()) measured_ms += ms;
+    }
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  std::printf(
+      "512 distinct random matmul schedules in %.2f s: %.1f candidates/s (%.1f s inside "
+      "timed repeats)\n",
+      seconds, 512 / seconds, measured_ms / 1000);
+  for (const auto& [status, count] : statuses) {
+    std::printf("  %s: %d\n", proto::MeasureStatus_Name(status).c_str(), count);
+  }
+  for (const auto& [status, text] : example) {
+    if (status != proto::MEASURE_STATUS_OK) {
+      std::printf("example %s: %s\n", proto::MeasureStatus_Name(status).c_str(), text.c_str());
+    }
+  }
+
+  // The pipeline alone: 512 distinct sources (each compiled by NVRTC) of one reasonable kernel.
+  const absl::Time start2 = absl::Now();
+  for (int b = 0; b < 8; ++b) {
+    std::vector<schedules::GeneratedSource> part;
+    for (int i = 0; i < 64; ++i) {
+      schedules::GeneratedSource c = *ref;
+      c.code += "\n// copy " + std::to_string(b * 64 + i) + "\n";
+      part.push_back(c);
+    }
+    ASSERT_TRUE(server->Send(MakeBatch(100 + b, part, *ref, options)));
+  }
+  int ok = 0;
+  for (int b = 0; b < 8; ++b) {
+    for (const proto::MeasureResult& m : server->WaitForResults(100 + b, 64, absl::Seconds(300))) {
+      ok += m.status() == proto::MEASURE_STATUS_OK;
+    }
+  }
+  const double seconds2 = absl::ToDoubleSeconds(absl::Now() - start2);
+  std::printf("512 distinct sources of the reference kernel in %.2f s: %.1f candidates/s, %d ok\n",
+              seconds2, 512 / seconds2, ok);
   worker.Signal(SIGTERM);
   EXPECT_EQ(worker.Wait(absl::Seconds(30)), 0) << worker.Log();
 }

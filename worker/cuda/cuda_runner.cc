@@ -323,7 +323,10 @@ absl::Status CudaDevice::Upload(const HostBuffers& host, CudaBuffers* device) {
       return s;
     }
   }
-  return absl::OkStatus();
+  // cuMemcpyHtoD from pageable memory returns once the data is staged, before its DMA lands, and
+  // stream() is non-blocking (it does not wait for the legacy stream the copies go on): without
+  // this a kernel can read inputs and outputs as they were before the upload.
+  return Check(driver_->cuCtxSynchronize_(), "cuCtxSynchronize", "after the uploads");
 }
 
 absl::Status CudaDevice::Download(const CudaBuffers& device, HostBuffers* host,
