@@ -11,9 +11,13 @@ mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv \
   | tee "$out/gpu.txt"
 echo "== GPU tests"
-.gpu/run tessel_gpu_tests --gtest_brief=1 2>&1 | tee "$out/gpu_tests.log" | tail -30
+# The worker's GPU tests start the tessel binary: the bundle's, not the build tree's.
+TESSEL_BINARY=$PWD/.gpu/bin/tessel .gpu/run tessel_gpu_tests --gtest_brief=1 2>&1 | tee "$out/gpu_tests.log" | tail -30
 echo "== kernel quality"
 .gpu/run tessel_bench_kernels --trace-dir=tests/data --csv="$out/bench.csv" ${BENCH_ARGS:-} 2>&1 \
   | tee "$out/bench.log" | tail -25
+echo "== design space: best of 256 samples"
+.gpu/run tessel_bench_kernels --space=256 --gemm-n=2048 --only=space 2>&1 \
+  | tee "$out/space_bench.log" | grep -v "best trace" | tail -16
 echo "== tessel tune"
 .gpu/run tessel tune -q 2>&1 | tee "$out/tune.log" | tail -8

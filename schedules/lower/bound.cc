@@ -172,6 +172,19 @@ class Inferencer {
     return g;
   }
 
+  // Index of the root stage of the kernel that computes stage `si`.
+  int KernelRootIndex(int si) const {
+    int cur = si;
+    for (int depth = 0; depth < 1000; ++depth) {
+      const Stage& st = stages_[cur];
+      if (st.attach.kind != AttachPoint::Kind::kAt) break;
+      const int up = FindStageIndex(stages_, st.attach.stage);
+      if (up < 0) break;
+      cur = up;
+    }
+    return cur;
+  }
+
   absl::Status InferRegion(int si, int ti) {
     Stage& s = stages_[si];
     const Stage& t = stages_[ti];
@@ -231,6 +244,10 @@ class Inferencer {
           for (auto [st, it] : EnclosingLoops(stages_, static_cast<int>(ci),
                                               c.leaves.empty() ? -1 : c.leaves.back())) {
             if (st == ti && it == s.attach.iter) inside = true;
+          }
+          if (!inside && s.buffer->scope == MemScope::kGlobal &&
+              KernelRootIndex(static_cast<int>(ci)) > KernelRootIndex(ti)) {
+            continue;  // a later kernel reads the whole buffer (see Schedule::ComputeAt)
           }
           if (!inside) {
             return absl::FailedPreconditionError(

@@ -39,9 +39,21 @@ class CrossThreadReduction final : public ScheduleRule {
     const Stage& first = *sch.FindStage(reds.front());
     const int64_t rows = RowsOf(first);
     if (rows < target_.sm_count) {
-      // Few long rows: partial reductions over blocks.
+      // Few long rows: partial reductions over blocks; a variance's partials centred on their
+      // chunk (center_partials) so that the statistics read the input once.
       Schedule s = sch;
-      for (const std::string& r : reds) TESSEL_RETURN_IF_ERROR(Partial(&s, r));
+      bool centered = false;
+      if (reds.size() == 2) {
+        Schedule c = sch;
+        if (Centered(&c, reds[0], reds[1]).ok()) {
+          s = std::move(c);
+          centered = true;
+        }
+      }
+      if (!centered) {
+        for (const std::string& r : reds) TESSEL_RETURN_IF_ERROR(Partial(&s, r));
+      }
+      if (!st->reduce) TESSEL_RETURN_IF_ERROR(ColumnsOuter(&s, stage));
       return std::vector<Schedule>{std::move(s)};
     }
     if (st->reduce) {
@@ -136,6 +148,58 @@ class CrossThreadReduction final : public ScheduleRule {
     TESSEL_RETURN_IF_ERROR(CrossThread(s, rf, rf_threads, /*bind_rows=*/false));
     TESSEL_ASSIGN_OR_RETURN(IntRV threads, SampleUniform(s, {32, 64, 128, 256}, 256));
     return CrossThread(s, b, threads, /*bind_rows=*/true);
+  }
+
+  // Row sums and centred squares of each chunk in one kernel (see Schedule::CenterPartials);
+  // fails (leaving a partly changed schedule) when `sq` is not the variance of `sum`'s operand.
+  absl::Status Centered(Schedule* s, const std::string& sum, const std::string& sq) const {
+    std::vector<BlockRV> rf;
+    TESSEL_ASSIGN_OR_RETURN(BlockRV sb, s->GetBlock(sum));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> sl, s->GetLoops(sb));
+    const int64_t cols = s->LoopExtent(sl.back());
+    TESSEL_ASSIGN_OR_RETURN(IntRV chunk, SampleUniform(s, {2048, 4096, 8192, 16384}, cols));
+    for (const std::string& name : {sum, sq}) {
+      TESSEL_ASSIGN_OR_RETURN(BlockRV b, s->GetBlock(name));
+      TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(b));
+      TESSEL_ASSIGN_OR_RETURN(auto ks, s->Split(loops.back(), {-1, chunk}));
+      TESSEL_ASSIGN_OR_RETURN(BlockRV r, s->RFactor(ks[0]));
+      rf.push_back(r);
+    }
+    TESSEL_RETURN_IF_ERROR(s->CenterPartials(rf[1], rf[0]));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> ql, s->GetLoops(rf[1]));
+    TESSEL_ASSIGN_OR_RETURN(LoopRV fused, s->Fuse({ql[0], ql[1]}));
+    TESSEL_RETURN_IF_ERROR(s->Bind(fused, "blockIdx.x"));
+    TESSEL_ASSIGN_OR_RETURN(IntRV threads, SampleUniform(s, {128, 256, 512}, cols));
+    TESSEL_RETURN_IF_ERROR(CrossThread(s, rf[1], threads, /*bind_rows=*/false));
+    TESSEL_RETURN_IF_ERROR(s->ComputeAt(rf[0], fused));
+    TESSEL_RETURN_IF_ERROR(CrossThread(s, rf[0], threads, /*bind_rows=*/false));
+    TESSEL_ASSIGN_OR_RETURN(IntRV final_threads, SampleUniform(s, {32, 64, 128, 256}, 256));
+    for (const std::string& name : {sum, sq}) {
+      TESSEL_ASSIGN_OR_RETURN(BlockRV b, s->GetBlock(name));
+      TESSEL_RETURN_IF_ERROR(CrossThread(s, b, final_threads, /*bind_rows=*/true));
+    }
+    return absl::OkStatus();
+  }
+
+  // The consumer of few rows: columns over blocks and a sampled number of threads at a sampled
+  // vector width, all rows of a column chunk in one thread (per-column operands such as
+  // layernorm's weight and bias loaded once for every row).
+  absl::Status ColumnsOuter(Schedule* s, const std::string& consumer) const {
+    TESSEL_ASSIGN_OR_RETURN(BlockRV y, s->GetBlock(consumer));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> yl, s->GetLoops(y));
+    if (yl.size() < 2) return absl::OkStatus();  // AutoBind takes it
+    LoopRV rows = yl[0];
+    if (yl.size() > 2) {
+      TESSEL_ASSIGN_OR_RETURN(rows, s->Fuse({yl.begin(), yl.end() - 1}));
+    }
+    TESSEL_ASSIGN_OR_RETURN(IntRV threads, SampleUniform(s, {64, 128, 256, 512}, 512));
+    TESSEL_ASSIGN_OR_RETURN(IntRV vec, SampleUniform(s, {1, 2, 4}, 4));
+    TESSEL_ASSIGN_OR_RETURN(auto js, s->Split(yl.back(), {-1, threads, vec}));
+    TESSEL_RETURN_IF_ERROR(s->Reorder({js[0], js[1], rows, js[2]}));
+    TESSEL_RETURN_IF_ERROR(s->Bind(js[0], "blockIdx.x"));
+    TESSEL_RETURN_IF_ERROR(s->Bind(js[1], "threadIdx.x"));
+    TESSEL_RETURN_IF_ERROR(s->Vectorize(js[2]));
+    return absl::OkStatus();
   }
 
   // Softmax: the sum of exponentials reads the maximum of the same exponent.

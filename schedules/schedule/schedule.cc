@@ -312,6 +312,16 @@ bool Schedule::IsAttachedWithin(const Stage& s, const std::string& ancestor) con
 // ---------------------------------------------------------------------------------------------
 // Lookup.
 
+std::string Schedule::KernelRoot(const Stage& s) const {
+  const Stage* cur = &s;
+  for (int depth = 0; depth < 1000 && cur->attach.kind == AttachPoint::Kind::kAt; ++depth) {
+    const Stage* up = FindStage(cur->attach.stage);
+    if (!up) break;
+    cur = up;
+  }
+  return cur->name;
+}
+
 absl::StatusOr<BlockRV> Schedule::GetBlock(const std::string& stage_name) {
   const Stage* s = FindStage(stage_name);
   if (!s) {
@@ -1001,14 +1011,20 @@ absl::Status Schedule::ComputeAt(BlockRV block, LoopRV loop) {
     return Precondition(prim, absl::StrCat("stage ", t->name, " is attached inside stage ", s->name,
                                            "; attaching back would make a cycle"));
   }
+  // A stage in global memory that the target reads at its own indices is computed whole over the
+  // target's kernel (one point per iteration of the target's loops), so readers in later kernels
+  // see all of it.
+  const bool whole = s->buffer->scope == MemScope::kGlobal &&
+                     s->buffer->shape == t->buffer->shape && ReadsAtIdentity(*t, s->buffer.get());
+  const int target_root = StageIndex(KernelRoot(*t));
   for (int c : Consumers(s->buffer.get())) {
     const Stage& cs = stages_[c];
-    if (cs.name != t->name && !IsAttachedWithin(cs, t->name)) {
-      return Precondition(
-          prim, absl::StrCat("stage ", s->name, " is also read by stage ", cs.name,
-                             ", which is not inside stage ", t->name,
-                             "; cache_read it for each reader or attach that reader too"));
-    }
+    if (cs.name == t->name || IsAttachedWithin(cs, t->name)) continue;
+    if (whole && StageIndex(KernelRoot(cs)) > target_root) continue;
+    return Precondition(prim,
+                        absl::StrCat("stage ", s->name, " is also read by stage ", cs.name,
+                                     ", which is not inside stage ", t->name,
+                                     "; cache_read it for each reader or attach that reader too"));
   }
   if (Consumers(s->buffer.get()).empty()) {
     return Precondition(prim, absl::StrCat("stage ", s->name, " has no consumer"));
@@ -1331,6 +1347,125 @@ absl::Status Schedule::FuseOnlineMax(BlockRV block) {
   return absl::OkStatus();
 }
 
+absl::Status Schedule::CenterPartials(BlockRV sq_block, BlockRV sum_block) {
+  const char* prim = "center_partials";
+  auto qs = MutableStage(sq_block, prim);
+  if (!qs.ok()) return qs.status();
+  auto ps = MutableStage(sum_block, prim);
+  if (!ps.ok()) return ps.status();
+  Stage* q = *qs;
+  Stage* p = *ps;
+  const std::string form =
+      "; it applies to rfactor partials q[.., c] = sum over k of (e - M)^2 and p[.., c] = sum "
+      "over k of e of the same chunks, where M is the sum of p over c divided by a constant";
+  if (q->origin != "rfactor" || p->origin != "rfactor" || q->reduce != ReduceOp::kSum ||
+      p->reduce != ReduceOp::kSum || q == p) {
+    return Precondition(prim, absl::StrCat("stages ", q->name, " and ", p->name,
+                                           " are not two rfactor partial sums", form));
+  }
+  if (q->buffer->shape != p->buffer->shape || q->reduce_axes.size() != 1 ||
+      p->reduce_axes.size() != 1 ||
+      q->iters[q->axes.size()].extent != p->iters[p->axes.size()].extent) {
+    return Precondition(prim, absl::StrCat("stages ", q->name, " and ", p->name,
+                                           " do not have the same chunks", form));
+  }
+  // q: [select(cond,] (e - M) * (e - M) [, 0)].
+  Expr body = q->body, cond;
+  if (const auto* sel = As<SelectNode>(body)) {
+    cond = sel->cond;
+    body = sel->true_value;
+  }
+  const auto* mul = As<BinaryNode>(body);
+  const auto* sub = mul ? As<BinaryNode>(mul->a) : nullptr;
+  if (!mul || mul->op != BinaryOp::kMul || !Identical(mul->a, mul->b) || !sub ||
+      sub->op != BinaryOp::kSub) {
+    return Precondition(prim, absl::StrCat("the body of stage ", q->name,
+                                           " is not a square (e - M) * (e - M)", form));
+  }
+  const Expr e = sub->a, m = sub->b;
+  const VarPtr c = q->axes.back();
+  if (UsesVar(m, c.get()) || UsesVar(m, q->reduce_axes[0].get())) {
+    return Precondition(
+        prim, absl::StrCat("the value stage ", q->name, " subtracts varies within a row", form));
+  }
+  // p sums e over the same chunks.
+  std::unordered_map<const VarNode*, Expr> to_q;
+  for (size_t d = 0; d < p->axes.size(); ++d) to_q[p->axes[d].get()] = q->axes[d];
+  to_q[p->reduce_axes[0].get()] = q->reduce_axes[0];
+  Expr pb = Substitute(p->body, to_q);
+  if (const auto* sel = As<SelectNode>(pb)) {
+    if (!cond || !Identical(sel->cond, cond)) pb = nullptr;
+    if (pb) pb = sel->true_value;
+  } else if (cond) {
+    pb = nullptr;
+  }
+  if (!pb || !Identical(pb, e)) {
+    return Precondition(prim, absl::StrCat("stage ", p->name, " does not sum the value that ",
+                                           q->name, " squares", form));
+  }
+  // M = F[..] / N, F the stage that sums p over c.
+  const auto* div = As<BinaryNode>(m);
+  const auto* total = div ? As<FloatImmNode>(div->b) : nullptr;
+  const auto* mean_load = div ? As<LoadNode>(div->a) : nullptr;
+  const Stage* f = mean_load ? FindStage(mean_load->buffer->name) : nullptr;
+  bool f_ok = f && f->reduce == ReduceOp::kSum && f->reduce_axes.size() == 1;
+  if (f_ok) {
+    const auto* fl = As<LoadNode>(f->body);
+    f_ok = fl && fl->buffer.get() == p->buffer.get();
+  }
+  if (!div || div->op != BinaryOp::kDiv || !total || !f_ok) {
+    return Precondition(
+        prim, absl::StrCat("the value stage ", q->name, " subtracts is not the sum of ", p->name,
+                           " over its chunks divided by a constant", form));
+  }
+  // G: the stage that sums q over c.
+  int g = -1;
+  for (int i : Consumers(q->buffer.get())) {
+    const auto* gl = As<LoadNode>(stages_[i].body);
+    if (stages_[i].reduce == ReduceOp::kSum && gl && gl->buffer.get() == q->buffer.get() &&
+        stages_[i].reduce_axes.size() == 1) {
+      g = i;
+    }
+  }
+  if (g < 0 || Consumers(q->buffer.get()).size() != 1) {
+    return Precondition(prim, absl::StrCat("stage ", q->name,
+                                           " must be read only by the stage that sums it over "
+                                           "its chunks"));
+  }
+  // Rewrite: q[.., c] = sum over k of (e - p[.., c] / n(c))^2 and
+  //          G[..] = sum over c of q[.., c] + n(c) * (p[.., c] / n(c) - M)^2,
+  // n(c) the number of elements of chunk c (Chan et al.'s pairwise variance: exact).
+  const DType t = e->dtype;
+  const int64_t chunk = q->iters[q->axes.size()].extent;
+  const int64_t count = static_cast<int64_t>(total->value);
+  auto n_of = [&](const Expr& cv) {
+    if (!cond) return MakeFloat(static_cast<double>(chunk), t);
+    return MakeCast(t, MakeMin(MakeInt(chunk), MakeInt(count) - cv * chunk));
+  };
+  std::vector<Expr> q_idx(q->axes.begin(), q->axes.end());
+  Expr dev = e - MakeLoad(p->buffer, q_idx) / n_of(c);
+  Expr square = dev * dev;
+  q->body = cond ? MakeSelect(cond, square, MakeFloat(0, t)) : square;
+  Stage& gs = stages_[g];
+  std::vector<Expr> g_idx(gs.axes.begin(), gs.axes.end());
+  g_idx.push_back(gs.reduce_axes[0]);
+  std::unordered_map<const VarNode*, Expr> to_g;
+  for (size_t d = 0; d + 1 < q->axes.size(); ++d) to_g[q->axes[d].get()] = gs.axes[d];
+  const Expr cg = gs.reduce_axes[0];
+  Expr shift = MakeLoad(p->buffer, g_idx) / n_of(cg) - Substitute(m, to_g);
+  gs.body = MakeLoad(q->buffer, g_idx) + n_of(cg) * (shift * shift);
+  // q no longer waits for the row sums: it moves right after p (stages stay in dependence
+  // order, and kernels run in stage order).
+  const int qi = StageIndex(q->name), pi = StageIndex(p->name);
+  if (qi > pi + 1) {
+    Stage moved = std::move(stages_[qi]);
+    stages_.erase(stages_.begin() + qi);
+    stages_.insert(stages_.begin() + pi + 1, std::move(moved));
+  }
+  Record(Instruction{prim, {RVName(sq_block.id), RVName(sum_block.id)}, {}, {}, {}});
+  return absl::OkStatus();
+}
+
 absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
   const char* prim = "rfactor";
   auto l = MutableLoop(loop, prim);
@@ -1647,6 +1782,12 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
       if (k == "compute_at") return sch.ComputeAt(BlockRV{b}, LoopRV{l});
       if (k == "reverse_compute_at") return sch.ReverseComputeAt(BlockRV{b}, LoopRV{l});
       return sch.DecomposeReduction(BlockRV{b}, LoopRV{l});
+    }
+    if (k == "center_partials") {
+      int b2 = -1;
+      TESSEL_RETURN_IF_ERROR(input(0, 'b', &b));
+      TESSEL_RETURN_IF_ERROR(input(1, 'b', &b2));
+      return sch.CenterPartials(BlockRV{b}, BlockRV{b2});
     }
     if (k == "fuse_online_max") {
       TESSEL_RETURN_IF_ERROR(input(0, 'b', &b));

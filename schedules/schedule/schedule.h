@@ -134,6 +134,15 @@ class Schedule {
   // max stage has no loops of its own from then on and follows this stage's attachment.
   absl::Status FuseOnlineMax(BlockRV block);
 
+  // Variance partials that need no global mean. `sq_block` and `sum_block` are rfactor partials
+  // over the same chunks c of a row: q[.., c] = sum over k of (e - M)^2 and p[.., c] = sum over
+  // k of e, where M = (sum over c of p) / N. Afterwards q is centred on its own chunk's mean,
+  // q[.., c] = sum over k of (e - p[.., c] / n(c))^2, and the stage that sums q over c adds
+  // n(c) * (p[.., c] / n(c) - M)^2 per chunk (Chan et al.'s pairwise update: exact in real
+  // arithmetic). q then reads p of its own chunk only, so both can run in one kernel and read
+  // the input once (compute_at p into q's chunk loop).
+  absl::Status CenterPartials(BlockRV sq_block, BlockRV sum_block);
+
   // Annotation keys with a meaning for lowering: stage "auto_unroll_max_step" (unroll inner loops
   // whose total trip count is at most the value), loop "pipeline_depth" (reserved).
 
@@ -183,6 +192,8 @@ class Schedule {
   // and detaches stages attached to a dropped (derived) loop of it.
   void ResetLoops(Stage* s, const std::vector<int64_t>& root_extents);
   bool IsAttachedWithin(const Stage& s, const std::string& ancestor) const;
+  // The root stage of the kernel (or host nest) that computes `s`.
+  std::string KernelRoot(const Stage& s) const;
   std::string NewVarName(const Stage& s, const std::string& base) const;
 
   std::shared_ptr<const Workload> workload_;

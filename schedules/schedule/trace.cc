@@ -37,7 +37,8 @@ const std::vector<std::string>& InstructionKinds() {
                                                  "annotate_stage",
                                                  "decompose_reduction",
                                                  "rfactor",
-                                                 "fuse_online_max"};
+                                                 "fuse_online_max",
+                                                 "center_partials"};
   return kinds;
 }
 

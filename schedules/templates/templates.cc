@@ -297,10 +297,45 @@ absl::Status PartialRowReduceCuda(Schedule* s, const std::string& name, int64_t 
   return CrossThreadReduce(s, b, ThreadsFor(s->LoopExtent(bl.back()), 256), true, o.reduce_unroll);
 }
 
+// Layernorm statistics in one read of the input: the row sums and the centred squares of each
+// chunk in one kernel (rfactor both, center_partials, the sums computed at the squares' block),
+// then one block per row combines each.
+absl::Status CenteredStatsCuda(Schedule* s, int64_t chunk, const TemplateOptions& o) {
+  std::vector<BlockRV> rf;
+  for (const char* name : {"x_sum", "sq_sum"}) {
+    TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
+    TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(b));
+    TESSEL_ASSIGN_OR_RETURN(auto ks, s->Split(loops.back(), {-1, chunk}));
+    TESSEL_ASSIGN_OR_RETURN(auto r, s->RFactor(ks[0]));
+    rf.push_back(r);
+  }
+  TESSEL_RETURN_IF_ERROR(s->CenterPartials(rf[1], rf[0]));
+  TESSEL_ASSIGN_OR_RETURN(auto ql, s->GetLoops(rf[1]));
+  TESSEL_ASSIGN_OR_RETURN(auto fused, s->Fuse({ql[0], ql[1]}));
+  TESSEL_RETURN_IF_ERROR(s->Bind(fused, "blockIdx.x"));
+  const int64_t threads = std::min<int64_t>(256, chunk);
+  TESSEL_RETURN_IF_ERROR(CrossThreadReduce(s, rf[1], threads, false, o.reduce_unroll));
+  TESSEL_RETURN_IF_ERROR(s->ComputeAt(rf[0], fused));
+  TESSEL_RETURN_IF_ERROR(CrossThreadReduce(s, rf[0], threads, false, o.reduce_unroll));
+  for (const char* name : {"x_sum", "sq_sum"}) {
+    TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
+    TESSEL_ASSIGN_OR_RETURN(auto bl, s->GetLoops(b));
+    TESSEL_RETURN_IF_ERROR(
+        CrossThreadReduce(s, b, ThreadsFor(s->LoopExtent(bl.back()), 256), true, o.reduce_unroll));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LayernormCuda(Schedule* s, const TemplateOptions& o) {
   TESSEL_RETURN_IF_ERROR(InlineInjective(s));
-  TESSEL_RETURN_IF_ERROR(PartialRowReduceCuda(s, "x_sum", o.partial_chunk, o));
-  TESSEL_RETURN_IF_ERROR(PartialRowReduceCuda(s, "sq_sum", o.partial_chunk, o));
+  TESSEL_ASSIGN_OR_RETURN(auto xb, s->GetBlock("x_sum"));
+  TESSEL_ASSIGN_OR_RETURN(auto xl, s->GetLoops(xb));
+  if (o.center_variance && s->LoopExtent(xl.back()) > o.partial_chunk) {
+    TESSEL_RETURN_IF_ERROR(CenteredStatsCuda(s, o.partial_chunk, o));
+  } else {
+    TESSEL_RETURN_IF_ERROR(PartialRowReduceCuda(s, "x_sum", o.partial_chunk, o));
+    TESSEL_RETURN_IF_ERROR(PartialRowReduceCuda(s, "sq_sum", o.partial_chunk, o));
+  }
   // Normalize: columns over blocks and threads, the rows of one column chunk in one thread (the
   // weight and bias of the chunk are loaded once for all rows).
   TESSEL_ASSIGN_OR_RETURN(auto y, s->GetBlock("Y"));

@@ -27,6 +27,9 @@ struct TemplateOptions {
   int64_t row_blocks_per_sm = 0;
   int64_t row_grid = 0;
   int64_t partial_chunk = 8192;
+  // Layernorm: the variance partials centred on their own chunk's mean (center_partials), so
+  // that the sums and the squares of a chunk come from one kernel and one read of the input.
+  bool center_variance = true;
   // Row reductions: 16-byte loads each thread keeps in flight (16: softmax (4096, 65536) at 0.69
   // of the copy bandwidth on an H200, against 0.675 with 4 and 0.60 with 2).
   int64_t reduce_unroll = 16;

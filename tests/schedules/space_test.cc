@@ -129,7 +129,9 @@ TEST(Rules, CrossThreadReductionSplitsFewLongRowsOverBlocks) {
   const SpaceGenerator gen = Space("layernorm(rows=16, cols=65536)", CudaTarget("sm_90"));
   const Trace& t = gen.sketches()[0];
   auto k = Kinds(t);
-  EXPECT_EQ(k["rfactor"], 2);  // x_sum and sq_sum
+  EXPECT_EQ(k["rfactor"], 2);          // x_sum and sq_sum
+  EXPECT_EQ(k["center_partials"], 1);  // the squares centred per chunk: one read for both
+  EXPECT_EQ(k["compute_at"], 1);       // the sums computed in the squares' kernel
   EXPECT_EQ(k.count("fuse_online_max"), 0u);
 }
 

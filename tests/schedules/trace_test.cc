@@ -15,6 +15,7 @@
 
 #include "schedules/lower/lower.h"
 #include "schedules/schedule/schedule.h"
+#include "schedules/workload/builtins.h"
 #include "tests/schedules/test_workloads.h"
 
 namespace tessel::schedules {
@@ -142,6 +143,22 @@ Schedule HostOnlineSoftmax(uint64_t seed) {
   return sch;
 }
 
+// Layernorm statistics: both partial sums over chunks, the squares centred per chunk.
+Schedule HostCenteredLayernorm(uint64_t seed) {
+  auto w = schedules::ParseWorkloadSpec("layernorm(rows=2, cols=64)");
+  if (!w.ok()) throw std::runtime_error("workload");
+  Schedule sch = NewSchedule(*w, seed);
+  if (!sch.ComputeInline(BlockOf(sch, "mean")).ok()) throw std::runtime_error("compute_inline");
+  std::vector<BlockRV> rf;
+  for (const char* name : {"x_sum", "sq_sum"}) {
+    BlockRV b = BlockOf(sch, name);
+    std::vector<LoopRV> ks = ValueOrDie(sch.Split(LoopsOf(sch, b)[1], {-1, 16}));
+    rf.push_back(ValueOrDie(sch.RFactor(ks[0])));
+  }
+  if (!sch.CenterPartials(rf[1], rf[0]).ok()) throw std::runtime_error("center_partials");
+  return sch;
+}
+
 struct Recorded {
   std::string name;
   std::function<Schedule(uint64_t)> make;
@@ -149,10 +166,13 @@ struct Recorded {
 };
 
 std::vector<Recorded> AllRecorded() {
-  return {
-      {"CudaTiledMatmul", CudaTiledMatmul, true},  {"HostSoftmax", HostSoftmax, false},
-      {"HostMatmulRelu", HostMatmulRelu, false},   {"HostChainScoped", HostChainScoped, false},
-      {"HostChainMerged", HostChainMerged, false}, {"HostOnlineSoftmax", HostOnlineSoftmax, false}};
+  return {{"CudaTiledMatmul", CudaTiledMatmul, true},
+          {"HostSoftmax", HostSoftmax, false},
+          {"HostMatmulRelu", HostMatmulRelu, false},
+          {"HostChainScoped", HostChainScoped, false},
+          {"HostChainMerged", HostChainMerged, false},
+          {"HostOnlineSoftmax", HostOnlineSoftmax, false},
+          {"HostCenteredLayernorm", HostCenteredLayernorm, false}};
 }
 
 std::string ProgramText(const Schedule& sch, bool cuda) {
