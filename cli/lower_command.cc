@@ -75,30 +75,8 @@ int RunLower(const LowerOptions& o) {
               << "  target " << target->ToString() << "\n"
               << schedules::ToString(c->program);
   } else if (emit == "json") {
-    nlohmann::json j;
-    j["workload"] = workload->spec;
-    j["workload_key"] = schedules::WorkloadKey(*workload);
-    j["target"] = target->ToString();
-    if (trace) j["trace"] = trace->ToJson();
-    j["source"] = c->source.code;
-    nlohmann::json kernels = nlohmann::json::array();
-    for (const auto& k : c->source.kernels) {
-      kernels.push_back({{"entry", k.entry},
-                         {"grid", k.launch.grid},
-                         {"block", k.launch.block},
-                         {"dynamic_shared_bytes", k.launch.dynamic_shared_bytes},
-                         {"params", k.params}});
-    }
-    j["kernels"] = kernels;
-    nlohmann::json buffers = nlohmann::json::array();
-    for (const auto& b : c->source.buffers) {
-      buffers.push_back({{"name", b.buffer->name},
-                         {"role", schedules::BufferRoleName(b.role)},
-                         {"dtype", schedules::DTypeName(b.buffer->dtype)},
-                         {"shape", b.buffer->shape}});
-    }
-    j["buffers"] = buffers;
-    std::cout << j.dump(2) << "\n";
+    // The candidate file's format (schedules/space/candidate.h), with the source inline.
+    std::cout << schedules::CandidateToJson(*c, "").dump(2) << "\n";
   } else {
     std::cout << c->source.code;
   }

@@ -57,7 +57,8 @@ TEST(Cli, LowerEmitsIrTraceAndJson) {
   EXPECT_THAT(tr.output, HasSubstr("\"version\": 1"));
   Result js = RunTessel("lower -w 'reduce(rows=4, cols=64)' -t cuda --emit json");
   EXPECT_EQ(js.status, 0) << js.output;
-  EXPECT_THAT(js.output, HasSubstr("\"workload_key\""));
+  EXPECT_THAT(js.output, HasSubstr("\"format\": \"tessel-candidate\""));
+  EXPECT_THAT(js.output, HasSubstr("\"key\""));
   EXPECT_THAT(js.output, HasSubstr("\"block\""));
 }
 
