@@ -99,6 +99,12 @@ TEST(Rules, AutoInlineFusesTheEpilogue) {
   auto c = g.Sample(1);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->program.kernels.size(), 1u);
+  // conv2d_bias_relu: the convolution computed in a register of the epilogue's thread.
+  SpaceGenerator conv =
+      Space("conv2d_bias_relu(N=1, C=3, H=9, W=10, K=4, R=3, S=3, padding=2)", CudaTarget("sm_90"));
+  auto cc = conv.Sample(2);
+  ASSERT_TRUE(cc.ok()) << cc.status();
+  EXPECT_EQ(cc->program.kernels.size(), 1u);
   // softmax: the exponentials stage is inlined by auto_inline.
   const SpaceGenerator gen = Space("softmax(rows=200, cols=300)", HostTarget());
   const Trace& t = gen.sketches()[0];
