@@ -437,7 +437,9 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
     }
   }
   if (absl::Status st = PlanShared(k); !st.ok()) return st;
-  ks->launch.dynamic_shared_bytes = dynamic_shared_ ? shared_bytes_ : 0;
+  // The kernel's own dynamic shared memory, or the occupancy limit's padding (lowering), if more.
+  ks->launch.dynamic_shared_bytes =
+      std::max(dynamic_shared_ ? shared_bytes_ : 0, k.launch.dynamic_shared_bytes);
 
   std::string head = absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", threads, ") ",
                                   k.name, "(", absl::StrJoin(params, ", "), ")");

@@ -98,6 +98,13 @@ class Lowerer {
         continue;
       }
       launches_[i] = LaunchOf(static_cast<int>(i));
+      if (auto it = s.annotations.find("max_blocks_per_sm");
+          it != s.annotations.end() && it->second > 0 && target_.is_cuda()) {
+        // An occupancy limit: enough dynamic shared memory per block that no more than this
+        // many blocks fit on an SM (fewer rows in flight, so their re-reads stay in L2).
+        const int64_t per_block = target_.shared_bytes_per_sm / (it->second + 1) + 1024;
+        launches_[i].dynamic_shared_bytes = std::min(per_block, target_.max_shared_bytes_optin);
+      }
       launch_ = launches_[i];
       for (int si : KernelStages(static_cast<int>(i))) {
         for (int leaf : stages_[si].leaves) {

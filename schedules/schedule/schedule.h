@@ -144,7 +144,9 @@ class Schedule {
   absl::Status CenterPartials(BlockRV sq_block, BlockRV sum_block);
 
   // Annotation keys with a meaning for lowering: stage "auto_unroll_max_step" (unroll inner loops
-  // whose total trip count is at most the value), loop "pipeline_depth" (reserved).
+  // whose total trip count is at most the value), a kernel's root stage "max_blocks_per_sm" (CUDA:
+  // at most that many blocks per SM, by padding the dynamic shared memory), loop
+  // "pipeline_depth" (reserved).
 
  private:
   friend absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace,

@@ -21,12 +21,14 @@ Target CudaTarget(const std::string& arch) {
   if (arch == "sm_80") {
     t.device_name = "NVIDIA A100";
     t.max_shared_bytes_optin = 163 * 1024;
+    t.shared_bytes_per_sm = 164 * 1024;
     t.sm_count = 108;
     t.l2_bytes = 40LL << 20;
   } else {
     TESSEL_CHECK(arch == "sm_90") << "no built-in description of " << arch;
     t.device_name = "NVIDIA H100";
     t.max_shared_bytes_optin = 227 * 1024;
+    t.shared_bytes_per_sm = 228 * 1024;
     t.sm_count = 132;
     t.l2_bytes = 50LL << 20;
   }

@@ -20,6 +20,7 @@ struct Target {
   int64_t max_threads_per_block = 1024;
   int64_t max_shared_bytes_per_block = 48 * 1024;  // static limit without the opt-in
   int64_t max_shared_bytes_optin = 48 * 1024;      // dynamic limit after cudaFuncSetAttribute
+  int64_t shared_bytes_per_sm = 48 * 1024;         // what the blocks on one SM share
   int64_t max_registers_per_thread = 255;
   int64_t registers_per_block = 65536;
   int64_t sm_count = 1;

@@ -258,6 +258,9 @@ absl::Status SoftmaxCuda(Schedule* s, const Target& t, const TemplateOptions& o)
   TESSEL_RETURN_IF_ERROR(s->Bind(js[1], "threadIdx.x"));
   if (vec > 1) TESSEL_RETURN_IF_ERROR(s->Vectorize(js[2]));
   if (s->LoopExtent(js[0]) <= 16) TESSEL_RETURN_IF_ERROR(s->Unroll(js[0]));
+  if (o.row_blocks_per_sm_limit > 0) {
+    TESSEL_RETURN_IF_ERROR(s->Annotate(y, "max_blocks_per_sm", o.row_blocks_per_sm_limit));
+  }
   if (o.online_softmax) {
     TESSEL_ASSIGN_OR_RETURN(auto m, s->GetBlock("row_max"));
     TESSEL_RETURN_IF_ERROR(s->SetScope(m, "local"));

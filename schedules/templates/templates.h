@@ -38,6 +38,8 @@ struct TemplateOptions {
   // of the copy bandwidth with it against 0.69 without (its 32 registers let two 1024-thread
   // blocks share an SM, and 264 rows in flight overflow L2; see bench/RESULTS.md).
   bool online_softmax = false;
+  // CUDA row reductions: at most this many blocks per SM (0: no limit), see max_blocks_per_sm.
+  int64_t row_blocks_per_sm_limit = 0;
   // Host: tile sizes of the contraction.
   int64_t host_tile_i = 32, host_tile_j = 64, host_tile_k = 64;
 };

@@ -116,6 +116,30 @@ TEST(FuseOnlineMax, CudaCrossThreadLowersToTwoAllReduces) {
   // Generated CUDA compiles where NVRTC is available: tests/e2e/cuda_compile_test.cc.
 }
 
+TEST(MaxBlocksPerSm, PadsDynamicSharedMemoryToLimitOccupancy) {
+  // One 1024-thread block per SM: half the SM's shared memory and a bit more per block.
+  schedules::TemplateOptions o;
+  o.row_blocks_per_sm_limit = 1;
+  o.online_softmax = true;
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    auto t = schedules::CudaTarget(arch);
+    auto s = schedules::HandwrittenSchedule(Load("softmax(rows=64, cols=4096)"), t, o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    auto src = Generate(*s, t);
+    ASSERT_TRUE(src.ok()) << src.status();
+    ASSERT_EQ(src->kernels.size(), 1u);
+    EXPECT_EQ(src->kernels[0].launch.dynamic_shared_bytes, t.shared_bytes_per_sm / 2 + 1024)
+        << arch;
+    EXPECT_GT(2 * src->kernels[0].launch.dynamic_shared_bytes, t.shared_bytes_per_sm);
+  }
+  // Without the annotation: none.
+  auto plain = schedules::HandwrittenSchedule(Load("softmax(rows=64, cols=4096)"),
+                                              schedules::CudaTarget("sm_90"));
+  auto src = Generate(*plain, schedules::CudaTarget("sm_90"));
+  ASSERT_TRUE(src.ok());
+  EXPECT_EQ(src->kernels[0].launch.dynamic_shared_bytes, 0);
+}
+
 TEST(FuseOnlineMax, TraceReplaysToTheSameProgram) {
   Schedule s = Fused(Load("softmax(rows=5, cols=40)"));
   auto parsed = schedules::Trace::Parse(s.trace().ToJsonString());
