@@ -325,8 +325,11 @@ absl::Status CudaDevice::Upload(const HostBuffers& host, CudaBuffers* device) {
   }
   // cuMemcpyHtoD from pageable memory returns once the data is staged, before its DMA lands, and
   // stream() is non-blocking (it does not wait for the legacy stream the copies go on): without
-  // this a kernel can read inputs and outputs as they were before the upload.
-  return Check(driver_->cuCtxSynchronize_(), "cuCtxSynchronize", "after the uploads");
+  // this a kernel can read inputs and outputs as they were before the upload. (Not
+  // cuCtxSynchronize: asked for by name at CUDA 13 the driver hands out cuCtxSynchronize_v2,
+  // which takes a context.)
+  return Check(driver_->cuStreamSynchronize_(CU_STREAM_LEGACY), "cuStreamSynchronize",
+               "after the uploads");
 }
 
 absl::Status CudaDevice::Download(const CudaBuffers& device, HostBuffers* host,
