@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -39,17 +40,13 @@ struct MeasureRun {
 };
 
 MeasureRun Measure(const std::string& dir, const std::vector<std::string>& args) {
-  std::vector<std::string> all = {"measure",
-                                  "--cache",
-                                  dir + "/cache",
-                                  "--min-repeats",
-                                  "3",
-                                  "--max-repeats",
-                                  "3",
-                                  "--min-ms",
-                                  "0",
-                                  "--timeout-s",
-                                  "2"};
+  std::vector<std::string> all = {
+      "measure",  "--cache", dir + "/cache", "--min-repeats", "3", "--max-repeats", "3",
+      "--min-ms", "0",       "--no-flush"};
+  // A generous time limit (CI machines are busy); the hang case sets its own.
+  if (std::find(args.begin(), args.end(), "--timeout-s") == args.end()) {
+    all.insert(all.end(), {"--timeout-s", "60"});
+  }
   all.insert(all.end(), args.begin(), args.end());
   TesselProcess p(all, dir + "/measure.log");
   std::optional<int> status = p.Wait(absl::Seconds(60));
@@ -79,7 +76,8 @@ TEST(MeasureCommand, PlantedFaultsAreReportedWithTheirStatus) {
                         Case{Plant::kWrongAnswer, "verify_failed", "verification failed"},
                         Case{Plant::kCompileError, "compile_error", "this is not C++"}}) {
     const std::string file = WriteHostCandidate(dir, "plant" + c.status, c.plant);
-    MeasureRun r = Measure(dir, {"--candidate", file});
+    MeasureRun r =
+        Measure(dir, {"--candidate", file, "--timeout-s", c.plant == Plant::kHang ? "2" : "60"});
     EXPECT_EQ(r.status, 2) << r.output;
     EXPECT_THAT(r.output, StartsWith("status: " + c.status + "\n"));
     EXPECT_THAT(r.output, HasSubstr(c.detail));
