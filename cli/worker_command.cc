@@ -73,6 +73,9 @@ void AddWorkerCommand(CLI::App& app) {
   cmd->add_option("--candidate-timeout-s", o.candidate_timeout_s,
                   "Time limit per candidate when the server sets none")
       ->capture_default_str();
+  cmd->add_option("--register-timeout-s", o.register_timeout_s,
+                  "Time for the server to answer the registration before reconnecting")
+      ->capture_default_str();
   cmd->callback([flags]() { SetExitCode(RunWorkerCommand(*flags)); });
 
   // The worker's measuring child process; not for users (no help entry).

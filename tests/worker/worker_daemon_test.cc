@@ -269,6 +269,26 @@ TEST(WorkerDaemon, DrainTimeoutReturnsWhatIsLeft) {
   EXPECT_THAT(worker.Log(), HasSubstr("at the drain timeout: returning their unmeasured"));
 }
 
+TEST(WorkerDaemon, ASilentServerIsLeftAfterTheRegistrationTimeoutAndSigtermStillStops) {
+  const std::string dir = MakeTempDir("tessel_worker");
+  FakeWorkerServer::Options options;
+  options.silent = true;
+  auto server = FakeWorkerServer::Start(0, options);
+  ASSERT_NE(server, nullptr);
+  std::vector<std::string> args = WorkerArgs(server->address(), dir);
+  args.insert(args.end(), {"--register-timeout-s", "0.3"});
+  TesselProcess worker(args, dir + "/worker.log");
+  // It gives up on the first registration and tries again.
+  size_t first = 0;
+  ASSERT_TRUE(server->WaitFor(IsRegister, absl::Seconds(30), 0, &first).has_value());
+  ASSERT_TRUE(server->WaitFor(IsRegister, absl::Seconds(30), first + 1).has_value())
+      << worker.Log();
+  EXPECT_THAT(worker.Log(), HasSubstr("did not answer the registration in 0.3 s"));
+  // A SIGTERM while a registration waits for its answer ends the worker at once.
+  worker.Signal(SIGTERM);
+  EXPECT_EQ(worker.Wait(absl::Seconds(5)), 0) << worker.Log();
+}
+
 TEST(WorkerDaemon, ServerOfAnotherProtocolVersionIsRefused) {
   const std::string dir = MakeTempDir("tessel_worker");
   FakeWorkerServer::Options options;

@@ -44,6 +44,7 @@ namespace tessel::testing {
 struct FakeWorkerServerOptions {
   uint32_t protocol_version = proto::kWorkerProtocolVersion;  // sent in Registered
   std::string reject_reason;                                  // non-empty: reject
+  bool silent = false;                                        // never answer the registration
 };
 
 // The server side of the worker protocol, as a test drives it: answers a registration (or rejects
@@ -88,6 +89,13 @@ class FakeWorkerServer final : public proto::Worker::Service {
     if (!first.has_register_()) {
       Record(first);
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "first message must register");
+    }
+    if (options_.silent) {
+      Record(first);
+      proto::WorkerMessage ignored;
+      while (stream->Read(&ignored)) {
+      }
+      return grpc::Status::OK;
     }
     absl::Status version = proto::CheckWorkerProtocol(first.register_().protocol_version(),
                                                       first.register_().worker_id());

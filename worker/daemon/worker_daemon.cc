@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "proto/convert.h"
@@ -296,8 +297,28 @@ absl::Status Daemon::Session(bool* registered) {
   reg->set_version(options_.version);
   reg->set_max_batches(static_cast<uint32_t>(options_.max_batches));
   for (const auto& d : devices_) *reg->add_devices() = d->info;
+  // A server that does not answer the registration in time (or a SIGTERM meanwhile) cancels it.
+  {
+    absl::MutexLock lock(&write_mu_);
+    context_ = &context;
+  }
+  absl::Notification answered;
+  std::thread watchdog([&] {
+    if (!answered.WaitForNotificationWithTimeout(absl::Seconds(options_.register_timeout_s))) {
+      Log(absl::StrFormat("the server at %s did not answer the registration in %.3g s",
+                          options_.server, options_.register_timeout_s));
+      context.TryCancel();
+    }
+  });
   proto::ServerMessage first;
-  if (!stream->Write(hello) || !stream->Read(&first)) {
+  const bool got_answer = stream->Write(hello) && stream->Read(&first);
+  answered.Notify();
+  watchdog.join();
+  {
+    absl::MutexLock lock(&write_mu_);
+    context_ = nullptr;
+  }
+  if (!got_answer) {
     const grpc::Status st = stream->Finish();
     if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
         st.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
@@ -700,6 +721,8 @@ void Daemon::Drain(bool* force) {
     if (stream_ != nullptr && !writes_done_) {
       stream_->WritesDone();
       writes_done_ = true;
+    } else if (stream_ == nullptr && context_ != nullptr) {
+      context_->TryCancel();  // a registration still waiting for its answer
     }
   }
   Log("drained: every batch held was finished or returned");

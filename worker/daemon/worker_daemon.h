@@ -39,6 +39,7 @@ struct WorkerOptions {
   double reconnect_max_s = 10;
   double drain_timeout_s = 120;     // after SIGTERM, to finish the batches held
   double candidate_timeout_s = 60;  // per candidate when the batch does not set timeout_s
+  double register_timeout_s = 30;   // for the server's answer to the registration
   std::string executable;           // binary of the measuring children; empty: this one
 };
 
