@@ -196,12 +196,16 @@ absl::StatusOr<CandidateFile> ReadCandidateFile(const std::string& path) {
   if (!target.ok()) return Malformed(path, std::string(target.status().message()));
   f.target = std::move(*target);
   // Trace.
-  if (!j.contains("trace") || !j["trace"].is_object()) {
-    return Malformed(path, "\"trace\" must be a trace object");
+  if (!j.contains("trace") || !(j["trace"].is_object() || j["trace"].is_null())) {
+    return Malformed(path, "\"trace\" must be a trace object (null for the reference)");
   }
-  auto trace = Trace::FromJson(j["trace"]);
-  if (!trace.ok()) return Malformed(path, absl::StrCat("its trace: ", trace.status().message()));
-  f.trace = std::move(*trace);
+  if (j["trace"].is_object()) {
+    auto trace = Trace::FromJson(j["trace"]);
+    if (!trace.ok()) {
+      return Malformed(path, absl::StrCat("its trace: ", trace.status().message()));
+    }
+    f.trace = std::move(*trace);
+  }
   // Source, as stored.
   TESSEL_ASSIGN_OR_RETURN(f.source.code, str(j, "code"));
   f.source.target = f.target.kind;

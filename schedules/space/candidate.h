@@ -66,7 +66,7 @@ absl::StatusOr<std::string> WriteCandidateFiles(const Candidate& c, const std::s
 struct CandidateFile {
   Workload workload;
   Target target;
-  Trace trace;
+  std::optional<Trace> trace;  // nullopt: the reference lowering
   GeneratedSource source;
 };
 absl::StatusOr<CandidateFile> ReadCandidateFile(const std::string& path);

@@ -19,7 +19,9 @@
 namespace tessel::worker {
 
 // The functions Tessel uses. X(name): `name` is the cuda.h name (macros such as cuMemAlloc ->
-// cuMemAlloc_v2 pick the ABI; the symbol is requested by its base name).
+// cuMemAlloc_v2 pick the ABI; the symbol is requested by its base name). Not cuCtxSynchronize:
+// asked for by name at CUDA 13 it resolves to cuCtxSynchronize_v2, which takes a context, and a
+// call through the old signature crashes; wait on a stream instead.
 #define TESSEL_CUDA_DRIVER_FUNCTIONS(X) \
   X(cuInit)                             \
   X(cuDriverGetVersion)                 \
@@ -34,7 +36,6 @@ namespace tessel::worker {
   X(cuDevicePrimaryCtxRelease)          \
   X(cuCtxSetCurrent)                    \
   X(cuCtxGetCurrent)                    \
-  X(cuCtxSynchronize)                   \
   X(cuModuleLoadDataEx)                 \
   X(cuModuleUnload)                     \
   X(cuModuleGetFunction)                \
