@@ -40,6 +40,10 @@ struct TimingOptions {
   int max_repeats = 1000;     // at most this many, even when min_total_ms is not reached
   double min_total_ms = 200;  // keep repeating until the repeats add up to this much
   bool flush_cache = true;    // flush L2 (GPU) or the last-level cache (host) before each repeat
+  // Host: once min_repeats are done, stop when this much wall time (flushes included) has passed,
+  // even if min_total_ms is not reached (a microsecond kernel would otherwise run max_repeats
+  // cache flushes, each far longer than the kernel).
+  double max_wall_ms = 5000;
 };
 
 // Every repeat's time, in the order measured, and summaries.

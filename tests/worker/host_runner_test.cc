@@ -216,6 +216,23 @@ TEST_F(WorkerHostRunnerTest, TimingReturnsEveryRepeat) {
   EXPECT_EQ(m->repeats_ms.size(), 3u);
 }
 
+TEST_F(WorkerHostRunnerTest, TimingStopsAtTheWallClockLimit) {
+  // A microsecond kernel never reaches min_total_ms; the flushes would take max_repeats times
+  // their own cost. The wall-clock limit ends it once min_repeats are done.
+  absl::StatusOr<HostModule> module = CompileHost(Vadd(kVaddCandidate), options_.run.host);
+  ASSERT_TRUE(module.ok()) << module.status();
+  absl::StatusOr<HostBuffers> buffers = MakeVerificationBuffers(VaddBuffers(), 9);
+  ASSERT_TRUE(buffers.ok());
+  TimingOptions timing;
+  timing.min_repeats = 3;
+  timing.max_repeats = 1000000;
+  timing.min_total_ms = 1e9;
+  timing.max_wall_ms = 0;  // stop as soon as min_repeats are done
+  absl::StatusOr<Timings> t = TimeHostModule(*module, &*buffers, timing);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->repeats_ms.size(), 3u);
+}
+
 TEST_F(WorkerHostRunnerTest, WrongBufferCountIsAnError) {
   absl::StatusOr<HostModule> module = CompileHost(Vadd(kVaddCandidate), options_.run.host);
   ASSERT_TRUE(module.ok()) << module.status();

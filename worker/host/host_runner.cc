@@ -137,8 +137,10 @@ absl::StatusOr<Timings> TimeHostModule(const HostModule& module, HostBuffers* bu
   for (int i = 0; i < options.warmup_runs; ++i) module.Call(ptrs.data());
   std::vector<double> repeats;
   double total = 0;
+  const auto wall_start = std::chrono::steady_clock::now();
   while (static_cast<int>(repeats.size()) < options.max_repeats) {
-    if (static_cast<int>(repeats.size()) >= options.min_repeats && total >= options.min_total_ms) {
+    if (static_cast<int>(repeats.size()) >= options.min_repeats &&
+        (total >= options.min_total_ms || MsSince(wall_start) >= options.max_wall_ms)) {
       break;
     }
     if (options.flush_cache) FlushHostCaches();
