@@ -51,11 +51,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "schedules/codegen/cuda_codegen.h"
 #include "schedules/codegen/source.h"
 #include "schedules/ir/buffer.h"
-#include "schedules/lower/lower.h"
-#include "schedules/lower/verify.h"
 #include "schedules/schedule/schedule.h"
 #include "schedules/space/space_generator.h"
 #include "schedules/workload/builtins.h"
@@ -165,24 +162,17 @@ absl::StatusOr<std::vector<CandidateSpec>> LoadTraceCandidates(const std::string
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     absl::StatusOr<schedules::Trace> trace = schedules::Trace::Parse(text);
     if (!trace.ok()) return trace.status();
-    absl::StatusOr<schedules::Schedule> sch = schedules::Replay(*w, *trace);
-    if (!sch.ok()) return sch.status();
-    absl::StatusOr<schedules::Program> program = schedules::Lower(*sch, target);
-    if (!program.ok()) return program.status();
-    if (absl::Status v = schedules::VerifyProgram(*program, target); !v.ok()) return v;
-    absl::StatusOr<GeneratedSource> source = schedules::GenerateCuda(*program, target);
-    if (!source.ok()) return source.status();
-    absl::StatusOr<schedules::Program> ref_program = schedules::LowerReference(*w, target);
-    if (!ref_program.ok()) return ref_program.status();
-    absl::StatusOr<GeneratedSource> ref = schedules::GenerateCuda(*ref_program, target);
+    absl::StatusOr<schedules::Candidate> cand = schedules::BuildCandidate(*w, target, *trace);
+    if (!cand.ok()) return cand.status();
+    absl::StatusOr<schedules::Candidate> ref = schedules::BuildCandidate(*w, target, std::nullopt);
     if (!ref.ok()) return ref.status();
     CandidateSpec c;
     c.name = file == e.file
                  ? std::string(e.name)
                  : absl::StrCat(e.name, file.substr(std::string(e.file).size() - 16,
                                                     file.size() - std::string(e.file).size()));
-    c.source = std::move(*source);
-    c.reference = std::move(*ref);
+    c.source = std::move(cand->source);
+    c.reference = std::move(ref->source);
     // Matmul is compared by its arithmetic, the others by their compulsory traffic.
     const bool compute_bound = w->name == "matmul";
     c.flops = compute_bound ? w->Flops() : 0;

@@ -18,6 +18,16 @@ int FindStageIndex(const std::vector<Stage>& stages, const std::string& name) {
   return -1;
 }
 
+int KernelRootIndex(const std::vector<Stage>& stages, int stage) {
+  int cur = stage;
+  for (int depth = 0; depth < 1000 && stages[cur].attach.kind == AttachPoint::Kind::kAt; ++depth) {
+    const int up = FindStageIndex(stages, stages[cur].attach.stage);
+    if (up < 0) break;
+    cur = up;
+  }
+  return cur;
+}
+
 std::vector<std::pair<int, int>> EnclosingLoops(const std::vector<Stage>& stages, int stage,
                                                 int iter) {
   std::vector<std::pair<int, int>> chain;
@@ -172,19 +182,6 @@ class Inferencer {
     return g;
   }
 
-  // Index of the root stage of the kernel that computes stage `si`.
-  int KernelRootIndex(int si) const {
-    int cur = si;
-    for (int depth = 0; depth < 1000; ++depth) {
-      const Stage& st = stages_[cur];
-      if (st.attach.kind != AttachPoint::Kind::kAt) break;
-      const int up = FindStageIndex(stages_, st.attach.stage);
-      if (up < 0) break;
-      cur = up;
-    }
-    return cur;
-  }
-
   absl::Status InferRegion(int si, int ti) {
     Stage& s = stages_[si];
     const Stage& t = stages_[ti];
@@ -246,7 +243,7 @@ class Inferencer {
             if (st == ti && it == s.attach.iter) inside = true;
           }
           if (!inside && s.buffer->scope == MemScope::kGlobal &&
-              KernelRootIndex(static_cast<int>(ci)) > KernelRootIndex(ti)) {
+              KernelRootIndex(stages_, static_cast<int>(ci)) > KernelRootIndex(stages_, ti)) {
             continue;  // a later kernel reads the whole buffer (see Schedule::ComputeAt)
           }
           if (!inside) {

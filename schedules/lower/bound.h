@@ -44,5 +44,8 @@ std::vector<std::pair<int, int>> EnclosingLoops(const std::vector<Stage>& stages
                                                 int iter);
 
 int FindStageIndex(const std::vector<Stage>& stages, const std::string& name);
+// The index of the root stage of the kernel (or host nest) that computes stage `stage`: the end
+// of its chain of attachments.
+int KernelRootIndex(const std::vector<Stage>& stages, int stage);
 
 }  // namespace tessel::schedules

@@ -290,16 +290,7 @@ class Lowerer {
     for (size_t i = 0; i < stages_.size(); ++i) {
       const Stage& s = stages_[i];
       if (s.inlined() || !s.computed_by.empty()) continue;
-      bool inside = static_cast<int>(i) == root;
-      const Stage* cur = &s;
-      for (int depth = 0; !inside && depth < 1000 && cur->attach.kind == AttachPoint::Kind::kAt;
-           ++depth) {
-        if (cur->attach.stage == stages_[root].name) inside = true;
-        int pi = FindStageIndex(stages_, cur->attach.stage);
-        if (pi < 0) break;
-        cur = &stages_[pi];
-      }
-      if (inside) out.push_back(static_cast<int>(i));
+      if (KernelRootIndex(stages_, static_cast<int>(i)) == root) out.push_back(static_cast<int>(i));
     }
     return out;
   }
@@ -493,6 +484,14 @@ class Lowerer {
 
     // Innermost statement.
     const DType vt = value->dtype;
+    // The initialization of a reduction stored in place (not across threads): the output, and
+    // with the online normalizer the maximum too.
+    auto init_in_place = [&]() {
+      return MakeSeq(
+          {MakeStore(out, out_idx, ReduceIdentity(*s.reduce, vt)),
+           online ? MakeStore(max_out, max_idx, ReduceIdentity(ReduceOp::kMax, max_out->dtype))
+                  : Stmt()});
+    };
     BufferPtr acc_buf;
     Stmt body;
     const bool wide = wide_ && s.reduce && !online && cross < 0 && s.init_at < 0 && IsFloat(vt);
@@ -588,12 +587,7 @@ class Lowerer {
                         MakeStore(out, out_idx, MakeCast(vt, MakeLoad(acc_buf, {MakeInt(0)}))))}));
       } else if (s.reduce && p == init_pos && cross < 0) {
         // The initialization nest: the spatial loops at and below this position.
-        Stmt init =
-            MakeIf(spatial_cond,
-                   MakeSeq({MakeStore(out, out_idx, ReduceIdentity(*s.reduce, vt)),
-                            online ? MakeStore(max_out, max_idx,
-                                               ReduceIdentity(ReduceOp::kMax, max_out->dtype))
-                                   : Stmt()}));
+        Stmt init = MakeIf(spatial_cond, init_in_place());
         for (int q = static_cast<int>(s.leaves.size()) - 1; q >= p; --q) {
           if (!s.iters[s.leaves[q]].reduce) init = MakeLoop(s, s.leaves[q], init, unrolled[q]);
         }
@@ -644,11 +638,7 @@ class Lowerer {
     if (s.leaves.empty()) {
       // A 0-d stage: the body alone (with the reduction's init if any).
       if (s.reduce && cross < 0) {
-        body = MakeSeq(
-            {MakeStore(out, out_idx, ReduceIdentity(*s.reduce, vt)),
-             online ? MakeStore(max_out, max_idx, ReduceIdentity(ReduceOp::kMax, max_out->dtype))
-                    : Stmt(),
-             body});
+        body = MakeSeq({init_in_place(), body});
       }
     }
     return body;

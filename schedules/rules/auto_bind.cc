@@ -20,11 +20,8 @@ std::string FusableReduction(const Schedule& s, const Stage& st) {
     if (!p || p->inlined() || !p->reduce) continue;
     if (!found.empty() && found != p->name) return "";
     if (rules::IsScheduled(*p) || rules::ConsumersOf(s, p->name).size() != 1 ||
-        p->buffer->shape != st.buffer->shape || l->indices.size() != st.axes.size()) {
+        p->buffer->shape != st.buffer->shape || !ReadsAtIdentity(st, p->buffer.get())) {
       return "";
-    }
-    for (size_t d = 0; d < st.axes.size(); ++d) {
-      if (l->indices[d].get() != st.axes[d].get()) return "";
     }
     found = p->name;
   }

@@ -15,6 +15,7 @@
 #include "schedules/ir/substitute.h"
 #include "schedules/rules/rule_util.h"
 #include "schedules/rules/schedule_rule.h"
+#include "schedules/util/check.h"
 #include "schedules/util/status_macros.h"
 
 namespace tessel::schedules {
@@ -65,10 +66,11 @@ class CrossThreadReduction final : public ScheduleRule {
       return std::vector<Schedule>{std::move(s)};
     }
     std::vector<Schedule> out;
+    const std::string online_sum = OnlineSum(sch, reds);
     for (bool online : {false, true}) {
-      if (online && !OnlineApplies(sch, reds)) continue;
+      if (online && online_sum.empty()) continue;
       Schedule s = sch;
-      TESSEL_RETURN_IF_ERROR(AtConsumer(&s, stage, reds, online));
+      TESSEL_RETURN_IF_ERROR(AtConsumer(&s, stage, reds, online ? online_sum : ""));
       out.push_back(std::move(s));
     }
     return out;
@@ -202,18 +204,19 @@ class CrossThreadReduction final : public ScheduleRule {
     return absl::OkStatus();
   }
 
-  // Softmax: the sum of exponentials reads the maximum of the same exponent.
-  static bool OnlineApplies(const Schedule& sch, const std::vector<std::string>& reds) {
+  // Softmax: the sum of exponentials among `reds` that fuse_online_max applies to, or "".
+  static std::string OnlineSum(const Schedule& sch, const std::vector<std::string>& reds) {
     for (const std::string& r : reds) {
       Schedule s = sch;
       auto b = s.GetBlock(r);
-      if (b.ok() && s.FuseOnlineMax(*b).ok()) return true;
+      if (b.ok() && s.FuseOnlineMax(*b).ok()) return r;
     }
-    return false;
+    return "";
   }
 
   absl::Status AtConsumer(Schedule* s, const std::string& consumer,
-                          const std::vector<std::string>& reds, bool online) const {
+                          const std::vector<std::string>& reds,
+                          const std::string& online_sum) const {
     TESSEL_ASSIGN_OR_RETURN(BlockRV y, s->GetBlock(consumer));
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> yl, s->GetLoops(y));
     LoopRV row = yl[0];
@@ -221,7 +224,7 @@ class CrossThreadReduction final : public ScheduleRule {
       // One value per row (a mean): the block's threads reduce, the row is written once.
       TESSEL_ASSIGN_OR_RETURN(IntRV threads, Threads(s, ReduceExtent(*s->FindStage(reds.front()))));
       TESSEL_RETURN_IF_ERROR(s->Bind(row, "blockIdx.x"));
-      return AttachReductions(s, reds, row, threads, online);
+      return AttachReductions(s, reds, row, threads, online_sum);
     }
     if (yl.size() > 2) {
       TESSEL_ASSIGN_OR_RETURN(row, s->Fuse({yl.begin(), yl.end() - 1}));
@@ -233,28 +236,22 @@ class CrossThreadReduction final : public ScheduleRule {
     TESSEL_RETURN_IF_ERROR(s->Bind(row, "blockIdx.x"));
     TESSEL_RETURN_IF_ERROR(s->Bind(js[1], "threadIdx.x"));
     TESSEL_RETURN_IF_ERROR(s->Vectorize(js[2]));
-    return AttachReductions(s, reds, row, threads, online);
+    return AttachReductions(s, reds, row, threads, online_sum);
   }
 
-  // Every reduction computed at the consumer's row loop, in registers, across `threads`.
+  // Every reduction computed at the consumer's row loop, in registers, across `threads`; with
+  // `online_sum`, that sum computes its maximum in the same pass (the maximum goes local first:
+  // it follows the sum from then on).
   static absl::Status AttachReductions(Schedule* s, const std::vector<std::string>& reds,
-                                       LoopRV row, IntRV threads, bool online) {
+                                       LoopRV row, IntRV threads, const std::string& online_sum) {
     std::vector<std::string> order = reds;
-    if (online) {
-      for (const std::string& r : reds) {
-        TESSEL_ASSIGN_OR_RETURN(BlockRV b, s->GetBlock(r));
-        if (s->GetStage(b).reduce != ReduceOp::kSum) continue;
-        // The maximum must be local before it follows the sum.
-        const Stage* m = nullptr;
-        for (const std::string& o : reds) {
-          if (s->FindStage(o)->reduce == ReduceOp::kMax) m = s->FindStage(o);
-        }
-        if (m) {
-          TESSEL_ASSIGN_OR_RETURN(BlockRV mb, s->GetBlock(m->name));
-          TESSEL_RETURN_IF_ERROR(s->SetScope(mb, "local"));
-        }
-        if (s->FuseOnlineMax(b).ok()) break;
-      }
+    if (!online_sum.empty()) {
+      TESSEL_ASSIGN_OR_RETURN(BlockRV sum, s->GetBlock(online_sum));
+      std::optional<ExpOfDifference> term = MatchExpOfDifference(s->GetStage(sum).body);
+      TESSEL_CHECK(term.has_value()) << online_sum << " passed fuse_online_max on a copy";
+      TESSEL_ASSIGN_OR_RETURN(BlockRV max, s->GetBlock(term->max->buffer->name));
+      TESSEL_RETURN_IF_ERROR(s->SetScope(max, "local"));
+      TESSEL_RETURN_IF_ERROR(s->FuseOnlineMax(sum));
     }
     std::reverse(order.begin(), order.end());  // consumers first
     for (const std::string& r : order) {

@@ -21,7 +21,7 @@ bool IsScheduled(const Stage& st);
 absl::StatusOr<IntRV> SampleUniform(Schedule* s, std::vector<int64_t> values, int64_t max);
 // Powers of two from `lo` to `hi`.
 std::vector<int64_t> PowersOfTwo(int64_t lo, int64_t hi);
-// Whether some stage reads the buffer of stage `name`.
+// The stages that read the buffer of stage `name`.
 std::vector<std::string> ConsumersOf(const Schedule& s, const std::string& name);
 
 }  // namespace tessel::schedules::rules

@@ -68,19 +68,6 @@ class Inliner : public ExprMutator {
 
 bool Reads(const Stage& s, const Buffer* b) { return !CollectLoads(s.body, b).empty(); }
 
-// Whether every load of `b` in `s` indexes it with exactly the stage's axes, in order.
-bool ReadsAtIdentity(const Stage& s, const Buffer* b) {
-  const std::vector<const LoadNode*> loads = CollectLoads(s.body, b);
-  if (loads.empty()) return false;
-  for (const LoadNode* l : loads) {
-    if (l->indices.size() != s.axes.size()) return false;
-    for (size_t i = 0; i < s.axes.size(); ++i) {
-      if (l->indices[i].get() != s.axes[i].get()) return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -188,12 +175,13 @@ std::string Schedule::NewRV(char kind, RVEntry entry) {
   return name;
 }
 
-absl::StatusOr<Stage*> Schedule::MutableStage(BlockRV b, const char* prim) {
-  if (b.id < 0 || b.id >= static_cast<int>(rvs_.size()) || rvs_[b.id].kind != 'b') {
-    return Invalid(prim, "the stage handle does not belong to this schedule");
+absl::StatusOr<Stage*> Schedule::HandleStage(int id, char kind, const char* prim) {
+  if (id < 0 || id >= static_cast<int>(rvs_.size()) || rvs_[id].kind != kind) {
+    return Invalid(prim, absl::StrCat("the ", kind == 'b' ? "stage" : "loop",
+                                      " handle does not belong to this schedule"));
   }
-  int i = StageIndex(rvs_[b.id].stage);
-  if (i < 0) return Invalid(prim, absl::StrCat("stage ", rvs_[b.id].stage, " no longer exists"));
+  int i = StageIndex(rvs_[id].stage);
+  if (i < 0) return Invalid(prim, absl::StrCat("stage ", rvs_[id].stage, " no longer exists"));
   Stage* s = &stages_[i];
   if (s->inlined()) {
     return Precondition(prim, absl::StrCat("stage ", s->name, " was inlined and has no loops"));
@@ -206,21 +194,14 @@ absl::StatusOr<Stage*> Schedule::MutableStage(BlockRV b, const char* prim) {
   return s;
 }
 
+absl::StatusOr<Stage*> Schedule::MutableStage(BlockRV b, const char* prim) {
+  return HandleStage(b.id, 'b', prim);
+}
+
 absl::StatusOr<std::pair<Stage*, int>> Schedule::MutableLoop(LoopRV l, const char* prim) {
-  if (l.id < 0 || l.id >= static_cast<int>(rvs_.size()) || rvs_[l.id].kind != 'l') {
-    return Invalid(prim, "the loop handle does not belong to this schedule");
-  }
-  int i = StageIndex(rvs_[l.id].stage);
-  if (i < 0) return Invalid(prim, absl::StrCat("stage ", rvs_[l.id].stage, " no longer exists"));
-  Stage* s = &stages_[i];
-  if (s->inlined()) {
-    return Precondition(prim, absl::StrCat("stage ", s->name, " was inlined and has no loops"));
-  }
-  if (!s->computed_by.empty()) {
-    return Precondition(prim,
-                        absl::StrCat("stage ", s->name, " is computed by stage ", s->computed_by,
-                                     " (fuse_online_max); schedule that stage instead"));
-  }
+  auto found = HandleStage(l.id, 'l', prim);
+  if (!found.ok()) return found.status();
+  Stage* s = *found;
   const int iter = rvs_[l.id].iter;
   if (rvs_[l.id].generation != s->loop_generation) {
     // Iter ids restart after a reset; the handle's id may now name another loop.
@@ -311,16 +292,6 @@ bool Schedule::IsAttachedWithin(const Stage& s, const std::string& ancestor) con
 
 // ---------------------------------------------------------------------------------------------
 // Lookup.
-
-std::string Schedule::KernelRoot(const Stage& s) const {
-  const Stage* cur = &s;
-  for (int depth = 0; depth < 1000 && cur->attach.kind == AttachPoint::Kind::kAt; ++depth) {
-    const Stage* up = FindStage(cur->attach.stage);
-    if (!up) break;
-    cur = up;
-  }
-  return cur->name;
-}
 
 absl::StatusOr<BlockRV> Schedule::GetBlock(const std::string& stage_name) {
   const Stage* s = FindStage(stage_name);
@@ -1016,11 +987,11 @@ absl::Status Schedule::ComputeAt(BlockRV block, LoopRV loop) {
   // see all of it.
   const bool whole = s->buffer->scope == MemScope::kGlobal &&
                      s->buffer->shape == t->buffer->shape && ReadsAtIdentity(*t, s->buffer.get());
-  const int target_root = StageIndex(KernelRoot(*t));
+  const int target_root = KernelRootIndex(stages_, StageIndex(t->name));
   for (int c : Consumers(s->buffer.get())) {
     const Stage& cs = stages_[c];
     if (cs.name == t->name || IsAttachedWithin(cs, t->name)) continue;
-    if (whole && StageIndex(KernelRoot(cs)) > target_root) continue;
+    if (whole && KernelRootIndex(stages_, c) > target_root) continue;
     return Precondition(prim,
                         absl::StrCat("stage ", s->name, " is also read by stage ", cs.name,
                                      ", which is not inside stage ", t->name,

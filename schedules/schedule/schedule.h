@@ -161,6 +161,8 @@ class Schedule {
   };
   Schedule() = default;
 
+  // The stage a handle of `kind` ('b' stage, 'l' loop) names, if it can still be scheduled.
+  absl::StatusOr<Stage*> HandleStage(int id, char kind, const char* prim);
   absl::StatusOr<Stage*> MutableStage(BlockRV b, const char* prim);
   // A stage fused into another by fuse_online_max follows that stage's attachment.
   void SyncOnlineMax(const Stage& s);
@@ -194,8 +196,6 @@ class Schedule {
   // and detaches stages attached to a dropped (derived) loop of it.
   void ResetLoops(Stage* s, const std::vector<int64_t>& root_extents);
   bool IsAttachedWithin(const Stage& s, const std::string& ancestor) const;
-  // The root stage of the kernel (or host nest) that computes `s`.
-  std::string KernelRoot(const Stage& s) const;
   std::string NewVarName(const Stage& s, const std::string& base) const;
 
   std::shared_ptr<const Workload> workload_;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "schedules/ir/substitute.h"
+
 namespace tessel::schedules {
 
 int Stage::LeafPosition(int iter) const {
@@ -41,6 +43,18 @@ std::vector<Expr> Stage::IterValues() const {
     }
   }
   return v;
+}
+
+bool ReadsAtIdentity(const Stage& s, const Buffer* b) {
+  const std::vector<const LoadNode*> loads = CollectLoads(s.body, b);
+  if (loads.empty()) return false;
+  for (const LoadNode* l : loads) {
+    if (l->indices.size() != s.axes.size()) return false;
+    for (size_t i = 0; i < s.axes.size(); ++i) {
+      if (l->indices[i].get() != s.axes[i].get()) return false;
+    }
+  }
+  return true;
 }
 
 std::optional<ExpOfDifference> MatchExpOfDifference(const Expr& term) {

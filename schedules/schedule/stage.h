@@ -96,6 +96,10 @@ struct Stage {
   std::vector<Expr> IterValues() const;
 };
 
+// Whether `s` reads `b`, and every load of it indexes it with exactly the stage's axes, in order
+// (an elementwise reader).
+bool ReadsAtIdentity(const Stage& s, const Buffer* b);
+
 // A term of the form exp(e - m[...]): the sum stage of an online softmax normalizer
 // (Schedule::FuseOnlineMax) and its lowering both read it this way.
 struct ExpOfDifference {
