@@ -1,0 +1,44 @@
+#pragma once
+
+// The Tessel server (`tessel serve`, and embedded in `tessel tune`): the client API (service
+// Tessel) and the worker protocol (service Worker) of proto/tessel.proto on one gRPC port, over
+// a tuning log (store/). It owns the job manager, the dispatcher and the worker registry. On
+// start it resumes the unfinished jobs found in the log, counting the trials already recorded.
+//
+// Threads: Start, address, port and Shutdown may be called from any thread; Shutdown once.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace tessel::server {
+
+struct ServerOptions {
+  std::string db_path;                   // the tuning log (SQLite); created when missing
+  std::string listen = "127.0.0.1:0";    // HOST:PORT; port 0 picks a free port
+  int batch_size = 16;                   // candidates per measure batch, unless the job says
+  double heartbeat_timeout_s = 30;       // a worker silent this long is dropped, its work requeued
+  double batch_deadline_s = 600;         // an in-flight batch not answered by then is requeued
+  std::string version;                   // the Tessel release, sent to workers
+  bool quiet = false;                    // no log lines on stderr
+};
+
+class Server {
+ public:
+  virtual ~Server() = default;
+  // HOST:PORT the server listens on (the chosen port when asked for port 0).
+  virtual std::string address() const = 0;
+  virtual int port() const = 0;
+  // Stops accepting, ends the streams, stops dispatch; committed results stay in the log.
+  // Unfinished jobs stay unfinished in the log and resume at the next start.
+  virtual void Shutdown() = 0;
+  // Blocks until Shutdown (from another thread or a signal handler's thread).
+  virtual void Wait() = 0;
+};
+
+// Opens (or creates) the log, resumes unfinished jobs and starts listening. Fails with a message
+// naming the problem for an unreadable or foreign database or an address that cannot be bound.
+absl::StatusOr<std::unique_ptr<Server>> StartServer(const ServerOptions& options);
+
+}  // namespace tessel::server
