@@ -1,0 +1,176 @@
+#pragma once
+
+// The tuning log: every measurement Tessel makes, in one SQLite file (WAL mode), with the jobs
+// and tasks that asked for them, the workloads they measured and the cost models trained on them
+// (DESIGN.md sections 1 and 3). Every record is committed in its own transaction (or a batch of
+// them in one) before AddRecord(s) returns: a crash never leaves a half-written record, and a
+// record the caller was told is stored survives a crash of the process.
+//
+// Schema versions: the file carries its schema version (PRAGMA user_version) and an
+// application id; Open migrates an older Tessel log forward in one transaction, and refuses a
+// newer one or a file that is not a Tessel log, saying so.
+//
+// Threads: a TuningLog may be used from any number of threads at once (it serializes its
+// statements internally). Several processes may open one file; SQLite's locking applies.
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tessel::store {
+
+enum class JobState : uint8_t { kQueued, kRunning, kDone, kCancelled, kFailed };
+const char* JobStateName(JobState s);  // "queued", "running", "done", "cancelled", "failed"
+bool IsFinished(JobState s);           // done, cancelled or failed
+
+struct WorkloadRow {
+  std::string key;        // schedules::WorkloadKey
+  std::string canonical;  // schedules::CanonicalText: enough to rebuild the workload
+  std::string name;       // family ("matmul") or "custom"
+  std::string spec;       // the spec or definition it was first submitted as
+};
+
+struct JobRow {
+  int64_t id = 0;  // assigned by CreateJob
+  std::string name;
+  std::string target_kind;  // "cuda" or "host"
+  std::string target_arch;  // "sm_90"; empty for the host
+  std::string target_key;   // schedules::Target::ToString(): "cuda -arch=sm_90", "host"
+  std::string strategy;     // "random", ...
+  int priority = 0;
+  int64_t trials_budget = 0;  // over all tasks
+  double time_budget_s = 0;   // 0: none
+  uint64_t seed = 0;
+  int batch_size = 0;
+  JobState state = JobState::kQueued;
+  std::string error;
+  int64_t created_unix_ms = 0;
+  int64_t finished_unix_ms = 0;  // 0 while unfinished
+};
+
+struct TaskRow {
+  int64_t id = 0;  // assigned by CreateJob
+  int64_t job_id = 0;
+  std::string workload_key;
+  int64_t trials_budget = 0;
+  JobState state = JobState::kQueued;
+};
+
+struct Record {
+  int64_t id = 0;       // assigned by AddRecord(s)
+  std::string uid;      // globally unique; assigned when empty; import skips a uid it has
+  std::string workload_key;
+  std::string target_key;
+  int64_t job_id = 0;   // 0: not from a job of this log (imported)
+  int64_t task_id = 0;  // 0 likewise
+  uint64_t candidate_id = 0;  // unique within its task: (task_id, candidate_id) is stored once
+  std::string trace_json;     // schedules::Trace JSON; "null" for the reference lowering
+  std::string status;         // worker::MeasureStatusName: "ok", "compile_error", ...
+  std::string error;
+  std::vector<double> repeats_ms;  // every repeat, in order (empty unless ok)
+  double median_ms = 0;            // 0 unless ok
+  double compile_ms = 0;
+  double verify_ms = 0;
+  int registers = 0;          // the most any of its kernels uses per thread
+  int64_t shared_bytes = 0;   // the most static + dynamic shared memory of any kernel
+  int64_t local_bytes = 0;    // the most local memory (spills) per thread of any kernel
+  std::string worker_id;
+  std::string device_name;
+  int device = 0;
+  int64_t unix_ms = 0;  // when measured; set to now when 0
+};
+
+struct TaskCounts {
+  int64_t trials = 0;  // records of every status
+  int64_t ok = 0;
+  double best_ms = 0;  // 0 when none is ok
+};
+
+struct CostModelRow {
+  int64_t id = 0;
+  std::string target_key;
+  std::string kind;         // "xgboost", ...
+  int feature_version = 0;  // of the features it was trained on
+  std::string blob;         // the model's bytes
+  std::string meta_json;    // whatever its owner records (records trained on, metrics)
+  int64_t unix_ms = 0;
+};
+
+struct ImportStats {
+  int64_t workloads_added = 0;
+  int64_t records_added = 0;
+  int64_t records_skipped = 0;  // uid already present
+};
+
+class TuningLog {
+ public:
+  virtual ~TuningLog() = default;
+
+  // Workloads: idempotent by key (the first spec is kept).
+  virtual absl::Status PutWorkload(const WorkloadRow& w) = 0;
+  virtual absl::StatusOr<std::optional<WorkloadRow>> GetWorkload(const std::string& key) = 0;
+
+  // Jobs and tasks. CreateJob stores the job and its tasks in one transaction and fills in
+  // their ids (the workloads must have been put).
+  virtual absl::Status CreateJob(JobRow* job, std::vector<TaskRow>* tasks) = 0;
+  // NotFound naming the job when there is none.
+  virtual absl::Status SetJobState(int64_t job_id, JobState state, const std::string& error = "") = 0;
+  virtual absl::Status SetTaskState(int64_t task_id, JobState state) = 0;
+  virtual absl::StatusOr<JobRow> GetJob(int64_t job_id) = 0;  // NotFound naming the id
+  virtual absl::StatusOr<std::vector<TaskRow>> TasksOf(int64_t job_id) = 0;
+  // Newest first.
+  virtual absl::StatusOr<std::vector<JobRow>> ListJobs(bool unfinished_only) = 0;
+
+  // Records. AddRecord commits one record in one transaction and returns its id;
+  // AlreadyExists when its (task_id, candidate_id) is stored (task_id 0 is never a duplicate).
+  // AddRecords commits all in one transaction (all or none; duplicates are skipped and their id
+  // left 0) and fills in the ids.
+  virtual absl::StatusOr<int64_t> AddRecord(Record* r) = 0;
+  virtual absl::Status AddRecords(std::vector<Record>* rs) = 0;
+  virtual absl::StatusOr<TaskCounts> CountsOf(int64_t task_id) = 0;
+  virtual absl::StatusOr<std::vector<Record>> RecordsOf(int64_t task_id) = 0;
+  // The k fastest ok records of (workload, target), fastest first.
+  virtual absl::StatusOr<std::vector<Record>> TopK(const std::string& workload_key,
+                                                   const std::string& target_key, int k) = 0;
+  // The fastest ok record, or nullopt.
+  virtual absl::StatusOr<std::optional<Record>> Best(const std::string& workload_key,
+                                                     const std::string& target_key) = 0;
+  virtual absl::StatusOr<int64_t> CountOk(const std::string& workload_key,
+                                          const std::string& target_key) = 0;
+  // Every record of a target (any workload), in id order, streamed to `fn` (stop by returning
+  // false): what a cost model trains on.
+  virtual absl::Status ForEachRecordOfTarget(const std::string& target_key,
+                                             const std::function<bool(const Record&)>& fn) = 0;
+
+  // Cost models: the newest of (target, kind) is what LatestCostModel returns.
+  virtual absl::StatusOr<int64_t> SaveCostModel(CostModelRow* m) = 0;
+  virtual absl::StatusOr<std::optional<CostModelRow>> LatestCostModel(const std::string& target_key,
+                                                                      const std::string& kind) = 0;
+
+  // JSON lines: one {"type": "workload", ...} line per workload, then one {"type": "record", ...}
+  // per record (job and task ids are not exported; the uid is). Import adds what it does not
+  // have, in one transaction; a malformed line fails the import with its line number and
+  // nothing is added.
+  virtual absl::Status ExportJsonl(std::ostream& out) = 0;
+  virtual absl::StatusOr<ImportStats> ImportJsonl(std::istream& in) = 0;
+
+  virtual std::string path() const = 0;
+};
+
+struct TuningLogOptions {
+  bool read_only = false;  // deploy-time queries: no writes, no migration (a stale log is an error)
+  int busy_timeout_ms = 5000;
+};
+
+// Opens the log at `path`, creating it (and its schema) when missing unless read_only.
+absl::StatusOr<std::unique_ptr<TuningLog>> OpenTuningLog(const std::string& path,
+                                                         const TuningLogOptions& options = {});
+
+}  // namespace tessel::store
