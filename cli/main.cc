@@ -4,9 +4,11 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/exit_code.h"
+#include "cli/job_commands.h"
 #include "cli/lower_command.h"
 #include "cli/measure_command.h"
 #include "cli/sample_command.h"
+#include "cli/submit_command.h"
 #include "cli/tune_command.h"
 #include "cli/worker_command.h"
 #include "worker/worker_build_info.h"
@@ -21,6 +23,8 @@ int main(int argc, char** argv) {
   tessel::cli::AddTuneCommand(app);
   tessel::cli::AddWorkerCommand(app);
   tessel::cli::AddMeasureCommand(app);
+  tessel::cli::AddSubmitCommand(app);
+  tessel::cli::AddJobCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,16 +1,22 @@
 #include "cli/tune_command.h"
 
-#include <cstdio>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "cli/client.h"
 #include "cli/exit_code.h"
-#include "schedules/space/candidate.h"
-#include "schedules/templates/templates.h"
-#include "schedules/workload/builtins.h"
-#include "schedules/workload/key.h"
-#include "worker/verify_run.h"
+#include "cli/job_report.h"
+#include "server/server.h"
+#include "worker/daemon/worker_daemon.h"
 #ifdef TESSEL_HAVE_CUDA
 #include "worker/cuda/cuda_runner.h"
 #endif
@@ -29,25 +35,45 @@ bool HaveGpu() {
 
 std::string DefaultWorkload(bool cuda) {
   return cuda ? "matmul(M=1024, N=1024, K=1024, dtype=f32)"
-              : "matmul(M=512, N=512, K=512, dtype=f32)";
+              : "matmul(M=256, N=256, K=256, dtype=f32)";
+}
+
+std::string Quote(const std::string& s) {
+  if (s.find('\n') != std::string::npos) return "FILE";
+  return absl::StrCat("'", s, "'");
 }
 
 }  // namespace
+
+std::string DefaultLogPath() {
+  if (const char* env = std::getenv("TESSEL_DB"); env != nullptr && env[0] != '\0') return env;
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg != nullptr && xdg[0] != '\0') {
+    return absl::StrCat(xdg, "/tessel/tuning.db");
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && home[0] != '\0') {
+    return absl::StrCat(home, "/.local/share/tessel/tuning.db");
+  }
+  return "tessel-tuning.db";
+}
 
 void AddTuneCommand(CLI::App& app) {
   auto opts = std::make_shared<TuneOptions>();
   CLI::App* cmd = app.add_subcommand(
       "tune",
-      "Measure Tessel's candidates for a workload and report the fastest (the GPU when "
-      "there is one, else the host)");
-  cmd->add_option("--workload,-w", opts->workload,
-                  "Built-in spec, definition or file (default: a 1024^3 f32 matmul on the GPU, "
-                  "512^3 on the host)");
+      "Tune workloads here: a server and a worker in one process (the GPU when there is one, "
+      "else the host), results in the tuning log");
+  cmd->add_option("--workload,-w", opts->workloads,
+                  "Built-in spec, definition or file; repeat for several (default: a 1024^3 f32 "
+                  "matmul on the GPU, 256^3 on the host)");
+  cmd->add_option("--trials,-n", opts->trials, "Trials per workload")->capture_default_str();
+  cmd->add_option("--db", opts->db,
+                  "The tuning log (default: $TESSEL_DB or ~/.local/share/tessel/tuning.db)");
   cmd->add_option("--target,-t", opts->target, "auto, host or cuda")->capture_default_str();
-  cmd->add_option("--arch", opts->arch, "CUDA architecture for --target cuda")
-      ->capture_default_str();
+  cmd->add_option("--arch", opts->arch, "CUDA architecture (default: the GPU's)");
+  cmd->add_option("--strategy", opts->strategy, "Search strategy")->capture_default_str();
+  cmd->add_option("--seed", opts->seed, "Seed of the search (0: the server picks one)");
   cmd->add_flag("--quiet,-q", opts->quiet, "Do not print the fastest kernel's source");
-  cmd->add_option("--seed", opts->seed, "Seed of the random inputs")->capture_default_str();
+  cmd->add_flag("--verbose,-v", opts->verbose, "Show the server's and the worker's log");
   cmd->callback([opts]() { SetExitCode(RunTune(*opts)); });
 }
 
@@ -58,114 +84,120 @@ int RunTune(const TuneOptions& o) {
   };
   std::string kind = o.target;
   if (kind == "auto") kind = HaveGpu() ? "cuda" : "host";
+  if (kind != "host" && kind != "cuda") {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("unknown --target '", o.target, "'; use auto, host or cuda")));
+  }
   if (kind == "cuda" && !HaveGpu()) {
     return fail(absl::FailedPreconditionError(
         "--target cuda needs a CUDA GPU and driver, and none was found; use --target host"));
   }
-  auto target = schedules::MakeTarget(kind, o.arch);
-  if (!target.ok()) return fail(target.status());
+  std::string arch = o.arch;
 #ifdef TESSEL_HAVE_CUDA
-  if (target->is_cuda()) {
-    // Describe the GPU that will run the kernels, not the built-in description of its arch.
+  if (kind == "cuda" && arch.empty()) {
     auto device = worker::CudaDevice::Open(0);
     if (!device.ok()) return fail(device.status());
-    const worker::CudaDeviceInfo& info = (*device)->info();
-    if (info.arch != "sm_80" && info.arch != "sm_90") {
-      return fail(absl::FailedPreconditionError(absl::StrCat(
-          "the GPU is ", info.name, " (", info.arch,
-          "); Tessel has target descriptions for sm_80 and sm_90 only; use --target host")));
-    }
-    target = schedules::CudaTarget(info.arch);
-    target->device_name = info.name;
-    target->sm_count = info.sm_count;
-    target->l2_bytes = info.l2_bytes;
-    target->max_shared_bytes_optin = info.max_shared_per_block_optin;
+    arch = (*device)->info().arch;
   }
 #endif
-  const std::string spec = o.workload.empty() ? DefaultWorkload(target->is_cuda()) : o.workload;
-  auto workload = schedules::LoadWorkload(spec);
-  if (!workload.ok()) return fail(workload.status());
-
-  std::cout << "tessel tune: " << workload->spec << " (key " << schedules::WorkloadKey(*workload)
-            << ") on " << target->ToString() << " [" << target->device_name << "]\n";
-  auto reference = schedules::BuildCandidate(*workload, *target, std::nullopt);
-  if (!reference.ok()) return fail(reference.status());
-
-  struct Row {
-    std::string name;
-    std::string status = "ok";
-    double ms = 0;
-    const schedules::GeneratedSource* source = nullptr;
-  };
-  std::vector<Row> rows;
-  std::vector<schedules::Candidate> built;
-  built.reserve(2);
-  built.push_back(*reference);
-  auto hand = schedules::HandwrittenSchedule(*workload, *target);
-  if (hand.ok()) {
-    auto c = schedules::BuildCandidate(*workload, *target, hand->trace());
-    if (c.ok()) {
-      built.push_back(std::move(*c));
-    } else {
-      rows.push_back({"hand-written", std::string(c.status().message())});
-    }
-  } else {
-    rows.push_back({"hand-written", std::string(hand.status().message())});
+  if (o.trials < 1) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--trials ", o.trials, ": tune needs at least 1 trial per workload")));
+  }
+  const std::string db = o.db.empty() ? DefaultLogPath() : o.db;
+  if (std::filesystem::path parent = std::filesystem::path(db).parent_path(); !parent.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
   }
 
-  worker::MeasureOptions mo;
-  mo.seed = o.seed;
-  for (size_t i = 0; i < built.size(); ++i) {
-    Row row{i == 0 ? "reference" : "hand-written"};
-    row.source = &built[i].source;
-    if (i > 0) {
-      absl::Status v = worker::RunAndVerify(built[i].source, built[0].source, o.seed);
-      if (!v.ok()) {
-        row.status = absl::StrCat("verify: ", v.message());
-        rows.push_back(row);
-        continue;
+  // SIGINT and SIGTERM go to the watcher below: block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  server::ServerOptions so;
+  so.db_path = db;
+  so.listen = "127.0.0.1:0";
+  so.version = TESSEL_VERSION;
+  so.quiet = !o.verbose;
+  absl::StatusOr<std::unique_ptr<server::Server>> srv = server::StartServer(so);
+  if (!srv.ok()) return fail(srv.status());
+
+  absl::Notification stop_worker;
+  absl::Status worker_status;
+  std::thread worker_thread([&] {
+    worker::WorkerOptions wo;
+    wo.server = (*srv)->address();
+    wo.target = kind;
+    wo.version = TESSEL_VERSION;
+    wo.worker_id = "tune-local";
+    wo.handle_signals = false;
+    wo.stop = &stop_worker;
+    wo.quiet = !o.verbose;
+    wo.drain_timeout_s = 10;
+    worker_status = worker::RunWorker(wo);
+  });
+  auto finish = [&](int code) {
+    stop_worker.Notify();
+    worker_thread.join();
+    (*srv)->Shutdown();
+    if (!worker_status.ok()) std::cerr << "tessel tune: worker: " << worker_status.message() << "\n";
+    return code;
+  };
+
+  absl::StatusOr<Client> client = Client::Connect((*srv)->address());
+  if (!client.ok()) return finish(fail(client.status()));
+  std::vector<std::string> workloads = o.workloads;
+  if (workloads.empty()) workloads.push_back(DefaultWorkload(kind == "cuda"));
+  proto::SubmitJobRequest request;
+  for (const std::string& w : workloads) request.add_workloads(w);
+  request.mutable_target()->set_kind(kind);
+  request.mutable_target()->set_arch(arch);
+  request.set_trials_per_task(o.trials);
+  request.set_strategy(o.strategy);
+  request.set_seed(o.seed);
+  request.set_name("tessel tune");
+  absl::StatusOr<int64_t> job = client->SubmitJob(request);
+  if (!job.ok()) return finish(fail(job.status()));
+  std::cerr << "tessel tune: job " << *job << " on " << (kind == "cuda" ? "cuda " + arch : kind)
+            << ", " << o.trials << " trials per workload, log " << db << "\n";
+
+  // Ctrl-C cancels the job; WaitForJob then sees it finished.
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    const timespec tick{0, 100 * 1000 * 1000};
+    while (!done.load()) {
+      if (sigtimedwait(&signals, nullptr, &tick) > 0) {
+        std::cerr << "\ntessel tune: interrupted; cancelling job " << *job
+                  << " (what was measured stays in the log)\n";
+        (void)client->CancelJob(*job);
+        return;
       }
     }
-    auto t = worker::Measure(built[i].source, mo);
-    if (!t.ok()) {
-      row.status = std::string(t.status().message());
-    } else {
-      row.ms = t->median_ms;
-    }
-    rows.push_back(row);
-  }
+  });
+  absl::StatusOr<proto::JobInfo> last = WaitForJob(*client, *job, std::cerr, isatty(2) != 0);
+  done.store(true);
+  watcher.join();
+  if (!last.ok()) return finish(fail(last.status()));
 
-  const Row* best = nullptr;
-  for (const Row& r : rows) {
-    if (r.status == "ok" && (!best || r.ms < best->ms)) best = &r;
+  std::cout << "\n";
+  PrintJob(std::cout, *last);
+  bool any = false;
+  for (const proto::TaskInfo& t : last->tasks()) any = any || t.best_ms() > 0;
+  if (any && !o.quiet && last->tasks_size() == 1) {
+    proto::QueryBestRequest q;
+    q.set_workload(workloads[0]);
+    *q.mutable_target() = request.target();
+    absl::StatusOr<proto::BestRecord> best = client->QueryBest(q);
+    if (best.ok()) std::cout << "\n// fastest kernel\n" << best->source().code() << "\n";
   }
-  if (best && !o.quiet) {
-    std::cout << "\n// fastest: " << best->name << "\n" << best->source->code << "\n";
-  }
-  const double flops = workload->Flops();
-  const double bytes = static_cast<double>(workload->CompulsoryBytes());
-  std::printf("\n%-14s %12s %12s %10s %10s  %s\n", "candidate", "median ms", "GFLOP/s", "GB/s",
-              "speedup", "status");
-  double ref_ms = 0;
-  for (const Row& r : rows) {
-    if (r.name == "reference" && r.status == "ok") ref_ms = r.ms;
-  }
-  for (const Row& r : rows) {
-    if (r.status != "ok") {
-      std::printf("%-14s %12s %12s %10s %10s  %s\n", r.name.c_str(), "-", "-", "-", "-",
-                  r.status.c_str());
-      continue;
-    }
-    std::printf("%-14s %12.4f %12.1f %10.1f %9.2fx  ok\n", r.name.c_str(), r.ms,
-                flops / (r.ms * 1e6), bytes / (r.ms * 1e6), ref_ms > 0 ? ref_ms / r.ms : 0.0);
-  }
-  if (!best) {
-    std::cerr << "tessel tune: no candidate measured successfully\n";
-    return 1;
-  }
-  std::printf("\nbest: %s, %.4f ms (median of repeats, caches flushed before each)\n",
-              best->name.c_str(), best->ms);
-  return 0;
+  std::cout << "\nresults are in the tuning log " << db << "; the best kernel of a workload:\n"
+            << "  tessel best --db " << db << " --workload " << Quote(workloads[0])
+            << " --target " << kind << (kind == "cuda" ? " --arch " + arch : "") << "\n";
+  if (!any) std::cerr << "tessel tune: no candidate measured successfully\n";
+  return finish(any && last->state() == proto::JOB_STATE_DONE ? 0 : 1);
 }
 
 }  // namespace tessel::cli

@@ -1,23 +1,32 @@
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 
 namespace tessel::cli {
 
-// `tessel tune [--workload SPEC] [--target auto|host|cuda] [--arch sm_90] [--quiet]`.
-// Until the search server exists, tuning measures the candidates Tessel has for the workload —
-// the reference lowering and the hand-written template schedule — verifies each against the
-// reference, times it, and prints the fastest kernel's source and a table of results. The GPU is
-// used when one is present, the host otherwise.
+// `tessel tune [--workload SPEC_OR_FILE]... [--trials N] [--db FILE] [--target auto|host|cuda]`:
+// the embedded default. Starts a server (on a loopback port) over the tuning log and a worker
+// for this machine in one process (the GPU when there is one, else the host), submits one job
+// with a task per workload, shows its progress, and ends with a table of the best kernels found
+// and where they are stored. Ctrl-C cancels the job (what was measured stays in the log).
 struct TuneOptions {
-  std::string workload;  // default: DefaultWorkload(target)
+  std::vector<std::string> workloads;  // default: DefaultWorkload(target)
   std::string target = "auto";
-  std::string arch = "sm_90";
-  bool quiet = false;  // no kernel source
-  uint64_t seed = 1;
+  std::string arch;                    // default: the GPU's
+  int64_t trials = 64;                 // per workload
+  std::string db;                      // default: DefaultLogPath()
+  std::string strategy = "random";
+  uint64_t seed = 0;
+  bool quiet = false;    // no kernel source at the end
+  bool verbose = false;  // the server's and worker's log lines on stderr
 };
+
+// $TESSEL_DB, or $XDG_DATA_HOME/tessel/tuning.db, or ~/.local/share/tessel/tuning.db.
+std::string DefaultLogPath();
 
 void AddTuneCommand(CLI::App& app);
 int RunTune(const TuneOptions& options);

@@ -41,7 +41,7 @@ namespace {
 
 using Stream = grpc::ClientReaderWriter<proto::WorkerMessage, proto::ServerMessage>;
 
-void Log(const std::string& line) {
+void WriteLog(const std::string& line) {
   static absl::Mutex* mu = new absl::Mutex();
   const std::string stamp =
       absl::FormatTime("%Y-%m-%d %H:%M:%E3S", absl::Now(), absl::LocalTimeZone());
@@ -85,6 +85,9 @@ class Daemon {
   absl::Status Run();
 
  private:
+  void Log(const std::string& line) const {
+    if (!options_.quiet) WriteLog(line);
+  }
   absl::Status StartDevices();
   // One connection: register, then read until the stream ends. Returns a fatal error, or OK when
   // the daemon should reconnect (or stop, when stop_ is set).
@@ -212,11 +215,24 @@ absl::Status Daemon::Run() {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGUSR1);  // wakes the signal thread at shutdown
+  sigaddset(&set, SIGUSR2);  // options_.stop was notified
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   main_thread_ = pthread_self();
   std::thread signals([this] { SignalLoop(); });
+  std::atomic<bool> finished{false};
+  std::thread stopper;
+  if (options_.stop != nullptr) {
+    stopper = std::thread([this, &finished, &signals] {
+      while (!options_.stop->WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+        if (finished.load()) return;
+      }
+      pthread_kill(signals.native_handle(), SIGUSR2);
+    });
+  }
   auto stop_signals = [&] {
+    finished.store(true);
+    if (stopper.joinable()) stopper.join();
     pthread_kill(signals.native_handle(), SIGUSR1);
     signals.join();
   };
@@ -653,25 +669,27 @@ void Daemon::HeartbeatLoop() {
 void Daemon::SignalLoop() {
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
+  if (options_.handle_signals) {
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+  }
   sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGUSR2);
   bool force = false;
   std::thread drain;
   while (true) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) continue;
     if (sig == SIGUSR1) break;
+    const char* what = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a stop request";
     if (drain.joinable()) {
-      Log(absl::StrCat("received ", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-                       " again: returning the work held and stopping now"));
+      Log(absl::StrCat("received ", what, " again: returning the work held and stopping now"));
       absl::MutexLock lock(&mu_);
       force = true;
       changed_.SignalAll();
       continue;
     }
-    Log(absl::StrCat("received ", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-                     ": draining (no new batches; finishing the batches held)"));
+    Log(absl::StrCat("received ", what, ": draining (no new batches; finishing the batches held)"));
     drain = std::thread([this, &force] { Drain(&force); });
   }
   if (drain.joinable()) drain.join();

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
 
 namespace tessel::worker {
 
@@ -41,6 +42,12 @@ struct WorkerOptions {
   double candidate_timeout_s = 60;  // per candidate when the batch does not set timeout_s
   double register_timeout_s = 30;   // for the server's answer to the registration
   std::string executable;           // binary of the measuring children; empty: this one
+  // A worker embedded in another process (`tessel tune`): the process owns SIGTERM and SIGINT
+  // (handle_signals = false) and stops the worker by notifying `stop`, which drains it as
+  // SIGTERM does. The notification must outlive RunWorker.
+  bool handle_signals = true;
+  bool quiet = false;  // no log lines on stderr
+  absl::Notification* stop = nullptr;
 };
 
 // OK when `address` is HOST:PORT (a name or IPv4 address, or [IPv6], and a port 1-65535);
@@ -50,7 +57,8 @@ absl::Status CheckServerAddress(const std::string& address);
 // Runs the daemon until a SIGTERM or SIGINT has drained it (returns OK) or a fatal error: a bad
 // option, no usable device, the server rejected the registration or speaks another protocol
 // version (returns it; these do not get better by retrying). Blocks SIGTERM and SIGINT in the
-// calling thread (and so in every thread it starts) to receive them on its signal thread.
+// calling thread (and so in every thread it starts) to receive them on its signal thread, unless
+// handle_signals is false; notifying options.stop drains it likewise.
 absl::Status RunWorker(const WorkerOptions& options);
 
 }  // namespace tessel::worker

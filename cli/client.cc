@@ -1,0 +1,162 @@
+#include "cli/client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "worker/daemon/worker_daemon.h"
+
+namespace tessel::cli {
+
+std::string DefaultServerAddress() {
+  if (const char* env = std::getenv("TESSEL_SERVER"); env != nullptr && env[0] != '\0') {
+    return env;
+  }
+  return "127.0.0.1:7070";
+}
+
+absl::StatusOr<Client> Client::Connect(const std::string& address) {
+  if (absl::Status s = worker::CheckServerAddress(address); !s.ok()) return s;
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return Client(address, proto::Tessel::NewStub(channel));
+}
+
+absl::Status Client::FromGrpc(const grpc::Status& s) const {
+  if (s.ok()) return absl::OkStatus();
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::UnavailableError(absl::StrCat(
+        "no Tessel server answers at ", address_, " (", s.error_message(),
+        "); start one with `tessel serve --db FILE --listen ", address_,
+        "`, or pass --server HOST:PORT (or set TESSEL_SERVER)"));
+  }
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+namespace {
+
+// Unary calls wait for a server that is starting, up to 10 s.
+void Prepare(grpc::ClientContext* context) {
+  context->set_wait_for_ready(true);
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> Client::SubmitJob(const proto::SubmitJobRequest& request) const {
+  grpc::ClientContext context;
+  Prepare(&context);
+  proto::SubmitJobResponse response;
+  if (absl::Status s = FromGrpc(stub_->SubmitJob(&context, request, &response)); !s.ok()) {
+    return s;
+  }
+  return response.job_id();
+}
+
+absl::StatusOr<proto::JobInfo> Client::GetJob(int64_t job_id) const {
+  grpc::ClientContext context;
+  Prepare(&context);
+  proto::GetJobRequest request;
+  request.set_job_id(job_id);
+  proto::JobInfo info;
+  if (absl::Status s = FromGrpc(stub_->GetJob(&context, request, &info)); !s.ok()) return s;
+  return info;
+}
+
+absl::StatusOr<proto::ListJobsResponse> Client::ListJobs(bool unfinished_only) const {
+  grpc::ClientContext context;
+  Prepare(&context);
+  proto::ListJobsRequest request;
+  request.set_unfinished_only(unfinished_only);
+  proto::ListJobsResponse response;
+  if (absl::Status s = FromGrpc(stub_->ListJobs(&context, request, &response)); !s.ok()) {
+    return s;
+  }
+  return response;
+}
+
+absl::StatusOr<proto::JobInfo> Client::CancelJob(int64_t job_id) const {
+  grpc::ClientContext context;
+  Prepare(&context);
+  proto::CancelJobRequest request;
+  request.set_job_id(job_id);
+  proto::JobInfo info;
+  if (absl::Status s = FromGrpc(stub_->CancelJob(&context, request, &info)); !s.ok()) return s;
+  return info;
+}
+
+absl::StatusOr<proto::BestRecord> Client::QueryBest(const proto::QueryBestRequest& request) const {
+  grpc::ClientContext context;
+  Prepare(&context);
+  proto::BestRecord best;
+  if (absl::Status s = FromGrpc(stub_->QueryBest(&context, request, &best)); !s.ok()) return s;
+  return best;
+}
+
+absl::StatusOr<proto::ListWorkersResponse> Client::ListWorkers() const {
+  grpc::ClientContext context;
+  Prepare(&context);
+  proto::ListWorkersRequest request;
+  proto::ListWorkersResponse response;
+  if (absl::Status s = FromGrpc(stub_->ListWorkers(&context, request, &response)); !s.ok()) {
+    return s;
+  }
+  return response;
+}
+
+absl::StatusOr<proto::JobInfo> Client::WatchJob(
+    int64_t job_id, const std::function<void(const proto::JobInfo&)>& on_update) const {
+  grpc::ClientContext context;
+  context.set_wait_for_ready(true);
+  proto::WatchJobRequest request;
+  request.set_job_id(job_id);
+  std::unique_ptr<grpc::ClientReader<proto::JobInfo>> reader = stub_->WatchJob(&context, request);
+  proto::JobInfo info;
+  bool any = false;
+  while (reader->Read(&info)) {
+    any = true;
+    on_update(info);
+    if (IsFinished(info.state())) break;
+  }
+  if (any && IsFinished(info.state())) {
+    context.TryCancel();
+    reader->Finish();
+    return info;
+  }
+  if (absl::Status s = FromGrpc(reader->Finish()); !s.ok()) return s;
+  if (!any) {
+    return absl::InternalError(
+        absl::StrCat("the server at ", address_, " ended the watch of job ", job_id,
+                     " without sending its state"));
+  }
+  return info;
+}
+
+const char* JobStateName(proto::JobState state) {
+  switch (state) {
+    case proto::JOB_STATE_QUEUED:
+      return "queued";
+    case proto::JOB_STATE_RUNNING:
+      return "running";
+    case proto::JOB_STATE_DONE:
+      return "done";
+    case proto::JOB_STATE_CANCELLED:
+      return "cancelled";
+    case proto::JOB_STATE_FAILED:
+      return "failed";
+    default:
+      return "unknown";
+  }
+}
+
+bool IsFinished(proto::JobState state) {
+  return state == proto::JOB_STATE_DONE || state == proto::JOB_STATE_CANCELLED ||
+         state == proto::JOB_STATE_FAILED;
+}
+
+}  // namespace tessel::cli

@@ -1,0 +1,55 @@
+#pragma once
+
+// The client side of the Tessel API (service Tessel in proto/tessel.proto), shared by the
+// commands that talk to a server: submit, jobs, status, cancel, workers, best --server and tune.
+//
+// Threads: a Client may be used from any thread (gRPC stubs are thread-safe).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/tessel.grpc.pb.h"
+
+namespace tessel::cli {
+
+// The server address the client commands use when --server is not given: $TESSEL_SERVER, or
+// 127.0.0.1:7070 (what `tessel serve` listens on by default).
+std::string DefaultServerAddress();
+
+class Client {
+ public:
+  // Checks `address` (HOST:PORT) and opens a channel; connecting happens at the first call.
+  static absl::StatusOr<Client> Connect(const std::string& address);
+
+  const std::string& address() const { return address_; }
+
+  absl::StatusOr<int64_t> SubmitJob(const proto::SubmitJobRequest& request) const;
+  absl::StatusOr<proto::JobInfo> GetJob(int64_t job_id) const;
+  absl::StatusOr<proto::ListJobsResponse> ListJobs(bool unfinished_only) const;
+  absl::StatusOr<proto::JobInfo> CancelJob(int64_t job_id) const;
+  absl::StatusOr<proto::BestRecord> QueryBest(const proto::QueryBestRequest& request) const;
+  absl::StatusOr<proto::ListWorkersResponse> ListWorkers() const;
+  // Calls `on_update` with every JobInfo the server streams until the job is finished; returns
+  // the last one.
+  absl::StatusOr<proto::JobInfo> WatchJob(
+      int64_t job_id, const std::function<void(const proto::JobInfo&)>& on_update) const;
+
+ private:
+  Client(std::string address, std::shared_ptr<proto::Tessel::Stub> stub)
+      : address_(std::move(address)), stub_(std::move(stub)) {}
+  // A gRPC status as an absl::Status; an unreachable server is named with the fix.
+  absl::Status FromGrpc(const grpc::Status& s) const;
+
+  std::string address_;
+  std::shared_ptr<proto::Tessel::Stub> stub_;
+};
+
+// "queued", "running", "done", "cancelled", "failed".
+const char* JobStateName(proto::JobState state);
+bool IsFinished(proto::JobState state);
+
+}  // namespace tessel::cli

@@ -1,0 +1,146 @@
+#include "cli/job_report.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace tessel::cli {
+
+std::string Rate(double flops, double bytes, double ms) {
+  if (ms <= 0) return "-";
+  if (bytes <= 0 || flops >= 4 * bytes) return absl::StrFormat("%.1f GFLOP/s", flops / (ms * 1e6));
+  return absl::StrFormat("%.1f GB/s", bytes / (ms * 1e6));
+}
+
+namespace {
+
+std::string Duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  if (s < 60) return absl::StrFormat("%.0f s", s);
+  if (s < 3600) return absl::StrFormat("%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  return absl::StrFormat("%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) / 60 % 60);
+}
+
+// The one-line view shows the best latency of the first task that has one (and names the task
+// when the job has several).
+const proto::TaskInfo* FirstWithResult(const proto::JobInfo& job) {
+  for (const proto::TaskInfo& t : job.tasks()) {
+    if (t.best_ms() > 0) return &t;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string ProgressLine(const proto::JobInfo& job, int width) {
+  const int64_t budget = std::max<int64_t>(job.trials_budget(), 1);
+  const double frac = std::min(1.0, static_cast<double>(job.trials_done()) / budget);
+  const int filled = static_cast<int>(std::lround(frac * width));
+  std::string bar = absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "]");
+  std::string line = absl::StrFormat("%s %d/%d trials", bar, job.trials_done(), job.trials_budget());
+  if (const proto::TaskInfo* t = FirstWithResult(job)) {
+    absl::StrAppend(&line, absl::StrFormat("  best %.4g ms (%s)", t->best_ms(),
+                                           Rate(t->flops(), static_cast<double>(t->bytes()),
+                                                t->best_ms())));
+    if (job.tasks_size() > 1) absl::StrAppend(&line, " [", t->workload_name(), "]");
+  } else {
+    absl::StrAppend(&line, "  best -");
+  }
+  if (job.trials_per_s() > 0) {
+    absl::StrAppend(&line, absl::StrFormat("  %.1f trials/s", job.trials_per_s()));
+    if (!IsFinished(job.state())) {
+      const double left = static_cast<double>(job.trials_budget() - job.trials_done());
+      absl::StrAppend(&line, "  ETA ", Duration(left / job.trials_per_s()));
+    }
+  }
+  absl::StrAppend(&line, "  ", JobStateName(job.state()));
+  return line;
+}
+
+void PrintJob(std::ostream& out, const proto::JobInfo& job) {
+  out << absl::StrFormat("job %d%s: %s, target %s, strategy %s, priority %d, %d/%d trials, %s\n",
+                         job.job_id(), job.name().empty() ? "" : absl::StrCat(" (", job.name(), ")"),
+                         JobStateName(job.state()), job.target(), job.strategy(), job.priority(),
+                         job.trials_done(), job.trials_budget(), Duration(job.elapsed_s()));
+  if (!job.error().empty()) out << "  error: " << job.error() << "\n";
+  out << absl::StrFormat("  %-6s %-44s %-9s %9s %6s %12s %16s\n", "task", "workload", "state",
+                         "trials", "ok", "best ms", "rate");
+  for (const proto::TaskInfo& t : job.tasks()) {
+    std::string spec = t.workload_spec();
+    if (spec.find('\n') != std::string::npos) spec = absl::StrCat("custom (key ", t.workload_key(), ")");
+    if (spec.size() > 44) spec = absl::StrCat(spec.substr(0, 41), "...");
+    out << absl::StrFormat(
+        "  %-6d %-44s %-9s %4d/%-4d %6d %12s %16s\n", t.task_id(), spec, JobStateName(t.state()),
+        t.trials_done(), t.trials_budget(), t.trials_ok(),
+        t.best_ms() > 0 ? absl::StrFormat("%.4f", t.best_ms()) : std::string("-"),
+        Rate(t.flops(), static_cast<double>(t.bytes()), t.best_ms()));
+  }
+}
+
+void PrintJobList(std::ostream& out, const proto::ListJobsResponse& jobs) {
+  if (jobs.jobs().empty()) {
+    out << "no jobs; submit one with tessel submit\n";
+    return;
+  }
+  out << absl::StrFormat("%-6s %-10s %-18s %-10s %5s %13s %9s  %s\n", "job", "state", "target",
+                         "strategy", "prio", "trials", "elapsed", "name");
+  for (const proto::JobInfo& j : jobs.jobs()) {
+    out << absl::StrFormat("%-6d %-10s %-18s %-10s %5d %6d/%-6d %9s  %s\n", j.job_id(),
+                           JobStateName(j.state()), j.target(), j.strategy(), j.priority(),
+                           j.trials_done(), j.trials_budget(), Duration(j.elapsed_s()), j.name());
+  }
+}
+
+void PrintWorkers(std::ostream& out, const proto::ListWorkersResponse& workers) {
+  if (workers.workers().empty()) {
+    out << "no workers connected; start one with tessel worker --server HOST:PORT\n";
+    return;
+  }
+  const int64_t now = absl::ToUnixMillis(absl::Now());
+  out << absl::StrFormat("%-28s %-10s %-40s %8s %10s %10s  %s\n", "worker", "version", "devices",
+                         "batches", "measured", "heartbeat", "state");
+  for (const proto::WorkerInfo& w : workers.workers()) {
+    std::string devices;
+    for (const proto::Device& d : w.devices()) {
+      if (!devices.empty()) devices += ", ";
+      absl::StrAppend(&devices, d.ordinal(), ":", d.name(), " (", d.arch(), ")");
+    }
+    const double ago = w.last_heartbeat_unix_ms() > 0
+                           ? static_cast<double>(now - w.last_heartbeat_unix_ms()) / 1000.0
+                           : -1;
+    out << absl::StrFormat("%-28s %-10s %-40s %8d %10d %10s  %s\n", w.worker_id(), w.version(),
+                           devices, w.batches_in_flight(), w.candidates_measured(),
+                           ago < 0 ? std::string("-") : absl::StrFormat("%.0f s ago", ago),
+                           w.draining() ? "draining" : "serving");
+  }
+}
+
+absl::StatusOr<proto::JobInfo> WaitForJob(const Client& client, int64_t job_id,
+                                          std::ostream& progress, bool terminal) {
+  absl::Time last_line = absl::InfinitePast();
+  size_t last_width = 0;
+  auto show = [&](const proto::JobInfo& job) {
+    const std::string line = ProgressLine(job);
+    if (terminal) {
+      progress << "\r" << line;
+      if (line.size() < last_width) progress << std::string(last_width - line.size(), ' ');
+      last_width = line.size();
+      progress.flush();
+    } else if (IsFinished(job.state()) || absl::Now() - last_line >= absl::Seconds(10)) {
+      progress << line << "\n";
+      progress.flush();
+      last_line = absl::Now();
+    }
+  };
+  absl::StatusOr<proto::JobInfo> last = client.WatchJob(job_id, show);
+  if (terminal && last_width > 0) progress << "\n";
+  return last;
+}
+
+}  // namespace tessel::cli

@@ -1,0 +1,112 @@
+#include "cli/submit_command.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cli/client.h"
+#include "cli/exit_code.h"
+#include "cli/job_report.h"
+
+namespace tessel::cli {
+namespace {
+
+struct SubmitFlags {
+  std::string server;
+  std::vector<std::string> workloads;
+  std::string target = "host";
+  std::string arch;
+  int64_t trials = 0;
+  int64_t trials_per_task = 0;
+  double time_budget_s = 0;
+  std::string strategy = "random";
+  int priority = 0;
+  std::string name;
+  uint64_t seed = 0;
+  int batch_size = 0;
+  bool wait = false;
+};
+
+// A workload argument is sent as text: a file's contents, or the spec / definition itself.
+absl::StatusOr<std::string> WorkloadText(const std::string& arg) {
+  if (arg.find('(') == std::string::npos && arg.find('\n') == std::string::npos) {
+    std::ifstream in(arg);
+    if (!in) {
+      return absl::NotFoundError(absl::StrCat(
+          "--workload '", arg,
+          "' is neither a built-in spec such as 'matmul(M=1024, N=1024, K=1024)' nor a "
+          "readable file"));
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  return arg;
+}
+
+int RunSubmit(const SubmitFlags& f) {
+  auto fail = [](const absl::Status& s) {
+    std::cerr << "tessel submit: " << s.message() << "\n";
+    return 1;
+  };
+  proto::SubmitJobRequest request;
+  for (const std::string& w : f.workloads) {
+    absl::StatusOr<std::string> text = WorkloadText(w);
+    if (!text.ok()) return fail(text.status());
+    request.add_workloads(*text);
+  }
+  request.mutable_target()->set_kind(f.target);
+  request.mutable_target()->set_arch(f.arch);
+  request.set_total_trials(f.trials);
+  request.set_trials_per_task(f.trials_per_task);
+  request.set_time_budget_s(f.time_budget_s);
+  request.set_strategy(f.strategy);
+  request.set_priority(f.priority);
+  request.set_name(f.name);
+  request.set_seed(f.seed);
+  request.set_batch_size(f.batch_size);
+
+  absl::StatusOr<Client> client = Client::Connect(f.server.empty() ? DefaultServerAddress() : f.server);
+  if (!client.ok()) return fail(client.status());
+  absl::StatusOr<int64_t> job = client->SubmitJob(request);
+  if (!job.ok()) return fail(job.status());
+  std::cout << "job " << *job << " submitted to " << client->address() << "\n";
+  if (!f.wait) return 0;
+  absl::StatusOr<proto::JobInfo> last = WaitForJob(*client, *job, std::cerr, isatty(2) != 0);
+  if (!last.ok()) return fail(last.status());
+  PrintJob(std::cout, *last);
+  return last->state() == proto::JOB_STATE_DONE ? 0 : 2;
+}
+
+}  // namespace
+
+void AddSubmitCommand(CLI::App& app) {
+  auto f = std::make_shared<SubmitFlags>();
+  CLI::App* cmd = app.add_subcommand("submit", "Submit a tuning job to a Tessel server");
+  cmd->add_option("--server,-s", f->server,
+                  "HOST:PORT of the server (default: $TESSEL_SERVER or 127.0.0.1:7070)");
+  cmd->add_option("--workload,-w", f->workloads,
+                  "Built-in spec, definition or file; repeat for several tasks")
+      ->required();
+  cmd->add_option("--target,-t", f->target, "host or cuda")->capture_default_str();
+  cmd->add_option("--arch", f->arch, "CUDA architecture (sm_80 or sm_90; default sm_90)");
+  cmd->add_option("--trials,-n", f->trials, "Trials over all tasks");
+  cmd->add_option("--trials-per-task", f->trials_per_task,
+                  "Trials per task (instead of, or with, --trials)");
+  cmd->add_option("--time-budget-s", f->time_budget_s, "Stop after this many seconds (0: none)");
+  cmd->add_option("--strategy", f->strategy, "Search strategy")->capture_default_str();
+  cmd->add_option("--priority", f->priority, "Higher is served first")->capture_default_str();
+  cmd->add_option("--name", f->name, "A name to show in tessel jobs");
+  cmd->add_option("--seed", f->seed, "Seed of the search (0: the server picks one)");
+  cmd->add_option("--batch-size", f->batch_size, "Candidates per measure batch (0: the server's)");
+  cmd->add_flag("--wait", f->wait, "Show progress until the job is finished, then its results");
+  cmd->callback([f]() { SetExitCode(RunSubmit(*f)); });
+}
+
+}  // namespace tessel::cli
