@@ -136,16 +136,31 @@ TEST(Cli, BadWorkloadSpecIsReported) {
   EXPECT_THAT(r.output, HasSubstr("K"));
 }
 
-TEST(Cli, TuneOnTheHostVerifiesAndTimes) {
-  Result r = RunTessel("tune -t host -q -w 'matmul(M=48, N=40, K=24)'");
+TEST(Cli, TuneOnTheHostRunsAJobAndStoresItsResults) {
+  const std::string dir = MakeTempDir("tune");
+  Result r = RunTessel("tune -t host -q -n 4 --seed 7 --db " + dir +
+                       "/log.db -w 'matmul(M=16, N=24, K=8)'");
   EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("hand-written"));
-  EXPECT_THAT(r.output, HasSubstr("best: "));
-  EXPECT_THAT(r.output, Not(HasSubstr("verify:")));
+  EXPECT_THAT(r.output, HasSubstr("4/4 trials"));
+  EXPECT_THAT(r.output, HasSubstr("matmul(M=16, N=24, K=8, dtype=f32)"));
+  EXPECT_THAT(r.output, HasSubstr("results are in the tuning log " + dir + "/log.db"));
+  EXPECT_THAT(r.output, HasSubstr("tessel best --db " + dir + "/log.db"));
+  // The log holds them: the best record of the workload is there.
+  Result best = RunTessel("best --db " + dir +
+                          "/log.db -w 'matmul(M=16, N=24, K=8)' -t host --emit summary");
+  EXPECT_EQ(best.status, 0) << best.output;
+}
+
+TEST(Cli, TuneRefusesZeroTrials) {
+  const std::string dir = MakeTempDir("tune0");
+  Result r = RunTessel("tune -t host -n 0 --db " + dir + "/log.db");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("--trials 0: tune needs at least 1 trial per workload"));
 }
 
 TEST(Cli, TuneCudaWithoutGpuSaysSo) {
-  Result r = RunTessel("tune -t cuda -q -w 'matmul(M=8, N=8, K=8)'");
+  const std::string dir = MakeTempDir("tunecuda");
+  Result r = RunTessel("tune -t cuda -q -n 1 --db " + dir + "/log.db -w 'matmul(M=8, N=8, K=8)'");
   if (r.status == 0) GTEST_SKIP() << "this machine has a GPU";
   EXPECT_THAT(r.output, HasSubstr("--target cuda needs a CUDA GPU and driver"));
 }
