@@ -40,10 +40,9 @@ absl::Status Client::FromGrpc(const grpc::Status& s) const {
 
 namespace {
 
-// Unary calls wait for a server that is starting, up to 10 s.
+// Unary calls fail at once when nothing listens at the address, and give up after 30 s.
 void Prepare(grpc::ClientContext* context) {
-  context->set_wait_for_ready(true);
-  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
 }
 
 }  // namespace
@@ -112,7 +111,6 @@ absl::StatusOr<proto::ListWorkersResponse> Client::ListWorkers() const {
 absl::StatusOr<proto::JobInfo> Client::WatchJob(
     int64_t job_id, const std::function<void(const proto::JobInfo&)>& on_update) const {
   grpc::ClientContext context;
-  context.set_wait_for_ready(true);
   proto::WatchJobRequest request;
   request.set_job_id(job_id);
   std::unique_ptr<grpc::ClientReader<proto::JobInfo>> reader = stub_->WatchJob(&context, request);
