@@ -253,6 +253,17 @@ std::string WorkDir(const Flags& f) {
   return d != nullptr ? d : "/tmp";
 }
 
+// Waits for `n` results in all, printing progress every 10 s; returns what arrived by `timeout`.
+std::vector<proto::MeasureResult> WaitWithProgress(WorkerDriver* driver, size_t n,
+                                                   absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    std::vector<proto::MeasureResult> r = driver->WaitForResults(n, absl::Seconds(10));
+    if (r.size() >= n || absl::Now() >= deadline) return r;
+    std::printf("  ... %zu of %zu results\n", r.size(), n);
+  }
+}
+
 // Sends `batches` in order, each as soon as the worker has a credit (on its own thread).
 std::thread SendAll(WorkerDriver* driver, std::vector<proto::MeasureBatch> batches) {
   return std::thread([driver, batches = std::move(batches)] {
@@ -317,7 +328,7 @@ int Throughput(const Flags& f) {
   const absl::Time start = absl::Now();
   std::thread sender = SendAll(s->driver.get(), std::move(batches));
   std::vector<proto::MeasureResult> results =
-      s->driver->WaitForResults(cands.size(), absl::Minutes(20));
+      WaitWithProgress(s->driver.get(), cands.size(), absl::Minutes(20));
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   sender.join();
 
@@ -607,7 +618,7 @@ int Robustness(const Flags& f) {
   const absl::Time start = absl::Now();
   std::thread sender = SendAll(s->driver.get(), std::move(batches));
   std::vector<proto::MeasureResult> results =
-      s->driver->WaitForResults(cands.size(), absl::Minutes(30));
+      WaitWithProgress(s->driver.get(), cands.size(), absl::Minutes(30));
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   sender.join();
 
@@ -660,6 +671,7 @@ int Robustness(const Flags& f) {
 }  // namespace tessel::bench
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress shows up in a log as it happens
   tessel::bench::Flags flags;
   if (!tessel::bench::ParseFlags(argc, argv, &flags)) return 2;
   if (flags.mode == "throughput") return tessel::bench::Throughput(flags);

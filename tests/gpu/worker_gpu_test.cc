@@ -264,8 +264,9 @@ TEST(WorkerGpu, CuptiKernelTimesArePresentAndCloseToTheEventTimes) {
 }
 
 // On the device directly: each repeat's CUPTI time is the sum over the kernels of the repeat, so
-// a region of two launches of the same program takes about twice one; kernel_times = false
-// collects none.
+// a region of two launches of the same program takes clearly more than one and at most about
+// twice (the second launch finds its inputs in L2, flushed only before each repeat);
+// kernel_times = false collects none.
 TEST(WorkerGpu, CuptiKernelTimesSumTheProgramsKernelsPerRepeat) {
   SKIP_WITHOUT_GPU();
   const schedules::GeneratedSource src = CudaMatmul(GpuTarget(), 256);
@@ -297,7 +298,10 @@ TEST(WorkerGpu, CuptiKernelTimesSumTheProgramsKernelsPerRepeat) {
   ASSERT_TRUE(two.ok()) << two.status();
   ASSERT_EQ(one->kernel_repeats_ms.size(), 20u) << one->note;
   ASSERT_EQ(two->kernel_repeats_ms.size(), 20u) << two->note;
-  EXPECT_NEAR(two->kernel_median_ms, 2 * one->kernel_median_ms, 0.2 * one->kernel_median_ms);
+  EXPECT_GT(two->kernel_median_ms, 1.2 * one->kernel_median_ms)
+      << "one launch " << one->kernel_median_ms << " ms, two " << two->kernel_median_ms << " ms";
+  EXPECT_LT(two->kernel_median_ms, 2.2 * one->kernel_median_ms)
+      << "one launch " << one->kernel_median_ms << " ms, two " << two->kernel_median_ms << " ms";
   t.kernel_times = false;
   absl::StatusOr<worker::Timings> none = dev.Time(**program, **buffers, t);
   ASSERT_TRUE(none.ok()) << none.status();
