@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on a GPU host from the repository root, with the bundle made by
 #   ../shared/tools/bundle .gpu build/cli/tessel build/tests/tessel_gpu_tests \
-#       build/bench/tessel_bench_kernels
+#       build/bench/tessel_bench_kernels build/bench/tessel_bench_worker
 # in .gpu/: the GPU test suite, the kernel-quality benchmark (generated kernels against cuBLAS and
 # the copy bandwidth, every trace in tests/data and its variants) and `tessel tune`. Logs go to
 # $OUT (or ./gpu-out when OUT is unset).
@@ -19,5 +19,10 @@ echo "== kernel quality"
 echo "== design space: best of 256 samples"
 .gpu/run tessel_bench_kernels --space=256 --gemm-n=2048 --only=space 2>&1 \
   | tee "$out/space_bench.log" | grep -v "best trace" | tail -16
+echo "== worker daemon: throughput, fidelity, robustness"
+for mode in throughput fidelity robustness; do
+  .gpu/run tessel_bench_worker --mode=$mode --binary=$PWD/.gpu/bin/tessel 2>&1 \
+    | tee "$out/worker_$mode.log" | tail -20
+done
 echo "== tessel tune"
 .gpu/run tessel tune -q 2>&1 | tee "$out/tune.log" | tail -8

@@ -205,6 +205,10 @@ void ToProto(const worker::CandidateResult& in, MeasureResult* out) {
   out->set_median_ms(in.timings.median_ms);
   out->set_min_ms(in.timings.min_ms);
   out->set_max_ms(in.timings.max_ms);
+  out->clear_kernel_repeats_ms();
+  for (double ms : in.timings.kernel_repeats_ms) out->add_kernel_repeats_ms(ms);
+  out->set_kernel_median_ms(in.timings.kernel_median_ms);
+  out->set_timing_note(in.timings.note);
   out->set_compile_ms(in.compile_ms);
   out->set_compile_cache_hit(in.compile_cache_hit);
   out->set_verify_ms(in.verify_ms);
@@ -230,6 +234,10 @@ worker::CandidateResult FromProto(const MeasureResult& in) {
   out.timings.median_ms = in.median_ms();
   out.timings.min_ms = in.min_ms();
   out.timings.max_ms = in.max_ms();
+  out.timings.kernel_repeats_ms.assign(in.kernel_repeats_ms().begin(),
+                                       in.kernel_repeats_ms().end());
+  out.timings.kernel_median_ms = in.kernel_median_ms();
+  out.timings.note = in.timing_note();
   out.compile_ms = in.compile_ms();
   out.compile_cache_hit = in.compile_cache_hit();
   out.verify_ms = in.verify_ms();

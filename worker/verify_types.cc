@@ -62,4 +62,6 @@ Timings MakeTimings(std::vector<double> repeats_ms) {
   return t;
 }
 
+double MedianOf(std::vector<double> values) { return MakeTimings(std::move(values)).median_ms; }
+
 }  // namespace tessel::worker

@@ -44,14 +44,23 @@ struct TimingOptions {
   // even if min_total_ms is not reached (a microsecond kernel would otherwise run max_repeats
   // cache flushes, each far longer than the kernel).
   double max_wall_ms = 5000;
+  // CUDA: also collect each repeat's kernel time from CUPTI activity records (Timings::
+  // kernel_repeats_ms). Without CUPTI the event times are measured all the same.
+  bool kernel_times = true;
 };
 
 // Every repeat's time, in the order measured, and summaries.
 struct Timings {
-  std::vector<double> repeats_ms;
+  std::vector<double> repeats_ms;  // CUDA: between events around the launches; host: steady clock
   double median_ms = 0;
   double min_ms = 0;
   double max_ms = 0;
+  // CUDA: the same repeats' kernel time from CUPTI activity records (the GPU's start and end
+  // stamps of each kernel, summed over the program's kernels), in the same order; empty when
+  // there are none, and then `note` says why.
+  std::vector<double> kernel_repeats_ms;
+  double kernel_median_ms = 0;
+  std::string note;
 };
 
 // What the loader found out about one compiled kernel (CUDA; the host reports none).
@@ -65,5 +74,7 @@ struct KernelResources {
 
 // Fills median (the mean of the two middle values for an even count), min and max.
 Timings MakeTimings(std::vector<double> repeats_ms);
+// The median as MakeTimings computes it; 0 for none.
+double MedianOf(std::vector<double> values);
 
 }  // namespace tessel::worker

@@ -224,6 +224,91 @@ TEST(WorkerGpu, TimingMatchesADirectCudaEventMeasurement) {
   EXPECT_EQ(worker.Wait(absl::Seconds(30)), 0) << worker.Log();
 }
 
+// Every timed repeat also has the kernel's own time from CUPTI activity records: as many as the
+// CUDA-event repeats, each at most the event time around the same launch (the events also hold
+// the launch overhead) and close to it for a kernel of about a millisecond.
+TEST(WorkerGpu, CuptiKernelTimesArePresentAndCloseToTheEventTimes) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = MakeTempDir("tessel_worker_gpu");
+  const schedules::GeneratedSource src = CudaMatmul(GpuTarget(), 512);
+  auto server = FakeWorkerServer::Start();
+  ASSERT_NE(server, nullptr);
+  TesselProcess worker(CudaWorkerArgs(server->address(), dir), dir + "/worker.log");
+  ASSERT_TRUE(
+      server->WaitFor([](const proto::WorkerMessage& m) { return m.has_register_(); }).has_value())
+      << worker.Log();
+  proto::MeasureOptions options = FastMeasureOptions(60);
+  options.mutable_timing()->set_warmup_runs(2);
+  options.mutable_timing()->set_min_repeats(30);
+  options.mutable_timing()->set_max_repeats(30);
+  options.mutable_timing()->set_flush_cache(true);
+  ASSERT_TRUE(server->Send(MakeBatch(1, {src}, src, options)));
+  std::vector<proto::MeasureResult> r = server->WaitForResults(1, 1, absl::Seconds(120));
+  ASSERT_EQ(r.size(), 1u) << worker.Log();
+  ASSERT_EQ(r[0].status(), proto::MEASURE_STATUS_OK) << r[0].error();
+  EXPECT_EQ(r[0].timing_note(), "");
+  ASSERT_EQ(r[0].kernel_repeats_ms_size(), r[0].repeats_ms_size()) << r[0].timing_note();
+  for (int i = 0; i < r[0].repeats_ms_size(); ++i) {
+    EXPECT_GT(r[0].kernel_repeats_ms(i), 0) << "repeat " << i;
+    // Event resolution is about half a microsecond.
+    EXPECT_LE(r[0].kernel_repeats_ms(i), r[0].repeats_ms(i) * 1.01 + 0.002) << "repeat " << i;
+  }
+  EXPECT_GT(r[0].kernel_median_ms(), 0.9 * r[0].median_ms())
+      << "CUPTI " << r[0].kernel_median_ms() << " ms, events " << r[0].median_ms() << " ms";
+  EXPECT_LE(r[0].kernel_median_ms(), 1.01 * r[0].median_ms());
+  std::printf("CUPTI kernel median %.5f ms, CUDA-event median %.5f ms (ratio %.4f)\n",
+              r[0].kernel_median_ms(), r[0].median_ms(),
+              r[0].kernel_median_ms() / r[0].median_ms());
+  worker.Signal(SIGTERM);
+  EXPECT_EQ(worker.Wait(absl::Seconds(30)), 0) << worker.Log();
+}
+
+// On the device directly: each repeat's CUPTI time is the sum over the kernels of the repeat, so
+// a region of two launches of the same program takes clearly more than one and at most about
+// twice (the second launch finds its inputs in L2, flushed only before each repeat);
+// kernel_times = false collects none.
+TEST(WorkerGpu, CuptiKernelTimesSumTheProgramsKernelsPerRepeat) {
+  SKIP_WITHOUT_GPU();
+  const schedules::GeneratedSource src = CudaMatmul(GpuTarget(), 256);
+  absl::StatusOr<std::unique_ptr<worker::CudaDevice>> device = worker::CudaDevice::Open(0);
+  ASSERT_TRUE(device.ok()) << device.status();
+  worker::CudaDevice& dev = **device;
+  worker::NvrtcOptions nvrtc;
+  nvrtc.arch = dev.info().arch;
+  absl::StatusOr<worker::CudaBinary> binary = worker::CompileCuda(src, nvrtc);
+  ASSERT_TRUE(binary.ok()) << binary.status();
+  absl::StatusOr<std::unique_ptr<worker::CudaProgram>> program = dev.Load(src, *binary);
+  ASSERT_TRUE(program.ok()) << program.status();
+  absl::StatusOr<std::unique_ptr<worker::CudaBuffers>> buffers = dev.Allocate(src.buffers);
+  ASSERT_TRUE(buffers.ok());
+  absl::StatusOr<worker::HostBuffers> host = worker::MakeVerificationBuffers(src.buffers, 1);
+  ASSERT_TRUE(host.ok());
+  ASSERT_TRUE(dev.Upload(*host, buffers->get()).ok());
+  worker::TimingOptions t;
+  t.min_repeats = 20;
+  t.max_repeats = 20;
+  absl::StatusOr<worker::Timings> one = dev.Time(**program, **buffers, t);
+  ASSERT_TRUE(one.ok()) << one.status();
+  absl::StatusOr<worker::Timings> two = dev.TimeRegion(
+      [&]() -> absl::Status {
+        if (absl::Status s = dev.LaunchAsync(**program, **buffers); !s.ok()) return s;
+        return dev.LaunchAsync(**program, **buffers);
+      },
+      t);
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(one->kernel_repeats_ms.size(), 20u) << one->note;
+  ASSERT_EQ(two->kernel_repeats_ms.size(), 20u) << two->note;
+  EXPECT_GT(two->kernel_median_ms, 1.2 * one->kernel_median_ms)
+      << "one launch " << one->kernel_median_ms << " ms, two " << two->kernel_median_ms << " ms";
+  EXPECT_LT(two->kernel_median_ms, 2.2 * one->kernel_median_ms)
+      << "one launch " << one->kernel_median_ms << " ms, two " << two->kernel_median_ms << " ms";
+  t.kernel_times = false;
+  absl::StatusOr<worker::Timings> none = dev.Time(**program, **buffers, t);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->kernel_repeats_ms.empty());
+  EXPECT_EQ(none->repeats_ms.size(), 20u);
+}
+
 // Throughput of the whole pipeline (compile on every core, verify, time) for 512 distinct random
 // matmul schedules in batches of 64. Prints candidates per second; asserts nothing about speed.
 // Run with --gtest_also_run_disabled_tests.

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "worker/cuda/cupti_kernel_timer.h"
 
 namespace tessel::worker {
 namespace {
@@ -468,6 +469,21 @@ absl::StatusOr<Timings> CudaDevice::TimeRegion(const std::function<absl::Status(
       !s.ok()) {
     return s;
   }
+  // Kernel times from CUPTI alongside the events; a CUPTI failure only costs those.
+  CuptiKernelTimer* cupti = nullptr;
+  std::string note;
+  if (options.kernel_times) {
+    absl::StatusOr<CuptiKernelTimer*> timer = CuptiKernelTimer::Get();
+    if (timer.ok()) {
+      if (absl::Status s = (*timer)->Begin(context_, stream_); s.ok()) {
+        cupti = *timer;
+      } else {
+        note = std::string(s.message());
+      }
+    } else {
+      note = std::string(timer.status().message());
+    }
+  }
   std::vector<double> repeats;
   double total = 0;
   size_t batch = 1;  // the first repeat alone, to estimate how many more are needed
@@ -515,7 +531,22 @@ absl::StatusOr<Timings> CudaDevice::TimeRegion(const std::function<absl::Status(
     batch = static_cast<size_t>(std::clamp<int64_t>(wanted, 1, options.max_repeats - n));
     batch = std::min(batch, kMaxBatch);
   }
-  return MakeTimings(std::move(repeats));
+  const size_t timed = repeats.size();
+  Timings timings = MakeTimings(std::move(repeats));
+  if (cupti != nullptr) {
+    absl::StatusOr<std::vector<CuptiKernelRecord>> kernels = cupti->End();
+    absl::StatusOr<std::vector<double>> per_repeat =
+        kernels.ok() ? KernelTimesPerRepeat(*kernels, timed)
+                     : absl::StatusOr<std::vector<double>>(kernels.status());
+    if (per_repeat.ok()) {
+      timings.kernel_repeats_ms = std::move(*per_repeat);
+      timings.kernel_median_ms = MedianOf(timings.kernel_repeats_ms);
+    } else {
+      note = std::string(per_repeat.status().message());
+    }
+  }
+  timings.note = std::move(note);
+  return timings;
 }
 
 }  // namespace tessel::worker
