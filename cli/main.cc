@@ -7,6 +7,7 @@
 #include "cli/lower_command.h"
 #include "cli/measure_command.h"
 #include "cli/sample_command.h"
+#include "cli/serve_command.h"
 #include "cli/tune_command.h"
 #include "cli/worker_command.h"
 #include "worker/worker_build_info.h"
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   tessel::cli::AddTuneCommand(app);
   tessel::cli::AddWorkerCommand(app);
   tessel::cli::AddMeasureCommand(app);
+  tessel::cli::AddServeCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
