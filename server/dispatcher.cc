@@ -46,6 +46,9 @@ size_t Dispatcher::InFlight(int64_t task_id) {
   for (const auto& [id, b] : batches_) {
     if (b.task_id == task_id && !b.expired) n += b.unanswered.size();
   }
+  if (auto it = tasks_.find(task_id); it != tasks_.end()) {
+    n += static_cast<size_t>(it->second.recording);
+  }
   return n;
 }
 
@@ -176,6 +179,7 @@ std::optional<QueuedCandidate> Dispatcher::OnResult(uint64_t session, uint64_t b
     return std::nullopt;
   }
   t.accepted.insert(c.candidate_id);
+  ++t.recording;
   // A late answer for a candidate requeued meanwhile: it is no longer needed.
   for (auto q = t.queue.begin(); q != t.queue.end(); ++q) {
     if (q->candidate_id == c.candidate_id) {
@@ -192,7 +196,13 @@ void Dispatcher::Unaccept(QueuedCandidate c) {
   auto it = tasks_.find(c.task_id);
   if (it == tasks_.end()) return;
   it->second.accepted.erase(c.candidate_id);
+  --it->second.recording;
   RequeueLocked(std::move(c));
+}
+
+void Dispatcher::Recorded(int64_t task_id) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = tasks_.find(task_id); it != tasks_.end()) --it->second.recording;
 }
 
 void Dispatcher::OnReturned(uint64_t session, uint64_t batch_id, const std::vector<uint64_t>& ids) {

@@ -75,7 +75,8 @@ class Dispatcher {
   // Returns how many were dropped.
   size_t RemoveTask(int64_t task_id);
   void Enqueue(std::vector<QueuedCandidate> candidates);
-  // Queued (not sent) and in-flight (sent, unanswered) candidates of a task.
+  // Queued (not sent) and in-flight (sent and unanswered, or answered and not yet Recorded)
+  // candidates of a task.
   size_t Queued(int64_t task_id);
   size_t InFlight(int64_t task_id);
   // Credits of the workers that can serve the task.
@@ -90,6 +91,9 @@ class Dispatcher {
                                           uint64_t candidate_id, bool worker_error);
   // The result of `c` could not be recorded (the log failed): measure it again.
   void Unaccept(QueuedCandidate c);
+  // The job manager is done with an accepted result (recorded and counted, or dropped): it no
+  // longer counts as in flight.
+  void Recorded(int64_t task_id);
   void OnReturned(uint64_t session, uint64_t batch_id, const std::vector<uint64_t>& ids);
   void OnBatchDone(uint64_t session, uint64_t batch_id);
   // The worker is gone: requeue everything it held.
@@ -110,6 +114,7 @@ class Dispatcher {
     TaskDispatch info;
     std::deque<QueuedCandidate> queue;
     std::unordered_set<uint64_t> accepted;
+    int64_t recording = 0;  // accepted, not yet Recorded
     uint64_t last_served = 0;
     bool removed = false;
   };

@@ -338,6 +338,7 @@ void JobManager::OnResult(const QueuedCandidate& candidate, const worker::Candid
     if (it == tasks_.end()) {
       events_->Log(absl::StrCat("a result for task ", candidate.task_id,
                                 ", which this server does not run, is dropped"));
+      dispatcher_->Recorded(candidate.task_id);
       return;
     }
     const Job& job = *it->second.first;
@@ -371,6 +372,7 @@ void JobManager::OnResult(const QueuedCandidate& candidate, const worker::Candid
     if (absl::IsAlreadyExists(id.status())) {
       events_->Log(absl::StrCat("task ", r.task_id, " candidate ", r.candidate_id,
                                 ": already recorded, the repeated result is dropped"));
+      dispatcher_->Recorded(candidate.task_id);
       return;
     }
     events_->Log(absl::StrCat("task ", r.task_id, " candidate ", r.candidate_id,
@@ -380,6 +382,7 @@ void JobManager::OnResult(const QueuedCandidate& candidate, const worker::Candid
     return;
   }
   absl::MutexLock lock(&mu_);
+  dispatcher_->Recorded(candidate.task_id);
   auto it = tasks_.find(candidate.task_id);
   if (it == tasks_.end()) return;
   Job& job = *it->second.first;

@@ -275,6 +275,20 @@ TEST_F(ServerTest, CancelStopsDispatchAtOnce) {
   EXPECT_EQ(GetJob(client_.get(), job).state(), proto::JOB_STATE_CANCELLED);
 }
 
+TEST_F(ServerTest, AJobEndsWhenItsTimeBudgetIsSpent) {
+  StartInProcess(TestServerOptions(db_));
+  auto w = StartHostWorker(server_->address(), dir_, "w", 1);
+  proto::SubmitJobRequest r = HostJob({kMatmul}, 100000, 2);
+  r.set_time_budget_s(1.5);
+  const int64_t job = Submit(r);
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(30)));
+  const proto::JobInfo info = GetJob(client_.get(), job);
+  EXPECT_LT(info.trials_done(), 100000);
+  EXPECT_GE(info.elapsed_s(), 1.5);
+  EXPECT_GT(info.finished_unix_ms(), 0);
+  EXPECT_EQ(info.tasks(0).state(), proto::JOB_STATE_DONE);
+}
+
 TEST_F(ServerTest, BadSubmissionsAreRefusedWithTheirReasonAndNothingIsStored) {
   StartInProcess(TestServerOptions(db_));
   struct Case {
