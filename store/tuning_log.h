@@ -64,12 +64,12 @@ struct TaskRow {
 };
 
 struct Record {
-  int64_t id = 0;       // assigned by AddRecord(s)
-  std::string uid;      // globally unique; assigned when empty; import skips a uid it has
+  int64_t id = 0;   // assigned by AddRecord(s)
+  std::string uid;  // globally unique; assigned when empty; import skips a uid it has
   std::string workload_key;
   std::string target_key;
-  int64_t job_id = 0;   // 0: not from a job of this log (imported)
-  int64_t task_id = 0;  // 0 likewise
+  int64_t job_id = 0;         // 0: not from a job of this log (imported)
+  int64_t task_id = 0;        // 0 likewise
   uint64_t candidate_id = 0;  // unique within its task: (task_id, candidate_id) is stored once
   std::string trace_json;     // schedules::Trace JSON; "null" for the reference lowering
   std::string status;         // worker::MeasureStatusName: "ok", "compile_error", ...
@@ -78,9 +78,9 @@ struct Record {
   double median_ms = 0;            // 0 unless ok
   double compile_ms = 0;
   double verify_ms = 0;
-  int registers = 0;          // the most any of its kernels uses per thread
-  int64_t shared_bytes = 0;   // the most static + dynamic shared memory of any kernel
-  int64_t local_bytes = 0;    // the most local memory (spills) per thread of any kernel
+  int registers = 0;         // the most any of its kernels uses per thread
+  int64_t shared_bytes = 0;  // the most static + dynamic shared memory of any kernel
+  int64_t local_bytes = 0;   // the most local memory (spills) per thread of any kernel
   std::string worker_id;
   std::string device_name;
   int device = 0;
@@ -121,7 +121,8 @@ class TuningLog {
   // their ids (the workloads must have been put).
   virtual absl::Status CreateJob(JobRow* job, std::vector<TaskRow>* tasks) = 0;
   // NotFound naming the job when there is none.
-  virtual absl::Status SetJobState(int64_t job_id, JobState state, const std::string& error = "") = 0;
+  virtual absl::Status SetJobState(int64_t job_id, JobState state,
+                                   const std::string& error = "") = 0;
   virtual absl::Status SetTaskState(int64_t task_id, JobState state) = 0;
   virtual absl::StatusOr<JobRow> GetJob(int64_t job_id) = 0;  // NotFound naming the id
   virtual absl::StatusOr<std::vector<TaskRow>> TasksOf(int64_t job_id) = 0;

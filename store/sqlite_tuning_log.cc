@@ -1,0 +1,1019 @@
+#include "store/sqlite_tuning_log.h"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstring>
+#include <istream>
+#include <ostream>
+#include <random>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "nlohmann/json.hpp"
+#include "schedules/util/check.h"
+#include "schedules/util/status_macros.h"
+#include "store/sqlite_statement.h"
+
+namespace tessel::store {
+namespace {
+
+using nlohmann::json;
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+absl::StatusOr<JobState> ParseJobState(const std::string& s) {
+  for (JobState st : {JobState::kQueued, JobState::kRunning, JobState::kDone, JobState::kCancelled,
+                      JobState::kFailed}) {
+    if (s == JobStateName(st)) return st;
+  }
+  return absl::DataLossError(absl::StrCat("unknown job state '", s, "' in the tuning log"));
+}
+
+const char* const kSchemaV1 = R"sql(
+CREATE TABLE workloads (
+  key TEXT PRIMARY KEY NOT NULL,
+  canonical TEXT NOT NULL,
+  name TEXT NOT NULL DEFAULT '',
+  spec TEXT NOT NULL DEFAULT ''
+) WITHOUT ROWID;
+CREATE TABLE jobs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL DEFAULT '',
+  target_kind TEXT NOT NULL,
+  target_arch TEXT NOT NULL DEFAULT '',
+  target_key TEXT NOT NULL,
+  strategy TEXT NOT NULL DEFAULT '',
+  priority INTEGER NOT NULL DEFAULT 0,
+  trials_budget INTEGER NOT NULL DEFAULT 0,
+  time_budget_s REAL NOT NULL DEFAULT 0,
+  seed INTEGER NOT NULL DEFAULT 0,
+  batch_size INTEGER NOT NULL DEFAULT 0,
+  state TEXT NOT NULL,
+  error TEXT NOT NULL DEFAULT '',
+  created_unix_ms INTEGER NOT NULL,
+  finished_unix_ms INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX jobs_state ON jobs(state);
+CREATE TABLE tasks (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id INTEGER NOT NULL REFERENCES jobs(id),
+  workload_key TEXT NOT NULL REFERENCES workloads(key),
+  trials_budget INTEGER NOT NULL DEFAULT 0,
+  state TEXT NOT NULL
+);
+CREATE INDEX tasks_job ON tasks(job_id);
+CREATE TABLE records (
+  id INTEGER PRIMARY KEY,
+  uid TEXT NOT NULL UNIQUE,
+  workload_key TEXT NOT NULL,
+  target_key TEXT NOT NULL,
+  job_id INTEGER REFERENCES jobs(id),
+  task_id INTEGER REFERENCES tasks(id),
+  candidate_id INTEGER NOT NULL DEFAULT 0,
+  trace TEXT NOT NULL,
+  status TEXT NOT NULL,
+  error TEXT NOT NULL DEFAULT '',
+  repeats_ms TEXT NOT NULL DEFAULT '[]',
+  median_ms REAL NOT NULL DEFAULT 0,
+  compile_ms REAL NOT NULL DEFAULT 0,
+  verify_ms REAL NOT NULL DEFAULT 0,
+  registers INTEGER NOT NULL DEFAULT 0,
+  shared_bytes INTEGER NOT NULL DEFAULT 0,
+  local_bytes INTEGER NOT NULL DEFAULT 0,
+  worker_id TEXT NOT NULL DEFAULT '',
+  device_name TEXT NOT NULL DEFAULT '',
+  device INTEGER NOT NULL DEFAULT 0,
+  unix_ms INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX records_task_candidate ON records(task_id, candidate_id)
+  WHERE task_id IS NOT NULL;
+CREATE INDEX records_best ON records(workload_key, target_key, status, median_ms);
+CREATE INDEX records_target ON records(target_key, id);
+CREATE TABLE cost_models (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  target_key TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  feature_version INTEGER NOT NULL DEFAULT 0,
+  blob BLOB NOT NULL,
+  meta_json TEXT NOT NULL DEFAULT '',
+  unix_ms INTEGER NOT NULL
+);
+CREATE INDEX cost_models_latest ON cost_models(target_key, kind, id);
+)sql";
+
+constexpr char kRecordColumns[] =
+    "id, uid, workload_key, target_key, job_id, task_id, candidate_id, trace, status, error, "
+    "repeats_ms, median_ms, compile_ms, verify_ms, registers, shared_bytes, local_bytes, "
+    "worker_id, device_name, device, unix_ms";
+
+constexpr char kInsertRecord[] =
+    "INSERT INTO records (uid, workload_key, target_key, job_id, task_id, candidate_id, trace, "
+    "status, error, repeats_ms, median_ms, compile_ms, verify_ms, registers, shared_bytes, "
+    "local_bytes, worker_id, device_name, device, unix_ms) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING";
+
+constexpr char kJobColumns[] =
+    "id, name, target_kind, target_arch, target_key, strategy, priority, trials_budget, "
+    "time_budget_s, seed, batch_size, state, error, created_unix_ms, finished_unix_ms";
+
+std::string RepeatsToJson(const std::vector<double>& repeats) { return json(repeats).dump(); }
+
+absl::StatusOr<std::vector<double>> RepeatsFromJson(const std::string& text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) return absl::DataLossError("malformed repeats_ms in the tuning log: " + text);
+  std::vector<double> out;
+  out.reserve(j.size());
+  for (const json& v : j) {
+    if (!v.is_number()) return absl::DataLossError("malformed repeats_ms: " + text);
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+absl::StatusOr<Record> ReadRecord(const Statement& s) {
+  Record r;
+  r.id = s.Int(0);
+  r.uid = s.Text(1);
+  r.workload_key = s.Text(2);
+  r.target_key = s.Text(3);
+  r.job_id = s.Int(4);
+  r.task_id = s.Int(5);
+  r.candidate_id = static_cast<uint64_t>(s.Int(6));
+  r.trace_json = s.Text(7);
+  r.status = s.Text(8);
+  r.error = s.Text(9);
+  TESSEL_ASSIGN_OR_RETURN(r.repeats_ms, RepeatsFromJson(s.Text(10)));
+  r.median_ms = s.Double(11);
+  r.compile_ms = s.Double(12);
+  r.verify_ms = s.Double(13);
+  r.registers = static_cast<int>(s.Int(14));
+  r.shared_bytes = s.Int(15);
+  r.local_bytes = s.Int(16);
+  r.worker_id = s.Text(17);
+  r.device_name = s.Text(18);
+  r.device = static_cast<int>(s.Int(19));
+  r.unix_ms = s.Int(20);
+  return r;
+}
+
+absl::StatusOr<JobRow> ReadJob(const Statement& s) {
+  JobRow j;
+  j.id = s.Int(0);
+  j.name = s.Text(1);
+  j.target_kind = s.Text(2);
+  j.target_arch = s.Text(3);
+  j.target_key = s.Text(4);
+  j.strategy = s.Text(5);
+  j.priority = static_cast<int>(s.Int(6));
+  j.trials_budget = s.Int(7);
+  j.time_budget_s = s.Double(8);
+  j.seed = static_cast<uint64_t>(s.Int(9));
+  j.batch_size = static_cast<int>(s.Int(10));
+  TESSEL_ASSIGN_OR_RETURN(j.state, ParseJobState(s.Text(11)));
+  j.error = s.Text(12);
+  j.created_unix_ms = s.Int(13);
+  j.finished_unix_ms = s.Int(14);
+  return j;
+}
+
+// The JSON-lines form of a record (tuning_log.h): job and task ids are left out.
+json RecordToJson(const Record& r) {
+  json trace = json::parse(r.trace_json, nullptr, /*allow_exceptions=*/false);
+  return json{{"type", "record"},
+              {"uid", r.uid},
+              {"workload_key", r.workload_key},
+              {"target_key", r.target_key},
+              {"candidate_id", r.candidate_id},
+              {"trace", trace.is_discarded() ? json(r.trace_json) : trace},
+              {"status", r.status},
+              {"error", r.error},
+              {"repeats_ms", r.repeats_ms},
+              {"median_ms", r.median_ms},
+              {"compile_ms", r.compile_ms},
+              {"verify_ms", r.verify_ms},
+              {"registers", r.registers},
+              {"shared_bytes", r.shared_bytes},
+              {"local_bytes", r.local_bytes},
+              {"worker_id", r.worker_id},
+              {"device_name", r.device_name},
+              {"device", r.device},
+              {"unix_ms", r.unix_ms}};
+}
+
+// Reads the fields of one JSON-lines object, naming the field and what was expected.
+class FieldReader {
+ public:
+  explicit FieldReader(const json& j) : j_(j) {}
+
+  absl::Status String(const char* name, bool required, std::string* out) {
+    auto it = j_.find(name);
+    if (it == j_.end()) return Missing(name, required);
+    if (!it->is_string()) return WrongType(name, *it, "a string");
+    *out = it->get<std::string>();
+    return absl::OkStatus();
+  }
+  template <typename T>
+  absl::Status Number(const char* name, bool required, T* out) {
+    auto it = j_.find(name);
+    if (it == j_.end()) return Missing(name, required);
+    if (!it->is_number()) return WrongType(name, *it, "a number");
+    if constexpr (std::is_integral_v<T>) {
+      if (!it->is_number_integer()) return WrongType(name, *it, "an integer");
+    }
+    *out = it->get<T>();
+    return absl::OkStatus();
+  }
+  absl::Status Repeats(const char* name, bool required, std::vector<double>* out) {
+    auto it = j_.find(name);
+    if (it == j_.end()) return Missing(name, required);
+    if (!it->is_array()) return WrongType(name, *it, "an array of numbers");
+    out->clear();
+    for (const json& v : *it) {
+      if (!v.is_number()) return WrongType(name, *it, "an array of numbers");
+      out->push_back(v.get<double>());
+    }
+    return absl::OkStatus();
+  }
+  // A JSON value kept as its compact text ("null" included); required.
+  absl::Status Json(const char* name, std::string* out) {
+    auto it = j_.find(name);
+    if (it == j_.end()) return Missing(name, true);
+    *out = it->dump();
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Missing(const char* name, bool required) {
+    if (!required) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("missing field '", name, "'"));
+  }
+  absl::Status WrongType(const char* name, const json& v, const char* expected) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("field '", name, "' is ", v.type_name(), ", expected ", expected));
+  }
+  const json& j_;
+};
+
+absl::Status RecordFromJson(const json& j, Record* r) {
+  FieldReader f(j);
+  TESSEL_RETURN_IF_ERROR(f.String("uid", true, &r->uid));
+  if (r->uid.empty()) return absl::InvalidArgumentError("field 'uid' is empty");
+  TESSEL_RETURN_IF_ERROR(f.String("workload_key", true, &r->workload_key));
+  TESSEL_RETURN_IF_ERROR(f.String("target_key", true, &r->target_key));
+  TESSEL_RETURN_IF_ERROR(f.Number("candidate_id", false, &r->candidate_id));
+  TESSEL_RETURN_IF_ERROR(f.Json("trace", &r->trace_json));
+  TESSEL_RETURN_IF_ERROR(f.String("status", true, &r->status));
+  TESSEL_RETURN_IF_ERROR(f.String("error", false, &r->error));
+  TESSEL_RETURN_IF_ERROR(f.Repeats("repeats_ms", true, &r->repeats_ms));
+  TESSEL_RETURN_IF_ERROR(f.Number("median_ms", true, &r->median_ms));
+  TESSEL_RETURN_IF_ERROR(f.Number("compile_ms", false, &r->compile_ms));
+  TESSEL_RETURN_IF_ERROR(f.Number("verify_ms", false, &r->verify_ms));
+  TESSEL_RETURN_IF_ERROR(f.Number("registers", false, &r->registers));
+  TESSEL_RETURN_IF_ERROR(f.Number("shared_bytes", false, &r->shared_bytes));
+  TESSEL_RETURN_IF_ERROR(f.Number("local_bytes", false, &r->local_bytes));
+  TESSEL_RETURN_IF_ERROR(f.String("worker_id", false, &r->worker_id));
+  TESSEL_RETURN_IF_ERROR(f.String("device_name", false, &r->device_name));
+  TESSEL_RETURN_IF_ERROR(f.Number("device", false, &r->device));
+  TESSEL_RETURN_IF_ERROR(f.Number("unix_ms", true, &r->unix_ms));
+  return absl::OkStatus();
+}
+
+class SqliteTuningLog final : public TuningLog {
+ public:
+  SqliteTuningLog(std::string path, sqlite3* db, bool read_only)
+      : path_(std::move(path)), db_(db), read_only_(read_only), stmts_(db) {
+    std::random_device rd;
+    std::seed_seq seq{rd(), rd(), rd(), rd(), rd(), rd(), rd(), rd()};
+    rng_.seed(seq);
+  }
+  ~SqliteTuningLog() override {
+    {
+      absl::MutexLock lock(&mu_);
+      stmts_.Clear();
+    }
+    sqlite3_close_v2(db_);
+  }
+
+  std::string path() const override { return path_; }
+
+  absl::Status PutWorkload(const WorkloadRow& w) override {
+    if (w.key.empty()) return absl::InvalidArgumentError("a workload needs its key");
+    absl::MutexLock lock(&mu_);
+    TESSEL_RETURN_IF_ERROR(Writable());
+    TESSEL_ASSIGN_OR_RETURN(Statement s,
+                            stmts_.Get("INSERT INTO workloads (key, canonical, name, spec) "
+                                       "VALUES (?, ?, ?, ?) ON CONFLICT(key) DO NOTHING"));
+    return s.Bind(w.key).Bind(w.canonical).Bind(w.name).Bind(w.spec).Run();
+  }
+
+  absl::StatusOr<std::optional<WorkloadRow>> GetWorkload(const std::string& key) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s, stmts_.Get("SELECT key, canonical, name, spec FROM workloads WHERE key = ?"));
+    s.Bind(key);
+    TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return std::optional<WorkloadRow>();
+    return std::optional<WorkloadRow>(WorkloadRow{s.Text(0), s.Text(1), s.Text(2), s.Text(3)});
+  }
+
+  absl::Status CreateJob(JobRow* job, std::vector<TaskRow>* tasks) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_RETURN_IF_ERROR(Writable());
+    if (job->created_unix_ms == 0) job->created_unix_ms = NowUnixMs();
+    return InTransaction([&]() -> absl::Status {
+      TESSEL_ASSIGN_OR_RETURN(
+          Statement s,
+          stmts_.Get("INSERT INTO jobs (name, target_kind, target_arch, target_key, strategy, "
+                     "priority, trials_budget, time_budget_s, seed, batch_size, state, error, "
+                     "created_unix_ms, finished_unix_ms) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+      s.Bind(job->name)
+          .Bind(job->target_kind)
+          .Bind(job->target_arch)
+          .Bind(job->target_key)
+          .Bind(job->strategy)
+          .Bind(job->priority)
+          .Bind(job->trials_budget)
+          .Bind(job->time_budget_s)
+          .Bind(static_cast<int64_t>(job->seed))
+          .Bind(job->batch_size)
+          .Bind(JobStateName(job->state))
+          .Bind(job->error)
+          .Bind(job->created_unix_ms)
+          .Bind(job->finished_unix_ms);
+      TESSEL_RETURN_IF_ERROR(s.Run());
+      const int64_t job_id = sqlite3_last_insert_rowid(db_);
+      for (TaskRow& t : *tasks) {
+        TESSEL_ASSIGN_OR_RETURN(Statement ts,
+                                stmts_.Get("INSERT INTO tasks (job_id, workload_key, "
+                                           "trials_budget, state) VALUES (?, ?, ?, ?)"));
+        ts.Bind(job_id).Bind(t.workload_key).Bind(t.trials_budget).Bind(JobStateName(t.state));
+        absl::Status st = ts.Run();
+        if (!st.ok()) {
+          if ((ts.last_error() & 0xff) == SQLITE_CONSTRAINT) {
+            return absl::FailedPreconditionError(
+                absl::StrCat("a task names workload ", t.workload_key,
+                             ", which is not in the tuning log; PutWorkload it first"));
+          }
+          return st;
+        }
+        t.id = sqlite3_last_insert_rowid(db_);
+        t.job_id = job_id;
+      }
+      job->id = job_id;
+      return absl::OkStatus();
+    });
+  }
+
+  absl::Status SetJobState(int64_t job_id, JobState state, const std::string& error) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_RETURN_IF_ERROR(Writable());
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s,
+        stmts_.Get("UPDATE jobs SET state = ?, error = ?, finished_unix_ms = ? WHERE id = ?"));
+    s.Bind(JobStateName(state)).Bind(error).Bind(IsFinished(state) ? NowUnixMs() : 0).Bind(job_id);
+    TESSEL_RETURN_IF_ERROR(s.Run());
+    if (sqlite3_changes(db_) == 0) return JobNotFound(job_id);
+    return absl::OkStatus();
+  }
+
+  absl::Status SetTaskState(int64_t task_id, JobState state) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_RETURN_IF_ERROR(Writable());
+    TESSEL_ASSIGN_OR_RETURN(Statement s, stmts_.Get("UPDATE tasks SET state = ? WHERE id = ?"));
+    s.Bind(JobStateName(state)).Bind(task_id);
+    TESSEL_RETURN_IF_ERROR(s.Run());
+    if (sqlite3_changes(db_) == 0) {
+      return absl::NotFoundError(absl::StrCat("no task ", task_id, " in ", path_));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<JobRow> GetJob(int64_t job_id) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s, stmts_.Get(absl::StrCat("SELECT ", kJobColumns, " FROM jobs WHERE id = ?")));
+    s.Bind(job_id);
+    TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return JobNotFound(job_id);
+    return ReadJob(s);
+  }
+
+  absl::StatusOr<std::vector<TaskRow>> TasksOf(int64_t job_id) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s, stmts_.Get("SELECT id, job_id, workload_key, trials_budget, state FROM tasks "
+                                "WHERE job_id = ? ORDER BY id"));
+    s.Bind(job_id);
+    std::vector<TaskRow> out;
+    while (true) {
+      TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      TaskRow t;
+      t.id = s.Int(0);
+      t.job_id = s.Int(1);
+      t.workload_key = s.Text(2);
+      t.trials_budget = s.Int(3);
+      TESSEL_ASSIGN_OR_RETURN(t.state, ParseJobState(s.Text(4)));
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+
+  absl::StatusOr<std::vector<JobRow>> ListJobs(bool unfinished_only) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s,
+        stmts_.Get(absl::StrCat("SELECT ", kJobColumns, " FROM jobs",
+                                unfinished_only ? " WHERE state IN ('queued', 'running')" : "",
+                                " ORDER BY id DESC")));
+    std::vector<JobRow> out;
+    while (true) {
+      TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      TESSEL_ASSIGN_OR_RETURN(JobRow j, ReadJob(s));
+      out.push_back(std::move(j));
+    }
+    return out;
+  }
+
+  absl::StatusOr<int64_t> AddRecord(Record* r) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_RETURN_IF_ERROR(Writable());
+    TESSEL_RETURN_IF_ERROR(PrepareRecord(r));
+    bool inserted = false;
+    TESSEL_RETURN_IF_ERROR(InTransaction([&]() -> absl::Status {
+      TESSEL_ASSIGN_OR_RETURN(inserted, InsertRecord(r));
+      return absl::OkStatus();
+    }));
+    if (!inserted) {
+      return absl::AlreadyExistsError(
+          r->task_id != 0
+              ? absl::StrCat("candidate ", r->candidate_id, " of task ", r->task_id,
+                             " is already in the tuning log (or its uid ", r->uid, " is)")
+              : absl::StrCat("a record with uid ", r->uid, " is already in the tuning log"));
+    }
+    return r->id;
+  }
+
+  absl::Status AddRecords(std::vector<Record>* rs) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_RETURN_IF_ERROR(Writable());
+    for (Record& r : *rs) TESSEL_RETURN_IF_ERROR(PrepareRecord(&r));
+    absl::Status st = InTransaction([&]() -> absl::Status {
+      for (Record& r : *rs) {
+        TESSEL_ASSIGN_OR_RETURN(bool inserted, InsertRecord(&r));
+        (void)inserted;
+      }
+      return absl::OkStatus();
+    });
+    if (!st.ok()) {
+      for (Record& r : *rs) r.id = 0;  // none was stored
+    }
+    return st;
+  }
+
+  absl::StatusOr<TaskCounts> CountsOf(int64_t task_id) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s,
+        stmts_.Get("SELECT count(*), count(*) FILTER (WHERE status = 'ok'), "
+                   "min(median_ms) FILTER (WHERE status = 'ok') FROM records WHERE task_id = ?"));
+    s.Bind(task_id);
+    TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+    TaskCounts c;
+    if (row) {
+      c.trials = s.Int(0);
+      c.ok = s.Int(1);
+      c.best_ms = s.IsNull(2) ? 0 : s.Double(2);
+    }
+    return c;
+  }
+
+  absl::StatusOr<std::vector<Record>> RecordsOf(int64_t task_id) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s, stmts_.Get(absl::StrCat("SELECT ", kRecordColumns,
+                                             " FROM records WHERE task_id = ? ORDER BY id")));
+    s.Bind(task_id);
+    return ReadRecords(s);
+  }
+
+  absl::StatusOr<std::vector<Record>> TopK(const std::string& workload_key,
+                                           const std::string& target_key, int k) override {
+    if (k <= 0) return std::vector<Record>();
+    absl::MutexLock lock(&mu_);
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s,
+        stmts_.Get(absl::StrCat("SELECT ", kRecordColumns,
+                                " FROM records WHERE workload_key = ? AND target_key = ? AND "
+                                "status = 'ok' ORDER BY median_ms, id LIMIT ?")));
+    s.Bind(workload_key).Bind(target_key).Bind(k);
+    return ReadRecords(s);
+  }
+
+  absl::StatusOr<std::optional<Record>> Best(const std::string& workload_key,
+                                             const std::string& target_key) override {
+    TESSEL_ASSIGN_OR_RETURN(std::vector<Record> top, TopK(workload_key, target_key, 1));
+    if (top.empty()) return std::optional<Record>();
+    return std::optional<Record>(std::move(top[0]));
+  }
+
+  absl::StatusOr<int64_t> CountOk(const std::string& workload_key,
+                                  const std::string& target_key) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_ASSIGN_OR_RETURN(Statement s,
+                            stmts_.Get("SELECT count(*) FROM records WHERE workload_key = ? AND "
+                                       "target_key = ? AND status = 'ok'"));
+    s.Bind(workload_key).Bind(target_key);
+    TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+    return row ? s.Int(0) : 0;
+  }
+
+  absl::Status ForEachRecordOfTarget(const std::string& target_key,
+                                     const std::function<bool(const Record&)>& fn) override {
+    // In pages, so that `fn` runs without the lock (it may call into the log) and no read
+    // transaction stays open across calls.
+    constexpr int kPage = 512;
+    int64_t after = 0;
+    while (true) {
+      std::vector<Record> page;
+      {
+        absl::MutexLock lock(&mu_);
+        TESSEL_ASSIGN_OR_RETURN(
+            Statement s, stmts_.Get(absl::StrCat("SELECT ", kRecordColumns,
+                                                 " FROM records WHERE target_key = ? AND id > ? "
+                                                 "ORDER BY id LIMIT ?")));
+        s.Bind(target_key).Bind(after).Bind(kPage);
+        TESSEL_ASSIGN_OR_RETURN(page, ReadRecords(s));
+      }
+      for (const Record& r : page) {
+        if (!fn(r)) return absl::OkStatus();
+      }
+      if (static_cast<int>(page.size()) < kPage) return absl::OkStatus();
+      after = page.back().id;
+    }
+  }
+
+  absl::StatusOr<int64_t> SaveCostModel(CostModelRow* m) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_RETURN_IF_ERROR(Writable());
+    if (m->unix_ms == 0) m->unix_ms = NowUnixMs();
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s, stmts_.Get("INSERT INTO cost_models (target_key, kind, feature_version, blob, "
+                                "meta_json, unix_ms) VALUES (?, ?, ?, ?, ?, ?)"));
+    s.Bind(m->target_key)
+        .Bind(m->kind)
+        .Bind(m->feature_version)
+        .BindBlob(m->blob)
+        .Bind(m->meta_json)
+        .Bind(m->unix_ms);
+    TESSEL_RETURN_IF_ERROR(s.Run());
+    m->id = sqlite3_last_insert_rowid(db_);
+    return m->id;
+  }
+
+  absl::StatusOr<std::optional<CostModelRow>> LatestCostModel(const std::string& target_key,
+                                                              const std::string& kind) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s,
+        stmts_.Get("SELECT id, target_key, kind, feature_version, blob, meta_json, unix_ms "
+                   "FROM cost_models WHERE target_key = ? AND kind = ? ORDER BY id DESC LIMIT 1"));
+    s.Bind(target_key).Bind(kind);
+    TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return std::optional<CostModelRow>();
+    CostModelRow m;
+    m.id = s.Int(0);
+    m.target_key = s.Text(1);
+    m.kind = s.Text(2);
+    m.feature_version = static_cast<int>(s.Int(3));
+    m.blob = s.Text(4);
+    m.meta_json = s.Text(5);
+    m.unix_ms = s.Int(6);
+    return std::optional<CostModelRow>(std::move(m));
+  }
+
+  absl::Status ExportJsonl(std::ostream& out) override {
+    absl::MutexLock lock(&mu_);
+    // One read transaction: a consistent snapshot while writers go on in WAL mode.
+    TESSEL_RETURN_IF_ERROR(Exec(db_, "BEGIN"));
+    absl::Status st = [&]() -> absl::Status {
+      TESSEL_ASSIGN_OR_RETURN(
+          Statement w, stmts_.Get("SELECT key, canonical, name, spec FROM workloads ORDER BY key"));
+      while (true) {
+        TESSEL_ASSIGN_OR_RETURN(bool row, w.Step());
+        if (!row) break;
+        out << json{{"type", "workload"},
+                    {"key", w.Text(0)},
+                    {"canonical", w.Text(1)},
+                    {"name", w.Text(2)},
+                    {"spec", w.Text(3)}}
+                   .dump()
+            << "\n";
+      }
+      TESSEL_ASSIGN_OR_RETURN(Statement s, stmts_.Get(absl::StrCat("SELECT ", kRecordColumns,
+                                                                   " FROM records ORDER BY id")));
+      while (true) {
+        TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+        if (!row) break;
+        TESSEL_ASSIGN_OR_RETURN(Record r, ReadRecord(s));
+        out << RecordToJson(r).dump() << "\n";
+      }
+      if (!out) return absl::DataLossError("writing the export failed");
+      return absl::OkStatus();
+    }();
+    absl::Status end = Exec(db_, "COMMIT");
+    return st.ok() ? end : st;
+  }
+
+  absl::StatusOr<ImportStats> ImportJsonl(std::istream& in) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_RETURN_IF_ERROR(Writable());
+    ImportStats stats;
+    TESSEL_RETURN_IF_ERROR(InTransaction([&]() -> absl::Status {
+      std::string line;
+      int64_t line_no = 0;
+      while (std::getline(in, line)) {
+        ++line_no;
+        absl::Status st = ImportLine(line, &stats);
+        if (!st.ok()) {
+          return absl::Status(st.code(), absl::StrCat("line ", line_no, ": ", st.message()));
+        }
+      }
+      if (in.bad()) return absl::DataLossError("reading the import failed");
+      return absl::OkStatus();
+    }));
+    return stats;
+  }
+
+ private:
+  absl::Status Writable() const {
+    if (!read_only_) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("the tuning log ", path_,
+                     " was opened read-only; open it without read_only "
+                     "to write"));
+  }
+
+  absl::Status JobNotFound(int64_t job_id) const {
+    return absl::NotFoundError(absl::StrCat("no job ", job_id, " in ", path_));
+  }
+
+  // BEGIN IMMEDIATE ... COMMIT around `body`, rolled back when it fails.
+  absl::Status InTransaction(const std::function<absl::Status()>& body)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    TESSEL_ASSIGN_OR_RETURN(Statement begin, stmts_.Get("BEGIN IMMEDIATE"));
+    TESSEL_RETURN_IF_ERROR(begin.Run());
+    absl::Status st = body();
+    if (st.ok()) {
+      TESSEL_ASSIGN_OR_RETURN(Statement commit, stmts_.Get("COMMIT"));
+      st = commit.Run();
+      if (st.ok()) return st;
+    }
+    if (!sqlite3_get_autocommit(db_)) Exec(db_, "ROLLBACK").IgnoreError();
+    return st;
+  }
+
+  std::string NewUid() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return absl::StrFormat("%016x%016x", rng_(), rng_());
+  }
+
+  // Fills in uid and time, checks what the schema cannot.
+  absl::Status PrepareRecord(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (r->workload_key.empty() || r->target_key.empty()) {
+      return absl::InvalidArgumentError("a record needs its workload_key and target_key");
+    }
+    if (r->status.empty()) return absl::InvalidArgumentError("a record needs its status");
+    if (r->trace_json.empty() || !json::accept(r->trace_json)) {
+      return absl::InvalidArgumentError(
+          "a record's trace_json must be a trace's JSON, or \"null\" for the reference lowering");
+    }
+    if (r->uid.empty()) r->uid = NewUid();
+    if (r->unix_ms == 0) r->unix_ms = NowUnixMs();
+    return absl::OkStatus();
+  }
+
+  // Inserts one record inside the current transaction: false when a uniqueness constraint
+  // (uid, or task and candidate) already holds it; its id is then 0.
+  absl::StatusOr<bool> InsertRecord(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    TESSEL_ASSIGN_OR_RETURN(Statement s, stmts_.Get(kInsertRecord));
+    s.Bind(r->uid)
+        .Bind(r->workload_key)
+        .Bind(r->target_key)
+        .BindId(r->job_id)
+        .BindId(r->task_id)
+        .Bind(static_cast<int64_t>(r->candidate_id))
+        .Bind(r->trace_json)
+        .Bind(r->status)
+        .Bind(r->error)
+        .Bind(RepeatsToJson(r->repeats_ms))
+        .Bind(r->median_ms)
+        .Bind(r->compile_ms)
+        .Bind(r->verify_ms)
+        .Bind(r->registers)
+        .Bind(r->shared_bytes)
+        .Bind(r->local_bytes)
+        .Bind(r->worker_id)
+        .Bind(r->device_name)
+        .Bind(r->device)
+        .Bind(r->unix_ms);
+    absl::Status st = s.Run();
+    if (!st.ok()) {
+      if (s.last_error() == SQLITE_CONSTRAINT_FOREIGNKEY) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("record ", r->uid, " names job ", r->job_id, " and task ", r->task_id,
+                         ", which are not in the tuning log; create the job first (or leave "
+                         "both 0)"));
+      }
+      return st;
+    }
+    if (sqlite3_changes(db_) == 0) {
+      r->id = 0;
+      return false;
+    }
+    r->id = sqlite3_last_insert_rowid(db_);
+    return true;
+  }
+
+  absl::StatusOr<std::vector<Record>> ReadRecords(Statement& s) {
+    std::vector<Record> out;
+    while (true) {
+      TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      TESSEL_ASSIGN_OR_RETURN(Record r, ReadRecord(s));
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  absl::Status ImportLine(const std::string& line, ImportStats* stats)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) return absl::OkStatus();
+    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      return absl::InvalidArgumentError(
+          "not valid JSON; each line must be one JSON object as tessel export writes it");
+    }
+    if (!j.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("expected a JSON object, found ", j.type_name()));
+    }
+    std::string type;
+    TESSEL_RETURN_IF_ERROR(FieldReader(j).String("type", true, &type));
+    if (type == "workload") {
+      WorkloadRow w;
+      FieldReader f(j);
+      TESSEL_RETURN_IF_ERROR(f.String("key", true, &w.key));
+      TESSEL_RETURN_IF_ERROR(f.String("canonical", true, &w.canonical));
+      TESSEL_RETURN_IF_ERROR(f.String("name", false, &w.name));
+      TESSEL_RETURN_IF_ERROR(f.String("spec", false, &w.spec));
+      if (w.key.empty()) return absl::InvalidArgumentError("field 'key' is empty");
+      TESSEL_ASSIGN_OR_RETURN(Statement s,
+                              stmts_.Get("INSERT INTO workloads (key, canonical, name, spec) "
+                                         "VALUES (?, ?, ?, ?) ON CONFLICT(key) DO NOTHING"));
+      TESSEL_RETURN_IF_ERROR(s.Bind(w.key).Bind(w.canonical).Bind(w.name).Bind(w.spec).Run());
+      stats->workloads_added += sqlite3_changes(db_);
+      return absl::OkStatus();
+    }
+    if (type == "record") {
+      Record r;
+      TESSEL_RETURN_IF_ERROR(RecordFromJson(j, &r));
+      TESSEL_ASSIGN_OR_RETURN(bool inserted, InsertRecord(&r));
+      (inserted ? stats->records_added : stats->records_skipped) += 1;
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown type '", type, "'; expected \"workload\" or \"record\""));
+  }
+
+  const std::string path_;
+  sqlite3* const db_;
+  const bool read_only_;
+  absl::Mutex mu_;
+  StatementCache stmts_ ABSL_GUARDED_BY(mu_);
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+};
+
+// ---- Opening ----
+
+struct FileHeader {
+  int64_t application_id = 0;
+  int64_t user_version = 0;
+  int64_t objects = 0;  // entries of sqlite_master
+};
+
+absl::StatusOr<int64_t> PragmaInt(sqlite3* db, const char* sql) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db, sqlite3_extended_errcode(db), sql);
+  rc = sqlite3_step(stmt);
+  int64_t v = rc == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : 0;
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    return SqliteError(db, sqlite3_extended_errcode(db), sql);
+  }
+  return v;
+}
+
+absl::StatusOr<std::string> PragmaText(sqlite3* db, const char* sql) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db, sqlite3_extended_errcode(db), sql);
+  rc = sqlite3_step(stmt);
+  std::string v;
+  if (rc == SQLITE_ROW) {
+    const unsigned char* t = sqlite3_column_text(stmt, 0);
+    if (t != nullptr) v = reinterpret_cast<const char*>(t);
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    return SqliteError(db, sqlite3_extended_errcode(db), sql);
+  }
+  return v;
+}
+
+absl::StatusOr<FileHeader> ReadHeader(sqlite3* db) {
+  FileHeader h;
+  TESSEL_ASSIGN_OR_RETURN(h.application_id, PragmaInt(db, "PRAGMA application_id"));
+  TESSEL_ASSIGN_OR_RETURN(h.user_version, PragmaInt(db, "PRAGMA user_version"));
+  TESSEL_ASSIGN_OR_RETURN(h.objects, PragmaInt(db, "SELECT count(*) FROM sqlite_master"));
+  return h;
+}
+
+std::string NotATesselLog(const std::string& path, const std::string& why) {
+  return absl::StrCat(path, " is not a Tessel tuning log (", why,
+                      "); pass a new file or a log written by tessel serve");
+}
+
+// Checks the file as it is, before anything is written to it.
+absl::Status CheckHeader(const std::string& path, const FileHeader& h, bool read_only, int latest) {
+  const bool empty = h.application_id == 0 && h.user_version == 0 && h.objects == 0;
+  if (empty) {
+    if (read_only) {
+      return absl::FailedPreconditionError(NotATesselLog(path, "an empty database"));
+    }
+    return absl::OkStatus();
+  }
+  if (h.application_id != kTuningLogApplicationId) {
+    return absl::FailedPreconditionError(
+        NotATesselLog(path, absl::StrFormat("application id %d, expected %d", h.application_id,
+                                            kTuningLogApplicationId)));
+  }
+  if (h.user_version > latest) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " was written by a newer Tessel (schema ", h.user_version,
+                     ", this build reads up to ", latest, "); upgrade Tessel"));
+  }
+  if (read_only && h.user_version < latest) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " has schema ", h.user_version, " and this build reads schema ", latest,
+                     "; open it once for writing (tessel serve or tessel import) to "
+                     "migrate it"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Migrate(sqlite3* db, const std::string& path, bool empty,
+                     const std::vector<Migration>& migrations) {
+  const int latest = LatestSchemaVersion(migrations);
+  TESSEL_RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
+  auto fail = [&](absl::Status st) {
+    Exec(db, "ROLLBACK").IgnoreError();
+    return st;
+  };
+  // Read again inside the transaction: another process may have migrated it meanwhile.
+  absl::StatusOr<FileHeader> h = ReadHeader(db);
+  if (!h.ok()) return fail(h.status());
+  absl::Status st = CheckHeader(path, *h, /*read_only=*/false, latest);
+  if (!st.ok()) return fail(st);
+  if (h->user_version == latest) return Exec(db, "COMMIT");
+  for (const Migration& m : migrations) {
+    if (m.version <= h->user_version) continue;
+    st = Exec(db, m.sql);
+    if (!st.ok()) {
+      return fail(absl::Status(
+          st.code(), absl::StrCat("migrating ", path, " from schema ", h->user_version, " to ",
+                                  latest, " failed at step ", m.version, " (", m.description,
+                                  "): ", st.message(), "; the file is unchanged")));
+    }
+  }
+  st = Exec(db, absl::StrCat("PRAGMA user_version = ", latest));
+  if (st.ok() && empty) {
+    st = Exec(db, absl::StrCat("PRAGMA application_id = ", kTuningLogApplicationId));
+  }
+  if (!st.ok()) return fail(st);
+  return Exec(db, "COMMIT");
+}
+
+absl::Status OpenChecks(const std::string& path, const TuningLogOptions& options) {
+  if (path.empty()) {
+    return absl::InvalidArgumentError("no tuning log path given; pass a file such as tessel.db");
+  }
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " is a directory; pass the tuning log's file, e.g. ", path, "/tessel.db"));
+    }
+    return absl::OkStatus();
+  }
+  if (options.read_only) {
+    return absl::NotFoundError(
+        absl::StrCat("tuning log ", path,
+                     " does not exist; check the path (a read-only open never creates a log)"));
+  }
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::NotFoundError(absl::StrCat("cannot create tuning log ", path, ": directory ", dir,
+                                            " does not exist; create it first (mkdir -p ", dir,
+                                            ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const std::vector<Migration>& TuningLogMigrations() {
+  static const auto* migrations = new std::vector<Migration>{
+      {1, "workloads, jobs, tasks, records and cost models", kSchemaV1},
+  };
+  return *migrations;
+}
+
+int LatestSchemaVersion(const std::vector<Migration>& migrations) {
+  TESSEL_CHECK(!migrations.empty()) << "a schema needs at least one migration";
+  for (size_t i = 0; i < migrations.size(); ++i) {
+    TESSEL_CHECK(migrations[i].version == static_cast<int>(i) + 1)
+        << "migration " << i << " has version " << migrations[i].version;
+  }
+  return migrations.back().version;
+}
+
+absl::StatusOr<std::unique_ptr<TuningLog>> OpenSqliteTuningLog(
+    const std::string& path, const TuningLogOptions& options,
+    const std::vector<Migration>& migrations) {
+  TESSEL_RETURN_IF_ERROR(OpenChecks(path, options));
+  const int latest = LatestSchemaVersion(migrations);
+  sqlite3* db = nullptr;
+  const int flags =
+      (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+      SQLITE_OPEN_NOMUTEX;
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  auto fail = [&](absl::Status st) {
+    sqlite3_close_v2(db);
+    return st;
+  };
+  if (rc != SQLITE_OK) {
+    return fail(SqliteError(db, rc, absl::StrCat("cannot open tuning log ", path)));
+  }
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, options.busy_timeout_ms);
+
+  absl::StatusOr<FileHeader> h = ReadHeader(db);
+  if (!h.ok()) {
+    if ((sqlite3_extended_errcode(db) & 0xff) == SQLITE_NOTADB) {
+      return fail(absl::FailedPreconditionError(NotATesselLog(path, "not an SQLite database")));
+    }
+    return fail(absl::Status(h.status().code(), absl::StrCat("reading the tuning log ", path, ": ",
+                                                             h.status().message())));
+  }
+  absl::Status st = CheckHeader(path, *h, options.read_only, latest);
+  if (!st.ok()) return fail(st);
+
+  if (options.read_only) {
+    st = Exec(db, "PRAGMA query_only = ON");
+  } else {
+    // WAL mode persists in the file; synchronous and foreign keys are per connection.
+    absl::StatusOr<std::string> mode = PragmaText(db, "PRAGMA journal_mode = WAL");
+    st = mode.status();
+    if (st.ok() && *mode != "wal") {
+      st = absl::FailedPreconditionError(absl::StrCat("cannot put the tuning log ", path,
+                                                      " in WAL mode (journal mode stays '", *mode,
+                                                      "'); put it on a local file system"));
+    }
+    if (st.ok()) st = Exec(db, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON");
+    const bool empty = h->application_id == 0 && h->user_version == 0 && h->objects == 0;
+    if (st.ok()) st = Migrate(db, path, empty, migrations);
+  }
+  if (!st.ok()) return fail(st);
+  return std::unique_ptr<TuningLog>(new SqliteTuningLog(path, db, options.read_only));
+}
+
+absl::StatusOr<std::unique_ptr<TuningLog>> OpenTuningLog(const std::string& path,
+                                                         const TuningLogOptions& options) {
+  return OpenSqliteTuningLog(path, options, TuningLogMigrations());
+}
+
+}  // namespace tessel::store

@@ -1,0 +1,124 @@
+#pragma once
+
+// Helpers for the tuning-log tests: records with realistic contents, raw SQLite access to a
+// log's file, and file bytes.
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "store/tuning_log.h"
+
+namespace tessel::testing {
+
+// Record `i` of a test: every field set from `i`, so a record read back can be checked whole.
+inline store::Record MakeTestRecord(int64_t i, const std::string& workload_key = "00000000000000aa",
+                                    const std::string& target_key = "host") {
+  store::Record r;
+  r.workload_key = workload_key;
+  r.target_key = target_key;
+  r.candidate_id = static_cast<uint64_t>(i);
+  r.trace_json = "{\"version\":1,\"insts\":[{\"kind\":\"sample_perfect_tile\",\"decision\":[" +
+                 std::to_string(i % 7 + 1) + ",4,8]}]}";
+  r.status = i % 5 == 4 ? "compile_error" : "ok";
+  if (r.status == "ok") {
+    for (int k = 0; k < 10; ++k) r.repeats_ms.push_back(1.0 + 0.001 * i + 0.0001 * k);
+    r.median_ms = r.repeats_ms[5];
+  } else {
+    r.error = "error of record " + std::to_string(i);
+  }
+  r.compile_ms = 100.5 + i;
+  r.verify_ms = 3.25;
+  r.registers = static_cast<int>(i % 255);
+  r.shared_bytes = 1024 * (i % 48);
+  r.local_bytes = i % 3;
+  r.worker_id = "worker-" + std::to_string(i % 4);
+  r.device_name = "Test CPU";
+  r.device = static_cast<int>(i % 2);
+  r.unix_ms = 1700000000000 + i;
+  return r;
+}
+
+// Whether `got` holds what MakeTestRecord(i) held (ids and uid aside); a message when not.
+inline std::string DiffTestRecord(const store::Record& got, int64_t i) {
+  store::Record want = MakeTestRecord(i, got.workload_key, got.target_key);
+  std::ostringstream d;
+  if (got.candidate_id != want.candidate_id) d << "candidate_id ";
+  if (got.trace_json != want.trace_json) d << "trace ";
+  if (got.status != want.status) d << "status ";
+  if (got.error != want.error) d << "error ";
+  if (got.repeats_ms != want.repeats_ms) d << "repeats ";
+  if (got.median_ms != want.median_ms) d << "median ";
+  if (got.compile_ms != want.compile_ms || got.verify_ms != want.verify_ms) d << "times ";
+  if (got.registers != want.registers || got.shared_bytes != want.shared_bytes ||
+      got.local_bytes != want.local_bytes) {
+    d << "resources ";
+  }
+  if (got.worker_id != want.worker_id || got.device_name != want.device_name ||
+      got.device != want.device) {
+    d << "device ";
+  }
+  if (got.unix_ms != want.unix_ms) d << "unix_ms ";
+  return d.str();
+}
+
+inline std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs `sql` on the file directly (no Tessel code) and returns column `col` of the first row as
+// text ("" when none), or of every row joined by newlines when `all_rows`; "ERROR: ..." on
+// failure.
+inline std::string RawQuery(const std::string& path, const std::string& sql, int col = 0,
+                            bool all_rows = false) {
+  sqlite3* db = nullptr;
+  std::string out;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
+    out = std::string("ERROR: ") + sqlite3_errmsg(db);
+    sqlite3_close(db);
+    return out;
+  }
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
+    out = std::string("ERROR: ") + sqlite3_errmsg(db);
+  } else {
+    int rc;
+    bool first = true;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+      if ((first || all_rows) && sqlite3_column_text(stmt, col) != nullptr) {
+        if (!first) out += "\n";
+        out += reinterpret_cast<const char*>(sqlite3_column_text(stmt, col));
+      }
+      first = false;
+    }
+    if (rc != SQLITE_DONE) out = std::string("ERROR: ") + sqlite3_errmsg(db);
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return out;
+}
+
+// Runs statements on the file directly; "" or the error message.
+inline std::string RawExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  std::string out;
+  if (sqlite3_open(path.c_str(), &db) == SQLITE_OK) {
+    char* err = nullptr;
+    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      out = err ? err : "error";
+    }
+    sqlite3_free(err);
+  } else {
+    out = sqlite3_errmsg(db);
+  }
+  sqlite3_close(db);
+  return out;
+}
+
+}  // namespace tessel::testing
