@@ -8,6 +8,7 @@
 #include "cli/lower_command.h"
 #include "cli/measure_command.h"
 #include "cli/sample_command.h"
+#include "cli/serve_command.h"
 #include "cli/submit_command.h"
 #include "cli/tune_command.h"
 #include "cli/worker_command.h"
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   tessel::cli::AddTuneCommand(app);
   tessel::cli::AddWorkerCommand(app);
   tessel::cli::AddMeasureCommand(app);
+  tessel::cli::AddServeCommand(app);
   tessel::cli::AddSubmitCommand(app);
   tessel::cli::AddJobCommands(app);
   try {
