@@ -3,7 +3,10 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "cli/best_command.h"
 #include "cli/exit_code.h"
+#include "cli/export_command.h"
+#include "cli/import_command.h"
 #include "cli/lower_command.h"
 #include "cli/measure_command.h"
 #include "cli/sample_command.h"
@@ -21,6 +24,9 @@ int main(int argc, char** argv) {
   tessel::cli::AddTuneCommand(app);
   tessel::cli::AddWorkerCommand(app);
   tessel::cli::AddMeasureCommand(app);
+  tessel::cli::AddBestCommand(app);
+  tessel::cli::AddExportCommand(app);
+  tessel::cli::AddImportCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
