@@ -3,8 +3,11 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "cli/best_command.h"
 #include "cli/exit_code.h"
 #include "cli/job_commands.h"
+#include "cli/export_command.h"
+#include "cli/import_command.h"
 #include "cli/lower_command.h"
 #include "cli/measure_command.h"
 #include "cli/sample_command.h"
@@ -27,6 +30,9 @@ int main(int argc, char** argv) {
   tessel::cli::AddServeCommand(app);
   tessel::cli::AddSubmitCommand(app);
   tessel::cli::AddJobCommands(app);
+  tessel::cli::AddBestCommand(app);
+  tessel::cli::AddExportCommand(app);
+  tessel::cli::AddImportCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
