@@ -1,5 +1,7 @@
 #include "cli/best_command.h"
 
+#include "cli/client.h"
+
 #include <ctime>
 #include <iostream>
 
@@ -35,8 +37,12 @@ void AddBestCommand(CLI::App& app) {
   auto opts = std::make_shared<BestOptions>();
   CLI::App* cmd = app.add_subcommand(
       "best", "Print the fastest kernel of a workload and target found in a tuning log");
-  cmd->add_option("--db", opts->db, "Tuning log (SQLite file) to read; opened read-only")
-      ->required();
+  CLI::Option* db =
+      cmd->add_option("--db", opts->db, "Tuning log (SQLite file) to read; opened read-only");
+  CLI::Option* server = cmd->add_option("--server,-s", opts->server,
+                                        "Ask this server (HOST:PORT) instead of reading a log");
+  db->excludes(server);
+  server->excludes(db);
   cmd->add_option("--workload,-w", opts->workload,
                   "Built-in spec such as 'matmul(M=64, N=64, K=64)', a definition, or a file")
       ->required();
@@ -62,6 +68,39 @@ absl::StatusOr<std::optional<BestRecord>> FetchBestFromDb(const std::string& db_
   auto count = (*log)->CountOk(key, target_key);
   if (!count.ok()) return count.status();
   return std::optional<BestRecord>(BestRecord{std::move(**best), *count, db_path});
+}
+
+absl::StatusOr<std::optional<BestRecord>> FetchBestFromServer(const std::string& address,
+                                                              const std::string& workload_arg,
+                                                              const schedules::Target& target) {
+  absl::StatusOr<Client> client = Client::Connect(address);
+  if (!client.ok()) return client.status();
+  absl::StatusOr<std::string> text = WorkloadArgumentText(workload_arg);
+  if (!text.ok()) return text.status();
+  proto::QueryBestRequest request;
+  request.set_workload(*text);
+  request.mutable_target()->set_kind(target.is_cuda() ? "cuda" : "host");
+  request.mutable_target()->set_arch(target.is_cuda() ? target.arch : "");
+  absl::StatusOr<proto::BestRecord> b = client->QueryBest(request);
+  if (absl::IsNotFound(b.status())) return std::optional<BestRecord>();
+  if (!b.ok()) return b.status();
+  BestRecord best;
+  best.ok_records = b->records();
+  best.source = absl::StrCat("the server at ", address);
+  store::Record& r = best.record;
+  r.id = b->record_id();
+  r.uid = absl::StrCat("#", b->record_id());
+  r.job_id = b->job_id();
+  r.workload_key = b->workload_key();
+  r.target_key = b->target();
+  r.trace_json = b->trace_json();
+  r.status = "ok";
+  r.median_ms = b->median_ms();
+  r.repeats_ms.assign(b->repeats_ms().begin(), b->repeats_ms().end());
+  r.worker_id = b->worker_id();
+  r.device_name = b->device_name();
+  r.unix_ms = b->unix_ms();
+  return std::optional<BestRecord>(std::move(best));
 }
 
 absl::Status NoBestRecordError(const schedules::Workload& workload, const schedules::Target& target,
@@ -143,10 +182,18 @@ int RunBest(const BestOptions& o) {
   if (!target.ok()) return fail(target.status());
   auto emit = ResolveBestEmit(o.emit, *target);
   if (!emit.ok()) return fail(emit.status());
+  if (o.db.empty() == o.server.empty()) {
+    return fail(absl::InvalidArgumentError(
+        "say where to look: --db FILE (a tuning log) or --server HOST:PORT (a tessel serve)"));
+  }
   // Fetch.
-  auto best = FetchBestFromDb(o.db, *workload, *target);
+  auto best = o.server.empty() ? FetchBestFromDb(o.db, *workload, *target)
+                               : FetchBestFromServer(o.server, o.workload, *target);
   if (!best.ok()) return fail(best.status());
-  if (!best->has_value()) return fail(NoBestRecordError(*workload, *target, o.db));
+  if (!best->has_value()) {
+    return fail(NoBestRecordError(*workload, *target,
+                                  o.server.empty() ? o.db : "the server at " + o.server));
+  }
   // Print.
   absl::Status printed = PrintBestRecord(*workload, *target, **best, *emit, std::cout);
   if (!printed.ok()) return fail(printed);

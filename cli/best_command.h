@@ -14,12 +14,13 @@
 
 namespace tessel::cli {
 
-// `tessel best --db FILE --workload SPEC_OR_FILE --target host|cuda [--arch sm_90]
-//  [--emit cuda|cpp|json|summary]`: the fastest ok record of (workload, target) in a tuning log,
-// rebuilt from its trace and printed as source (the default for the target), the candidate
-// JSON, or a summary.
+// `tessel best (--db FILE | --server ADDR) --workload SPEC_OR_FILE --target host|cuda
+//  [--arch sm_90] [--emit cuda|cpp|json|summary]`: the fastest ok record of (workload, target)
+// in a tuning log (read directly, or asked of a server with QueryBest), rebuilt from its trace
+// and printed as source (the default for the target), the candidate JSON, or a summary.
 struct BestOptions {
   std::string db;
+  std::string server;
   std::string workload;
   std::string target = "host";
   std::string arch = "sm_90";
@@ -41,6 +42,11 @@ struct BestRecord {
 absl::StatusOr<std::optional<BestRecord>> FetchBestFromDb(const std::string& db_path,
                                                           const schedules::Workload& workload,
                                                           const schedules::Target& target);
+
+// The same asked of the server at `address` (QueryBest); nullopt when it has none.
+absl::StatusOr<std::optional<BestRecord>> FetchBestFromServer(const std::string& address,
+                                                              const std::string& workload_arg,
+                                                              const schedules::Target& target);
 
 // "no ok record of W (key K) for T in SOURCE; tune it first with tessel tune or tessel submit".
 absl::Status NoBestRecordError(const schedules::Workload& workload, const schedules::Target& target,

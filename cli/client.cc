@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "worker/daemon/worker_daemon.h"
@@ -30,10 +32,10 @@ absl::Status Client::FromGrpc(const grpc::Status& s) const {
   if (s.ok()) return absl::OkStatus();
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
       s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return absl::UnavailableError(absl::StrCat(
-        "no Tessel server answers at ", address_, " (", s.error_message(),
-        "); start one with `tessel serve --db FILE --listen ", address_,
-        "`, or pass --server HOST:PORT (or set TESSEL_SERVER)"));
+    return absl::UnavailableError(
+        absl::StrCat("no Tessel server answers at ", address_, " (", s.error_message(),
+                     "); start one with `tessel serve --db FILE --listen ", address_,
+                     "`, or pass --server HOST:PORT (or set TESSEL_SERVER)"));
   }
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
@@ -128,11 +130,26 @@ absl::StatusOr<proto::JobInfo> Client::WatchJob(
   }
   if (absl::Status s = FromGrpc(reader->Finish()); !s.ok()) return s;
   if (!any) {
-    return absl::InternalError(
-        absl::StrCat("the server at ", address_, " ended the watch of job ", job_id,
-                     " without sending its state"));
+    return absl::InternalError(absl::StrCat("the server at ", address_, " ended the watch of job ",
+                                            job_id, " without sending its state"));
   }
   return info;
+}
+
+absl::StatusOr<std::string> WorkloadArgumentText(const std::string& arg) {
+  if (arg.find('(') == std::string::npos && arg.find('\n') == std::string::npos) {
+    std::ifstream in(arg);
+    if (!in) {
+      return absl::NotFoundError(absl::StrCat(
+          "--workload '", arg,
+          "' is neither a built-in spec such as 'matmul(M=1024, N=1024, K=1024)' nor a "
+          "readable file"));
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  return arg;
 }
 
 const char* JobStateName(proto::JobState state) {

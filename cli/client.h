@@ -48,6 +48,10 @@ class Client {
   std::shared_ptr<proto::Tessel::Stub> stub_;
 };
 
+// What the server is sent for a --workload argument (the server reads no files): the contents
+// of the file it names, or the spec / definition itself.
+absl::StatusOr<std::string> WorkloadArgumentText(const std::string& arg);
+
 // "queued", "running", "done", "cancelled", "failed".
 const char* JobStateName(proto::JobState state);
 bool IsFinished(proto::JobState state);

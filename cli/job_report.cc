@@ -23,7 +23,8 @@ namespace {
 std::string Duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   if (s < 60) return absl::StrFormat("%.0f s", s);
-  if (s < 3600) return absl::StrFormat("%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  if (s < 3600)
+    return absl::StrFormat("%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
   return absl::StrFormat("%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) / 60 % 60);
 }
 
@@ -42,12 +43,14 @@ std::string ProgressLine(const proto::JobInfo& job, int width) {
   const int64_t budget = std::max<int64_t>(job.trials_budget(), 1);
   const double frac = std::min(1.0, static_cast<double>(job.trials_done()) / budget);
   const int filled = static_cast<int>(std::lround(frac * width));
-  std::string bar = absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "]");
-  std::string line = absl::StrFormat("%s %d/%d trials", bar, job.trials_done(), job.trials_budget());
+  std::string bar =
+      absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "]");
+  std::string line =
+      absl::StrFormat("%s %d/%d trials", bar, job.trials_done(), job.trials_budget());
   if (const proto::TaskInfo* t = FirstWithResult(job)) {
-    absl::StrAppend(&line, absl::StrFormat("  best %.4g ms (%s)", t->best_ms(),
-                                           Rate(t->flops(), static_cast<double>(t->bytes()),
-                                                t->best_ms())));
+    absl::StrAppend(
+        &line, absl::StrFormat("  best %.4g ms (%s)", t->best_ms(),
+                               Rate(t->flops(), static_cast<double>(t->bytes()), t->best_ms())));
     if (job.tasks_size() > 1) absl::StrAppend(&line, " [", t->workload_name(), "]");
   } else {
     absl::StrAppend(&line, "  best -");
@@ -65,19 +68,27 @@ std::string ProgressLine(const proto::JobInfo& job, int width) {
 
 void PrintJob(std::ostream& out, const proto::JobInfo& job) {
   out << absl::StrFormat("job %d%s: %s, target %s, strategy %s, priority %d, %d/%d trials, %s\n",
-                         job.job_id(), job.name().empty() ? "" : absl::StrCat(" (", job.name(), ")"),
+                         job.job_id(),
+                         job.name().empty() ? "" : absl::StrCat(" (", job.name(), ")"),
                          JobStateName(job.state()), job.target(), job.strategy(), job.priority(),
                          job.trials_done(), job.trials_budget(), Duration(job.elapsed_s()));
   if (!job.error().empty()) out << "  error: " << job.error() << "\n";
-  out << absl::StrFormat("  %-6s %-44s %-9s %9s %6s %12s %16s\n", "task", "workload", "state",
+  auto label = [](const proto::TaskInfo& t) {
+    if (t.workload_spec().find('\n') != std::string::npos || t.workload_spec().empty()) {
+      return absl::StrCat(t.workload_name(), " (key ", t.workload_key(), ")");
+    }
+    return t.workload_spec();
+  };
+  int width = 8;
+  for (const proto::TaskInfo& t : job.tasks()) {
+    width = std::max(width, static_cast<int>(label(t).size()));
+  }
+  out << absl::StrFormat("  %-6s %-*s %-9s %9s %6s %12s %16s\n", "task", width, "workload", "state",
                          "trials", "ok", "best ms", "rate");
   for (const proto::TaskInfo& t : job.tasks()) {
-    std::string spec = t.workload_spec();
-    if (spec.find('\n') != std::string::npos) spec = absl::StrCat("custom (key ", t.workload_key(), ")");
-    if (spec.size() > 44) spec = absl::StrCat(spec.substr(0, 41), "...");
     out << absl::StrFormat(
-        "  %-6d %-44s %-9s %4d/%-4d %6d %12s %16s\n", t.task_id(), spec, JobStateName(t.state()),
-        t.trials_done(), t.trials_budget(), t.trials_ok(),
+        "  %-6d %-*s %-9s %4d/%-4d %6d %12s %16s\n", t.task_id(), width, label(t),
+        JobStateName(t.state()), t.trials_done(), t.trials_budget(), t.trials_ok(),
         t.best_ms() > 0 ? absl::StrFormat("%.4f", t.best_ms()) : std::string("-"),
         Rate(t.flops(), static_cast<double>(t.bytes()), t.best_ms()));
   }

@@ -2,10 +2,8 @@
 
 #include <unistd.h>
 
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,23 +31,6 @@ struct SubmitFlags {
   bool wait = false;
 };
 
-// A workload argument is sent as text: a file's contents, or the spec / definition itself.
-absl::StatusOr<std::string> WorkloadText(const std::string& arg) {
-  if (arg.find('(') == std::string::npos && arg.find('\n') == std::string::npos) {
-    std::ifstream in(arg);
-    if (!in) {
-      return absl::NotFoundError(absl::StrCat(
-          "--workload '", arg,
-          "' is neither a built-in spec such as 'matmul(M=1024, N=1024, K=1024)' nor a "
-          "readable file"));
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  return arg;
-}
-
 int RunSubmit(const SubmitFlags& f) {
   auto fail = [](const absl::Status& s) {
     std::cerr << "tessel submit: " << s.message() << "\n";
@@ -57,7 +38,7 @@ int RunSubmit(const SubmitFlags& f) {
   };
   proto::SubmitJobRequest request;
   for (const std::string& w : f.workloads) {
-    absl::StatusOr<std::string> text = WorkloadText(w);
+    absl::StatusOr<std::string> text = WorkloadArgumentText(w);
     if (!text.ok()) return fail(text.status());
     request.add_workloads(*text);
   }
@@ -72,7 +53,8 @@ int RunSubmit(const SubmitFlags& f) {
   request.set_seed(f.seed);
   request.set_batch_size(f.batch_size);
 
-  absl::StatusOr<Client> client = Client::Connect(f.server.empty() ? DefaultServerAddress() : f.server);
+  absl::StatusOr<Client> client =
+      Client::Connect(f.server.empty() ? DefaultServerAddress() : f.server);
   if (!client.ok()) return fail(client.status());
   absl::StatusOr<int64_t> job = client->SubmitJob(request);
   if (!job.ok()) return fail(job.status());

@@ -122,6 +122,11 @@ int RunTune(const TuneOptions& o) {
   so.listen = "127.0.0.1:0";
   so.version = TESSEL_VERSION;
   so.quiet = !o.verbose;
+  if (kind == "host") {
+    // A host candidate is timed for at most 1 s of wall time (cache flushes included) once its
+    // minimum repeats are done: a quick start, not a benchmark (tessel serve keeps the default).
+    so.timing.max_wall_ms = 1000;
+  }
   absl::StatusOr<std::unique_ptr<server::Server>> srv = server::StartServer(so);
   if (!srv.ok()) return fail(srv.status());
 
@@ -143,7 +148,8 @@ int RunTune(const TuneOptions& o) {
     stop_worker.Notify();
     worker_thread.join();
     (*srv)->Shutdown();
-    if (!worker_status.ok()) std::cerr << "tessel tune: worker: " << worker_status.message() << "\n";
+    if (!worker_status.ok())
+      std::cerr << "tessel tune: worker: " << worker_status.message() << "\n";
     return code;
   };
 
@@ -194,8 +200,8 @@ int RunTune(const TuneOptions& o) {
     if (best.ok()) std::cout << "\n// fastest kernel\n" << best->source().code() << "\n";
   }
   std::cout << "\nresults are in the tuning log " << db << "; the best kernel of a workload:\n"
-            << "  tessel best --db " << db << " --workload " << Quote(workloads[0])
-            << " --target " << kind << (kind == "cuda" ? " --arch " + arch : "") << "\n";
+            << "  tessel best --db " << db << " --workload " << Quote(workloads[0]) << " --target "
+            << kind << (kind == "cuda" ? " --arch " + arch : "") << "\n";
   if (!any) std::cerr << "tessel tune: no candidate measured successfully\n";
   return finish(any && last->state() == proto::JOB_STATE_DONE ? 0 : 1);
 }

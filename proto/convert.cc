@@ -140,6 +140,8 @@ void ToProto(const worker::TimingOptions& in, TimingOptions* out) {
   out->set_max_repeats(in.max_repeats);
   out->set_min_total_ms(in.min_total_ms);
   out->set_flush_cache(in.flush_cache);
+  out->set_max_wall_ms(in.max_wall_ms);
+  out->set_no_kernel_times(!in.kernel_times);
 }
 
 absl::StatusOr<worker::TimingOptions> FromProto(const TimingOptions& in) {
@@ -155,6 +157,8 @@ absl::StatusOr<worker::TimingOptions> FromProto(const TimingOptions& in) {
   out.max_repeats = in.max_repeats();
   out.min_total_ms = in.min_total_ms();
   out.flush_cache = in.flush_cache();
+  if (in.max_wall_ms() > 0) out.max_wall_ms = in.max_wall_ms();
+  out.kernel_times = !in.no_kernel_times();
   return out;
 }
 

@@ -142,12 +142,12 @@ TEST(Cli, TuneOnTheHostRunsAJobAndStoresItsResults) {
                        "/log.db -w 'matmul(M=16, N=24, K=8)'");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("4/4 trials"));
-  EXPECT_THAT(r.output, HasSubstr("matmul(M=16, N=24, K=8, dtype=f32)"));
+  EXPECT_THAT(r.output, HasSubstr("matmul(M=16, N=24, K=8, batch=1"));
   EXPECT_THAT(r.output, HasSubstr("results are in the tuning log " + dir + "/log.db"));
   EXPECT_THAT(r.output, HasSubstr("tessel best --db " + dir + "/log.db"));
   // The log holds them: the best record of the workload is there.
-  Result best = RunTessel("best --db " + dir +
-                          "/log.db -w 'matmul(M=16, N=24, K=8)' -t host --emit summary");
+  Result best =
+      RunTessel("best --db " + dir + "/log.db -w 'matmul(M=16, N=24, K=8)' -t host --emit summary");
   EXPECT_EQ(best.status, 0) << best.output;
 }
 

@@ -43,7 +43,8 @@ class Service {
  public:
   Service() : dir_(MakeTempDir("service")) {
     server_ = std::make_unique<TesselProcess>(
-        std::vector<std::string>{"serve", "--db", db(), "--listen", "127.0.0.1:0"},
+        std::vector<std::string>{"serve", "--db", db(), "--listen", "127.0.0.1:0", "--max-repeats",
+                                 "5", "--min-total-ms", "1"},
         dir_ + "/serve.log");
     const absl::Time deadline = absl::Now() + absl::Seconds(20);
     const std::regex listening("listening on (127\\.0\\.0\\.1:[0-9]+)");
@@ -58,9 +59,9 @@ class Service {
     }
     if (address_.empty()) return;
     worker_ = std::make_unique<TesselProcess>(
-        std::vector<std::string>{"worker", "--server", address_, "--target", "host",
-                                 "--worker-id", "cli-test-worker", "--heartbeat-s", "0.5",
-                                 "--cache", dir_ + "/cache"},
+        std::vector<std::string>{"worker", "--server", address_, "--target", "host", "--worker-id",
+                                 "cli-test-worker", "--heartbeat-s", "0.5", "--cache",
+                                 dir_ + "/cache"},
         dir_ + "/worker.log");
   }
   const std::string& address() const { return address_; }
@@ -78,13 +79,13 @@ TEST(ServiceCli, SubmitWaitThenJobsStatusWorkersAndBest) {
   Service service;
   ASSERT_FALSE(service.address().empty()) << service.Logs();
   const std::string s = " -s " + service.address();
-  Result submit = Tessel("submit" + s +
-                         " -w 'matmul(M=16, N=16, K=16)' -t host --trials 6 --seed 3 --wait");
+  Result submit =
+      Tessel("submit" + s + " -w 'matmul(M=16, N=16, K=16)' -t host --trials 6 --seed 3 --wait");
   ASSERT_EQ(submit.status, 0) << submit.output << service.Logs();
   EXPECT_THAT(submit.output, HasSubstr("job 1 submitted to " + service.address()));
   EXPECT_THAT(submit.output, HasSubstr("6/6 trials"));
-  EXPECT_THAT(submit.output, HasSubstr("matmul(M=16, N=16, K=16, dtype=f32)"));
-  EXPECT_THAT(submit.output, HasSubstr("GFLOP/s"));
+  EXPECT_THAT(submit.output, HasSubstr("matmul(M=16, N=16, K=16, batch=1"));
+  EXPECT_THAT(submit.output, HasSubstr("GB/s"));  // a 16^3 matmul is bound by its bytes
 
   Result jobs = Tessel("jobs" + s);
   EXPECT_EQ(jobs.status, 0) << jobs.output;
@@ -100,8 +101,8 @@ TEST(ServiceCli, SubmitWaitThenJobsStatusWorkersAndBest) {
                        " -w 'matmul(M=16, N=16, K=16)' -t host --emit cpp");
   EXPECT_EQ(best.status, 0) << best.output;
   EXPECT_THAT(best.output, HasSubstr("extern \"C\""));
-  Result from_db = Tessel("best --db " + service.db() +
-                          " -w 'matmul(M=16, N=16, K=16)' -t host --emit cpp");
+  Result from_db =
+      Tessel("best --db " + service.db() + " -w 'matmul(M=16, N=16, K=16)' -t host --emit cpp");
   EXPECT_EQ(from_db.status, 0) << from_db.output;
   EXPECT_EQ(from_db.output, best.output);
 }
@@ -128,8 +129,8 @@ TEST(ServiceCli, ErrorsNameTheProblem) {
   EXPECT_EQ(not_a_file.status, 1);
   EXPECT_THAT(not_a_file.output,
               HasSubstr("--workload 'no_such_workload.tsl' is neither a built-in spec"));
-  Result nothing = Tessel("best --server " + service.address() +
-                          " -w 'softmax(rows=4, cols=8)' -t host");
+  Result nothing =
+      Tessel("best --server " + service.address() + " -w 'softmax(rows=4, cols=8)' -t host");
   EXPECT_EQ(nothing.status, 1);
   // The log is untouched by the refused requests: no job was created.
   Result jobs = Tessel("jobs" + s);

@@ -94,6 +94,8 @@ TEST(ProtoConvert, TimingOptionsRoundTripAndAreChecked) {
   t.max_repeats = 9;
   t.min_total_ms = 12.5;
   t.flush_cache = false;
+  t.max_wall_ms = 750;
+  t.kernel_times = false;
   proto::TimingOptions p;
   proto::ToProto(t, &p);
   absl::StatusOr<worker::TimingOptions> back = proto::FromProto(p);
@@ -103,6 +105,16 @@ TEST(ProtoConvert, TimingOptionsRoundTripAndAreChecked) {
   EXPECT_EQ(back->max_repeats, 9);
   EXPECT_EQ(back->min_total_ms, 12.5);
   EXPECT_FALSE(back->flush_cache);
+  EXPECT_EQ(back->max_wall_ms, 750);
+  EXPECT_FALSE(back->kernel_times);
+  // A peer that does not set them gets the defaults.
+  proto::TimingOptions older = p;
+  older.clear_max_wall_ms();
+  older.clear_no_kernel_times();
+  absl::StatusOr<worker::TimingOptions> defaults = proto::FromProto(older);
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->max_wall_ms, worker::TimingOptions().max_wall_ms);
+  EXPECT_TRUE(defaults->kernel_times);
   p.set_max_repeats(2);
   EXPECT_THAT(std::string(proto::FromProto(p).status().message()),
               HasSubstr("max_repeats must be at least 1 and at least min_repeats"));
