@@ -73,10 +73,9 @@ struct LoadWorker {
     reg->set_version("load-generator");
     reg->set_max_batches(2);
     auto* dev = reg->add_devices();
-    dev->set_kind(tessel::proto::TARGET_KIND_HOST);
-    dev->set_arch("x86_64");
+    dev->set_kind(tessel::proto::TARGET_KIND_CUDA);
+    dev->set_arch("sm_90");
     dev->set_name("synthetic");
-    dev->set_cores(1);
     stream->Write(hello);
     tessel::proto::ServerMessage m;
     if (!stream->Read(&m) || !m.has_registered()) {
@@ -172,9 +171,11 @@ int main(int argc, char** argv) {
   std::vector<int64_t> job_ids;
   for (int j = 0; j < f.jobs; ++j) {
     tessel::proto::SubmitJobRequest req;
-    // Small host workloads: candidate generation stays cheap next to the load being measured.
-    req.add_workloads(absl::StrCat("softmax(rows=", 8 * (j + 1), ", cols=64)"));
-    req.mutable_target()->set_kind("host");
+    // CUDA matmuls: design spaces of many thousands of distinct candidates. The server only
+    // generates their source; the synthetic workers measure nothing.
+    req.add_workloads(absl::StrCat("matmul(M=", 512 + 64 * j, ", N=512, K=512)"));
+    req.mutable_target()->set_kind("cuda");
+    req.mutable_target()->set_arch("sm_90");
     req.set_total_trials(f.trials / f.jobs);
     req.set_batch_size(f.batch);
     req.set_name(absl::StrCat("load ", j));
