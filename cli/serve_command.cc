@@ -61,6 +61,7 @@ int RunServe(ServeFlags& flags) {
 void AddServeCommand(CLI::App& app) {
   auto flags = std::make_shared<ServeFlags>();
   server::ServerOptions& o = flags->options;
+  o.listen = "127.0.0.1:7070";  // where the client commands look by default
   CLI::App* cmd = app.add_subcommand(
       "serve",
       "Run the search server: accept tuning jobs (tessel submit), hand their candidates to "
