@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "tests/cli/cli_test_util.h"
 #include "tests/test_util.h"
 
 namespace tessel::testing {
@@ -17,45 +18,27 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Result {
-  int status;
-  std::string output;  // stdout and stderr
-};
-
-Result RunTessel(const std::string& args) {
-  const std::string cmd = std::string(TESSEL_BINARY_DIR) + "/cli/tessel " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  Result r{-1, ""};
-  if (!pipe) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  const int st = pclose(pipe);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
 TEST(Cli, VersionSaysWhichTargetsAreBuilt) {
-  Result r = RunTessel("--version");
+  CliResult r = RunTessel("--version");
   EXPECT_EQ(r.status, 0);
   EXPECT_THAT(r.output, HasSubstr("tessel 0.1.0"));
   EXPECT_THAT(r.output, HasSubstr("targets: host"));
 }
 
 TEST(Cli, LowerPrintsHostSourceByDefault) {
-  Result r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' -t host");
+  CliResult r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' -t host");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("extern \"C\" void tessel_matmul(void* const* buffers)"));
 }
 
 TEST(Cli, LowerEmitsIrTraceAndJson) {
-  Result ir = RunTessel("lower -w 'softmax(rows=4, cols=64)' -t cuda --template --emit ir");
+  CliResult ir = RunTessel("lower -w 'softmax(rows=4, cols=64)' -t cuda --template --emit ir");
   EXPECT_EQ(ir.status, 0) << ir.output;
   EXPECT_THAT(ir.output, HasSubstr("allreduce_max"));
-  Result tr = RunTessel("lower -w 'softmax(rows=4, cols=64)' -t cuda --template --emit trace");
+  CliResult tr = RunTessel("lower -w 'softmax(rows=4, cols=64)' -t cuda --template --emit trace");
   EXPECT_EQ(tr.status, 0) << tr.output;
   EXPECT_THAT(tr.output, HasSubstr("\"version\": 1"));
-  Result js = RunTessel("lower -w 'reduce(rows=4, cols=64)' -t cuda --emit json");
+  CliResult js = RunTessel("lower -w 'reduce(rows=4, cols=64)' -t cuda --emit json");
   EXPECT_EQ(js.status, 0) << js.output;
   EXPECT_THAT(js.output, HasSubstr("\"format\": \"tessel-candidate\""));
   EXPECT_THAT(js.output, HasSubstr("\"key\""));
@@ -64,40 +47,40 @@ TEST(Cli, LowerEmitsIrTraceAndJson) {
 
 TEST(Cli, LowerReplaysATraceFile) {
   const std::string dir = MakeTempDir("tessel_cli");
-  Result tr = RunTessel("lower -w 'matmul(M=40, N=24, K=16)' -t cuda --template --emit trace");
+  CliResult tr = RunTessel("lower -w 'matmul(M=40, N=24, K=16)' -t cuda --template --emit trace");
   ASSERT_EQ(tr.status, 0) << tr.output;
   std::ofstream(dir + "/t.json") << tr.output;
-  Result r = RunTessel("lower -w 'matmul(M=40, N=24, K=16)' -t cuda --trace " + dir + "/t.json");
+  CliResult r = RunTessel("lower -w 'matmul(M=40, N=24, K=16)' -t cuda --trace " + dir + "/t.json");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("__shared__"));
 }
 
 TEST(Cli, UnknownEmitIsAnError) {
-  Result r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' --emit ptx");
+  CliResult r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' --emit ptx");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("unknown --emit 'ptx'; use ir, cuda, cpp, json or trace"));
 }
 
 TEST(Cli, EmitMustMatchTarget) {
-  Result r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' -t host --emit cuda");
+  CliResult r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' -t host --emit cuda");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("--emit cuda does not match --target host; use --emit cpp"));
 }
 
 TEST(Cli, TraceAndTemplateAreExclusive) {
-  Result r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' --template --trace x.json");
+  CliResult r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' --template --trace x.json");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("--trace and --template both give a schedule"));
 }
 
 TEST(Cli, EmitTraceNeedsASchedule) {
-  Result r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' --emit trace");
+  CliResult r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' --emit trace");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("--emit trace needs a schedule: give --template or --trace"));
 }
 
 TEST(Cli, MissingTraceFileIsNamed) {
-  Result r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' --trace /nonexistent/t.json");
+  CliResult r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' --trace /nonexistent/t.json");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("cannot read trace file '/nonexistent/t.json'"));
 }
@@ -105,32 +88,32 @@ TEST(Cli, MissingTraceFileIsNamed) {
 TEST(Cli, MalformedTraceFileIsNamed) {
   const std::string dir = MakeTempDir("tessel_cli");
   std::ofstream(dir + "/bad.json") << "{\"version\": 7, \"insts\": []}";
-  Result r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' --trace " + dir + "/bad.json");
+  CliResult r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' --trace " + dir + "/bad.json");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("bad.json: trace version 7 is not supported"));
 }
 
 TEST(Cli, TraceOfAnotherWorkloadFailsToReplay) {
   const std::string dir = MakeTempDir("tessel_cli");
-  Result tr = RunTessel("lower -w 'softmax(rows=4, cols=64)' -t cuda --template --emit trace");
+  CliResult tr = RunTessel("lower -w 'softmax(rows=4, cols=64)' -t cuda --template --emit trace");
   ASSERT_EQ(tr.status, 0);
   std::ofstream(dir + "/t.json") << tr.output;
-  Result r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' -t cuda --trace " + dir + "/t.json");
+  CliResult r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' -t cuda --trace " + dir + "/t.json");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("replaying instruction 0"));
 }
 
 TEST(Cli, UnknownTargetAndArch) {
-  Result t = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' -t tpu");
+  CliResult t = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' -t tpu");
   EXPECT_EQ(t.status, 1);
   EXPECT_THAT(t.output, HasSubstr("unknown target 'tpu'; use --target cuda or --target host"));
-  Result a = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' -t cuda --arch sm_75");
+  CliResult a = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' -t cuda --arch sm_75");
   EXPECT_EQ(a.status, 1);
   EXPECT_THAT(a.output, HasSubstr("unknown CUDA architecture 'sm_75'"));
 }
 
 TEST(Cli, BadWorkloadSpecIsReported) {
-  Result r = RunTessel("lower -w 'matmul(M=8, N=8)'");
+  CliResult r = RunTessel("lower -w 'matmul(M=8, N=8)'");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("tessel lower: "));
   EXPECT_THAT(r.output, HasSubstr("K"));
@@ -138,36 +121,37 @@ TEST(Cli, BadWorkloadSpecIsReported) {
 
 TEST(Cli, TuneOnTheHostRunsAJobAndStoresItsResults) {
   const std::string dir = MakeTempDir("tune");
-  Result r = RunTessel("tune -t host -q -n 4 --seed 7 --db " + dir +
-                       "/log.db -w 'matmul(M=16, N=24, K=8)'");
+  CliResult r = RunTessel("tune -t host -q -n 4 --seed 7 --db " + dir +
+                          "/log.db -w 'matmul(M=16, N=24, K=8)'");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("4/4 trials"));
   EXPECT_THAT(r.output, HasSubstr("matmul(M=16, N=24, K=8, batch=1"));
   EXPECT_THAT(r.output, HasSubstr("results are in the tuning log " + dir + "/log.db"));
   EXPECT_THAT(r.output, HasSubstr("tessel best --db " + dir + "/log.db"));
   // The log holds them: the best record of the workload is there.
-  Result best =
+  CliResult best =
       RunTessel("best --db " + dir + "/log.db -w 'matmul(M=16, N=24, K=8)' -t host --emit summary");
   EXPECT_EQ(best.status, 0) << best.output;
 }
 
 TEST(Cli, TuneRefusesZeroTrials) {
   const std::string dir = MakeTempDir("tune0");
-  Result r = RunTessel("tune -t host -n 0 --db " + dir + "/log.db");
+  CliResult r = RunTessel("tune -t host -n 0 --db " + dir + "/log.db");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("--trials 0: tune needs at least 1 trial per workload"));
 }
 
 TEST(Cli, TuneCudaWithoutGpuSaysSo) {
   const std::string dir = MakeTempDir("tunecuda");
-  Result r = RunTessel("tune -t cuda -q -n 1 --db " + dir + "/log.db -w 'matmul(M=8, N=8, K=8)'");
+  CliResult r =
+      RunTessel("tune -t cuda -q -n 1 --db " + dir + "/log.db -w 'matmul(M=8, N=8, K=8)'");
   if (r.status == 0) GTEST_SKIP() << "this machine has a GPU";
   EXPECT_THAT(r.output, HasSubstr("--target cuda needs a CUDA GPU and driver"));
 }
 
 TEST(Cli, SampleWritesCandidatesAndCounts) {
   const std::string dir = MakeTempDir("sample");
-  Result r =
+  CliResult r =
       RunTessel("sample -w 'softmax(rows=200, cols=300)' -t cuda -n 6 --seed 3 --out " + dir);
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("softmax(rows=200, cols=300, dtype=f32) on cuda -arch=sm_90: 2 "
@@ -180,31 +164,31 @@ TEST(Cli, SampleWritesCandidatesAndCounts) {
 }
 
 TEST(Cli, SampleReportsRejections) {
-  Result r = RunTessel("sample -w 'matmul(M=64, N=64, K=64)' -t host -n 3");
+  CliResult r = RunTessel("sample -w 'matmul(M=64, N=64, K=64)' -t host -n 3");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("3 of 3 samples valid"));
 }
 
 TEST(Cli, SampleNeedsAPositiveCount) {
-  Result r = RunTessel("sample -w 'matmul(M=64, N=64, K=64)' -n 0");
+  CliResult r = RunTessel("sample -w 'matmul(M=64, N=64, K=64)' -n 0");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output,
               HasSubstr("tessel sample: -n 0 asks for no samples; give a positive count"));
 }
 
 TEST(Cli, SampleBadWorkloadAndTarget) {
-  Result w = RunTessel("sample -w 'matmull(M=1)' -n 1");
+  CliResult w = RunTessel("sample -w 'matmull(M=1)' -n 1");
   EXPECT_EQ(w.status, 1);
   EXPECT_THAT(
       w.output,
       HasSubstr("tessel sample: unknown workload family 'matmull'; known families: matmul"));
-  Result t = RunTessel("sample -w 'matmul(M=8, N=8, K=8)' -t tpu -n 1");
+  CliResult t = RunTessel("sample -w 'matmul(M=8, N=8, K=8)' -t tpu -n 1");
   EXPECT_EQ(t.status, 1);
   EXPECT_THAT(t.output, HasSubstr("unknown target 'tpu'; use --target cuda or --target host"));
 }
 
 TEST(Cli, SampleUnwritableOutDirectory) {
-  Result r = RunTessel("sample -w 'matmul(M=8, N=8, K=8)' -n 1 --out /proc/tessel-no");
+  CliResult r = RunTessel("sample -w 'matmul(M=8, N=8, K=8)' -n 1 --out /proc/tessel-no");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("cannot create directory '/proc/tessel-no'"));
   EXPECT_THAT(r.output, HasSubstr("choose another --out directory"));

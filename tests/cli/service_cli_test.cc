@@ -12,6 +12,7 @@
 #include <regex>
 #include <string>
 
+#include "tests/cli/cli_test_util.h"
 #include "tests/test_util.h"
 #include "tests/worker/worker_test_util.h"
 
@@ -19,24 +20,6 @@ namespace tessel::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-struct Result {
-  int status;
-  std::string output;  // stdout and stderr
-};
-
-Result Tessel(const std::string& args) {
-  const std::string cmd = TesselBinary() + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  Result r{-1, ""};
-  if (!pipe) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  const int st = pclose(pipe);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 // A `tessel serve` on a free loopback port over a log in a temp dir, and one host worker.
 class Service {
@@ -79,30 +62,30 @@ TEST(ServiceCli, SubmitWaitThenJobsStatusWorkersAndBest) {
   Service service;
   ASSERT_FALSE(service.address().empty()) << service.Logs();
   const std::string s = " -s " + service.address();
-  Result submit =
-      Tessel("submit" + s + " -w 'matmul(M=16, N=16, K=16)' -t host --trials 6 --seed 3 --wait");
+  CliResult submit =
+      RunTessel("submit" + s + " -w 'matmul(M=16, N=16, K=16)' -t host --trials 6 --seed 3 --wait");
   ASSERT_EQ(submit.status, 0) << submit.output << service.Logs();
   EXPECT_THAT(submit.output, HasSubstr("job 1 submitted to " + service.address()));
   EXPECT_THAT(submit.output, HasSubstr("6/6 trials"));
   EXPECT_THAT(submit.output, HasSubstr("matmul(M=16, N=16, K=16, batch=1"));
   EXPECT_THAT(submit.output, HasSubstr("GB/s"));  // a 16^3 matmul is bound by its bytes
 
-  Result jobs = Tessel("jobs" + s);
+  CliResult jobs = RunTessel("jobs" + s);
   EXPECT_EQ(jobs.status, 0) << jobs.output;
   EXPECT_THAT(jobs.output, HasSubstr("done"));
-  Result status = Tessel("status 1" + s);
+  CliResult status = RunTessel("status 1" + s);
   EXPECT_EQ(status.status, 0) << status.output;
   EXPECT_THAT(status.output, HasSubstr("job 1: done, target host, strategy random"));
-  Result workers = Tessel("workers" + s);
+  CliResult workers = RunTessel("workers" + s);
   EXPECT_EQ(workers.status, 0) << workers.output;
   EXPECT_THAT(workers.output, HasSubstr("cli-test-worker"));
 
-  Result best = Tessel("best --server " + service.address() +
-                       " -w 'matmul(M=16, N=16, K=16)' -t host --emit cpp");
+  CliResult best = RunTessel("best --server " + service.address() +
+                             " -w 'matmul(M=16, N=16, K=16)' -t host --emit cpp");
   EXPECT_EQ(best.status, 0) << best.output;
   EXPECT_THAT(best.output, HasSubstr("extern \"C\""));
-  Result from_db =
-      Tessel("best --db " + service.db() + " -w 'matmul(M=16, N=16, K=16)' -t host --emit cpp");
+  CliResult from_db =
+      RunTessel("best --db " + service.db() + " -w 'matmul(M=16, N=16, K=16)' -t host --emit cpp");
   EXPECT_EQ(from_db.status, 0) << from_db.output;
   EXPECT_EQ(from_db.output, best.output);
 }
@@ -111,38 +94,38 @@ TEST(ServiceCli, ErrorsNameTheProblem) {
   Service service;
   ASSERT_FALSE(service.address().empty()) << service.Logs();
   const std::string s = " -s " + service.address();
-  Result missing = Tessel("status 99" + s);
+  CliResult missing = RunTessel("status 99" + s);
   EXPECT_EQ(missing.status, 1);
   EXPECT_THAT(missing.output, HasSubstr("tessel status: "));
   EXPECT_THAT(missing.output, HasSubstr("99"));
-  Result cancel = Tessel("cancel 42" + s);
+  CliResult cancel = RunTessel("cancel 42" + s);
   EXPECT_EQ(cancel.status, 1);
   EXPECT_THAT(cancel.output, HasSubstr("42"));
-  Result bad = Tessel("submit" + s + " -w 'matmul(M=0, N=4, K=4)' -t host --trials 4");
+  CliResult bad = RunTessel("submit" + s + " -w 'matmul(M=0, N=4, K=4)' -t host --trials 4");
   EXPECT_EQ(bad.status, 1);
   EXPECT_THAT(bad.output, HasSubstr("tessel submit: "));
   EXPECT_THAT(bad.output, HasSubstr("M"));
-  Result zero = Tessel("submit" + s + " -w 'matmul(M=8, N=4, K=4)' -t host");
+  CliResult zero = RunTessel("submit" + s + " -w 'matmul(M=8, N=4, K=4)' -t host");
   EXPECT_EQ(zero.status, 1);
   EXPECT_THAT(zero.output, HasSubstr("trials"));
-  Result not_a_file = Tessel("submit" + s + " -w no_such_workload.tsl -t host --trials 4");
+  CliResult not_a_file = RunTessel("submit" + s + " -w no_such_workload.tsl -t host --trials 4");
   EXPECT_EQ(not_a_file.status, 1);
   EXPECT_THAT(not_a_file.output,
               HasSubstr("--workload 'no_such_workload.tsl' is neither a built-in spec"));
-  Result nothing =
-      Tessel("best --server " + service.address() + " -w 'softmax(rows=4, cols=8)' -t host");
+  CliResult nothing =
+      RunTessel("best --server " + service.address() + " -w 'softmax(rows=4, cols=8)' -t host");
   EXPECT_EQ(nothing.status, 1);
   // The log is untouched by the refused requests: no job was created.
-  Result jobs = Tessel("jobs" + s);
+  CliResult jobs = RunTessel("jobs" + s);
   EXPECT_THAT(jobs.output, HasSubstr("no jobs; submit one with tessel submit"));
 }
 
 TEST(ServiceCli, AServerThatIsNotThereIsNamedWithTheFix) {
-  Result r = Tessel("jobs -s 127.0.0.1:1");
+  CliResult r = RunTessel("jobs -s 127.0.0.1:1");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("no Tessel server answers at 127.0.0.1:1"));
   EXPECT_THAT(r.output, HasSubstr("tessel serve --db FILE --listen 127.0.0.1:1"));
-  Result addr = Tessel("workers -s nonsense");
+  CliResult addr = RunTessel("workers -s nonsense");
   EXPECT_EQ(addr.status, 1);
   EXPECT_THAT(addr.output, HasSubstr("tessel workers: "));
   EXPECT_THAT(addr.output, HasSubstr("nonsense"));

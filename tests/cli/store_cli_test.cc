@@ -15,32 +15,13 @@
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
 #include "store/tuning_log.h"
+#include "tests/cli/cli_test_util.h"
 #include "tests/test_util.h"
 
 namespace tessel::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-struct Result {
-  int status;
-  std::string output;  // stdout and stderr
-};
-
-// As in cli_test.cc: the built tessel binary through the shell.
-Result RunTessel(const std::string& args, bool with_stderr = true) {
-  const std::string cmd = std::string(TESSEL_BINARY_DIR) + "/cli/tessel " + args +
-                          (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  Result r{-1, ""};
-  if (!pipe) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  const int st = pclose(pipe);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 constexpr char kSpec[] = "matmul(M=16, N=16, K=16)";
 
@@ -120,30 +101,30 @@ Filled FillLog() {
 
 TEST(StoreCli, BestPrintsTheFastestRecordsSourceRebuiltFromItsTrace) {
   Filled f = FillLog();
-  Result r = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t host", false);
+  CliResult r = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t host", false);
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(r.output, f.best_code);
-  Result cpp = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t host --emit cpp", false);
+  CliResult cpp = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t host --emit cpp", false);
   EXPECT_EQ(cpp.output, f.best_code);
 }
 
 TEST(StoreCli, BestOfAReferenceRecordIsTheReferenceLowering) {
   Filled f = FillLog();
-  Result r = RunTessel("best --db " + f.db + " -w 'softmax(rows=4, cols=32)' -t host", false);
+  CliResult r = RunTessel("best --db " + f.db + " -w 'softmax(rows=4, cols=32)' -t host", false);
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(r.output, f.reference_code);
 }
 
 TEST(StoreCli, BestEmitsTheCandidateJsonAndASummary) {
   Filled f = FillLog();
-  Result js = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t host --emit json", false);
+  CliResult js = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t host --emit json", false);
   ASSERT_EQ(js.status, 0) << js.output;
   auto j = nlohmann::json::parse(js.output);
   EXPECT_EQ(j["format"], "tessel-candidate");
   EXPECT_EQ(j["code"], f.best_code);
   EXPECT_TRUE(j["trace"].is_object());
 
-  Result s = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t host --emit summary");
+  CliResult s = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t host --emit summary");
   ASSERT_EQ(s.status, 0) << s.output;
   EXPECT_THAT(s.output, HasSubstr("The best of 4 ok records of matmul(M=16, N=16, K=16"));
   EXPECT_THAT(s.output, HasSubstr("is a tuned schedule: median 0.0100 ms over 3 repeats "
@@ -154,7 +135,7 @@ TEST(StoreCli, BestEmitsTheCandidateJsonAndASummary) {
 
 TEST(StoreCli, BestWithNoRecordForTheTarget) {
   Filled f = FillLog();
-  Result r = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t cuda --arch sm_90");
+  CliResult r = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t cuda --arch sm_90");
   EXPECT_EQ(r.status, 1);
   auto w = schedules::ParseWorkloadSpec(kSpec);
   ASSERT_TRUE(w.ok());
@@ -165,7 +146,7 @@ TEST(StoreCli, BestWithNoRecordForTheTarget) {
 
 TEST(StoreCli, BestWithAMissingDb) {
   const std::string db = MakeTempDir("tessel_store_cli") + "/none.db";
-  Result r = RunTessel("best --db " + db + " -w '" + kSpec + "' -t host");
+  CliResult r = RunTessel("best --db " + db + " -w '" + kSpec + "' -t host");
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.output, "tessel best: tuning log " + db +
                           " does not exist; check the path (a read-only open never creates a "
@@ -175,39 +156,39 @@ TEST(StoreCli, BestWithAMissingDb) {
 
 TEST(StoreCli, BestWithAnUnknownOrMismatchedEmit) {
   Filled f = FillLog();
-  Result r = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t host --emit ptx");
+  CliResult r = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t host --emit ptx");
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.output, "tessel best: unknown --emit 'ptx'; use cuda, cpp, json or summary\n");
-  Result m = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t host --emit cuda");
+  CliResult m = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t host --emit cuda");
   EXPECT_EQ(m.status, 1);
   EXPECT_EQ(m.output, "tessel best: --emit cuda does not match --target host; use --emit cpp\n");
 }
 
 TEST(StoreCli, ExportImportRoundTripAndIdempotentImport) {
   Filled f = FillLog();
-  Result out = RunTessel("export --db " + f.db, false);
+  CliResult out = RunTessel("export --db " + f.db, false);
   ASSERT_EQ(out.status, 0) << out.output;
   EXPECT_EQ(std::count(out.output.begin(), out.output.end(), '\n'), 7);  // 1 workload, 6 records
 
   const std::string file = f.dir + "/log.jsonl";
-  Result to_file = RunTessel("export --db " + f.db + " --out " + file);
+  CliResult to_file = RunTessel("export --db " + f.db + " --out " + file);
   ASSERT_EQ(to_file.status, 0) << to_file.output;
   EXPECT_EQ(to_file.output, "tessel export: wrote " + file + "\n");
 
   const std::string db2 = f.dir + "/merged.db";
-  Result imp = RunTessel("import --db " + db2 + " " + file);
+  CliResult imp = RunTessel("import --db " + db2 + " " + file);
   ASSERT_EQ(imp.status, 0) << imp.output;
   EXPECT_EQ(imp.output,
             file + ": added 1 workload and 6 records, skipped 0 records already in " + db2 + "\n");
-  Result again = RunTessel("import --db " + db2 + " " + file);
+  CliResult again = RunTessel("import --db " + db2 + " " + file);
   ASSERT_EQ(again.status, 0) << again.output;
   EXPECT_EQ(again.output,
             file + ": added 0 workloads and 0 records, skipped 6 records already in " + db2 + "\n");
   // The merged log answers like the original.
-  Result best = RunTessel("best --db " + db2 + " -w '" + kSpec + "' -t host", false);
+  CliResult best = RunTessel("best --db " + db2 + " -w '" + kSpec + "' -t host", false);
   EXPECT_EQ(best.status, 0) << best.output;
   EXPECT_EQ(best.output, f.best_code);
-  Result out2 = RunTessel("export --db " + db2, false);
+  CliResult out2 = RunTessel("export --db " + db2, false);
   EXPECT_EQ(out2.output, out.output);  // same records, same order
 }
 
@@ -217,15 +198,15 @@ TEST(StoreCli, ImportOfAMalformedFileAddsNothing) {
   std::ofstream(file) << "{\"type\": \"workload\", \"key\": \"k\", \"canonical\": \"c\"}\n"
                       << "{\"type\": \"record\", \"uid\": \"u\"\n";
   const std::string db2 = f.dir + "/other.db";
-  Result r = RunTessel("import --db " + db2 + " " + file);
+  CliResult r = RunTessel("import --db " + db2 + " " + file);
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.output, "tessel import: " + file +
                           ": line 2: not valid JSON; each line must be one JSON object as tessel "
                           "export writes it; nothing from this file was added\n");
-  Result out = RunTessel("export --db " + db2, false);
+  CliResult out = RunTessel("export --db " + db2, false);
   EXPECT_EQ(out.status, 0);
   EXPECT_EQ(out.output, "");
-  Result missing = RunTessel("import --db " + db2 + " " + f.dir + "/nope.jsonl");
+  CliResult missing = RunTessel("import --db " + db2 + " " + f.dir + "/nope.jsonl");
   EXPECT_EQ(missing.status, 1);
   EXPECT_EQ(missing.output, "tessel import: cannot read " + f.dir +
                                 "/nope.jsonl; check the path (files before it were imported)\n");
@@ -234,7 +215,7 @@ TEST(StoreCli, ImportOfAMalformedFileAddsNothing) {
 TEST(StoreCli, ExportOfAFileThatIsNotALog) {
   const std::string dir = MakeTempDir("tessel_store_cli");
   std::ofstream(dir + "/notes.txt") << "not a database at all, just some text here\n";
-  Result r = RunTessel("export --db " + dir + "/notes.txt");
+  CliResult r = RunTessel("export --db " + dir + "/notes.txt");
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.output, "tessel export: " + dir +
                           "/notes.txt is not a Tessel tuning log (not an SQLite database); pass a "
