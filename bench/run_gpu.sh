@@ -24,5 +24,8 @@ for mode in throughput fidelity robustness; do
   .gpu/run tessel_bench_worker --mode=$mode --binary=$PWD/.gpu/bin/tessel 2>&1 \
     | tee "$out/worker_$mode.log" | tail -20
 done
-echo "== tessel tune"
-.gpu/run tessel tune -q 2>&1 | tee "$out/tune.log" | tail -8
+echo "== tessel tune: 256 trials of random search per workload (issue 5), and its baselines"
+.gpu/run tessel_bench_kernels --gemm-n=1024 --only=baselines-only 2>&1 | tee "$out/baselines.log" \
+  | tail -6
+.gpu/run tessel tune -q -n 256 --seed 1 --db "$out/tune.db" -w "matmul(M=1024, N=1024, K=1024, dtype=f32)" \
+  -w "softmax(rows=4096, cols=65536, dtype=f32)" 2>&1 | tee "$out/tune.log" | tail -8
