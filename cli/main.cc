@@ -3,11 +3,15 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "cli/best_command.h"
 #include "cli/exit_code.h"
 #include "cli/job_commands.h"
+#include "cli/export_command.h"
+#include "cli/import_command.h"
 #include "cli/lower_command.h"
 #include "cli/measure_command.h"
 #include "cli/sample_command.h"
+#include "cli/serve_command.h"
 #include "cli/submit_command.h"
 #include "cli/tune_command.h"
 #include "cli/worker_command.h"
@@ -23,8 +27,12 @@ int main(int argc, char** argv) {
   tessel::cli::AddTuneCommand(app);
   tessel::cli::AddWorkerCommand(app);
   tessel::cli::AddMeasureCommand(app);
+  tessel::cli::AddServeCommand(app);
   tessel::cli::AddSubmitCommand(app);
   tessel::cli::AddJobCommands(app);
+  tessel::cli::AddBestCommand(app);
+  tessel::cli::AddExportCommand(app);
+  tessel::cli::AddImportCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

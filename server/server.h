@@ -11,17 +11,23 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "worker/verify_types.h"
 
 namespace tessel::server {
 
 struct ServerOptions {
-  std::string db_path;                   // the tuning log (SQLite); created when missing
-  std::string listen = "127.0.0.1:0";    // HOST:PORT; port 0 picks a free port
-  int batch_size = 16;                   // candidates per measure batch, unless the job says
-  double heartbeat_timeout_s = 30;       // a worker silent this long is dropped, its work requeued
-  double batch_deadline_s = 600;         // an in-flight batch not answered by then is requeued
-  std::string version;                   // the Tessel release, sent to workers
-  bool quiet = false;                    // no log lines on stderr
+  std::string db_path;                 // the tuning log (SQLite); created when missing
+  std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks a free port
+  int batch_size = 16;                 // candidates per measure batch, unless the job says
+  double heartbeat_timeout_s = 30;     // a worker silent this long is dropped, its work requeued
+  double batch_deadline_s = 600;       // an in-flight batch not answered by then is requeued
+  std::string version;                 // the Tessel release, sent to workers
+  bool quiet = false;                  // no log lines on stderr
+  // How workers time each candidate (sent with every batch) and the time limit per candidate
+  // (0: the worker's default).
+  worker::TimingOptions timing;
+  double candidate_timeout_s = 0;
+  double tick_s = 0.2;  // the maintenance thread's period (deadlines, heartbeats)
 };
 
 class Server {

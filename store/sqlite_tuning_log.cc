@@ -995,8 +995,13 @@ absl::StatusOr<std::unique_ptr<TuningLog>> OpenSqliteTuningLog(
   if (options.read_only) {
     st = Exec(db, "PRAGMA query_only = ON");
   } else {
+    const bool fresh = h->application_id == 0 && h->user_version == 0 && h->objects == 0;
+    // A new file gets 16 KiB pages: a record (a trace of a few KB) then fits in one page instead
+    // of a chain of overflow pages. Only possible before the first table exists.
+    if (fresh) st = Exec(db, "PRAGMA page_size = 16384");
     // WAL mode persists in the file; synchronous and foreign keys are per connection.
-    absl::StatusOr<std::string> mode = PragmaText(db, "PRAGMA journal_mode = WAL");
+    absl::StatusOr<std::string> mode =
+        st.ok() ? PragmaText(db, "PRAGMA journal_mode = WAL") : absl::StatusOr<std::string>(st);
     st = mode.status();
     if (st.ok() && *mode != "wal") {
       st = absl::FailedPreconditionError(absl::StrCat("cannot put the tuning log ", path,
@@ -1004,8 +1009,7 @@ absl::StatusOr<std::unique_ptr<TuningLog>> OpenSqliteTuningLog(
                                                       "'); put it on a local file system"));
     }
     if (st.ok()) st = Exec(db, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON");
-    const bool empty = h->application_id == 0 && h->user_version == 0 && h->objects == 0;
-    if (st.ok()) st = Migrate(db, path, empty, migrations);
+    if (st.ok()) st = Migrate(db, path, fresh, migrations);
   }
   if (!st.ok()) return fail(st);
   return std::unique_ptr<TuningLog>(new SqliteTuningLog(path, db, options.read_only));

@@ -48,6 +48,7 @@ TEST(TuningLog, NewFileHasSchemaApplicationIdAndWal) {
             std::to_string(store::kTuningLogApplicationId));
   EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "1");
   EXPECT_EQ(RawQuery(path, "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(RawQuery(path, "PRAGMA page_size"), "16384");
   EXPECT_EQ(RawQuery(path,
                      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                      "('workloads', 'jobs', 'tasks', 'records', 'cost_models')"),

@@ -1,0 +1,92 @@
+#include "cli/serve_command.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "cli/exit_code.h"
+#include "server/server.h"
+
+namespace tessel::cli {
+namespace {
+
+struct ServeFlags {
+  server::ServerOptions options;
+  int min_repeats = -1;
+  int max_repeats = -1;
+  double min_total_ms = -1;
+  bool no_flush = false;
+};
+
+int RunServe(ServeFlags& flags) {
+  server::ServerOptions& o = flags.options;
+  o.version = TESSEL_VERSION;
+  if (flags.min_repeats >= 0) o.timing.min_repeats = flags.min_repeats;
+  if (flags.max_repeats >= 0) o.timing.max_repeats = flags.max_repeats;
+  if (flags.min_total_ms >= 0) o.timing.min_total_ms = flags.min_total_ms;
+  if (flags.no_flush) o.timing.flush_cache = false;
+  if (o.timing.max_repeats < 1 || o.timing.min_repeats > o.timing.max_repeats) {
+    std::cerr << "tessel serve: --min-repeats " << o.timing.min_repeats << " and --max-repeats "
+              << o.timing.max_repeats << " do not fit: give 1 <= min <= max\n";
+    return 1;
+  }
+  // SIGTERM and SIGINT are taken by sigwait below: block them before any server thread starts.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::StartServer(o);
+  if (!s.ok()) {
+    std::cerr << "tessel serve: " << s.status().message() << "\n";
+    return 1;
+  }
+  std::cout << "tessel serve: listening on " << (*s)->address() << ", log " << o.db_path
+            << std::endl;
+  int sig = 0;
+  while (sigwait(&set, &sig) != 0) {
+  }
+  std::cerr << "tessel serve: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
+            << ": shutting down (unfinished jobs resume at the next start)\n";
+  (*s)->Shutdown();
+  return 0;
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app) {
+  auto flags = std::make_shared<ServeFlags>();
+  server::ServerOptions& o = flags->options;
+  CLI::App* cmd = app.add_subcommand(
+      "serve",
+      "Run the search server: accept tuning jobs (tessel submit), hand their candidates to "
+      "workers (tessel worker) and keep every result in the tuning log");
+  cmd->add_option("--db", o.db_path, "The tuning log (SQLite file; created when missing)")
+      ->required();
+  cmd->add_option("--listen,-l", o.listen, "HOST:PORT to listen on (port 0: any free port)")
+      ->capture_default_str();
+  cmd->add_option("--batch-size", o.batch_size, "Candidates per measure batch, unless a job says")
+      ->capture_default_str();
+  cmd->add_option("--heartbeat-timeout-s", o.heartbeat_timeout_s,
+                  "A worker silent this long is dropped and its work requeued")
+      ->capture_default_str();
+  cmd->add_option("--batch-deadline-s", o.batch_deadline_s,
+                  "An unanswered batch is requeued after this long")
+      ->capture_default_str();
+  cmd->add_option("--candidate-timeout-s", o.candidate_timeout_s,
+                  "Time limit per candidate sent to workers (0: the worker's default)")
+      ->capture_default_str();
+  cmd->add_option("--min-repeats", flags->min_repeats, "Timed repeats per candidate, at least");
+  cmd->add_option("--max-repeats", flags->max_repeats, "Timed repeats per candidate, at most");
+  cmd->add_option("--min-total-ms", flags->min_total_ms,
+                  "Repeat until the repeats add up to this much (ms)");
+  cmd->add_flag("--no-flush", flags->no_flush, "Do not flush caches between timed repeats");
+  cmd->add_flag("--quiet,-q", o.quiet, "No event lines on stderr");
+  cmd->callback([flags]() { SetExitCode(RunServe(*flags)); });
+}
+
+}  // namespace tessel::cli

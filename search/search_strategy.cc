@@ -1,0 +1,42 @@
+#include "search/search_strategy.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+#include "schedules/util/fnv1a.h"
+#include "search/random_search.h"
+
+namespace tessel::search {
+
+std::vector<std::string> KnownStrategies() { return {"random"}; }
+
+absl::Status CheckStrategyName(const std::string& name) {
+  if (name.empty()) return absl::OkStatus();
+  for (const std::string& known : KnownStrategies()) {
+    if (name == known) return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown search strategy '", name, "': use one of ",
+                   absl::StrJoin(KnownStrategies(), ", "), " (or leave it empty for random)"));
+}
+
+absl::StatusOr<std::unique_ptr<SearchStrategy>> MakeSearchStrategy(const std::string& name,
+                                                                   SearchContext context) {
+  if (absl::Status s = CheckStrategyName(name); !s.ok()) return s;
+  // name is "" or "random".
+  absl::StatusOr<std::unique_ptr<RandomSearch>> random = RandomSearch::Create(std::move(context));
+  if (!random.ok()) return random.status();
+  return std::unique_ptr<SearchStrategy>(std::move(*random));
+}
+
+uint64_t CandidateIdOf(const std::string& trace_json) { return schedules::Fnv1a64(trace_json); }
+
+std::string TraceJsonOf(const schedules::Trace& trace) { return trace.ToJson().dump(); }
+
+std::string NormalizeTraceJson(const std::string& trace_json) {
+  nlohmann::json j = nlohmann::json::parse(trace_json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return trace_json;
+  return j.dump();
+}
+
+}  // namespace tessel::search

@@ -1,0 +1,86 @@
+#pragma once
+
+// The ask/tell interface of every search strategy (DESIGN.md section 5): the job manager asks a
+// strategy for candidates of one task (GenerateCandidates), has them measured, and tells it the
+// results (NotifyResults). A strategy never proposes a trace that is already measured (the
+// records it starts from, when a job resumes) or that it proposed before.
+//
+// Candidate ids: a proposal's id is CandidateIdOf(its trace JSON), so the same trace has the
+// same id in every process; the tuning log stores (task, candidate id) once.
+//
+// Threads: a SearchStrategy is not thread-safe; its owner serializes the calls (the job manager
+// holds its lock). MakeSearchStrategy and the free functions may be called from any thread.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "schedules/space/candidate.h"
+#include "schedules/target/target.h"
+#include "schedules/workload/workload.h"
+
+namespace tessel::search {
+
+// A candidate to measure: its trace (compact JSON, the form the log stores) and the built
+// candidate (program and source).
+struct Proposal {
+  uint64_t candidate_id = 0;
+  std::string trace_json;
+  schedules::Candidate candidate;
+};
+
+// What a measurement said about a candidate.
+struct MeasuredResult {
+  uint64_t candidate_id = 0;
+  std::string trace_json;
+  std::string status;    // worker::MeasureStatusName: "ok", "compile_error", ...
+  double median_ms = 0;  // 0 unless ok
+};
+
+struct SearchContext {
+  schedules::Workload workload;
+  schedules::Target target;
+  uint64_t seed = 0;    // the job's seed
+  int64_t task_id = 0;  // mixed into the seed: two tasks of one job draw different samples
+  // Results already in the log for this task (a resumed job): never proposed again.
+  std::vector<MeasuredResult> measured;
+};
+
+class SearchStrategy {
+ public:
+  virtual ~SearchStrategy() = default;
+  virtual std::string name() const = 0;
+  // Up to `n` new proposals. Fewer (possibly none) when the design space seems exhausted: after
+  // many draws that gave only rejected samples or traces already measured or proposed.
+  virtual absl::StatusOr<std::vector<Proposal>> GenerateCandidates(int n) = 0;
+  virtual void NotifyResults(const std::vector<MeasuredResult>& results) = 0;
+  // Why samples were refused so far: rejection step ("replay", "lowering", "over_limits",
+  // "codegen") or "duplicate", with counts.
+  virtual std::map<std::string, int64_t> rejections() const = 0;
+};
+
+// The strategies MakeSearchStrategy knows, in the order the help texts list them.
+std::vector<std::string> KnownStrategies();
+
+// OK for a known strategy name ("" means "random"); otherwise InvalidArgument naming the
+// strategy and the known ones.
+absl::Status CheckStrategyName(const std::string& name);
+
+// A strategy by name ("" means "random"). InvalidArgument for an unknown name (as
+// CheckStrategyName) or a workload the design space cannot generate for.
+absl::StatusOr<std::unique_ptr<SearchStrategy>> MakeSearchStrategy(const std::string& name,
+                                                                   SearchContext context);
+
+// The id of a trace: 64-bit FNV-1a of its compact JSON.
+uint64_t CandidateIdOf(const std::string& trace_json);
+
+// The compact JSON of `trace`; NormalizeTraceJson re-serializes stored JSON the same way (it
+// returns the text unchanged when it does not parse, e.g. "null" for the reference).
+std::string TraceJsonOf(const schedules::Trace& trace);
+std::string NormalizeTraceJson(const std::string& trace_json);
+
+}  // namespace tessel::search

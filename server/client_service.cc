@@ -1,0 +1,227 @@
+#include "server/client_service.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "proto/convert.h"
+#include "schedules/space/candidate.h"
+#include "schedules/target/target.h"
+#include "schedules/workload/key.h"
+
+namespace tessel::server {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+proto::JobState ToProto(store::JobState s) {
+  switch (s) {
+    case store::JobState::kQueued:
+      return proto::JOB_STATE_QUEUED;
+    case store::JobState::kRunning:
+      return proto::JOB_STATE_RUNNING;
+    case store::JobState::kDone:
+      return proto::JOB_STATE_DONE;
+    case store::JobState::kCancelled:
+      return proto::JOB_STATE_CANCELLED;
+    case store::JobState::kFailed:
+      return proto::JOB_STATE_FAILED;
+  }
+  return proto::JOB_STATE_UNSPECIFIED;
+}
+
+void ToProto(const JobStatus& s, proto::JobInfo* out) {
+  const store::JobRow& r = s.row;
+  out->set_job_id(r.id);
+  out->set_name(r.name);
+  // A job that has results or work out is running even before its first result is stored.
+  store::JobState state = r.state;
+  out->set_target(r.target_key);
+  out->set_strategy(r.strategy);
+  out->set_priority(r.priority);
+  out->set_trials_budget(r.trials_budget);
+  out->set_trials_done(s.trials_done);
+  out->set_time_budget_s(r.time_budget_s);
+  for (const TaskStatus& t : s.tasks) {
+    proto::TaskInfo* ti = out->add_tasks();
+    ti->set_task_id(t.row.id);
+    ti->set_workload_key(t.row.workload_key);
+    ti->set_workload_name(t.workload_name);
+    ti->set_workload_spec(t.workload_spec);
+    ti->set_state(ToProto(t.row.state));
+    ti->set_trials_budget(t.row.trials_budget);
+    ti->set_trials_done(t.trials_done);
+    ti->set_trials_ok(t.trials_ok);
+    ti->set_best_ms(t.best_ms);
+    ti->set_flops(t.flops);
+    ti->set_bytes(t.bytes);
+    ti->set_in_flight(t.in_flight);
+    if (state == store::JobState::kQueued && t.in_flight > 0) state = store::JobState::kRunning;
+  }
+  out->set_state(ToProto(state));
+  out->set_created_unix_ms(r.created_unix_ms);
+  out->set_finished_unix_ms(r.finished_unix_ms);
+  out->set_elapsed_s(s.elapsed_s);
+  out->set_trials_per_s(s.trials_per_s);
+  out->set_error(r.error);
+  out->set_seed(r.seed);
+}
+
+}  // namespace
+
+grpc::Status ClientService::SubmitJob(grpc::ServerContext*, const proto::SubmitJobRequest* req,
+                                      proto::SubmitJobResponse* response) {
+  JobRequest r;
+  r.workloads.assign(req->workloads().begin(), req->workloads().end());
+  r.target_kind = req->target().kind();
+  r.target_arch = req->target().arch();
+  r.trials_per_task = req->trials_per_task();
+  r.total_trials = req->total_trials();
+  r.time_budget_s = req->time_budget_s();
+  r.strategy = req->strategy();
+  r.priority = req->priority();
+  r.name = req->name();
+  r.seed = req->seed();
+  r.batch_size = req->batch_size();
+  absl::StatusOr<int64_t> id = jobs_->Submit(r);
+  if (!id.ok()) return ToGrpc(id.status());
+  response->set_job_id(*id);
+  return grpc::Status::OK;
+}
+
+grpc::Status ClientService::GetJob(grpc::ServerContext*, const proto::GetJobRequest* req,
+                                   proto::JobInfo* response) {
+  absl::StatusOr<JobStatus> s = jobs_->Get(req->job_id());
+  if (!s.ok()) return ToGrpc(s.status());
+  ToProto(*s, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status ClientService::ListJobs(grpc::ServerContext*, const proto::ListJobsRequest* req,
+                                     proto::ListJobsResponse* response) {
+  absl::StatusOr<std::vector<JobStatus>> jobs = jobs_->List(req->unfinished_only());
+  if (!jobs.ok()) return ToGrpc(jobs.status());
+  for (const JobStatus& j : *jobs) ToProto(j, response->add_jobs());
+  return grpc::Status::OK;
+}
+
+grpc::Status ClientService::WatchJob(grpc::ServerContext* context,
+                                     const proto::WatchJobRequest* req,
+                                     grpc::ServerWriter<proto::JobInfo>* writer) {
+  absl::StatusOr<JobStatus> s = jobs_->Get(req->job_id());
+  if (!s.ok()) return ToGrpc(s.status());
+  constexpr absl::Duration kMinInterval = absl::Milliseconds(250);
+  while (true) {
+    proto::JobInfo info;
+    ToProto(*s, &info);
+    if (!writer->Write(info)) return grpc::Status::OK;  // the client went away
+    if (store::IsFinished(s->row.state)) return grpc::Status::OK;
+    const absl::Time next = absl::Now() + kMinInterval;
+    const uint64_t seen = s->version;
+    // Waits for a change, checking now and then whether the client or the server went away;
+    // in-flight counts are sent at least every second.
+    for (int i = 0; i < 4; ++i) {
+      if (context->IsCancelled() || stopped_) {
+        return grpc::Status(grpc::StatusCode::CANCELLED, "the watch ended");
+      }
+      s = jobs_->WaitForChange(req->job_id(), seen, absl::Milliseconds(250));
+      if (!s.ok()) return ToGrpc(s.status());
+      if (s->version > seen || store::IsFinished(s->row.state)) break;
+    }
+    absl::SleepFor(std::max(absl::ZeroDuration(), next - absl::Now()));
+    s = jobs_->Get(req->job_id());
+    if (!s.ok()) return ToGrpc(s.status());
+  }
+}
+
+grpc::Status ClientService::CancelJob(grpc::ServerContext*, const proto::CancelJobRequest* req,
+                                      proto::JobInfo* response) {
+  absl::StatusOr<JobStatus> s = jobs_->Cancel(req->job_id());
+  if (!s.ok()) return ToGrpc(s.status());
+  ToProto(*s, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status ClientService::QueryBest(grpc::ServerContext*, const proto::QueryBestRequest* req,
+                                      proto::BestRecord* response) {
+  absl::StatusOr<schedules::Workload> w = ParseClientWorkload(req->workload());
+  if (!w.ok()) {
+    return ToGrpc(absl::InvalidArgumentError(absl::StrCat("workload: ", w.status().message())));
+  }
+  if (req->target().kind().empty()) {
+    return ToGrpc(absl::InvalidArgumentError("no target: set the target to host or cuda"));
+  }
+  absl::StatusOr<schedules::Target> target =
+      schedules::MakeTarget(req->target().kind(), req->target().arch());
+  if (!target.ok()) return ToGrpc(target.status());
+  const std::string key = schedules::WorkloadKey(*w);
+  absl::StatusOr<std::optional<store::Record>> best = log_->Best(key, target->ToString());
+  if (!best.ok()) return ToGrpc(best.status());
+  if (!best->has_value()) {
+    return ToGrpc(absl::NotFoundError(
+        absl::StrCat("no measured kernel for ", w->spec, " (key ", key, ") on ", target->ToString(),
+                     ": tune it first (tessel submit or tessel tune)")));
+  }
+  const store::Record& r = **best;
+  std::optional<schedules::Trace> trace;
+  if (r.trace_json != "null" && !r.trace_json.empty()) {
+    absl::StatusOr<schedules::Trace> t = schedules::Trace::Parse(r.trace_json);
+    if (!t.ok()) {
+      return ToGrpc(absl::DataLossError(
+          absl::StrCat("record ", r.id, " has an unreadable trace: ", t.status().message())));
+    }
+    trace = std::move(*t);
+  }
+  absl::StatusOr<schedules::Candidate> c = schedules::BuildCandidate(*w, *target, trace);
+  if (!c.ok()) {
+    return ToGrpc(absl::FailedPreconditionError(
+        absl::StrCat("the trace of record ", r.id,
+                     " no longer builds with this release: ", c.status().message())));
+  }
+  absl::StatusOr<int64_t> count = log_->CountOk(key, target->ToString());
+  response->set_workload_key(key);
+  response->set_target(target->ToString());
+  response->set_record_id(r.id);
+  response->set_job_id(r.job_id);
+  response->set_trace_json(r.trace_json);
+  proto::ToProto(c->source, response->mutable_source());
+  response->set_median_ms(r.median_ms);
+  for (double ms : r.repeats_ms) response->add_repeats_ms(ms);
+  response->set_worker_id(r.worker_id);
+  response->set_device_name(r.device_name);
+  response->set_unix_ms(r.unix_ms);
+  response->set_records(count.ok() ? *count : 0);
+  return grpc::Status::OK;
+}
+
+grpc::Status ClientService::ListWorkers(grpc::ServerContext*, const proto::ListWorkersRequest*,
+                                        proto::ListWorkersResponse* response) {
+  for (const WorkerEntry& w : registry_->List()) {
+    proto::WorkerInfo* info = response->add_workers();
+    info->set_worker_id(w.worker_id);
+    info->set_host(w.host);
+    info->set_version(w.version);
+    for (const WorkerDevice& d : w.devices) {
+      proto::Device* pd = info->add_devices();
+      pd->set_ordinal(d.ordinal);
+      pd->set_kind(d.kind == schedules::TargetKind::kCuda ? proto::TARGET_KIND_CUDA
+                                                          : proto::TARGET_KIND_HOST);
+      pd->set_name(d.name);
+      pd->set_arch(d.arch);
+      pd->set_sm_count(d.sm_count);
+      pd->set_memory_bytes(d.memory_bytes);
+      pd->set_cores(d.cores);
+    }
+    info->set_connected_unix_ms(w.connected_unix_ms);
+    info->set_last_heartbeat_unix_ms(w.last_heard_unix_ms);
+    info->set_batches_in_flight(static_cast<uint32_t>(w.batches_in_flight));
+    info->set_candidates_measured(w.candidates_measured);
+    info->set_draining(w.draining);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace tessel::server

@@ -1,0 +1,615 @@
+#include "server/job_manager.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "schedules/space/candidate.h"
+#include "schedules/workload/builtins.h"
+#include "schedules/workload/key.h"
+#include "schedules/workload/parser.h"
+
+namespace tessel::server {
+namespace {
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+std::string Shorten(const std::string& text) {
+  std::string one = text.substr(0, text.find('\n'));
+  if (one.size() > 80) one = one.substr(0, 77) + "...";
+  return one;
+}
+
+}  // namespace
+
+absl::StatusOr<schedules::Workload> ParseClientWorkload(const std::string& text) {
+  bool definition = absl::StrContains(absl::StripTrailingAsciiWhitespace(text), '\n');
+  for (absl::string_view line : absl::StrSplit(text, absl::ByAnyChar("\n;"))) {
+    if (absl::StrContains(line, '=') && absl::StrContains(line, '[')) definition = true;
+  }
+  return definition ? schedules::ParseWorkload(text) : schedules::ParseWorkloadSpec(text);
+}
+
+JobManager::JobManager(store::TuningLog* log, Dispatcher* dispatcher, JobManagerOptions options,
+                       const EventLog* events)
+    : log_(log), dispatcher_(dispatcher), options_(std::move(options)), events_(events) {}
+
+absl::Status JobManager::Resume() {
+  absl::StatusOr<std::vector<store::JobRow>> jobs = log_->ListJobs(/*unfinished_only=*/true);
+  if (!jobs.ok()) return jobs.status();
+  absl::MutexLock lock(&mu_);
+  for (const store::JobRow& row : *jobs) {
+    absl::StatusOr<std::vector<store::TaskRow>> tasks = log_->TasksOf(row.id);
+    if (!tasks.ok()) return tasks.status();
+    std::vector<std::vector<store::Record>> measured;
+    int64_t done = 0;
+    for (const store::TaskRow& t : *tasks) {
+      absl::StatusOr<std::vector<store::Record>> rs = log_->RecordsOf(t.id);
+      if (!rs.ok()) return rs.status();
+      done += static_cast<int64_t>(rs->size());
+      measured.push_back(std::move(*rs));
+    }
+    if (absl::Status s = LoadJobLocked(row, *tasks, measured); !s.ok()) {
+      events_->Log(absl::StrCat("job ", row.id, " cannot resume: ", s.message()));
+      (void)log_->SetJobState(row.id, store::JobState::kFailed,
+                              absl::StrCat("cannot resume: ", s.message()));
+      continue;
+    }
+    events_->Log(absl::StrCat("job ", row.id, " resumed with ", done, " of ", row.trials_budget,
+                              " trials already recorded"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
+                                       const std::vector<store::TaskRow>& tasks,
+                                       const std::vector<std::vector<store::Record>>& measured) {
+  absl::StatusOr<schedules::Target> target =
+      schedules::MakeTarget(row.target_kind, row.target_arch);
+  if (!target.ok()) return target.status();
+  auto job = std::make_unique<Job>();
+  job->row = row;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    auto task = std::make_unique<Task>();
+    task->row = tasks[i];
+    absl::StatusOr<std::optional<store::WorkloadRow>> w = log_->GetWorkload(tasks[i].workload_key);
+    if (!w.ok()) return w.status();
+    if (!w->has_value()) {
+      return absl::DataLossError(absl::StrCat("workload ", tasks[i].workload_key, " of task ",
+                                              tasks[i].id, " is not in the log"));
+    }
+    absl::StatusOr<schedules::Workload> wl = ParseClientWorkload((*w)->spec);
+    if (!wl.ok() || schedules::WorkloadKey(*wl) != tasks[i].workload_key) {
+      wl = schedules::ParseWorkload((*w)->canonical);
+    }
+    if (!wl.ok()) return wl.status();
+    task->workload = *wl;
+    task->workload_name = (*w)->name;
+    task->workload_spec = (*w)->spec;
+    search::SearchContext context;
+    context.workload = *wl;
+    context.target = *target;
+    context.seed = row.seed;
+    context.task_id = tasks[i].id;
+    for (const store::Record& r : measured[i]) {
+      search::MeasuredResult m;
+      m.candidate_id = r.candidate_id;
+      m.trace_json = r.trace_json;
+      m.status = r.status;
+      m.median_ms = r.median_ms;
+      context.measured.push_back(std::move(m));
+      ++task->done;
+      if (r.status == "ok") {
+        ++task->ok;
+        if (task->best_ms == 0 || r.median_ms < task->best_ms) task->best_ms = r.median_ms;
+      }
+    }
+    task->issued = task->done;
+    absl::StatusOr<std::unique_ptr<search::SearchStrategy>> strategy =
+        search::MakeSearchStrategy(row.strategy, std::move(context));
+    if (!strategy.ok()) return strategy.status();
+    task->strategy = std::move(*strategy);
+    absl::StatusOr<schedules::Candidate> reference =
+        schedules::BuildCandidate(*wl, *target, std::nullopt);
+    if (!reference.ok()) return reference.status();
+    TaskDispatch d;
+    d.task_id = tasks[i].id;
+    d.job_id = row.id;
+    d.priority = row.priority;
+    d.kind = target->kind;
+    d.arch = target->is_cuda() ? target->arch : "";
+    d.batch_size = row.batch_size > 0 ? row.batch_size : options_.default_batch_size;
+    d.reference = std::make_shared<const schedules::GeneratedSource>(std::move(reference->source));
+    d.timing = options_.timing;
+    d.verify_seed = row.seed;
+    d.timeout_s = options_.candidate_timeout_s;
+    if (!store::IsFinished(task->row.state)) dispatcher_->AddTask(std::move(d));
+    job->tasks.push_back(std::move(task));
+  }
+  Job& j = *job;
+  jobs_[row.id] = std::move(job);
+  for (auto& t : j.tasks) {
+    tasks_[t->row.id] = {&j, t.get()};
+    if (!store::IsFinished(t->row.state) && t->done >= t->row.trials_budget) {
+      FinishTaskLocked(j, *t, store::JobState::kDone, "budget reached");
+    }
+  }
+  bool all = true;
+  for (auto& t : j.tasks) all = all && store::IsFinished(t->row.state);
+  if (all && !store::IsFinished(j.row.state)) FinishJobLocked(j, store::JobState::kDone, "");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> JobManager::Submit(const JobRequest& request) {
+  // Validate everything first: a refused request stores nothing.
+  if (request.workloads.empty()) {
+    return absl::InvalidArgumentError(
+        "the job lists no workload: pass at least one, e.g. \"matmul(M=1024, N=1024, K=1024)\"");
+  }
+  std::vector<schedules::Workload> workloads;
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < request.workloads.size(); ++i) {
+    const std::string& text = request.workloads[i];
+    if (absl::StripAsciiWhitespace(text).empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("workload ", i + 1,
+                       " is empty: pass a spec such as \"softmax(rows=4096, cols=4096)\" "
+                       "or a definition in the text format"));
+    }
+    absl::StatusOr<schedules::Workload> w = ParseClientWorkload(text);
+    if (!w.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("workload ", i + 1, " ('", Shorten(text), "'): ", w.status().message()));
+    }
+    const std::string key = schedules::WorkloadKey(*w);
+    for (size_t j = 0; j < keys.size(); ++j) {
+      if (keys[j] == key) {
+        return absl::InvalidArgumentError(absl::StrCat("workloads ", j + 1, " and ", i + 1,
+                                                       " are the same workload (key ", key,
+                                                       "): list each workload once"));
+      }
+    }
+    keys.push_back(key);
+    workloads.push_back(std::move(*w));
+  }
+  if (request.target_kind.empty()) {
+    return absl::InvalidArgumentError("the job has no target: set the target to host or cuda");
+  }
+  absl::StatusOr<schedules::Target> target =
+      schedules::MakeTarget(request.target_kind, request.target_arch);
+  if (!target.ok()) return target.status();
+  if (request.trials_per_task < 0 || request.total_trials < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a negative trial budget (trials per task ", request.trials_per_task,
+                     ", total ", request.total_trials, "): give a positive number of trials"));
+  }
+  if (request.trials_per_task == 0 && request.total_trials == 0) {
+    return absl::InvalidArgumentError(
+        "the job has a zero trial budget: set the trials per task (e.g. --trials 64) or the "
+        "total trials to a positive number");
+  }
+  if (request.trials_per_task > kMaxTrials || request.total_trials > kMaxTrials) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a trial budget of ", std::max(request.trials_per_task, request.total_trials),
+        " is more than the most a job may ask for (", kMaxTrials, "): give fewer trials"));
+  }
+  if (!std::isfinite(request.time_budget_s) || request.time_budget_s < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("time budget ", request.time_budget_s,
+                     " s is not a positive number of seconds: give one, or 0 for no time limit"));
+  }
+  if (request.batch_size < 0 || request.batch_size > kMaxBatchSize) {
+    return absl::InvalidArgumentError(absl::StrCat("batch size ", request.batch_size,
+                                                   " is out of range: give 1 to ", kMaxBatchSize,
+                                                   ", or 0 for the server's default"));
+  }
+  if (absl::Status s = search::CheckStrategyName(request.strategy); !s.ok()) return s;
+  const int64_t n = static_cast<int64_t>(workloads.size());
+  std::vector<int64_t> budgets(workloads.size());
+  if (request.total_trials == 0) {
+    std::fill(budgets.begin(), budgets.end(), request.trials_per_task);
+  } else {
+    if (request.total_trials < n) {
+      return absl::InvalidArgumentError(absl::StrCat("total trials ", request.total_trials,
+                                                     " is fewer than the ", n,
+                                                     " tasks: give every task at least one trial"));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      budgets[i] = request.total_trials / n + (i < request.total_trials % n ? 1 : 0);
+      if (request.trials_per_task > 0) budgets[i] = std::min(budgets[i], request.trials_per_task);
+    }
+  }
+  // Every workload must have a design space and a reference on the target.
+  for (size_t i = 0; i < workloads.size(); ++i) {
+    search::SearchContext c;
+    c.workload = workloads[i];
+    c.target = *target;
+    absl::StatusOr<std::unique_ptr<search::SearchStrategy>> s =
+        search::MakeSearchStrategy(request.strategy, std::move(c));
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("workload ", i + 1, ": ", s.status().message()));
+    }
+    absl::StatusOr<schedules::Candidate> ref =
+        schedules::BuildCandidate(workloads[i], *target, std::nullopt);
+    if (!ref.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("workload ", i + 1, ": its reference kernel cannot be built for ",
+                       target->ToString(), ": ", ref.status().message()));
+    }
+  }
+
+  store::JobRow job;
+  job.name = request.name;
+  job.target_kind = request.target_kind;
+  job.target_arch = target->is_cuda() ? target->arch : "";
+  job.target_key = target->ToString();
+  job.strategy = request.strategy.empty() ? "random" : request.strategy;
+  job.priority = request.priority;
+  for (int64_t b : budgets) job.trials_budget += b;
+  job.time_budget_s = request.time_budget_s;
+  job.seed =
+      request.seed != 0 ? request.seed : static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())) | 1;
+  job.batch_size = request.batch_size > 0 ? request.batch_size : options_.default_batch_size;
+  job.state = store::JobState::kQueued;
+  job.created_unix_ms = NowMs();
+  std::vector<store::TaskRow> tasks;
+  for (size_t i = 0; i < workloads.size(); ++i) {
+    store::WorkloadRow w;
+    w.key = keys[i];
+    w.canonical = schedules::CanonicalText(workloads[i]);
+    w.name = workloads[i].name;
+    w.spec = workloads[i].spec;
+    if (absl::Status s = log_->PutWorkload(w); !s.ok()) return s;
+    store::TaskRow t;
+    t.workload_key = keys[i];
+    t.trials_budget = budgets[i];
+    t.state = store::JobState::kQueued;
+    tasks.push_back(t);
+  }
+  if (absl::Status s = log_->CreateJob(&job, &tasks); !s.ok()) return s;
+  std::vector<std::vector<store::Record>> measured(tasks.size());
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = LoadJobLocked(job, tasks, measured); !s.ok()) {
+      (void)log_->SetJobState(job.id, store::JobState::kFailed, std::string(s.message()));
+      return s;
+    }
+  }
+  std::string what;
+  for (const schedules::Workload& w : workloads) {
+    absl::StrAppend(&what, what.empty() ? "" : ", ", Shorten(w.spec));
+  }
+  events_->Log(absl::StrCat("job ", job.id, " submitted: ", what, " on ", job.target_key, ", ",
+                            job.trials_budget, " trials, priority ", job.priority, ", strategy ",
+                            job.strategy));
+  return job.id;
+}
+
+void JobManager::FinishTaskLocked(Job& job, Task& task, store::JobState state,
+                                  const std::string& why) {
+  if (store::IsFinished(task.row.state)) return;
+  task.row.state = state;
+  if (absl::Status s = log_->SetTaskState(task.row.id, state); !s.ok()) {
+    events_->Log(absl::StrCat("task ", task.row.id, ": cannot store its state: ", s.message()));
+  }
+  const size_t dropped = dispatcher_->RemoveTask(task.row.id);
+  events_->Log(absl::StrCat(
+      "job ", job.row.id, " task ", task.row.id, " ", store::JobStateName(state), " (", why,
+      ") after ", task.done, " trials, best ",
+      task.best_ms > 0 ? absl::StrFormat("%.4f ms", task.best_ms) : std::string("none"),
+      dropped > 0 ? absl::StrCat(", ", dropped, " queued dropped") : ""));
+  ChangedLocked(job);
+}
+
+void JobManager::FinishJobLocked(Job& job, store::JobState state, const std::string& why) {
+  if (store::IsFinished(job.row.state)) return;
+  for (auto& t : job.tasks) FinishTaskLocked(job, *t, state, why.empty() ? "job finished" : why);
+  job.row.state = state;
+  job.row.error = state == store::JobState::kFailed ? why : "";
+  job.row.finished_unix_ms = NowMs();
+  if (absl::Status s = log_->SetJobState(job.row.id, state, job.row.error); !s.ok()) {
+    events_->Log(absl::StrCat("job ", job.row.id, ": cannot store its state: ", s.message()));
+  }
+  int64_t done = 0;
+  for (auto& t : job.tasks) done += t->done;
+  events_->Log(absl::StrCat("job ", job.row.id, " ", store::JobStateName(state),
+                            why.empty() ? "" : absl::StrCat(" (", why, ")"), " after ", done,
+                            " trials"));
+  ChangedLocked(job);
+}
+
+void JobManager::ChangedLocked(Job& job) {
+  ++job.version;
+  changed_.SignalAll();
+}
+
+void JobManager::OnResult(const QueuedCandidate& candidate, const worker::CandidateResult& result) {
+  store::Record r;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = tasks_.find(candidate.task_id);
+    if (it == tasks_.end()) {
+      events_->Log(absl::StrCat("a result for task ", candidate.task_id,
+                                ", which this server does not run, is dropped"));
+      dispatcher_->Recorded(candidate.task_id);
+      return;
+    }
+    const Job& job = *it->second.first;
+    r.workload_key = it->second.second->row.workload_key;
+    r.target_key = job.row.target_key;
+    r.job_id = job.row.id;
+    r.task_id = candidate.task_id;
+  }
+  r.candidate_id = candidate.candidate_id;
+  r.trace_json = candidate.trace_json;
+  r.status = worker::MeasureStatusName(result.status);
+  r.error = result.error;
+  if (result.status == worker::MeasureStatus::kOk) {
+    r.repeats_ms = result.timings.repeats_ms;
+    r.median_ms = result.timings.median_ms;
+  }
+  r.compile_ms = result.compile_ms;
+  r.verify_ms = result.verify_ms;
+  for (const worker::KernelResources& k : result.kernels) {
+    r.registers = std::max(r.registers, k.registers);
+    r.shared_bytes = std::max(r.shared_bytes, k.static_shared_bytes + k.dynamic_shared_bytes);
+    r.local_bytes = std::max(r.local_bytes, k.local_bytes_per_thread);
+  }
+  r.worker_id = result.worker_id;
+  r.device_name = result.device_name;
+  r.device = result.device;
+  r.unix_ms = NowMs();
+  // Committed before it counts.
+  absl::StatusOr<int64_t> id = log_->AddRecord(&r);
+  if (!id.ok()) {
+    if (absl::IsAlreadyExists(id.status())) {
+      events_->Log(absl::StrCat("task ", r.task_id, " candidate ", r.candidate_id,
+                                ": already recorded, the repeated result is dropped"));
+      dispatcher_->Recorded(candidate.task_id);
+      return;
+    }
+    events_->Log(absl::StrCat("task ", r.task_id, " candidate ", r.candidate_id,
+                              ": the log refused the result (", id.status().message(),
+                              "); it will be measured again"));
+    dispatcher_->Unaccept(candidate);
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  dispatcher_->Recorded(candidate.task_id);
+  auto it = tasks_.find(candidate.task_id);
+  if (it == tasks_.end()) return;
+  Job& job = *it->second.first;
+  Task& task = *it->second.second;
+  ++task.done;
+  if (result.status == worker::MeasureStatus::kOk) {
+    ++task.ok;
+    if (task.best_ms == 0 || r.median_ms < task.best_ms) task.best_ms = r.median_ms;
+  }
+  const int64_t now = NowMs();
+  job.result_unix_ms.push_back(now);
+  while (!job.result_unix_ms.empty() && job.result_unix_ms.front() < now - 60000) {
+    job.result_unix_ms.pop_front();
+  }
+  search::MeasuredResult m;
+  m.candidate_id = r.candidate_id;
+  m.trace_json = r.trace_json;
+  m.status = r.status;
+  m.median_ms = r.median_ms;
+  task.strategy->NotifyResults({m});
+  if (job.row.state == store::JobState::kQueued) {
+    job.row.state = store::JobState::kRunning;
+    (void)log_->SetJobState(job.row.id, store::JobState::kRunning);
+  }
+  if (task.row.state == store::JobState::kQueued) {
+    task.row.state = store::JobState::kRunning;
+    (void)log_->SetTaskState(task.row.id, store::JobState::kRunning);
+  }
+  if (task.done >= task.row.trials_budget) {
+    FinishTaskLocked(job, task, store::JobState::kDone, "budget reached");
+  }
+  bool all = true;
+  for (auto& t : job.tasks) all = all && store::IsFinished(t->row.state);
+  if (all) FinishJobLocked(job, store::JobState::kDone, "");
+  ChangedLocked(job);
+}
+
+int JobManager::Pump() {
+  int enqueued = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return 0;
+    for (auto& [job_id, job] : jobs_) {
+      if (store::IsFinished(job->row.state)) continue;
+      for (auto& t : job->tasks) {
+        Task& task = *t;
+        if (store::IsFinished(task.row.state)) continue;
+        const int64_t remaining = task.row.trials_budget - task.issued;
+        if (remaining <= 0) continue;
+        const int64_t batch =
+            job->row.batch_size > 0 ? job->row.batch_size : options_.default_batch_size;
+        const int64_t queued = static_cast<int64_t>(dispatcher_->Queued(task.row.id));
+        const int64_t free = dispatcher_->FreeCredits(task.row.id);
+        const int64_t want = std::min(remaining, batch * std::max<int64_t>(2, free + 1) - queued);
+        if (want <= 0) continue;
+        absl::StatusOr<std::vector<search::Proposal>> ps =
+            task.strategy->GenerateCandidates(static_cast<int>(want));
+        if (!ps.ok()) {
+          FinishJobLocked(*job, store::JobState::kFailed,
+                          absl::StrCat("the search strategy failed: ", ps.status().message()));
+          break;
+        }
+        if (ps->empty()) {
+          if (task.issued == task.done && queued == 0) {
+            FinishTaskLocked(*job, task, store::JobState::kDone,
+                             "the design space has no new candidate");
+          }
+          continue;
+        }
+        std::vector<QueuedCandidate> qs;
+        for (search::Proposal& p : *ps) {
+          QueuedCandidate q;
+          q.task_id = task.row.id;
+          q.candidate_id = p.candidate_id;
+          q.trace_json = std::move(p.trace_json);
+          q.source =
+              std::make_shared<const schedules::GeneratedSource>(std::move(p.candidate.source));
+          qs.push_back(std::move(q));
+        }
+        task.issued += static_cast<int64_t>(qs.size());
+        enqueued += static_cast<int>(qs.size());
+        dispatcher_->Enqueue(std::move(qs));
+      }
+      bool all = true;
+      for (auto& t : job->tasks) all = all && store::IsFinished(t->row.state);
+      if (all) FinishJobLocked(*job, store::JobState::kDone, "");
+    }
+  }
+  dispatcher_->Dispatch();
+  return enqueued;
+}
+
+void JobManager::Tick(int64_t now_unix_ms) {
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, job] : jobs_) {
+    if (store::IsFinished(job->row.state) || job->row.time_budget_s <= 0) continue;
+    const double elapsed_s = (now_unix_ms - job->row.created_unix_ms) / 1000.0;
+    if (elapsed_s >= job->row.time_budget_s) {
+      FinishJobLocked(*job, store::JobState::kDone,
+                      absl::StrFormat("time budget of %.4g s spent", job->row.time_budget_s));
+    }
+  }
+  // In-flight counts change without an event of their own: watchers see them at the next tick.
+}
+
+void JobManager::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopped_ = true;
+  changed_.SignalAll();
+}
+
+absl::StatusOr<JobStatus> JobManager::Cancel(int64_t job_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it != jobs_.end()) {
+      FinishJobLocked(*it->second, store::JobState::kCancelled, "cancelled");
+      return StatusLocked(*it->second);
+    }
+  }
+  // Not in memory: a finished job of the log (cancel changes nothing) or none.
+  return Get(job_id);
+}
+
+JobStatus JobManager::StatusLocked(Job& job) {
+  JobStatus s;
+  s.row = job.row;
+  s.version = job.version;
+  for (auto& t : job.tasks) {
+    TaskStatus ts;
+    ts.row = t->row;
+    ts.workload_name = t->workload_name;
+    ts.workload_spec = t->workload_spec;
+    ts.trials_done = t->done;
+    ts.trials_ok = t->ok;
+    ts.best_ms = t->best_ms;
+    ts.flops = t->workload.Flops();
+    ts.bytes = t->workload.CompulsoryBytes();
+    ts.in_flight = static_cast<int64_t>(dispatcher_->InFlight(t->row.id));
+    s.trials_done += t->done;
+    s.tasks.push_back(std::move(ts));
+  }
+  const int64_t end = job.row.finished_unix_ms > 0 ? job.row.finished_unix_ms : NowMs();
+  s.elapsed_s = (end - job.row.created_unix_ms) / 1000.0;
+  const int64_t now = NowMs();
+  int64_t recent = 0;
+  for (int64_t t : job.result_unix_ms) recent += t >= now - 60000 ? 1 : 0;
+  const double window_s = std::min(60.0, std::max(1.0, s.elapsed_s));
+  s.trials_per_s = recent / window_s;
+  return s;
+}
+
+absl::StatusOr<JobStatus> JobManager::StatusFromLog(const store::JobRow& row) {
+  JobStatus s;
+  s.row = row;
+  absl::StatusOr<std::vector<store::TaskRow>> tasks = log_->TasksOf(row.id);
+  if (!tasks.ok()) return tasks.status();
+  for (const store::TaskRow& t : *tasks) {
+    TaskStatus ts;
+    ts.row = t;
+    absl::StatusOr<store::TaskCounts> c = log_->CountsOf(t.id);
+    if (!c.ok()) return c.status();
+    ts.trials_done = c->trials;
+    ts.trials_ok = c->ok;
+    ts.best_ms = c->best_ms;
+    absl::StatusOr<std::optional<store::WorkloadRow>> w = log_->GetWorkload(t.workload_key);
+    if (w.ok() && w->has_value()) {
+      ts.workload_name = (*w)->name;
+      ts.workload_spec = (*w)->spec;
+      absl::StatusOr<schedules::Workload> wl = schedules::ParseWorkload((*w)->canonical);
+      if (wl.ok()) {
+        ts.flops = wl->Flops();
+        ts.bytes = wl->CompulsoryBytes();
+      }
+    }
+    s.trials_done += ts.trials_done;
+    s.tasks.push_back(std::move(ts));
+  }
+  const int64_t end = row.finished_unix_ms > 0 ? row.finished_unix_ms : NowMs();
+  s.elapsed_s = (end - row.created_unix_ms) / 1000.0;
+  return s;
+}
+
+absl::StatusOr<JobStatus> JobManager::Get(int64_t job_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it != jobs_.end()) return StatusLocked(*it->second);
+  }
+  absl::StatusOr<store::JobRow> row = log_->GetJob(job_id);
+  if (!row.ok()) {
+    if (absl::IsNotFound(row.status())) {
+      return absl::NotFoundError(
+          absl::StrCat("job ", job_id, " does not exist: list the jobs with `tessel jobs`"));
+    }
+    return row.status();
+  }
+  return StatusFromLog(*row);
+}
+
+absl::StatusOr<std::vector<JobStatus>> JobManager::List(bool unfinished_only) {
+  absl::StatusOr<std::vector<store::JobRow>> rows = log_->ListJobs(unfinished_only);
+  if (!rows.ok()) return rows.status();
+  std::vector<JobStatus> out;
+  for (const store::JobRow& row : *rows) {
+    absl::StatusOr<JobStatus> s = Get(row.id);
+    if (!s.ok()) return s.status();
+    out.push_back(std::move(*s));
+  }
+  return out;
+}
+
+absl::StatusOr<JobStatus> JobManager::WaitForChange(int64_t job_id, uint64_t seen_version,
+                                                    absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it != jobs_.end()) {
+      Job& job = *it->second;
+      while (!stopped_ && job.version <= seen_version && !store::IsFinished(job.row.state)) {
+        if (changed_.WaitWithDeadline(&mu_, deadline)) break;
+      }
+      return StatusLocked(job);
+    }
+  }
+  return Get(job_id);
+}
+
+}  // namespace tessel::server

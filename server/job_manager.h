@@ -1,0 +1,172 @@
+#pragma once
+
+// The job manager: validates and creates tuning jobs, feeds their tasks' candidates to the
+// dispatcher, records every result in the tuning log, and moves jobs and tasks through their
+// states (queued -> running -> done | cancelled | failed).
+//
+// - SubmitJob validates everything before anything is stored: a refused request leaves the log
+//   untouched. Errors are InvalidArgument with a message naming the problem and the fix.
+// - Each running task asks its search strategy for candidates so that its queue holds enough to
+//   fill every matching worker's credits (at least two batches), never issuing more distinct
+//   candidates than its budget.
+// - A result is written to the log (one transaction) BEFORE it is counted and before the
+//   strategy hears of it. A task is done at its budget (or when its design space runs dry); a
+//   job is done when all its tasks are, or when its time budget (counted from its creation) is
+//   spent.
+// - Cancel: the job and its unfinished tasks become cancelled at once and their queued
+//   candidates are dropped. Results of batches already in flight are still recorded and counted
+//   (a task never issues more than its budget, so they never count beyond it); no new batch of
+//   the job is sent.
+// - Resume (at start): unfinished jobs of the log are loaded with the trials already recorded
+//   counted, and their strategies never propose a trace already measured.
+//
+// Threads: every public method may be called from any thread; Pump and Tick run on the
+// server's maintenance thread. Lock order: the job manager's mutex, then the dispatcher's.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "schedules/target/target.h"
+#include "schedules/workload/workload.h"
+#include "search/search_strategy.h"
+#include "server/dispatcher.h"
+#include "server/event_log.h"
+#include "store/tuning_log.h"
+#include "worker/measure_result.h"
+#include "worker/verify_types.h"
+
+namespace tessel::server {
+
+struct JobManagerOptions {
+  int default_batch_size = 16;
+  worker::TimingOptions timing;    // sent with every batch
+  double candidate_timeout_s = 0;  // per candidate; 0: the worker's default
+};
+
+// SubmitJobRequest as a domain type (proto/tessel.proto documents the fields).
+struct JobRequest {
+  std::vector<std::string> workloads;
+  std::string target_kind;
+  std::string target_arch;
+  int64_t trials_per_task = 0;
+  int64_t total_trials = 0;
+  double time_budget_s = 0;
+  std::string strategy;
+  int priority = 0;
+  std::string name;
+  uint64_t seed = 0;
+  int batch_size = 0;
+};
+
+struct TaskStatus {
+  store::TaskRow row;
+  std::string workload_name;
+  std::string workload_spec;
+  int64_t trials_done = 0;
+  int64_t trials_ok = 0;
+  double best_ms = 0;
+  double flops = 0;
+  int64_t bytes = 0;
+  int64_t in_flight = 0;
+};
+
+struct JobStatus {
+  store::JobRow row;
+  std::vector<TaskStatus> tasks;
+  int64_t trials_done = 0;
+  double elapsed_s = 0;
+  double trials_per_s = 0;  // over the last minute
+  uint64_t version = 0;     // grows at every change
+};
+
+// The largest budgets and batch a job may ask for.
+inline constexpr int64_t kMaxTrials = int64_t{1} << 32;
+inline constexpr int kMaxBatchSize = 4096;
+
+// A workload as a client sends it: a one-line spec of a built-in family, or a definition in the
+// text format (a line holding both '=' and '[', or more than one line). Never a file name: the
+// server does not read its file system for clients.
+absl::StatusOr<schedules::Workload> ParseClientWorkload(const std::string& text);
+
+class JobManager {
+ public:
+  JobManager(store::TuningLog* log, Dispatcher* dispatcher, JobManagerOptions options,
+             const EventLog* events);
+
+  // Loads the unfinished jobs of the log. Called once, before the services start.
+  absl::Status Resume();
+
+  absl::StatusOr<int64_t> Submit(const JobRequest& request);
+  // NotFound naming the job when there is none.
+  absl::StatusOr<JobStatus> Get(int64_t job_id);
+  absl::StatusOr<std::vector<JobStatus>> List(bool unfinished_only);
+  absl::StatusOr<JobStatus> Cancel(int64_t job_id);
+  // Waits until the job's version exceeds `seen_version`, the job is finished, Stop is called or
+  // `timeout` passes; returns the job then.
+  absl::StatusOr<JobStatus> WaitForChange(int64_t job_id, uint64_t seen_version,
+                                          absl::Duration timeout);
+
+  // A result the dispatcher accepted: recorded, then counted. `session` measured it.
+  void OnResult(const QueuedCandidate& candidate, const worker::CandidateResult& result);
+
+  // Tops up the tasks' queues. Returns the candidates enqueued.
+  int Pump();
+  // Ends the jobs whose time budget is spent.
+  void Tick(int64_t now_unix_ms);
+  // Wakes every WaitForChange; no more work is issued.
+  void Stop();
+
+ private:
+  struct Task {
+    store::TaskRow row;
+    schedules::Workload workload;
+    std::string workload_name;
+    std::string workload_spec;
+    std::unique_ptr<search::SearchStrategy> strategy;
+    int64_t issued = 0;  // distinct candidates handed to the dispatcher (recorded included)
+    int64_t done = 0;    // recorded
+    int64_t ok = 0;
+    double best_ms = 0;
+  };
+  struct Job {
+    store::JobRow row;
+    std::vector<std::unique_ptr<Task>> tasks;
+    std::deque<int64_t> result_unix_ms;  // the last minute's results, for the rate
+    uint64_t version = 1;
+  };
+
+  // Builds the in-memory job (strategies, dispatcher tasks) from its rows; `measured` per task.
+  absl::Status LoadJobLocked(const store::JobRow& row, const std::vector<store::TaskRow>& tasks,
+                             const std::vector<std::vector<store::Record>>& measured)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishTaskLocked(Job& job, Task& task, store::JobState state, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishJobLocked(Job& job, store::JobState state, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ChangedLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  JobStatus StatusLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A finished job of the log that is not in memory.
+  absl::StatusOr<JobStatus> StatusFromLog(const store::JobRow& row);
+
+  store::TuningLog* const log_;
+  Dispatcher* const dispatcher_;
+  const JobManagerOptions options_;
+  const EventLog* const events_;
+
+  absl::Mutex mu_;
+  absl::CondVar changed_;
+  std::map<int64_t, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::pair<Job*, Task*>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace tessel::server

@@ -1,0 +1,164 @@
+#include "server/server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "server/client_service.h"
+#include "server/dispatcher.h"
+#include "server/event_log.h"
+#include "server/job_manager.h"
+#include "server/worker_registry.h"
+#include "server/worker_service.h"
+#include "store/tuning_log.h"
+
+namespace tessel::server {
+namespace {
+
+class ServerImpl final : public Server {
+ public:
+  explicit ServerImpl(const ServerOptions& options) : options_(options), events_(options.quiet) {}
+  ~ServerImpl() override { Shutdown(); }
+
+  absl::Status Start();
+
+  std::string address() const override { return address_; }
+  int port() const override { return port_; }
+  void Shutdown() override;
+  void Wait() override { shut_down_.WaitForNotification(); }
+
+ private:
+  void Maintain();
+
+  const ServerOptions options_;
+  EventLog events_;
+  std::unique_ptr<store::TuningLog> log_;
+  std::unique_ptr<WorkerRegistry> registry_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<WorkerService> worker_service_;
+  std::unique_ptr<ClientService> client_service_;
+  std::unique_ptr<grpc::Server> grpc_;
+  std::string address_;
+  int port_ = 0;
+  std::thread maintenance_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> started_{false};
+  absl::Notification shut_down_;
+};
+
+absl::Status ServerImpl::Start() {
+  if (options_.batch_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch size ", options_.batch_size, ": give at least 1"));
+  }
+  if (!(options_.heartbeat_timeout_s > 0) || !(options_.batch_deadline_s > 0)) {
+    return absl::InvalidArgumentError(
+        "the heartbeat timeout and the batch deadline must be positive numbers of seconds");
+  }
+  absl::StatusOr<std::unique_ptr<store::TuningLog>> log = store::OpenTuningLog(options_.db_path);
+  if (!log.ok()) {
+    return absl::Status(log.status().code(),
+                        absl::StrCat("cannot open the tuning log ", options_.db_path, ": ",
+                                     log.status().message()));
+  }
+  log_ = std::move(*log);
+  registry_ = std::make_unique<WorkerRegistry>();
+  DispatcherOptions dopts;
+  dopts.batch_deadline_s = options_.batch_deadline_s;
+  dispatcher_ = std::make_unique<Dispatcher>(registry_.get(), dopts, &events_);
+  JobManagerOptions jopts;
+  jopts.default_batch_size = options_.batch_size;
+  jopts.timing = options_.timing;
+  jopts.candidate_timeout_s = options_.candidate_timeout_s;
+  jobs_ = std::make_unique<JobManager>(log_.get(), dispatcher_.get(), jopts, &events_);
+  if (absl::Status s = jobs_->Resume(); !s.ok()) {
+    return absl::Status(
+        s.code(), absl::StrCat("cannot resume the jobs of ", options_.db_path, ": ", s.message()));
+  }
+  worker_service_ = std::make_unique<WorkerService>(registry_.get(), dispatcher_.get(), jobs_.get(),
+                                                    options_.version, &events_);
+  client_service_ = std::make_unique<ClientService>(jobs_.get(), registry_.get(), log_.get());
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
+  builder.RegisterService(worker_service_.get());
+  builder.RegisterService(client_service_.get());
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  grpc_ = builder.BuildAndStart();
+  if (grpc_ == nullptr || port_ == 0) {
+    grpc_.reset();
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", options_.listen,
+        ": the address is in use or not of this machine; pass another --listen HOST:PORT"));
+  }
+  const size_t colon = options_.listen.rfind(':');
+  address_ = absl::StrCat(options_.listen.substr(0, colon), ":", port_);
+  started_ = true;
+  maintenance_ = std::thread([this] { Maintain(); });
+  events_.Log(absl::StrCat("listening on ", address_, ", log ", options_.db_path));
+  return absl::OkStatus();
+}
+
+void ServerImpl::Maintain() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(options_.tick_s));
+    if (stopping_) break;
+    mu_.Unlock();
+    const int64_t now = absl::ToUnixMillis(absl::Now());
+    for (uint64_t session :
+         registry_->SilentSince(now - static_cast<int64_t>(options_.heartbeat_timeout_s * 1000))) {
+      events_.Log(
+          absl::StrFormat("worker %s sent nothing for %.3g s: dropping it, its work goes "
+                          "back to the queue",
+                          registry_->NameOf(session), options_.heartbeat_timeout_s));
+      std::shared_ptr<WorkerConnection> c = registry_->Connection(session);
+      dispatcher_->DropWorker(session);
+      registry_->Remove(session);
+      if (c != nullptr) c->Close();
+    }
+    dispatcher_->Tick(now);
+    jobs_->Tick(now);
+    jobs_->Pump();
+    mu_.Lock();
+  }
+}
+
+void ServerImpl::Shutdown() {
+  if (!started_.exchange(false)) return;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (maintenance_.joinable()) maintenance_.join();
+  jobs_->Stop();
+  client_service_->Stop();
+  for (const WorkerEntry& w : registry_->List()) {
+    if (std::shared_ptr<WorkerConnection> c = registry_->Connection(w.session)) c->Close();
+  }
+  grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  grpc_->Wait();
+  events_.Log("stopped");
+  shut_down_.Notify();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> StartServer(const ServerOptions& options) {
+  auto server = std::make_unique<ServerImpl>(options);
+  if (absl::Status s = server->Start(); !s.ok()) return s;
+  return std::unique_ptr<Server>(std::move(server));
+}
+
+}  // namespace tessel::server

@@ -1,0 +1,176 @@
+#include "server/worker_service.h"
+
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "proto/convert.h"
+#include "proto/protocol.h"
+
+namespace tessel::server {
+namespace {
+
+using Stream = grpc::ServerReaderWriter<proto::ServerMessage, proto::WorkerMessage>;
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+// The sending side of one stream.
+class StreamConnection final : public WorkerConnection {
+ public:
+  StreamConnection(grpc::ServerContext* context, Stream* stream)
+      : context_(context), stream_(stream) {}
+
+  bool SendBatch(const OutgoingBatch& batch) override {
+    proto::ServerMessage m;
+    proto::MeasureBatch* b = m.mutable_batch();
+    b->set_batch_id(batch.batch_id);
+    for (const OutgoingBatch::Item& item : batch.candidates) {
+      proto::Candidate* c = b->add_candidates();
+      c->set_id(item.candidate_id);
+      proto::ToProto(*item.source, c->mutable_source());
+    }
+    proto::ToProto(*batch.reference, b->mutable_reference());
+    proto::MeasureOptions* o = b->mutable_options();
+    proto::ToProto(batch.timing, o->mutable_timing());
+    o->set_verify_seed(batch.verify_seed);
+    o->set_timeout_s(batch.timeout_s);
+    return Write(m);
+  }
+
+  bool Write(const proto::ServerMessage& m) {
+    absl::MutexLock lock(&mu_);
+    return !closed_ && stream_->Write(m);
+  }
+
+  void Close() override {
+    absl::MutexLock lock(&mu_);
+    if (!closed_) context_->TryCancel();
+    closed_ = true;
+  }
+
+  // After Connect's reads end: no write may touch the stream any more.
+  void Detach() {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+
+ private:
+  grpc::ServerContext* const context_;
+  absl::Mutex mu_;
+  Stream* const stream_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+WorkerDevice FromProtoDevice(const proto::Device& d) {
+  WorkerDevice w;
+  w.ordinal = d.ordinal();
+  w.kind = d.kind() == proto::TARGET_KIND_CUDA ? schedules::TargetKind::kCuda
+                                               : schedules::TargetKind::kHost;
+  w.name = d.name();
+  w.arch = d.arch();
+  w.sm_count = d.sm_count();
+  w.memory_bytes = d.memory_bytes();
+  w.cores = d.cores();
+  return w;
+}
+
+}  // namespace
+
+grpc::Status WorkerService::Connect(grpc::ServerContext* context, Stream* stream) {
+  proto::WorkerMessage first;
+  if (!stream->Read(&first)) return grpc::Status::OK;
+  auto reject = [&](const std::string& reason) {
+    proto::ServerMessage m;
+    m.mutable_rejected()->set_reason(reason);
+    stream->Write(m);
+    events_->Log(absl::StrCat("worker rejected: ", reason));
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, reason);
+  };
+  if (!first.has_register_()) {
+    return reject(
+        "the first message of a worker stream must be Register: is the peer a Tessel worker of "
+        "the same release?");
+  }
+  const proto::Register& reg = first.register_();
+  if (absl::Status s = proto::CheckWorkerProtocol(reg.protocol_version(), reg.worker_id());
+      !s.ok()) {
+    return reject(std::string(s.message()));
+  }
+  if (reg.devices_size() == 0) {
+    return reject(absl::StrCat("worker ", reg.worker_id(),
+                               " registered no device: start it where it can open a GPU or use "
+                               "--target host"));
+  }
+  WorkerEntry entry;
+  entry.worker_id = reg.worker_id().empty() ? context->peer() : reg.worker_id();
+  entry.host = reg.host();
+  entry.version = reg.version();
+  std::vector<std::string> names;
+  for (const proto::Device& d : reg.devices()) {
+    entry.devices.push_back(FromProtoDevice(d));
+    names.push_back(absl::StrCat(d.name(), " (", d.arch(), ")"));
+  }
+  entry.connected_unix_ms = NowMs();
+  entry.last_heard_unix_ms = entry.connected_unix_ms;
+  const std::string worker_id = entry.worker_id;
+  auto connection = std::make_shared<StreamConnection>(context, stream);
+  proto::ServerMessage registered;
+  registered.mutable_registered()->set_protocol_version(proto::kWorkerProtocolVersion);
+  registered.mutable_registered()->set_server_version(server_version_);
+  if (!connection->Write(registered)) return grpc::Status::OK;
+  const uint64_t session = registry_->Add(std::move(entry), connection);
+  events_->Log(absl::StrCat("worker ", worker_id, " registered (", reg.host(), ", tessel ",
+                            reg.version(), "): ", absl::StrJoin(names, ", ")));
+
+  proto::WorkerMessage m;
+  while (stream->Read(&m)) {
+    registry_->Heard(session, NowMs());
+    switch (m.kind_case()) {
+      case proto::WorkerMessage::kCredits:
+        registry_->AddCredits(session, static_cast<int>(m.credits().batches()));
+        dispatcher_->Dispatch();
+        break;
+      case proto::WorkerMessage::kResult: {
+        const proto::MeasureResult& r = m.result();
+        worker::CandidateResult result = proto::FromProto(r);
+        std::optional<QueuedCandidate> accepted =
+            dispatcher_->OnResult(session, r.batch_id(), r.candidate_id(),
+                                  result.status == worker::MeasureStatus::kWorkerError);
+        if (accepted.has_value()) jobs_->OnResult(*accepted, result);
+        break;
+      }
+      case proto::WorkerMessage::kBatchDone:
+        dispatcher_->OnBatchDone(session, m.batch_done().batch_id());
+        break;
+      case proto::WorkerMessage::kReturned: {
+        std::vector<uint64_t> ids(m.returned().candidate_ids().begin(),
+                                  m.returned().candidate_ids().end());
+        dispatcher_->OnReturned(session, m.returned().batch_id(), ids);
+        dispatcher_->Dispatch();
+        break;
+      }
+      case proto::WorkerMessage::kHeartbeat:
+        break;
+      case proto::WorkerMessage::kDraining:
+        registry_->SetDraining(session);
+        events_->Log(absl::StrCat("worker ", worker_id, " is draining: ", m.draining().reason()));
+        break;
+      case proto::WorkerMessage::kRegister:
+      case proto::WorkerMessage::KIND_NOT_SET:
+        break;
+    }
+  }
+  connection->Detach();
+  dispatcher_->DropWorker(session);
+  registry_->Remove(session);
+  events_->Log(absl::StrCat("worker ", worker_id, " disconnected",
+                            context->IsCancelled() ? " (stream cancelled)" : ""));
+  dispatcher_->Dispatch();
+  return grpc::Status::OK;
+}
+
+}  // namespace tessel::server

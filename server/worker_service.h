@@ -1,0 +1,45 @@
+#pragma once
+
+// gRPC service Worker (proto/tessel.proto): one Connect stream per worker daemon. Checks the
+// protocol version (a mismatched peer gets Rejected, then FAILED_PRECONDITION naming both
+// versions), registers the worker, then turns its messages into registry, dispatcher and job
+// manager calls: credits, results, batch ends, returned candidates, heartbeats, draining. When
+// the stream ends, everything the worker held goes back to the queue.
+//
+// Threads: gRPC calls Connect on its own threads, one per stream.
+
+#include <grpcpp/grpcpp.h>
+
+#include <string>
+
+#include "proto/tessel.grpc.pb.h"
+#include "server/dispatcher.h"
+#include "server/event_log.h"
+#include "server/job_manager.h"
+#include "server/worker_registry.h"
+
+namespace tessel::server {
+
+class WorkerService final : public proto::Worker::Service {
+ public:
+  WorkerService(WorkerRegistry* registry, Dispatcher* dispatcher, JobManager* jobs,
+                std::string server_version, const EventLog* events)
+      : registry_(registry),
+        dispatcher_(dispatcher),
+        jobs_(jobs),
+        server_version_(std::move(server_version)),
+        events_(events) {}
+
+  grpc::Status Connect(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<proto::ServerMessage, proto::WorkerMessage>* stream) override;
+
+ private:
+  WorkerRegistry* const registry_;
+  Dispatcher* const dispatcher_;
+  JobManager* const jobs_;
+  const std::string server_version_;
+  const EventLog* const events_;
+};
+
+}  // namespace tessel::server

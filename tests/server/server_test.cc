@@ -1,0 +1,419 @@
+// The server end to end: a real server on port 0 over a SQLite log in a temp dir, real
+// `tessel worker --target host` processes, clients through gRPC.
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/protocol.h"
+#include "tests/server/server_test_util.h"
+
+namespace tessel::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kMatmul[] = "matmul(M=32, N=32, K=32)";
+constexpr char kSoftmax[] = "softmax(rows=8, cols=64)";
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("tessel_server_");
+    ASSERT_FALSE(dir_.empty());
+    db_ = dir_ + "/log.db";
+  }
+  void StartInProcess(server::ServerOptions o) {
+    auto s = server::StartServer(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+    client_ = Client(server_->address());
+  }
+  int64_t Submit(const proto::SubmitJobRequest& r) {
+    grpc::ClientContext ctx;
+    proto::SubmitJobResponse resp;
+    grpc::Status s = client_->SubmitJob(&ctx, r, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.job_id();
+  }
+  grpc::Status SubmitError(const proto::SubmitJobRequest& r) {
+    grpc::ClientContext ctx;
+    proto::SubmitJobResponse resp;
+    return client_->SubmitJob(&ctx, r, &resp);
+  }
+
+  std::string dir_;
+  std::string db_;
+  std::unique_ptr<server::Server> server_;
+  std::unique_ptr<proto::Tessel::Stub> client_;
+};
+
+TEST_F(ServerTest, SubmitRecordsEveryTrialAndQueryBestReturnsTheFastest) {
+  server::ServerOptions o = TestServerOptions(db_);
+  StartInProcess(o);
+  auto w = StartHostWorker(server_->address(), dir_, "w1");
+  const int64_t job = Submit(HostJob({kMatmul, kSoftmax}, 4, 2));
+  ASSERT_GT(job, 0);
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(60)))
+      << w->Log();
+  proto::JobInfo info = GetJob(client_.get(), job);
+  EXPECT_EQ(info.trials_done(), 8);
+  ASSERT_EQ(info.tasks_size(), 2);
+  for (const proto::TaskInfo& t : info.tasks()) {
+    EXPECT_EQ(t.trials_done(), 4);
+    EXPECT_EQ(t.state(), proto::JOB_STATE_DONE);
+    EXPECT_GT(t.best_ms(), 0);
+    EXPECT_GT(t.flops(), 0);
+  }
+  std::vector<store::Record> records = RecordsOfJob(db_, job);
+  ASSERT_EQ(records.size(), 8u);
+  double best = 0;
+  for (const store::Record& r : records) {
+    if (r.workload_key != info.tasks(0).workload_key() || r.status != "ok") continue;
+    EXPECT_EQ(r.repeats_ms.size(), 3u);
+    EXPECT_EQ(r.worker_id, "w1");
+    if (best == 0 || r.median_ms < best) best = r.median_ms;
+  }
+  ASSERT_GT(best, 0);
+  grpc::ClientContext ctx;
+  proto::QueryBestRequest q;
+  q.set_workload(kMatmul);
+  q.mutable_target()->set_kind("host");
+  proto::BestRecord rec;
+  grpc::Status s = client_->QueryBest(&ctx, q, &rec);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_DOUBLE_EQ(rec.median_ms(), best);
+  EXPECT_EQ(rec.job_id(), job);
+  EXPECT_NE(rec.source().code().find("extern \"C\""), std::string::npos);
+  EXPECT_NE(rec.trace_json(), "null");
+  EXPECT_EQ(rec.records(), info.tasks(0).trials_ok());
+}
+
+TEST_F(ServerTest, AKilledWorkersCandidatesAreMeasuredByAnotherAndCountedOnce) {
+  StartInProcess(TestServerOptions(db_));
+  auto a = StartHostWorker(server_->address(), dir_, "a", 1);
+  const int64_t job = Submit(HostJob({kMatmul}, 8, 4));
+  // Kill a once it has sent a result: the rest of its batch is in flight.
+  ASSERT_TRUE(
+      WaitUntil([&] { return GetJob(client_.get(), job).trials_done() >= 1; }, absl::Seconds(30)));
+  a->Signal(SIGKILL);
+  a->Wait(absl::Seconds(5));
+  const int64_t done_by_a = GetJob(client_.get(), job).trials_done();
+  ASSERT_LT(done_by_a, 8);
+  auto b = StartHostWorker(server_->address(), dir_, "b", 1);
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(60)))
+      << b->Log();
+  std::vector<store::Record> records = RecordsOfJob(db_, job);
+  EXPECT_EQ(records.size(), 8u);
+  std::set<uint64_t> ids;
+  std::map<std::string, int> by_worker;
+  for (const store::Record& r : records) {
+    ids.insert(r.candidate_id);
+    ++by_worker[r.worker_id];
+  }
+  EXPECT_EQ(ids.size(), 8u) << "a candidate was recorded twice";
+  EXPECT_GE(by_worker["a"], 1);
+  EXPECT_EQ(by_worker["b"], 8 - by_worker["a"]);
+  EXPECT_EQ(GetJob(client_.get(), job).trials_done(), 8);
+}
+
+TEST_F(ServerTest, ASilentWorkerIsDroppedAndItsWorkRequeued) {
+  server::ServerOptions o = TestServerOptions(db_);
+  o.heartbeat_timeout_s = 1;
+  StartInProcess(o);
+  auto a = StartHostWorker(server_->address(), dir_, "a", 1);
+  const int64_t job = Submit(HostJob({kMatmul}, 6, 3));
+  ASSERT_TRUE(
+      WaitUntil([&] { return GetJob(client_.get(), job).trials_done() >= 1; }, absl::Seconds(30)));
+  a->Signal(SIGSTOP);  // alive but silent: no results, no heartbeats
+  auto b = StartHostWorker(server_->address(), dir_, "b", 1);
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(60)));
+  std::vector<store::Record> records = RecordsOfJob(db_, job);
+  std::set<uint64_t> ids;
+  for (const store::Record& r : records) ids.insert(r.candidate_id);
+  EXPECT_EQ(records.size(), 6u);
+  EXPECT_EQ(ids.size(), 6u);
+  {
+    grpc::ClientContext c;
+    proto::ListWorkersResponse resp;
+    ASSERT_TRUE(client_->ListWorkers(&c, proto::ListWorkersRequest(), &resp).ok());
+    ASSERT_EQ(resp.workers_size(), 1);
+    EXPECT_EQ(resp.workers(0).worker_id(), "b");
+    EXPECT_GT(resp.workers(0).candidates_measured(), 0);
+  }
+  // a wakes up after being dropped: whatever it sends for its old batch is not recorded again.
+  a->Signal(SIGCONT);
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_EQ(RecordsOfJob(db_, job).size(), 6u);
+  a->Signal(SIGKILL);
+}
+
+TEST_F(ServerTest, AKilledServerResumesItsJobWithoutLosingOrRecountingTrials) {
+  auto serve_args = [&](const std::string& listen) {
+    std::vector<std::string> a = {"serve", "--db", db_, "--listen", listen, "--batch-size", "2"};
+    for (const std::string& f : FastServeFlags()) a.push_back(f);
+    return a;
+  };
+  auto serve = std::make_unique<TesselProcess>(serve_args("127.0.0.1:0"), dir_ + "/serve1.log");
+  std::string address;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string log = serve->Log();
+        const size_t at = log.find("listening on ");
+        if (at == std::string::npos || log.find(", log", at) == std::string::npos) return false;
+        address = log.substr(at + 13, log.find(", log", at) - at - 13);
+        return true;
+      },
+      absl::Seconds(10)))
+      << serve->Log();
+  EXPECT_THAT(serve->Log(), HasSubstr("tessel serve: listening on 127.0.0.1:"));
+  client_ = Client(address);
+  auto w = StartHostWorker(address, dir_, "w", 1);
+  const int64_t job = Submit(HostJob({kSoftmax}, 10, 2));
+  ASSERT_TRUE(
+      WaitUntil([&] { return GetJob(client_.get(), job).trials_done() >= 3; }, absl::Seconds(30)));
+  serve->Signal(SIGKILL);
+  serve->Wait(absl::Seconds(5));
+  const std::vector<store::Record> before = RecordsOfJob(db_, job);
+  ASSERT_GE(before.size(), 3u);
+  ASSERT_LT(before.size(), 10u);
+
+  auto again = std::make_unique<TesselProcess>(serve_args(address), dir_ + "/serve2.log");
+  ASSERT_TRUE(WaitUntil([&] { return again->Log().find("listening on") != std::string::npos; },
+                        absl::Seconds(10)))
+      << again->Log();
+  client_ = Client(address);  // the old channel saw its server die
+  EXPECT_THAT(again->Log(),
+              HasSubstr(absl::StrCat("job ", job, " resumed with ", before.size(), " of 10")));
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(60)))
+      << again->Log() << w->Log();
+  const std::vector<store::Record> after = RecordsOfJob(db_, job);
+  EXPECT_EQ(after.size(), 10u);
+  std::map<int64_t, const store::Record*> by_id;
+  std::set<uint64_t> candidates;
+  for (const store::Record& r : after) {
+    by_id[r.id] = &r;
+    candidates.insert(r.candidate_id);
+  }
+  EXPECT_EQ(candidates.size(), 10u) << "a candidate was recorded twice";
+  for (const store::Record& r : before) {
+    ASSERT_EQ(by_id.count(r.id), 1u) << "record " << r.id << " was lost";
+    EXPECT_EQ(by_id[r.id]->candidate_id, r.candidate_id);
+    EXPECT_EQ(by_id[r.id]->median_ms, r.median_ms);
+  }
+  EXPECT_EQ(GetJob(client_.get(), job).trials_done(), 10);
+  again->Signal(SIGTERM);
+  EXPECT_EQ(again->Wait(absl::Seconds(10)), 0);
+}
+
+// The jobs' order in the log (by record id).
+std::vector<int64_t> JobOrder(const std::string& db, const std::vector<int64_t>& jobs) {
+  std::vector<std::pair<int64_t, int64_t>> order;
+  for (int64_t job : jobs) {
+    for (const store::Record& r : RecordsOfJob(db, job)) order.push_back({r.id, job});
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<int64_t> out;
+  for (auto& [id, job] : order) out.push_back(job);
+  return out;
+}
+
+TEST_F(ServerTest, AHigherPriorityJobIsServedFirst) {
+  StartInProcess(TestServerOptions(db_));
+  // Both jobs wait for a worker; the higher priority one was submitted last.
+  const int64_t low = Submit(HostJob({kMatmul}, 4, 2, /*priority=*/0));
+  const int64_t high = Submit(HostJob({kSoftmax}, 4, 2, /*priority=*/5));
+  auto w = StartHostWorker(server_->address(), dir_, "w", 1);
+  ASSERT_TRUE(WaitForJobState(client_.get(), low, proto::JOB_STATE_DONE, absl::Seconds(60)));
+  EXPECT_EQ(GetJob(client_.get(), high).state(), proto::JOB_STATE_DONE);
+  EXPECT_EQ(JobOrder(db_, {low, high}),
+            (std::vector<int64_t>{high, high, high, high, low, low, low, low}));
+}
+
+TEST_F(ServerTest, JobsOfEqualPriorityTakeTurns) {
+  StartInProcess(TestServerOptions(db_));
+  const int64_t a = Submit(HostJob({kMatmul}, 4, 2));
+  const int64_t b = Submit(HostJob({kSoftmax}, 4, 2));
+  auto w = StartHostWorker(server_->address(), dir_, "w", 1);
+  ASSERT_TRUE(WaitForJobState(client_.get(), a, proto::JOB_STATE_DONE, absl::Seconds(60)));
+  ASSERT_TRUE(WaitForJobState(client_.get(), b, proto::JOB_STATE_DONE, absl::Seconds(60)));
+  // One batch of 2 at a time, alternating.
+  EXPECT_EQ(JobOrder(db_, {a, b}), (std::vector<int64_t>{a, a, b, b, a, a, b, b}));
+}
+
+TEST_F(ServerTest, CancelStopsDispatchAtOnce) {
+  StartInProcess(TestServerOptions(db_));
+  auto w = StartHostWorker(server_->address(), dir_, "w", 1);
+  const int64_t job = Submit(HostJob({kMatmul}, 40, 2));
+  ASSERT_TRUE(
+      WaitUntil([&] { return GetJob(client_.get(), job).trials_done() >= 2; }, absl::Seconds(30)));
+  grpc::ClientContext ctx;
+  proto::CancelJobRequest req;
+  req.set_job_id(job);
+  proto::JobInfo cancelled;
+  ASSERT_TRUE(client_->CancelJob(&ctx, req, &cancelled).ok());
+  EXPECT_EQ(cancelled.state(), proto::JOB_STATE_CANCELLED);
+  ASSERT_EQ(cancelled.tasks_size(), 1);
+  const int64_t bound = cancelled.trials_done() + cancelled.tasks(0).in_flight();
+  EXPECT_LE(cancelled.tasks(0).in_flight(), 2);
+  // Let what was in flight land, then nothing more comes.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        grpc::ClientContext c;
+        proto::ListWorkersResponse resp;
+        client_->ListWorkers(&c, proto::ListWorkersRequest(), &resp);
+        return resp.workers_size() == 1 && resp.workers(0).batches_in_flight() == 0;
+      },
+      absl::Seconds(30)));
+  absl::SleepFor(absl::Seconds(1));
+  const size_t final_count = RecordsOfJob(db_, job).size();
+  EXPECT_LE(static_cast<int64_t>(final_count), bound);
+  EXPECT_LT(final_count, 40u);
+  EXPECT_EQ(GetJob(client_.get(), job).state(), proto::JOB_STATE_CANCELLED);
+}
+
+TEST_F(ServerTest, AJobEndsWhenItsTimeBudgetIsSpent) {
+  StartInProcess(TestServerOptions(db_));
+  auto w = StartHostWorker(server_->address(), dir_, "w", 1);
+  proto::SubmitJobRequest r = HostJob({kMatmul}, 100000, 2);
+  r.set_time_budget_s(1.5);
+  const int64_t job = Submit(r);
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(30)));
+  const proto::JobInfo info = GetJob(client_.get(), job);
+  EXPECT_LT(info.trials_done(), 100000);
+  EXPECT_GE(info.elapsed_s(), 1.5);
+  EXPECT_GT(info.finished_unix_ms(), 0);
+  EXPECT_EQ(info.tasks(0).state(), proto::JOB_STATE_DONE);
+}
+
+TEST_F(ServerTest, BadSubmissionsAreRefusedWithTheirReasonAndNothingIsStored) {
+  StartInProcess(TestServerOptions(db_));
+  struct Case {
+    proto::SubmitJobRequest request;
+    grpc::StatusCode code;
+    std::string message;
+  };
+  std::vector<Case> cases;
+  auto job = [](const std::string& workload) { return HostJob({workload}, 4, 2); };
+  cases.push_back({job("A = input(f32, [4, 4]\nB[i] = sum(j) A[i, j]\noutput B"),
+                   grpc::StatusCode::INVALID_ARGUMENT, "line 2, column 1: expected ')'"});
+  cases.push_back({job("convolution(N=1)"), grpc::StatusCode::INVALID_ARGUMENT,
+                   "unknown workload family 'convolution'; known families: matmul"});
+  cases.push_back({job("matmul(M=0, N=32, K=32)"), grpc::StatusCode::INVALID_ARGUMENT,
+                   "parameter M of matmul must be a positive integer, found 0"});
+  cases.push_back(
+      {job("matmul(M=-4, N=32, K=32)"), grpc::StatusCode::INVALID_ARGUMENT, "found -4"});
+  cases.push_back({job("matmul(M=9223372036854775807, N=9223372036854775807, K=2)"),
+                   grpc::StatusCode::INVALID_ARGUMENT,
+                   "more elements than a 64-bit integer can count"});
+  proto::SubmitJobRequest zero = job(kMatmul);
+  zero.set_trials_per_task(0);
+  cases.push_back({zero, grpc::StatusCode::INVALID_ARGUMENT, "zero trial budget"});
+  proto::SubmitJobRequest gpu = job(kMatmul);
+  gpu.mutable_target()->set_kind("tpu");
+  cases.push_back({gpu, grpc::StatusCode::INVALID_ARGUMENT, "unknown target 'tpu'"});
+  proto::SubmitJobRequest arch = job(kMatmul);
+  arch.mutable_target()->set_kind("cuda");
+  arch.mutable_target()->set_arch("sm_75");
+  cases.push_back({arch, grpc::StatusCode::INVALID_ARGUMENT, "unknown CUDA architecture 'sm_75'"});
+  proto::SubmitJobRequest strategy = job(kMatmul);
+  strategy.set_strategy("annealing");
+  cases.push_back({strategy, grpc::StatusCode::INVALID_ARGUMENT,
+                   "unknown search strategy 'annealing': use one of random"});
+  proto::SubmitJobRequest none = job(kMatmul);
+  none.clear_workloads();
+  cases.push_back({none, grpc::StatusCode::INVALID_ARGUMENT, "no workload"});
+  proto::SubmitJobRequest twice = HostJob({kMatmul, "matmul(M=32, K=32, N=32)"}, 4, 2);
+  cases.push_back({twice, grpc::StatusCode::INVALID_ARGUMENT, "the same workload"});
+  proto::SubmitJobRequest notarget = job(kMatmul);
+  notarget.clear_target();
+  cases.push_back({notarget, grpc::StatusCode::INVALID_ARGUMENT, "no target"});
+  for (const Case& c : cases) {
+    grpc::Status s = SubmitError(c.request);
+    EXPECT_EQ(s.error_code(), c.code) << c.request.DebugString() << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(c.message)) << c.request.DebugString();
+  }
+  {
+    grpc::ClientContext ctx;
+    proto::GetJobRequest req;
+    req.set_job_id(424242);
+    proto::JobInfo info;
+    grpc::Status s = client_->GetJob(&ctx, req, &info);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_THAT(s.error_message(), HasSubstr("job 424242 does not exist"));
+  }
+  {
+    grpc::ClientContext ctx;
+    proto::CancelJobRequest req;
+    req.set_job_id(424242);
+    proto::JobInfo info;
+    EXPECT_EQ(client_->CancelJob(&ctx, req, &info).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext ctx;
+    proto::QueryBestRequest q;
+    q.set_workload(kMatmul);
+    q.mutable_target()->set_kind("host");
+    proto::BestRecord rec;
+    grpc::Status s = client_->QueryBest(&ctx, q, &rec);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_THAT(s.error_message(), HasSubstr("no measured kernel"));
+  }
+  // Nothing was stored.
+  grpc::ClientContext ctx;
+  proto::ListJobsResponse jobs;
+  ASSERT_TRUE(client_->ListJobs(&ctx, proto::ListJobsRequest(), &jobs).ok());
+  EXPECT_EQ(jobs.jobs_size(), 0);
+  auto log = store::OpenTuningLog(db_);
+  ASSERT_TRUE(log.ok());
+  std::ostringstream exported;
+  ASSERT_TRUE((*log)->ExportJsonl(exported).ok());
+  EXPECT_EQ(exported.str(), "");
+}
+
+TEST_F(ServerTest, AWorkerOfAnotherProtocolVersionIsRejectedNamingBothVersions) {
+  StartInProcess(TestServerOptions(db_));
+  auto stub = proto::Worker::NewStub(
+      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  auto stream = stub->Connect(&ctx);
+  proto::WorkerMessage hello;
+  hello.mutable_register_()->set_protocol_version(proto::kWorkerProtocolVersion + 98);
+  hello.mutable_register_()->set_worker_id("old");
+  ASSERT_TRUE(stream->Write(hello));
+  proto::ServerMessage answer;
+  ASSERT_TRUE(stream->Read(&answer));
+  ASSERT_TRUE(answer.has_rejected());
+  EXPECT_THAT(answer.rejected().reason(),
+              HasSubstr(absl::StrCat("speaks version ", proto::kWorkerProtocolVersion + 98)));
+  EXPECT_THAT(answer.rejected().reason(), HasSubstr(absl::StrCat("this server speaks version ",
+                                                                 proto::kWorkerProtocolVersion)));
+  stream->WritesDone();
+  grpc::Status s = stream->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("version"));
+}
+
+TEST_F(ServerTest, WatchJobStreamsProgressUntilTheJobIsDone) {
+  StartInProcess(TestServerOptions(db_));
+  auto w = StartHostWorker(server_->address(), dir_, "w");
+  const int64_t job = Submit(HostJob({kSoftmax}, 4, 2));
+  grpc::ClientContext ctx;
+  proto::WatchJobRequest req;
+  req.set_job_id(job);
+  auto reader = client_->WatchJob(&ctx, req);
+  proto::JobInfo info;
+  std::vector<int64_t> done;
+  while (reader->Read(&info)) done.push_back(info.trials_done());
+  EXPECT_TRUE(reader->Finish().ok());
+  ASSERT_GE(done.size(), 2u);
+  EXPECT_EQ(info.state(), proto::JOB_STATE_DONE);
+  EXPECT_EQ(done.back(), 4);
+  EXPECT_TRUE(std::is_sorted(done.begin(), done.end()));
+}
+
+}  // namespace
+}  // namespace tessel::testing
