@@ -36,12 +36,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
 #include "bench/worker_driver.h"
 #include "proto/convert.h"
@@ -70,7 +70,7 @@ struct Flags {
   int rsize = 256;
   double timeout_s = 0;  // 0: the mode's default
   int compile_threads = 0;
-  double min_total_ms = -1;  // <0: the mode's default
+  double min_total_ms = -1;       // <0: the mode's default
   std::string verify_on = "gpu";  // CUDA: where the worker verifies (TESSEL_VERIFY_ON_HOST)
 };
 
@@ -323,9 +323,10 @@ void PrintVerifyProfile(const std::string& path) {
   }
   std::fclose(in);
   if (lines == 0) return;
-  std::printf("  verification profile, %d candidates (%d verified on the GPU), mean ms per "
-              "candidate:\n   ",
-              lines, on_device);
+  std::printf(
+      "  verification profile, %d candidates (%d verified on the GPU), mean ms per "
+      "candidate:\n   ",
+      lines, on_device);
   for (const char* key : {"verify_ms", "fill_ms", "upload_ms", "reference_ms", "candidate_ms",
                           "download_ms", "compare_ms", "timing_fill_ms", "timing_ms"}) {
     std::printf(" %s %.2f", key, sum[key] / lines);

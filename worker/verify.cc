@@ -314,9 +314,8 @@ tessel_gen::GenParams GenParamsOf(const FillOptions& options) {
 
 uint64_t InputElementBits(const Buffer& buffer, uint64_t seed, int64_t buffer_index,
                           int64_t element, const FillOptions& options) {
-  return tessel_gen::GenElement(GenDTypeOf(buffer.dtype),
-                                tessel_gen::GenKey(seed, buffer_index), element,
-                                GenParamsOf(options));
+  return tessel_gen::GenElement(GenDTypeOf(buffer.dtype), tessel_gen::GenKey(seed, buffer_index),
+                                element, GenParamsOf(options));
 }
 
 void CompareStats::Merge(const CompareStats& s) {
@@ -389,9 +388,9 @@ absl::Status FloatVerdict(const Buffer& b, const Tolerance& tol, const CompareSt
   auto describe = [&](int64_t i) {
     const double c = value(true, i);
     const double r = value(false, i);
-    return absl::StrCat("index ", i, " ", MultiIndex(b, i), ": candidate ", Fmt(c),
-                        ", reference ", Fmt(r), " (|diff| ", Fmt(std::fabs(c - r)),
-                        ", allowed ", Fmt(atol + tol.rtol * std::fabs(r)), ")");
+    return absl::StrCat("index ", i, " ", MultiIndex(b, i), ": candidate ", Fmt(c), ", reference ",
+                        Fmt(r), " (|diff| ", Fmt(std::fabs(c - r)), ", allowed ",
+                        Fmt(atol + tol.rtol * std::fabs(r)), ")");
   };
   std::vector<std::string> parts;
   parts.push_back(
@@ -436,10 +435,9 @@ absl::Status ExactVerdict(const Buffer& b, const CompareStats& cs,
                                  cs.first_unwritten, " ", MultiIndex(b, cs.first_unwritten)));
   }
   if (cs.wrong > 0) {
-    parts.push_back(absl::StrCat("first wrong value at index ", cs.first_wrong, " ",
-                                 MultiIndex(b, cs.first_wrong), ": candidate ",
-                                 value(true, cs.first_wrong), ", reference ",
-                                 value(false, cs.first_wrong)));
+    parts.push_back(absl::StrCat(
+        "first wrong value at index ", cs.first_wrong, " ", MultiIndex(b, cs.first_wrong),
+        ": candidate ", value(true, cs.first_wrong), ", reference ", value(false, cs.first_wrong)));
   }
   return absl::FailedPreconditionError(absl::StrJoin(parts, "; "));
 }

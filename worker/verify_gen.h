@@ -114,10 +114,10 @@ TESSEL_GEN_FN u16 GenFloatToBFloat16Bits(float value) {
 
 // What FillOptions asks for, in built-in types.
 struct GenParams {
-  double lo;         // float_min
-  double span;       // float_max - float_min
+  double lo;    // float_min
+  double span;  // float_max - float_min
   long long int_min;
-  u64 int_span;      // int_max - int_min + 1
+  u64 int_span;  // int_max - int_min + 1
 };
 
 // The storage bits of element i (the low DTypeBytes bytes are the element, little-endian).
@@ -137,7 +137,8 @@ TESSEL_GEN_FN u64 GenElement(int dtype, u64 key, long long i, const GenParams& p
     case kGenBF16:
       return GenFloatToBFloat16Bits(static_cast<float>(GenAffine(p.lo, p.span, u24)));
     case kGenI32:
-      return static_cast<u32>(static_cast<int>(p.int_min + static_cast<long long>(bits % p.int_span)));
+      return static_cast<u32>(
+          static_cast<int>(p.int_min + static_cast<long long>(bits % p.int_span)));
     case kGenI64:
       return static_cast<u64>(p.int_min + static_cast<long long>(bits % p.int_span));
     default:  // bool

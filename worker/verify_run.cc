@@ -366,8 +366,8 @@ absl::Status VerifyOnDevice(const GeneratedSource& candidate, CudaExecutable& ca
   for (size_t i = 0; i < candidate.buffers.size(); ++i) {
     if (candidate.buffers[i].role != BufferRole::kInput) continue;
     const Buffer& b = *candidate.buffers[i].buffer;
-    absl::StatusOr<int64_t> changed = verifier.FirstChangedElement(
-        b, static_cast<int64_t>(i), seed, options.fill, (*cand)->ptr(i));
+    absl::StatusOr<int64_t> changed = verifier.FirstChangedElement(b, static_cast<int64_t>(i), seed,
+                                                                   options.fill, (*cand)->ptr(i));
     if (!changed.ok()) return changed.status();
     if (*changed < 0) continue;
     // The first changed byte of that element, as the host comparison reports it.
@@ -435,9 +435,9 @@ absl::Status VerifyPrepared(const GeneratedSource& candidate, Executable& candid
   return VerifyOnHost(candidate, candidate_exe, reference, reference_exe, seed, options, profile);
 }
 
-absl::StatusOr<Timings> TimePrepared(const GeneratedSource& source, Executable& exe,
-                                     uint64_t seed, const FillOptions& fill,
-                                     const TimingOptions& timing, double* fill_ms) {
+absl::StatusOr<Timings> TimePrepared(const GeneratedSource& source, Executable& exe, uint64_t seed,
+                                     const FillOptions& fill, const TimingOptions& timing,
+                                     double* fill_ms) {
   const auto t = std::chrono::steady_clock::now();
 #ifdef TESSEL_HAVE_CUDA
   if (auto* cuda = dynamic_cast<CudaExecutable*>(&exe); cuda != nullptr) {

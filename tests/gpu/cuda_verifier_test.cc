@@ -55,10 +55,9 @@ class CudaVerifierTest : public ::testing::Test {
   // The device's CompareBuffer and the host's on the same bytes: same code, kind and message.
   void ExpectSameVerdict(const schedules::Buffer& b, const ByteVector& ref, const ByteVector& cand,
                          const Tolerance& tol) {
-    std::vector<ProgramBuffer> two = {{MakeBuffer("r", b.dtype, b.shape, b.scope, b.strides),
-                                       BufferRole::kOutput},
-                                      {MakeBuffer("c", b.dtype, b.shape, b.scope, b.strides),
-                                       BufferRole::kOutput}};
+    std::vector<ProgramBuffer> two = {
+        {MakeBuffer("r", b.dtype, b.shape, b.scope, b.strides), BufferRole::kOutput},
+        {MakeBuffer("c", b.dtype, b.shape, b.scope, b.strides), BufferRole::kOutput}};
     absl::StatusOr<std::unique_ptr<CudaBuffers>> dev = device_->Allocate(two);
     ASSERT_TRUE(dev.ok()) << dev.status();
     HostBuffers host;
@@ -83,9 +82,9 @@ TEST_F(CudaVerifierTest, InputsFilledOnTheGpuAreBitIdenticalToTheHostsForEveryDt
   for (DType t : kAllDTypes) {
     const std::string name = schedules::DTypeName(t);
     buffers.push_back({MakeBuffer("in_" + name, t, {1 << 20}), BufferRole::kInput});
-    buffers.push_back({MakeBuffer("padded_" + name, t, {301, 513}, schedules::MemScope::kGlobal,
-                                  {520, 1}),
-                       BufferRole::kInput});
+    buffers.push_back(
+        {MakeBuffer("padded_" + name, t, {301, 513}, schedules::MemScope::kGlobal, {520, 1}),
+         BufferRole::kInput});
     buffers.push_back({MakeBuffer("out_" + name, t, {777}), BufferRole::kOutput});
     buffers.push_back({MakeBuffer("ws_" + name, t, {333}), BufferRole::kWorkspace});
   }
@@ -206,9 +205,9 @@ TEST_F(CudaVerifierTest, GpuComparisonGivesTheHostsVerdictAndMessageForEveryDtyp
       const int64_t n = b->NumElements();
       std::vector<double> ref(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) {
-        ref[static_cast<size_t>(i)] = schedules::IsFloat(t)
-                                          ? std::sin(0.001 * static_cast<double>(i)) * 3
-                                          : static_cast<double>((i * 7) % (t == DType::kBool ? 2 : 11));
+        ref[static_cast<size_t>(i)] =
+            schedules::IsFloat(t) ? std::sin(0.001 * static_cast<double>(i)) * 3
+                                  : static_cast<double>((i * 7) % (t == DType::kBool ? 2 : 11));
       }
       const ByteVector r = Bytes(*b, ref);
       const Tolerance tol = DefaultTolerance(t);
@@ -327,8 +326,8 @@ TEST_F(GpuVerifyPreparedTest, RejectsAnUnwrittenElement) {
 }
 
 TEST_F(GpuVerifyPreparedTest, RejectsANan) {
-  absl::Status s = Verify(
-      Vadd(kConstParams, "z[i] = i == 77 ? __int_as_float(0x7fc00000) : x[i] + y[i];"));
+  absl::Status s =
+      Verify(Vadd(kConstParams, "z[i] = i == 77 ? __int_as_float(0x7fc00000) : x[i] + y[i];"));
   EXPECT_EQ(GetFailureKind(s), FailureKind::kVerifyFailed);
   EXPECT_THAT(s.message(), HasSubstr("1 NaN computed by the program, first at index 77 [77]"));
 }

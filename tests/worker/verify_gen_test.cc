@@ -158,10 +158,9 @@ TEST(VerifyGenTest, NoFloatInputIsZeroWithTheDefaultRange) {
 TEST(VerifyGenTest, HalfAndBFloat16ConversionsMatchTheHostOnesEverywhere) {
   // Every 2^-k-spaced pattern is too many; all exponents with random mantissas, plus edges.
   std::mt19937_64 gen(1);
-  std::vector<uint32_t> patterns = {0u,          0x80000000u, 0x7F800000u, 0xFF800000u,
-                                    0x7FC00000u, 0x7FA00001u, 0x477FEFFFu, 0x477FF000u,
-                                    0x38800000u, 0x387FFFFFu, 0x33000000u, 0x33000001u,
-                                    0x32FFFFFFu, 0x00000001u};
+  std::vector<uint32_t> patterns = {0u,          0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u,
+                                    0x7FA00001u, 0x477FEFFFu, 0x477FF000u, 0x38800000u, 0x387FFFFFu,
+                                    0x33000000u, 0x33000001u, 0x32FFFFFFu, 0x00000001u};
   for (uint32_t e = 0; e < 256; ++e) {
     for (int k = 0; k < 2000; ++k) {
       const uint32_t mant = static_cast<uint32_t>(gen()) & 0x7FFFFFu;
@@ -237,9 +236,9 @@ TEST(VerifyGenTest, GpuVerifierSourceEmbedsThisGeneratorAndCompilesWithNvrtc) {
     absl::StatusOr<CudaBinary> bin =
         CompileCudaSource(CudaVerifierSource(), CudaVerifierNvrtcOptions(arch));
     ASSERT_TRUE(bin.ok()) << bin.status();
-    for (const char* entry : {"tessel_verify_fill", "tessel_verify_poison", "tessel_verify_check",
-                              "tessel_verify_ref_stats", "tessel_verify_cand_stats",
-                              "tessel_verify_exact_stats"}) {
+    for (const char* entry :
+         {"tessel_verify_fill", "tessel_verify_poison", "tessel_verify_check",
+          "tessel_verify_ref_stats", "tessel_verify_cand_stats", "tessel_verify_exact_stats"}) {
       EXPECT_NE(bin->cubin.find(entry), std::string::npos) << arch << " lacks " << entry;
     }
   }

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "worker/cuda/cupti_kernel_timer.h"
 #include "worker/cuda/cuda_verifier.h"
+#include "worker/cuda/cupti_kernel_timer.h"
 
 namespace tessel::worker {
 namespace {

@@ -329,8 +329,10 @@ CompareStats FromDev(const DevStats& d) {
 absl::StatusOr<Layout> LayoutOf(const Buffer& b) {
   if (b.shape.size() > static_cast<size_t>(kMaxRank)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("buffer '", b.name, "' has rank ", b.shape.size(), ", over the GPU "
-                     "verifier's ", kMaxRank, ": verify it on the host (CompareBuffer)"));
+        absl::StrCat("buffer '", b.name, "' has rank ", b.shape.size(),
+                     ", over the GPU "
+                     "verifier's ",
+                     kMaxRank, ": verify it on the host (CompareBuffer)"));
   }
   Layout l;
   l.rank = static_cast<int>(b.shape.size());
@@ -365,8 +367,8 @@ absl::StatusOr<CudaBinary> VerifierBinary(const std::string& arch) {
   absl::MutexLock lock(&mu);
   auto it = cache->find(arch);
   if (it != cache->end()) return it->second;
-  absl::StatusOr<CudaBinary> bin = CompileCudaSource(
-      CudaVerifierSource(), CudaVerifierNvrtcOptions(arch), "tessel_verifier.cu");
+  absl::StatusOr<CudaBinary> bin =
+      CompileCudaSource(CudaVerifierSource(), CudaVerifierNvrtcOptions(arch), "tessel_verifier.cu");
   if (!bin.ok()) {
     return absl::InternalError(absl::StrCat(
         "the GPU verifier's kernels do not compile (a bug in Tessel, not in the candidate; "
@@ -380,8 +382,8 @@ absl::StatusOr<CudaBinary> VerifierBinary(const std::string& arch) {
 }  // namespace
 
 const std::string& CudaVerifierSource() {
-  static const std::string* source = new std::string(absl::StrCat(
-      absl::StrReplaceAll(kVerifyGenText, {{"#pragma once", ""}}), kKernels));
+  static const std::string* source = new std::string(
+      absl::StrCat(absl::StrReplaceAll(kVerifyGenText, {{"#pragma once", ""}}), kKernels));
   return *source;
 }
 
@@ -398,9 +400,9 @@ absl::StatusOr<std::unique_ptr<CudaVerifier>> CudaVerifier::Create(CudaDevice* d
   if (absl::Status s = device->Usable(); !s.ok()) return s;
   auto v = std::unique_ptr<CudaVerifier>(new CudaVerifier(device));
   const CudaDriver& d = device->driver();
-  if (absl::Status s = device->Check(
-          d.cuModuleLoadDataEx_(&v->module_, bin->cubin.data(), 0, nullptr, nullptr),
-          "cuModuleLoadDataEx", "loading the GPU verifier's kernels");
+  if (absl::Status s =
+          device->Check(d.cuModuleLoadDataEx_(&v->module_, bin->cubin.data(), 0, nullptr, nullptr),
+                        "cuModuleLoadDataEx", "loading the GPU verifier's kernels");
       !s.ok()) {
     return s;
   }
@@ -411,8 +413,8 @@ absl::StatusOr<std::unique_ptr<CudaVerifier>> CudaVerifier::Create(CudaDevice* d
            {&v->ref_stats_, "tessel_verify_ref_stats"},
            {&v->cand_stats_, "tessel_verify_cand_stats"},
            {&v->exact_stats_, "tessel_verify_exact_stats"}}) {
-    if (absl::Status s =
-            device->Check(d.cuModuleGetFunction_(fn, v->module_, name), "cuModuleGetFunction", name);
+    if (absl::Status s = device->Check(d.cuModuleGetFunction_(fn, v->module_, name),
+                                       "cuModuleGetFunction", name);
         !s.ok()) {
       return s;
     }
@@ -438,8 +440,8 @@ CudaVerifier::~CudaVerifier() {
 absl::Status CudaVerifier::Launch(CUfunction fn, int64_t n, std::vector<void*> args) {
   const int64_t blocks = std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, max_blocks_);
   return device_->Check(
-      device_->driver().cuLaunchKernel_(fn, static_cast<unsigned>(blocks), 1, 1, kThreads, 1, 1,
-                                        0, device_->stream(), args.data(), nullptr),
+      device_->driver().cuLaunchKernel_(fn, static_cast<unsigned>(blocks), 1, 1, kThreads, 1, 1, 0,
+                                        device_->stream(), args.data(), nullptr),
       "cuLaunchKernel", "a GPU verifier kernel");
 }
 
@@ -520,9 +522,9 @@ absl::StatusOr<int64_t> CudaVerifier::FirstChangedElement(const Buffer& buffer,
   long long n = buffer.AllocatedElements();
   if (n == 0) return -1;
   const CudaDriver& d = device_->driver();
-  if (absl::Status s = device_->Check(d.cuMemsetD32Async_(scratch_, 0xFFFFFFFFu, 2,
-                                                          device_->stream()),
-                                      "cuMemsetD32Async", "GPU verification");
+  if (absl::Status s =
+          device_->Check(d.cuMemsetD32Async_(scratch_, 0xFFFFFFFFu, 2, device_->stream()),
+                         "cuMemsetD32Async", "GPU verification");
       !s.ok()) {
     return s;
   }

@@ -54,9 +54,9 @@ class CudaVerifier {
                              CudaBuffers* device);
   // The first storage element of input buffer `buffer_index` (of `buffer`, at `ptr`) that differs
   // from what FillInputs(seed, options) wrote, or -1 when none does.
-  absl::StatusOr<int64_t> FirstChangedElement(const schedules::Buffer& buffer,
-                                              int64_t buffer_index, uint64_t seed,
-                                              const FillOptions& options, CUdeviceptr ptr);
+  absl::StatusOr<int64_t> FirstChangedElement(const schedules::Buffer& buffer, int64_t buffer_index,
+                                              uint64_t seed, const FillOptions& options,
+                                              CUdeviceptr ptr);
   // Enqueues a device-to-device copy of `bytes` bytes.
   absl::Status Copy(CUdeviceptr to, CUdeviceptr from, size_t bytes);
   // worker::CompareBuffer on device buffers of `buffer`'s AllocatedBytes() each: the same

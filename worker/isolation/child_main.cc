@@ -7,8 +7,8 @@
 
 #include <chrono>
 #include <csignal>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -227,8 +227,8 @@ class Child {
     }
     double timing_fill_ms = 0;
     const auto timing_start = std::chrono::steady_clock::now();
-    absl::StatusOr<Timings> timings = TimePrepared(candidate, exe, seed, FillOptions(), timing,
-                                                   &timing_fill_ms);
+    absl::StatusOr<Timings> timings =
+        TimePrepared(candidate, exe, seed, FillOptions(), timing, &timing_fill_ms);
     if (verified) {
       WriteProfile(request.candidate_id(), profile, result.verify_ms, timing_fill_ms,
                    MsSince(timing_start));
