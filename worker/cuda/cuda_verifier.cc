@@ -371,8 +371,8 @@ absl::StatusOr<CudaBinary> VerifierBinary(const std::string& arch) {
       CompileCudaSource(CudaVerifierSource(), CudaVerifierNvrtcOptions(arch), "tessel_verifier.cu");
   if (!bin.ok()) {
     return absl::InternalError(absl::StrCat(
-        "the GPU verifier's kernels do not compile (a bug in Tessel, not in the candidate; "
-        "verification can fall back to the host): ",
+        "the GPU verifier's kernels do not compile (a bug in Tessel, not in the candidate; set "
+        "TESSEL_VERIFY_ON_HOST=1 for the worker to verify on the host meanwhile): ",
         bin.status().message()));
   }
   cache->emplace(arch, *bin);
