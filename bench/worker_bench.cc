@@ -16,7 +16,10 @@
 // $TESSEL_BINARY, else this build's cli/tessel), --dir=DIR (work folder; default a fresh temp
 // folder, so the compile cache starts cold), --n=512 --size=1024 (throughput), --batch=64,
 // --batches=10 --specs="spec;spec" (fidelity), --good=1000 --faulty=100 --rsize=256
-// (robustness), --timeout-s (per candidate), --compile-threads=N, --min-total-ms.
+// (robustness), --timeout-s (per candidate), --compile-threads=N, --min-total-ms,
+// --verify-on=gpu|host (CUDA: verify on the GPU, the default, or on the host as before; sets
+// TESSEL_VERIFY_ON_HOST for the worker). Throughput also prints where verification went (the
+// worker's TESSEL_VERIFY_PROFILE lines, summed).
 // Exit status: 0 when the mode's bar is met, 1 when not, 2 when nothing could be measured.
 
 #include <unistd.h>
@@ -33,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -66,7 +70,8 @@ struct Flags {
   int rsize = 256;
   double timeout_s = 0;  // 0: the mode's default
   int compile_threads = 0;
-  double min_total_ms = -1;  // <0: the mode's default
+  double min_total_ms = -1;       // <0: the mode's default
+  std::string verify_on = "gpu";  // CUDA: where the worker verifies (TESSEL_VERIFY_ON_HOST)
 };
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -114,6 +119,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       ok = absl::SimpleAtoi(value, &f->compile_threads);
     else if (name == "min-total-ms")
       ok = absl::SimpleAtod(value, &f->min_total_ms);
+    else if (name == "verify-on")
+      f->verify_on = value;
     else {
       std::fprintf(stderr,
                    "tessel_bench_worker: unknown flag --%s (see the top of "
@@ -126,6 +133,11 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
                    value.c_str());
       return false;
     }
+  }
+  if (f->verify_on != "gpu" && f->verify_on != "host") {
+    std::fprintf(stderr, "tessel_bench_worker: unknown --verify-on=%s; use gpu or host\n",
+                 f->verify_on.c_str());
+    return false;
   }
   if (f->mode != "throughput" && f->mode != "fidelity" && f->mode != "robustness") {
     std::fprintf(stderr,
@@ -211,6 +223,11 @@ struct Session {
 };
 
 absl::StatusOr<Session> StartSession(const Flags& f, const std::string& dir) {
+  if (f.verify_on == "host") {
+    setenv("TESSEL_VERIFY_ON_HOST", "1", 1);  // the worker's measuring children inherit it
+  } else {
+    unsetenv("TESSEL_VERIFY_ON_HOST");
+  }
   Session s;
   absl::StatusOr<std::unique_ptr<WorkerDriver>> d = WorkerDriver::Start();
   if (!d.ok()) return d.status();
@@ -278,6 +295,45 @@ std::thread SendAll(WorkerDriver* driver, std::vector<proto::MeasureBatch> batch
 
 // ---------------------------------------------------------------------------------------------
 
+// Sums the worker's TESSEL_VERIFY_PROFILE lines ("verify_profile id=... key=value ...").
+void PrintVerifyProfile(const std::string& path) {
+  std::FILE* in = std::fopen(path.c_str(), "r");
+  if (in == nullptr) {
+    std::printf("  no verification profile at %s (a worker older than the profile?)\n",
+                path.c_str());
+    return;
+  }
+  std::map<std::string, double> sum;
+  int lines = 0, on_device = 0;
+  char buf[1024];
+  while (std::fgets(buf, sizeof(buf), in) != nullptr) {
+    ++lines;
+    for (absl::string_view field : absl::StrSplit(absl::StripAsciiWhitespace(buf), ' ')) {
+      const size_t eq = field.find('=');
+      if (eq == absl::string_view::npos) continue;
+      const std::string key(field.substr(0, eq));
+      double v = 0;
+      if (key == "id" || !absl::SimpleAtod(field.substr(eq + 1), &v)) continue;
+      if (key == "on_device") {
+        on_device += v > 0;
+      } else if (v >= 0) {
+        sum[key] += v;
+      }
+    }
+  }
+  std::fclose(in);
+  if (lines == 0) return;
+  std::printf(
+      "  verification profile, %d candidates (%d verified on the GPU), mean ms per "
+      "candidate:\n   ",
+      lines, on_device);
+  for (const char* key : {"verify_ms", "fill_ms", "upload_ms", "reference_ms", "candidate_ms",
+                          "download_ms", "compare_ms", "timing_fill_ms", "timing_ms"}) {
+    std::printf(" %s %.2f", key, sum[key] / lines);
+  }
+  std::printf("\n");
+}
+
 int Throughput(const Flags& f) {
   const schedules::Target target = MakeTarget(f);
   const std::string spec = absl::StrFormat("matmul(M=%d, N=%d, K=%d)", f.size, f.size, f.size);
@@ -312,6 +368,8 @@ int Throughput(const Flags& f) {
     return 2;
   }
   const std::string dir = WorkDir(f);
+  const std::string profile_path = absl::StrCat(dir, "/verify_profile.txt");
+  setenv("TESSEL_VERIFY_PROFILE", profile_path.c_str(), 1);  // inherited by the worker's children
   absl::StatusOr<Session> s = StartSession(f, dir);
   if (!s.ok()) return std::fprintf(stderr, "%s\n", s.status().ToString().c_str()), 2;
 
@@ -355,6 +413,7 @@ int Throughput(const Flags& f) {
       "  compile %.1f s in total (%d cache hits), verify %.1f s, timed repeats %.1f s, "
       "%d with CUPTI kernel times\n",
       compile_ms / 1000, hits, verify_ms / 1000, timed_ms / 1000, with_kernel_times);
+  PrintVerifyProfile(profile_path);
   std::printf("  %-24s %6s\n", "status", "count");
   for (const auto& [st, count] : statuses) std::printf("  %-24s %6d\n", st.c_str(), count);
   for (const auto& [st, text] : example)

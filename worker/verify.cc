@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "schedules/util/check.h"
+#include "worker/verify_gen.h"
 #include "worker/verify_types.h"
 
 namespace tessel::worker {
@@ -22,15 +24,6 @@ using schedules::ProgramBuffer;
 
 constexpr int64_t kMaxBufferBytes = int64_t{1} << 40;
 constexpr int64_t kChunk = int64_t{1} << 18;  // elements per parallel work item
-
-// SplitMix64's finalizer: a strong 64-bit mix, used in counter mode (value i of a stream is
-// Mix(key + (i + 1) * gamma)), so that every element can be drawn independently.
-constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ull;
-uint64_t Mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 std::string ShapeString(const Buffer& b) {
   return absl::StrCat(schedules::DTypeName(b.dtype), "[", absl::StrJoin(b.shape, ", "), "]");
@@ -105,39 +98,7 @@ struct FloatElem<DType::kBFloat16> {
   static bool Poison(const uint8_t* p, int64_t o) { return LoadAs<uint16_t>(p, o) == kPoisonBF16; }
 };
 
-// What one pass over (part of) a buffer found. Indices are logical element indices, -1 for none.
-struct Stats {
-  int64_t unwritten = 0, first_unwritten = -1;  // still the poison pattern
-  int64_t nan = 0, first_nan = -1;              // a NaN the program computed
-  int64_t wrong = 0, first_wrong = -1;          // a value outside the tolerance
-  double worst_ratio = 0;                       // max |diff| / allowed over wrong values
-  int64_t worst = -1;
-  double sum_sq_diff = 0;  // over finite pairs
-  double sum_sq_ref = 0;   // over finite reference values
-  int64_t finite_ref = 0;
-
-  int64_t bad() const { return unwritten + nan + wrong; }
-
-  static void First(int64_t* into, int64_t from) {
-    if (*into < 0) *into = from;
-  }
-  // Merges a later chunk's stats into this one (chunks merged in index order).
-  void Merge(const Stats& s) {
-    unwritten += s.unwritten;
-    First(&first_unwritten, s.first_unwritten);
-    nan += s.nan;
-    First(&first_nan, s.first_nan);
-    wrong += s.wrong;
-    First(&first_wrong, s.first_wrong);
-    if (s.worst >= 0 && (worst < 0 || s.worst_ratio > worst_ratio)) {
-      worst_ratio = s.worst_ratio;
-      worst = s.worst;
-    }
-    sum_sq_diff += s.sum_sq_diff;
-    sum_sq_ref += s.sum_sq_ref;
-    finite_ref += s.finite_ref;
-  }
-};
+using Stats = CompareStats;
 
 // Runs `body(begin, end, &stats)` over [0, n) in parallel chunks and merges in order.
 template <typename Body>
@@ -163,7 +124,6 @@ absl::Status CompareFloat(const Buffer& b, const ByteVector& reference, const By
   const OffsetMap offset(b);
   const uint8_t* ref = reference.data();
   const uint8_t* cand = candidate.data();
-  const std::string what = absl::StrCat("output '", b.name, "' (", ShapeString(b), ")");
 
   // Pass 1: the reference must be complete and NaN-free; its rms sets the absolute tolerance.
   Stats rs = ParallelStats(n, [&](int64_t begin, int64_t end, Stats* s) {
@@ -184,16 +144,8 @@ absl::Status CompareFloat(const Buffer& b, const ByteVector& reference, const By
       }
     }
   });
-  if (rs.unwritten > 0 || rs.nan > 0) {
-    const int64_t first = rs.first_unwritten >= 0 ? rs.first_unwritten : rs.first_nan;
-    return absl::InternalError(absl::StrCat(
-        "the reference's ", what, " is not usable: ", rs.unwritten, " elements never written and ",
-        rs.nan, " NaN, first at index ", first, " ", MultiIndex(b, first),
-        "; the reference program is wrong (or the inputs overflow it): fix the reference "
-        "before verifying candidates against it"));
-  }
-  const double rms = rs.finite_ref > 0 ? std::sqrt(rs.sum_sq_ref / rs.finite_ref) : 0.0;
-  const double atol = tol.atol_rms * (rms > 0 ? rms : 1e-30);
+  if (absl::Status st = ReferenceVerdict(b, rs); !st.ok()) return st;
+  const double atol = AbsoluteTolerance(tol, rs);
 
   // Pass 2: every element of the candidate.
   Stats cs = ParallelStats(n, [&](int64_t begin, int64_t end, Stats* s) {
@@ -237,44 +189,9 @@ absl::Status CompareFloat(const Buffer& b, const ByteVector& reference, const By
     }
   });
 
-  const double ref_norm = std::sqrt(rs.sum_sq_ref);
-  const double diff_norm = std::sqrt(cs.sum_sq_diff);
-  const bool norm_ok = diff_norm <= tol.norm_rtol * ref_norm;
-  if (cs.bad() == 0 && norm_ok) return absl::OkStatus();
-
-  auto value_at = [&](const uint8_t* p, int64_t i) { return Fmt(E::Value(p, offset(i))); };
-  auto describe = [&](int64_t i) {
-    const double c = E::Value(cand, offset(i));
-    const double r = E::Value(ref, offset(i));
-    return absl::StrCat("index ", i, " ", MultiIndex(b, i), ": candidate ", value_at(cand, i),
-                        ", reference ", value_at(ref, i), " (|diff| ", Fmt(std::fabs(c - r)),
-                        ", allowed ", Fmt(atol + tol.rtol * std::fabs(r)), ")");
-  };
-  std::vector<std::string> parts;
-  parts.push_back(
-      absl::StrCat(what, ": ", cs.bad(), " of ", n, " elements differ from the reference"));
-  if (cs.unwritten > 0) {
-    parts.push_back(absl::StrCat(cs.unwritten,
-                                 " never written (still the NaN poison written before the run), "
-                                 "first at index ",
-                                 cs.first_unwritten, " ", MultiIndex(b, cs.first_unwritten)));
-  }
-  if (cs.nan > 0) {
-    parts.push_back(absl::StrCat(cs.nan, " NaN computed by the program, first at index ",
-                                 cs.first_nan, " ", MultiIndex(b, cs.first_nan), " (reference ",
-                                 value_at(ref, cs.first_nan), ")"));
-  }
-  if (cs.wrong > 0) {
-    parts.push_back(absl::StrCat(cs.wrong, " wrong values, first at ", describe(cs.first_wrong)));
-    if (cs.worst != cs.first_wrong)
-      parts.push_back(absl::StrCat("largest at ", describe(cs.worst)));
-  }
-  parts.push_back(absl::StrFormat(
-      "relative L2 error of the finite elements %.3g (limit %.3g); rule |cand - ref| <= %.3g * "
-      "rms(ref) + %.3g * |ref| "
-      "with rms(ref) = %.6g",
-      ref_norm > 0 ? diff_norm / ref_norm : diff_norm, tol.norm_rtol, tol.atol_rms, tol.rtol, rms));
-  return absl::FailedPreconditionError(absl::StrJoin(parts, "; "));
+  return FloatVerdict(b, tol, rs, cs, [&](bool of_candidate, int64_t i) {
+    return E::Value(of_candidate ? cand : ref, offset(i));
+  });
 }
 
 int64_t IntValue(DType t, const uint8_t* p, int64_t o) {
@@ -316,78 +233,23 @@ absl::Status CompareExact(const Buffer& b, const ByteVector& reference,
       }
     }
   });
-  if (cs.bad() == 0) return absl::OkStatus();
-  std::vector<std::string> parts;
-  parts.push_back(absl::StrCat("output '", b.name, "' (", ShapeString(b), "): ", cs.bad(), " of ",
-                               n,
-                               " elements differ from the reference (integers must match "
-                               "exactly)"));
-  if (cs.unwritten > 0) {
-    parts.push_back(absl::StrCat(cs.unwritten,
-                                 " still hold the poison bytes 0xa5 (probably never "
-                                 "written), first at index ",
-                                 cs.first_unwritten, " ", MultiIndex(b, cs.first_unwritten)));
-  }
-  if (cs.wrong > 0) {
-    const int64_t o = offset(cs.first_wrong);
-    parts.push_back(absl::StrCat("first wrong value at index ", cs.first_wrong, " ",
-                                 MultiIndex(b, cs.first_wrong), ": candidate ",
-                                 IntValue(b.dtype, candidate.data(), o), ", reference ",
-                                 IntValue(b.dtype, reference.data(), o)));
-  }
-  return absl::FailedPreconditionError(absl::StrJoin(parts, "; "));
+  return ExactVerdict(b, cs, [&](bool of_candidate, int64_t i) {
+    return IntValue(b.dtype, (of_candidate ? candidate : reference).data(), offset(i));
+  });
 }
 
 void FillBuffer(const Buffer& b, uint64_t seed, int64_t buffer_index, const FillOptions& opt,
                 ByteVector* out) {
   const int64_t n = b.AllocatedElements();  // padding too: harmless, and never uninitialized
-  const uint64_t key = Mix(seed ^ Mix(static_cast<uint64_t>(buffer_index + 1) * kGamma));
+  const uint64_t key = tessel_gen::GenKey(seed, buffer_index);
+  const tessel_gen::GenParams params = GenParamsOf(opt);
+  const int dtype = GenDTypeOf(b.dtype);
+  const int64_t size = schedules::DTypeBytes(b.dtype);
   uint8_t* p = out->data();
-  const double lo = opt.float_min;
-  const double span = opt.float_max - opt.float_min;
-  const uint64_t int_span = static_cast<uint64_t>(opt.int_max - opt.int_min) + 1;
-  const DType t = b.dtype;
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const uint64_t bits = Mix(key + static_cast<uint64_t>(i + 1) * kGamma);
-    // (u + 0.5) / 2^24 is in (0, 1) and, for [-1, 1], never maps to exactly zero.
-    const double u24 = (static_cast<double>(bits >> 40) + 0.5) / 16777216.0;
-    switch (t) {
-      case DType::kFloat32: {
-        const float v = static_cast<float>(lo + span * u24);
-        std::memcpy(p + i * 4, &v, 4);
-        break;
-      }
-      case DType::kFloat64: {
-        const double u53 = (static_cast<double>(bits >> 11) + 0.5) / 9007199254740992.0;
-        const double v = lo + span * u53;
-        std::memcpy(p + i * 8, &v, 8);
-        break;
-      }
-      case DType::kFloat16: {
-        const uint16_t h = FloatToHalfBits(static_cast<float>(lo + span * u24));
-        std::memcpy(p + i * 2, &h, 2);
-        break;
-      }
-      case DType::kBFloat16: {
-        const uint16_t h = FloatToBFloat16Bits(static_cast<float>(lo + span * u24));
-        std::memcpy(p + i * 2, &h, 2);
-        break;
-      }
-      case DType::kInt32: {
-        const int32_t v = static_cast<int32_t>(opt.int_min + static_cast<int64_t>(bits % int_span));
-        std::memcpy(p + i * 4, &v, 4);
-        break;
-      }
-      case DType::kInt64: {
-        const int64_t v = opt.int_min + static_cast<int64_t>(bits % int_span);
-        std::memcpy(p + i * 8, &v, 8);
-        break;
-      }
-      case DType::kBool:
-        p[i] = static_cast<uint8_t>(bits >> 63);
-        break;
-    }
+    const uint64_t bits = tessel_gen::GenElement(dtype, key, i, params);
+    std::memcpy(p + i * size, &bits, static_cast<size_t>(size));  // little-endian: the low bytes
   }
 }
 
@@ -420,6 +282,174 @@ void PoisonBuffer(const Buffer& b, ByteVector* out) {
 }
 
 }  // namespace
+
+int GenDTypeOf(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return tessel_gen::kGenF32;
+    case DType::kFloat64:
+      return tessel_gen::kGenF64;
+    case DType::kFloat16:
+      return tessel_gen::kGenF16;
+    case DType::kBFloat16:
+      return tessel_gen::kGenBF16;
+    case DType::kInt32:
+      return tessel_gen::kGenI32;
+    case DType::kInt64:
+      return tessel_gen::kGenI64;
+    case DType::kBool:
+      return tessel_gen::kGenBool;
+  }
+  return tessel_gen::kGenBool;
+}
+
+tessel_gen::GenParams GenParamsOf(const FillOptions& options) {
+  tessel_gen::GenParams p;
+  p.lo = options.float_min;
+  p.span = options.float_max - options.float_min;
+  p.int_min = options.int_min;
+  p.int_span = static_cast<uint64_t>(options.int_max - options.int_min) + 1;
+  return p;
+}
+
+uint64_t InputElementBits(const Buffer& buffer, uint64_t seed, int64_t buffer_index,
+                          int64_t element, const FillOptions& options) {
+  return tessel_gen::GenElement(GenDTypeOf(buffer.dtype), tessel_gen::GenKey(seed, buffer_index),
+                                element, GenParamsOf(options));
+}
+
+void CompareStats::Merge(const CompareStats& s) {
+  unwritten += s.unwritten;
+  First(&first_unwritten, s.first_unwritten);
+  nan += s.nan;
+  First(&first_nan, s.first_nan);
+  wrong += s.wrong;
+  First(&first_wrong, s.first_wrong);
+  if (s.worst >= 0 && (worst < 0 || s.worst_ratio > worst_ratio)) {
+    worst_ratio = s.worst_ratio;
+    worst = s.worst;
+  }
+  sum_sq_diff += s.sum_sq_diff;
+  sum_sq_ref += s.sum_sq_ref;
+  finite_ref += s.finite_ref;
+}
+
+void CompareStats::MergeUnordered(const CompareStats& s) {
+  auto min_index = [](int64_t* into, int64_t from) {
+    if (from >= 0 && (*into < 0 || from < *into)) *into = from;
+  };
+  unwritten += s.unwritten;
+  min_index(&first_unwritten, s.first_unwritten);
+  nan += s.nan;
+  min_index(&first_nan, s.first_nan);
+  wrong += s.wrong;
+  min_index(&first_wrong, s.first_wrong);
+  if (s.worst >= 0 && (worst < 0 || s.worst_ratio > worst_ratio ||
+                       (s.worst_ratio == worst_ratio && s.worst < worst))) {
+    worst_ratio = s.worst_ratio;
+    worst = s.worst;
+  }
+  sum_sq_diff += s.sum_sq_diff;
+  sum_sq_ref += s.sum_sq_ref;
+  finite_ref += s.finite_ref;
+}
+
+absl::Status ReferenceVerdict(const Buffer& b, const CompareStats& rs) {
+  if (rs.unwritten == 0 && rs.nan == 0) return absl::OkStatus();
+  const std::string what = absl::StrCat("output '", b.name, "' (", ShapeString(b), ")");
+  const int64_t first = rs.first_unwritten >= 0 ? rs.first_unwritten : rs.first_nan;
+  return absl::InternalError(absl::StrCat(
+      "the reference's ", what, " is not usable: ", rs.unwritten, " elements never written and ",
+      rs.nan, " NaN, first at index ", first, " ", MultiIndex(b, first),
+      "; the reference program is wrong (or the inputs overflow it): fix the reference "
+      "before verifying candidates against it"));
+}
+
+double RmsOf(const CompareStats& rs) {
+  return rs.finite_ref > 0 ? std::sqrt(rs.sum_sq_ref / static_cast<double>(rs.finite_ref)) : 0.0;
+}
+
+double AbsoluteTolerance(const Tolerance& tol, const CompareStats& rs) {
+  const double rms = RmsOf(rs);
+  return tol.atol_rms * (rms > 0 ? rms : 1e-30);
+}
+
+absl::Status FloatVerdict(const Buffer& b, const Tolerance& tol, const CompareStats& rs,
+                          const CompareStats& cs,
+                          const std::function<double(bool, int64_t)>& value) {
+  const double ref_norm = std::sqrt(rs.sum_sq_ref);
+  const double diff_norm = std::sqrt(cs.sum_sq_diff);
+  const bool norm_ok = diff_norm <= tol.norm_rtol * ref_norm;
+  if (cs.bad() == 0 && norm_ok) return absl::OkStatus();
+  const int64_t n = b.NumElements();
+  const double rms = RmsOf(rs);
+  const double atol = AbsoluteTolerance(tol, rs);
+  const std::string what = absl::StrCat("output '", b.name, "' (", ShapeString(b), ")");
+  auto describe = [&](int64_t i) {
+    const double c = value(true, i);
+    const double r = value(false, i);
+    return absl::StrCat("index ", i, " ", MultiIndex(b, i), ": candidate ", Fmt(c), ", reference ",
+                        Fmt(r), " (|diff| ", Fmt(std::fabs(c - r)), ", allowed ",
+                        Fmt(atol + tol.rtol * std::fabs(r)), ")");
+  };
+  std::vector<std::string> parts;
+  parts.push_back(
+      absl::StrCat(what, ": ", cs.bad(), " of ", n, " elements differ from the reference"));
+  if (cs.unwritten > 0) {
+    parts.push_back(absl::StrCat(cs.unwritten,
+                                 " never written (still the NaN poison written before the run), "
+                                 "first at index ",
+                                 cs.first_unwritten, " ", MultiIndex(b, cs.first_unwritten)));
+  }
+  if (cs.nan > 0) {
+    parts.push_back(absl::StrCat(cs.nan, " NaN computed by the program, first at index ",
+                                 cs.first_nan, " ", MultiIndex(b, cs.first_nan), " (reference ",
+                                 Fmt(value(false, cs.first_nan)), ")"));
+  }
+  if (cs.wrong > 0) {
+    parts.push_back(absl::StrCat(cs.wrong, " wrong values, first at ", describe(cs.first_wrong)));
+    if (cs.worst != cs.first_wrong)
+      parts.push_back(absl::StrCat("largest at ", describe(cs.worst)));
+  }
+  parts.push_back(absl::StrFormat(
+      "relative L2 error of the finite elements %.3g (limit %.3g); rule |cand - ref| <= %.3g * "
+      "rms(ref) + %.3g * |ref| "
+      "with rms(ref) = %.6g",
+      ref_norm > 0 ? diff_norm / ref_norm : diff_norm, tol.norm_rtol, tol.atol_rms, tol.rtol, rms));
+  return absl::FailedPreconditionError(absl::StrJoin(parts, "; "));
+}
+
+absl::Status ExactVerdict(const Buffer& b, const CompareStats& cs,
+                          const std::function<int64_t(bool, int64_t)>& value) {
+  if (cs.bad() == 0) return absl::OkStatus();
+  const int64_t n = b.NumElements();
+  std::vector<std::string> parts;
+  parts.push_back(absl::StrCat("output '", b.name, "' (", ShapeString(b), "): ", cs.bad(), " of ",
+                               n,
+                               " elements differ from the reference (integers must match "
+                               "exactly)"));
+  if (cs.unwritten > 0) {
+    parts.push_back(absl::StrCat(cs.unwritten,
+                                 " still hold the poison bytes 0xa5 (probably never "
+                                 "written), first at index ",
+                                 cs.first_unwritten, " ", MultiIndex(b, cs.first_unwritten)));
+  }
+  if (cs.wrong > 0) {
+    parts.push_back(absl::StrCat(
+        "first wrong value at index ", cs.first_wrong, " ", MultiIndex(b, cs.first_wrong),
+        ": candidate ", value(true, cs.first_wrong), ", reference ", value(false, cs.first_wrong)));
+  }
+  return absl::FailedPreconditionError(absl::StrJoin(parts, "; "));
+}
+
+absl::Status MarkVerifyFailed(absl::Status s) {
+  if (s.code() == absl::StatusCode::kFailedPrecondition) {
+    s = WithFailureKind(std::move(s), FailureKind::kVerifyFailed);
+  }
+  return s;
+}
+
+int64_t StorageOffset(const Buffer& b, int64_t index) { return OffsetMap(b)(index); }
 
 std::vector<void*> HostBuffers::Pointers() {
   std::vector<void*> ptrs;
@@ -591,10 +621,7 @@ absl::Status CompareBuffer(const Buffer& buffer, const ByteVector& reference,
       break;
   }
   // FailedPrecondition is the candidate's mismatch; other codes are about the reference or sizes.
-  if (s.code() == absl::StatusCode::kFailedPrecondition) {
-    s = WithFailureKind(std::move(s), FailureKind::kVerifyFailed);
-  }
-  return s;
+  return MarkVerifyFailed(std::move(s));
 }
 
 absl::Status CompareOutputs(const std::vector<ProgramBuffer>& buffers, const HostBuffers& reference,

@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <new>
 #include <optional>
 #include <vector>
@@ -44,6 +45,7 @@
 #include "absl/status/statusor.h"
 #include "schedules/ir/dtype.h"
 #include "schedules/lower/program.h"
+#include "worker/verify_gen.h"
 
 namespace tessel::worker {
 
@@ -147,5 +149,55 @@ absl::Status CompareOutputs(const std::vector<schedules::ProgramBuffer>& buffers
 // One buffer: what CompareOutputs does for each output.
 absl::Status CompareBuffer(const schedules::Buffer& buffer, const ByteVector& reference,
                            const ByteVector& candidate, const Tolerance& tolerance);
+
+// ---- The comparison's pieces, shared by CompareBuffer (host) and the GPU verifier
+// (worker/cuda/cuda_verifier.h), so that both apply the same rule and say the same thing.
+
+// The generator's dtype code (verify_gen.h) and parameters for FillOptions.
+int GenDTypeOf(schedules::DType dtype);
+tessel_gen::GenParams GenParamsOf(const FillOptions& options);
+// The storage bits FillInputs writes for element `element` (in allocation order, padding
+// included) of input buffer `buffer_index`; the low DTypeBytes bytes are the element.
+uint64_t InputElementBits(const schedules::Buffer& buffer, uint64_t seed, int64_t buffer_index,
+                          int64_t element, const FillOptions& options = {});
+// Storage offset (in elements) of logical row-major element `index`, honouring padded strides.
+int64_t StorageOffset(const schedules::Buffer& buffer, int64_t index);
+
+// What one pass over (part of) a buffer found. Indices are logical element indices, -1 for none.
+struct CompareStats {
+  int64_t unwritten = 0, first_unwritten = -1;  // still the poison pattern
+  int64_t nan = 0, first_nan = -1;              // a NaN the program computed
+  int64_t wrong = 0, first_wrong = -1;          // a value outside the tolerance
+  double worst_ratio = 0;                       // max |diff| / allowed over wrong values
+  int64_t worst = -1;
+  double sum_sq_diff = 0;  // over finite pairs
+  double sum_sq_ref = 0;   // over finite reference values
+  int64_t finite_ref = 0;
+
+  int64_t bad() const { return unwritten + nan + wrong; }
+  static void First(int64_t* into, int64_t from) {
+    if (*into < 0) *into = from;
+  }
+  // Merges the stats of a later range of indices (ranges merged in index order).
+  void Merge(const CompareStats& later);
+  // Merges stats of interleaved indices: firsts are minima, the worst's ties go to the lower index.
+  void MergeUnordered(const CompareStats& other);
+};
+
+// Pass 1 over a floating-point reference: InternalError when it holds unwritten elements or NaN.
+absl::Status ReferenceVerdict(const schedules::Buffer& buffer, const CompareStats& reference);
+// rms(ref) and the absolute tolerance atol_rms * rms(ref) of the rule.
+double RmsOf(const CompareStats& reference);
+double AbsoluteTolerance(const Tolerance& tolerance, const CompareStats& reference);
+// Pass 2's verdict: OK, or FailedPrecondition with CompareBuffer's message. `value(of_candidate,
+// index)` returns the candidate's (true) or the reference's (false) element at a logical index.
+absl::Status FloatVerdict(const schedules::Buffer& buffer, const Tolerance& tolerance,
+                          const CompareStats& reference, const CompareStats& candidate,
+                          const std::function<double(bool, int64_t)>& value);
+// Integers and bool (bit-exact).
+absl::Status ExactVerdict(const schedules::Buffer& buffer, const CompareStats& candidate,
+                          const std::function<int64_t(bool, int64_t)>& value);
+// Attaches FailureKind::kVerifyFailed to a FailedPrecondition (the candidate's mismatch).
+absl::Status MarkVerifyFailed(absl::Status status);
 
 }  // namespace tessel::worker

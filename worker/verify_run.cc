@@ -1,6 +1,7 @@
 #include "worker/verify_run.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -11,6 +12,7 @@
 
 #ifdef TESSEL_HAVE_CUDA
 #include "worker/cuda/cuda_runner.h"
+#include "worker/cuda/cuda_verifier.h"
 #endif
 
 namespace tessel::worker {
@@ -75,6 +77,13 @@ class CudaExecutable : public Executable {
     return out;
   }
 
+  CudaDevice* device() const { return device_; }
+  const CudaProgram& program() const { return *program_; }
+
+  // Run's steps apart, each timed into `profile` (upload, run, download).
+  absl::Status RunProfiled(HostBuffers* buffers, double* upload_ms, double* run_ms,
+                           double* download_ms);
+
   std::unique_ptr<CudaProgram> program_;
 
  private:
@@ -83,6 +92,29 @@ class CudaExecutable : public Executable {
   std::vector<ProgramBuffer> buffers_;
   double compile_ms_;
 };
+#endif
+
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+#ifdef TESSEL_HAVE_CUDA
+absl::Status CudaExecutable::RunProfiled(HostBuffers* buffers, double* upload_ms, double* run_ms,
+                                         double* download_ms) {
+  auto t = std::chrono::steady_clock::now();
+  absl::StatusOr<std::unique_ptr<CudaBuffers>> dev = device_->Allocate(buffers_);
+  if (!dev.ok()) return dev.status();
+  if (absl::Status s = device_->Upload(*buffers, dev->get()); !s.ok()) return s;
+  *upload_ms += MsSince(t);
+  t = std::chrono::steady_clock::now();
+  if (absl::Status s = device_->Run(*program_, **dev); !s.ok()) return s;
+  *run_ms += MsSince(t);
+  t = std::chrono::steady_clock::now();
+  absl::Status s = device_->Download(**dev, buffers, /*include_inputs=*/true);
+  *download_ms += MsSince(t);
+  return s;
+}
 #endif
 
 // Candidate and reference must agree on their inputs and outputs (the workload's interface), in
@@ -225,10 +257,21 @@ absl::Status RunAndVerify(const GeneratedSource& candidate, const GeneratedSourc
   return VerifyPrepared(candidate, **cand_exe, reference, **ref_exe, seed, options);
 }
 
-absl::Status VerifyPrepared(const GeneratedSource& candidate, Executable& candidate_exe,
-                            const GeneratedSource& reference, Executable& reference_exe,
-                            uint64_t seed, const VerifyOptions& options) {
-  if (absl::Status s = SameInterface(candidate, reference); !s.ok()) return s;
+namespace {
+
+absl::Status InputWritten(const GeneratedSource& candidate, size_t i, int64_t at) {
+  return WithFailureKind(absl::FailedPreconditionError(absl::StrCat(
+                             "verification failed: the candidate wrote into input buffer '",
+                             candidate.buffers[i].buffer->name, "' (first changed byte at offset ",
+                             at, "): inputs are read-only")),
+                         FailureKind::kVerifyFailed);
+}
+
+// VerifyPrepared on the host: fill, copy, run, copy back, compare.
+absl::Status VerifyOnHost(const GeneratedSource& candidate, Executable& candidate_exe,
+                          const GeneratedSource& reference, Executable& reference_exe,
+                          uint64_t seed, const VerifyOptions& options, VerifyProfile* profile) {
+  auto t = std::chrono::steady_clock::now();
   absl::StatusOr<HostBuffers> cand_buffers =
       MakeVerificationBuffers(candidate.buffers, seed, options.fill);
   if (!cand_buffers.ok()) return cand_buffers.status();
@@ -238,9 +281,28 @@ absl::Status VerifyPrepared(const GeneratedSource& candidate, Executable& candid
   const std::vector<size_t> ci = Interface(candidate), ri = Interface(reference);
   for (size_t k = 0; k < ci.size(); ++k) ref_buffers->data[ri[k]] = cand_buffers->data[ci[k]];
   const HostBuffers inputs = *cand_buffers;
-  if (absl::Status s = reference_exe.Run(&*ref_buffers); !s.ok()) return ReferenceError(s);
-  if (absl::Status s = candidate_exe.Run(&*cand_buffers); !s.ok()) return s;
+  profile->fill_ms += MsSince(t);
 
+  // A run, its copies timed apart where the backend has them.
+  auto run = [&](Executable& exe, HostBuffers* buffers, double* run_ms) -> absl::Status {
+#ifdef TESSEL_HAVE_CUDA
+    if (auto* cuda = dynamic_cast<CudaExecutable*>(&exe); cuda != nullptr) {
+      return cuda->RunProfiled(buffers, &profile->upload_ms, run_ms, &profile->download_ms);
+    }
+#endif
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status s = exe.Run(buffers);
+    *run_ms += MsSince(start);
+    return s;
+  };
+  if (absl::Status s = run(reference_exe, &*ref_buffers, &profile->reference_ms); !s.ok()) {
+    return ReferenceError(s);
+  }
+  if (absl::Status s = run(candidate_exe, &*cand_buffers, &profile->candidate_ms); !s.ok()) {
+    return s;
+  }
+
+  t = std::chrono::steady_clock::now();
   for (size_t i = 0; i < candidate.buffers.size(); ++i) {
     if (candidate.buffers[i].role != BufferRole::kInput) continue;
     const ByteVector& a = inputs.data[i];
@@ -248,11 +310,7 @@ absl::Status VerifyPrepared(const GeneratedSource& candidate, Executable& candid
     if (a == b) continue;
     const size_t at = static_cast<size_t>(
         std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
-    return WithFailureKind(absl::FailedPreconditionError(absl::StrCat(
-                               "verification failed: the candidate wrote into input buffer '",
-                               candidate.buffers[i].buffer->name,
-                               "' (first changed byte at offset ", at, "): inputs are read-only")),
-                           FailureKind::kVerifyFailed);
+    return InputWritten(candidate, i, static_cast<int64_t>(at));
   }
   // Compare over the interface only.
   std::vector<ProgramBuffer> io;
@@ -262,7 +320,144 @@ absl::Status VerifyPrepared(const GeneratedSource& candidate, Executable& candid
     ref_io.data.push_back(std::move(ref_buffers->data[ri[k]]));
     cand_io.data.push_back(std::move(cand_buffers->data[ci[k]]));
   }
-  return CompareOutputs(io, ref_io, cand_io, options.compare);
+  absl::Status s = CompareOutputs(io, ref_io, cand_io, options.compare);
+  profile->compare_ms += MsSince(t);
+  return s;
+}
+
+#ifdef TESSEL_HAVE_CUDA
+// VerifyPrepared on the GPU: the same steps, with nothing but statistics coming back.
+absl::Status VerifyOnDevice(const GeneratedSource& candidate, CudaExecutable& candidate_exe,
+                            const GeneratedSource& reference, CudaExecutable& reference_exe,
+                            CudaVerifier& verifier, uint64_t seed, const VerifyOptions& options,
+                            VerifyProfile* profile) {
+  CudaDevice& device = verifier.device();
+  auto t = std::chrono::steady_clock::now();
+  absl::StatusOr<std::unique_ptr<CudaBuffers>> cand = device.Allocate(candidate.buffers);
+  if (!cand.ok()) return cand.status();
+  absl::StatusOr<std::unique_ptr<CudaBuffers>> ref = device.Allocate(reference.buffers);
+  if (!ref.ok()) return ref.status();
+  if (absl::Status s = verifier.FillInputs(candidate.buffers, seed, options.fill, cand->get());
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = verifier.PoisonOutputs(candidate.buffers, cand->get()); !s.ok()) return s;
+  if (absl::Status s = verifier.PoisonOutputs(reference.buffers, ref->get()); !s.ok()) return s;
+  const std::vector<size_t> ci = Interface(candidate), ri = Interface(reference);
+  for (size_t k = 0; k < ci.size(); ++k) {
+    if (candidate.buffers[ci[k]].role != BufferRole::kInput) continue;
+    if (absl::Status s = verifier.Copy((*ref)->ptr(ri[k]), (*cand)->ptr(ci[k]),
+                                       static_cast<size_t>((*cand)->bytes(ci[k])));
+        !s.ok()) {
+      return s;
+    }
+  }
+  profile->fill_ms += MsSince(t);
+  t = std::chrono::steady_clock::now();
+  if (absl::Status s = device.Run(reference_exe.program(), **ref); !s.ok()) {
+    return ReferenceError(s);
+  }
+  profile->reference_ms += MsSince(t);
+  t = std::chrono::steady_clock::now();
+  if (absl::Status s = device.Run(candidate_exe.program(), **cand); !s.ok()) return s;
+  profile->candidate_ms += MsSince(t);
+
+  t = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < candidate.buffers.size(); ++i) {
+    if (candidate.buffers[i].role != BufferRole::kInput) continue;
+    const Buffer& b = *candidate.buffers[i].buffer;
+    absl::StatusOr<int64_t> changed = verifier.FirstChangedElement(b, static_cast<int64_t>(i), seed,
+                                                                   options.fill, (*cand)->ptr(i));
+    if (!changed.ok()) return changed.status();
+    if (*changed < 0) continue;
+    // The first changed byte of that element, as the host comparison reports it.
+    const int64_t size = schedules::DTypeBytes(b.dtype);
+    uint64_t got = 0;
+    if (absl::Status s = device.MakeCurrent(); !s.ok()) return s;
+    const CUresult r = device.driver().cuMemcpyDtoH_(
+        &got, (*cand)->ptr(i) + static_cast<CUdeviceptr>(*changed * size),
+        static_cast<size_t>(size));
+    if (r != CUDA_SUCCESS) return CudaError(device.driver(), r, "cuMemcpyDtoH", "input check");
+    const uint64_t want =
+        InputElementBits(b, seed, static_cast<int64_t>(i), *changed, options.fill);
+    int64_t byte = 0;
+    while (byte < size - 1 && ((got >> (8 * byte)) & 0xFF) == ((want >> (8 * byte)) & 0xFF)) {
+      ++byte;
+    }
+    return InputWritten(candidate, i, *changed * size + byte);
+  }
+  std::vector<std::string> failures;
+  int compared = 0;
+  for (size_t k = 0; k < ci.size(); ++k) {
+    const BufferRole role = candidate.buffers[ci[k]].role;
+    if (role == BufferRole::kInput) continue;
+    const Buffer& b = *candidate.buffers[ci[k]].buffer;
+    const Tolerance tol = options.compare.tolerance.value_or(DefaultTolerance(b.dtype));
+    absl::Status s = verifier.CompareBuffer(b, (*ref)->ptr(ri[k]), (*cand)->ptr(ci[k]), tol);
+    ++compared;
+    if (s.ok()) continue;
+    if (s.code() != absl::StatusCode::kFailedPrecondition) return s;
+    failures.push_back(std::string(s.message()));
+  }
+  profile->compare_ms += MsSince(t);
+  if (compared == 0) {
+    return absl::InvalidArgumentError(
+        "the program has no output buffer to compare: mark the results with BufferRole::kOutput");
+  }
+  if (failures.empty()) return absl::OkStatus();
+  return WithFailureKind(absl::FailedPreconditionError(
+                             absl::StrCat("verification failed: ", absl::StrJoin(failures, " | "))),
+                         FailureKind::kVerifyFailed);
+}
+#endif
+
+}  // namespace
+
+absl::Status VerifyPrepared(const GeneratedSource& candidate, Executable& candidate_exe,
+                            const GeneratedSource& reference, Executable& reference_exe,
+                            uint64_t seed, const VerifyOptions& options) {
+  if (absl::Status s = SameInterface(candidate, reference); !s.ok()) return s;
+  VerifyProfile ignored;
+  VerifyProfile* profile = options.profile != nullptr ? options.profile : &ignored;
+  *profile = VerifyProfile();
+#ifdef TESSEL_HAVE_CUDA
+  auto* cand_cuda = dynamic_cast<CudaExecutable*>(&candidate_exe);
+  auto* ref_cuda = dynamic_cast<CudaExecutable*>(&reference_exe);
+  if (options.on_device && cand_cuda != nullptr && ref_cuda != nullptr &&
+      cand_cuda->device() == ref_cuda->device()) {
+    absl::StatusOr<CudaVerifier*> verifier = cand_cuda->device()->Verifier();
+    if (!verifier.ok()) return verifier.status();
+    profile->on_device = true;
+    return VerifyOnDevice(candidate, *cand_cuda, reference, *ref_cuda, **verifier, seed, options,
+                          profile);
+  }
+#endif
+  return VerifyOnHost(candidate, candidate_exe, reference, reference_exe, seed, options, profile);
+}
+
+absl::StatusOr<Timings> TimePrepared(const GeneratedSource& source, Executable& exe, uint64_t seed,
+                                     const FillOptions& fill, const TimingOptions& timing,
+                                     double* fill_ms) {
+  const auto t = std::chrono::steady_clock::now();
+#ifdef TESSEL_HAVE_CUDA
+  if (auto* cuda = dynamic_cast<CudaExecutable*>(&exe); cuda != nullptr) {
+    CudaDevice& device = *cuda->device();
+    absl::StatusOr<CudaVerifier*> verifier = device.Verifier();
+    if (!verifier.ok()) return verifier.status();
+    absl::StatusOr<std::unique_ptr<CudaBuffers>> dev = device.Allocate(source.buffers);
+    if (!dev.ok()) return dev.status();
+    if (absl::Status s = (*verifier)->FillInputs(source.buffers, seed, fill, dev->get()); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = (*verifier)->PoisonOutputs(source.buffers, dev->get()); !s.ok()) return s;
+    if (fill_ms != nullptr) *fill_ms = MsSince(t);
+    return device.Time(cuda->program(), **dev, timing);
+  }
+#endif
+  absl::StatusOr<HostBuffers> buffers = MakeVerificationBuffers(source.buffers, seed, fill);
+  if (!buffers.ok()) return buffers.status();
+  if (fill_ms != nullptr) *fill_ms = MsSince(t);
+  return exe.Time(&*buffers, timing);
 }
 
 absl::StatusOr<Timings> Measure(const GeneratedSource& source, const MeasureOptions& options) {

@@ -71,10 +71,27 @@ absl::StatusOr<std::unique_ptr<Executable>> PrepareCompiled(
     const schedules::GeneratedSource& source, const PrecompiledProgram& compiled,
     const RunOptions& options = {});
 
+// Where the time of one verification went (VerifyPrepared), in milliseconds.
+struct VerifyProfile {
+  double fill_ms = 0;       // buffers allocated, inputs filled, outputs poisoned
+  double upload_ms = 0;     // host to GPU copies (host comparison only)
+  double reference_ms = 0;  // the reference program's run
+  double candidate_ms = 0;  // the candidate's run
+  double download_ms = 0;   // GPU to host copies (host comparison only)
+  double compare_ms = 0;    // the input check and the comparison of every output
+  bool on_device = false;   // filled, poisoned and compared on the GPU
+};
+
 struct VerifyOptions {
   RunOptions run;
   FillOptions fill;
   CompareOptions compare;
+  // When the candidate and the reference are both CUDA programs on one device: fill the inputs,
+  // poison the outputs and compare on the GPU (CudaVerifier; the same values, rule and messages
+  // as the host functions) instead of moving every buffer through the host.
+  bool on_device = true;
+  // Filled in when set.
+  VerifyProfile* profile = nullptr;
 };
 
 // Fills the inputs once from `seed` (random, never zeros), poisons the outputs, runs the
@@ -99,6 +116,13 @@ struct MeasureOptions {
   uint64_t seed = 0;  // the inputs are random (timing on zeros flatters some kernels)
   FillOptions fill;
 };
+
+// Times a prepared program on fresh inputs from `seed` (filled on the GPU for CUDA programs, as
+// FillInputs would on the host) and poisoned outputs. `fill_ms`, when set, receives the time spent
+// allocating and filling.
+absl::StatusOr<Timings> TimePrepared(const schedules::GeneratedSource& source, Executable& exe,
+                                     uint64_t seed, const FillOptions& fill,
+                                     const TimingOptions& timing, double* fill_ms = nullptr);
 
 // Compiles `source`, fills its inputs, and times it (every repeat and the median).
 absl::StatusOr<Timings> Measure(const schedules::GeneratedSource& source,

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "worker/cuda/cuda_verifier.h"
 #include "worker/cuda/cupti_kernel_timer.h"
 
 namespace tessel::worker {
@@ -137,6 +138,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
 }
 
 CudaDevice::~CudaDevice() {
+  verifier_.reset();  // its module and scratch buffer live in this device's context
   if (driver_ == nullptr || context_ == nullptr) return;
   driver_->cuCtxSetCurrent_(context_);
   for (CUevent e : events_) driver_->cuEventDestroy_(e);
@@ -168,6 +170,15 @@ absl::Status CudaDevice::Usable() const {
                            FailureKind::kRuntimeError);
   }
   return MakeCurrent();
+}
+
+absl::StatusOr<CudaVerifier*> CudaDevice::Verifier() {
+  if (verifier_ == nullptr) {
+    absl::StatusOr<std::unique_ptr<CudaVerifier>> v = CudaVerifier::Create(this);
+    if (!v.ok()) return v.status();
+    verifier_ = std::move(*v);
+  }
+  return verifier_.get();
 }
 
 absl::Status CudaDevice::MakeCurrent() const {

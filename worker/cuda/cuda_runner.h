@@ -33,6 +33,8 @@
 
 namespace tessel::worker {
 
+class CudaVerifier;  // cuda_verifier.h
+
 // OK when a GPU can be used: the driver loads, cuInit succeeds and there is at least one device;
 // otherwise why not. Never crashes, also without libcuda. Threads: any thread.
 absl::Status CudaDeviceStatus();
@@ -156,11 +158,16 @@ class CudaDevice {
   // Times the program as described at the top of this file.
   absl::StatusOr<Timings> Time(const CudaProgram& program, const CudaBuffers& buffers,
                                const TimingOptions& options = {});
+  // The device's GPU verifier (cuda_verifier.h), compiled and loaded on first use; owned by the
+  // device.
+  absl::StatusOr<CudaVerifier*> Verifier();
+
   // Times whatever `enqueue` puts on stream() (a cuBLAS call, a copy) the same way.
   absl::StatusOr<Timings> TimeRegion(const std::function<absl::Status()>& enqueue,
                                      const TimingOptions& options = {});
 
  private:
+  friend class CudaVerifier;  // launches its own kernels on stream() (cuda_verifier.h)
   CudaDevice() = default;
   // Turns a failed call into a status; marks the context poisoned for a sticky (kernel) error.
   absl::Status Check(CUresult result, const char* call, const std::string& context = "");
@@ -177,6 +184,7 @@ class CudaDevice {
   uint32_t flush_value_ = 0;
   std::vector<CUevent> events_;  // start/stop pairs for timing
   bool poisoned_ = false;
+  std::unique_ptr<CudaVerifier> verifier_;
 };
 
 }  // namespace tessel::worker

@@ -1,5 +1,6 @@
 #include "worker/isolation/child_main.h"
 
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -7,12 +8,14 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "proto/convert.h"
 #include "proto/measure_child.pb.h"
 #include "schedules/target/target.h"
@@ -49,6 +52,36 @@ PrecompiledProgram FromArtifact(const proto::CompiledArtifact& a) {
 // Inputs for candidate `id` of a batch: fresh for every candidate, reproducible from the batch.
 uint64_t CandidateSeed(uint64_t batch_seed, uint64_t id) {
   return schedules::Fnv1a64(absl::StrCat(batch_seed, ":", id));
+}
+
+// TESSEL_VERIFY_ON_HOST=1: verify CUDA candidates on the host (fill, copy, compare there), as
+// before the GPU verifier; for comparisons and as a fallback.
+bool VerifyOnHostRequested() {
+  const char* v = std::getenv("TESSEL_VERIFY_ON_HOST");
+  return v != nullptr && v[0] != '\0' && v[0] != '0';
+}
+
+// TESSEL_VERIFY_PROFILE=FILE: append one line per candidate with where its verification and
+// timing went (tessel_bench_worker --mode=throughput sums them).
+const char* VerifyProfilePath() {
+  const char* v = std::getenv("TESSEL_VERIFY_PROFILE");
+  return v != nullptr && v[0] != '\0' ? v : nullptr;
+}
+
+void WriteProfile(uint64_t candidate_id, const VerifyProfile& p, double verify_ms,
+                  double timing_fill_ms, double timing_ms) {
+  const char* path = VerifyProfilePath();
+  if (path == nullptr) return;
+  const std::string line = absl::StrFormat(
+      "verify_profile id=%d on_device=%d verify_ms=%.3f fill_ms=%.3f upload_ms=%.3f "
+      "reference_ms=%.3f candidate_ms=%.3f download_ms=%.3f compare_ms=%.3f "
+      "timing_fill_ms=%.3f timing_ms=%.3f\n",
+      candidate_id, p.on_device ? 1 : 0, verify_ms, p.fill_ms, p.upload_ms, p.reference_ms,
+      p.candidate_ms, p.download_ms, p.compare_ms, timing_fill_ms, timing_ms);
+  const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  (void)!write(fd, line.data(), line.size());  // one write: lines of children do not interleave
+  close(fd);
 }
 
 class Child {
@@ -157,6 +190,8 @@ class Child {
                       const schedules::GeneratedSource& candidate, Executable& exe,
                       const RunOptions& run, CandidateResult result) {
     const uint64_t seed = CandidateSeed(request.options().verify_seed(), request.candidate_id());
+    VerifyProfile profile;
+    bool verified = false;
     if (!request.options().skip_verify()) {
       absl::Status ref = PrepareReference(request, run);
       if (!ref.ok()) {
@@ -166,10 +201,14 @@ class Child {
       }
       VerifyOptions verify;
       verify.run = run;
+      verify.on_device = !VerifyOnHostRequested();
+      verify.profile = &profile;
       const auto start = std::chrono::steady_clock::now();
       absl::Status s = VerifyPrepared(candidate, exe, reference_source_, *reference_, seed, verify);
       result.verify_ms = MsSince(start);
+      verified = true;
       if (!s.ok()) {
+        WriteProfile(request.candidate_id(), profile, result.verify_ms, -1, -1);
         CandidateResult failed = CandidateResult::FromStatus(s);
         failed.kernels = std::move(result.kernels);
         failed.verify_ms = result.verify_ms;
@@ -186,13 +225,14 @@ class Child {
       }
       timing = *t;
     }
-    absl::StatusOr<HostBuffers> buffers = MakeVerificationBuffers(candidate.buffers, seed);
-    if (!buffers.ok()) {
-      CandidateResult failed = CandidateResult::FromStatus(buffers.status());
-      failed.kernels = std::move(result.kernels);
-      return failed;
+    double timing_fill_ms = 0;
+    const auto timing_start = std::chrono::steady_clock::now();
+    absl::StatusOr<Timings> timings =
+        TimePrepared(candidate, exe, seed, FillOptions(), timing, &timing_fill_ms);
+    if (verified) {
+      WriteProfile(request.candidate_id(), profile, result.verify_ms, timing_fill_ms,
+                   MsSince(timing_start));
     }
-    absl::StatusOr<Timings> timings = exe.Time(&*buffers, timing);
     if (!timings.ok()) {
       CandidateResult failed = CandidateResult::FromStatus(timings.status());
       failed.kernels = std::move(result.kernels);
