@@ -5,8 +5,9 @@
 // vthread and threadIdx, the per-thread tile unrolled. The accumulator (cache_write local) is
 // computed at the thread loop; its per-thread tile is split again into S3 x S4 and its reduction
 // into R0 (steps through shared memory) / R1 / R2, ordered R0 R1 S3 R2 S4 (with the spatial
-// levels above: S S S R R S R S). Every input is cached in shared memory at R0 (fused, spread
-// over the block's threads at a sampled vector width: cooperative fetch) and in registers at R1.
+// levels above: S S S R R S R S). Every input is cached in shared memory at R0 or at R1 (two
+// sketches: the cache level is sampled with the sketch), fused and spread over the block's
+// threads at a sampled vector width (cooperative fetch), and in registers one level further in.
 // Host, SSRSRS: i and j tiled in four levels, k in two, ordered i0 j0 | i1 j1 | k0 | i2 j2 | k1 |
 // i3 j3; the outer tiles fused and parallel, the innermost j tile vectorized.
 //
@@ -99,17 +100,26 @@ class MultiLevelTiling final : public ScheduleRule {
     if (!st || st->inlined() || !IsContraction(*st) || rules::IsScheduled(*st)) {
       return std::vector<Schedule>{};
     }
-    Schedule s = sch;
-    if (target_.is_cuda()) {
-      TESSEL_RETURN_IF_ERROR(Cuda(&s, stage));
-    } else {
+    if (!target_.is_cuda()) {
+      Schedule s = sch;
       TESSEL_RETURN_IF_ERROR(Host(&s, stage));
+      return std::vector<Schedule>{std::move(s)};
     }
-    return std::vector<Schedule>{std::move(s)};
+    // The level of the shared-memory cache forks the space: at R0 (a step of R1 x R2) or at R1
+    // (a step of R2, the registers at R2).
+    std::vector<Schedule> out;
+    for (int level : {0, 1}) {
+      Schedule s = sch;
+      TESSEL_RETURN_IF_ERROR(Cuda(&s, stage, level));
+      out.push_back(std::move(s));
+    }
+    return out;
   }
 
  private:
-  absl::Status Cuda(Schedule* s, const std::string& gemm) const {
+  // `shared_level`: the reduction level (0: R0, 1: R1) the inputs' shared-memory caches are
+  // computed at; their register caches are computed one level further in.
+  absl::Status Cuda(Schedule* s, const std::string& gemm, int shared_level) const {
     TESSEL_ASSIGN_OR_RETURN(BlockRV g, s->GetBlock(gemm));
     TESSEL_ASSIGN_OR_RETURN(BlockRV cc, s->CacheWrite(g, "local"));
     // The stage itself becomes the write-back copy, inlined into the epilogue when there is one;
@@ -163,7 +173,8 @@ class MultiLevelTiling final : public ScheduleRule {
     TESSEL_RETURN_IF_ERROR(s->DecomposeReduction(cc, ks.loops[0]));
     for (size_t i = 1; i < order.size(); ++i) TESSEL_RETURN_IF_ERROR(s->Unroll(order[i]));
 
-    // Operands through shared memory (cooperative fetch at R0) and registers (at R1).
+    // Operands through shared memory (cooperative fetch at R0 or R1) and registers (one
+    // reduction level further in).
     TESSEL_ASSIGN_OR_RETURN(IntRV vec, rules::SampleUniform(s, {1, 2, 4}, 4));
     std::vector<std::string> operands;
     for (const LoadNode* l : CollectLoads(s->GetStage(cc).body)) {
@@ -174,8 +185,8 @@ class MultiLevelTiling final : public ScheduleRule {
     for (const std::string& name : operands) {
       TESSEL_ASSIGN_OR_RETURN(BlockRV sh, s->CacheRead(name, "shared", {cc}));
       TESSEL_ASSIGN_OR_RETURN(BlockRV lo, s->CacheRead(s->GetStage(sh).name, "local", {cc}));
-      TESSEL_RETURN_IF_ERROR(s->ComputeAt(lo, ks.loops[1]));  // consumers first
-      TESSEL_RETURN_IF_ERROR(s->ComputeAt(sh, ks.loops[0]));
+      TESSEL_RETURN_IF_ERROR(s->ComputeAt(lo, ks.loops[shared_level + 1]));  // consumers first
+      TESSEL_RETURN_IF_ERROR(s->ComputeAt(sh, ks.loops[shared_level]));
       TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> fl, s->GetLoops(sh));
       LoopRV fused = fl[0];
       if (fl.size() > 1) {

@@ -89,7 +89,8 @@ std::vector<std::string> PerfectTiles(const Trace& t) {
 TEST(Rules, MultiLevelTilingCudaIsSSSRRSRS) {
   const std::string spec = "matmul(M=128, N=96, K=64)";
   SpaceGenerator g = Space(spec, CudaTarget("sm_90"));
-  ASSERT_EQ(g.sketches().size(), 1u);
+  // Two sketches: the inputs' shared-memory caches at R0 or at R1.
+  ASSERT_EQ(g.sketches().size(), 2u);
   const Trace& t = g.sketches()[0];
   auto k = Kinds(t);
   EXPECT_EQ(k["cache_write"], 1);  // accumulator in registers
@@ -130,6 +131,28 @@ TEST(Rules, MultiLevelTilingCudaIsSSSRRSRS) {
   EXPECT_EQ(NestPattern(*out).substr(0, 6) + NestPattern(*acc),
             "SSSSSS"
             "RRSSRSS");
+  // Each sketch's shared caches at its reduction level, the register caches one level in.
+  for (size_t level = 0; level < 2; ++level) {
+    SCOPED_TRACE(level);
+    auto r = schedules::Replay(Load(spec), g.sketches()[level], 7);
+    ASSERT_TRUE(r.ok()) << r.status();
+    int shared = 0, local = 0;
+    const schedules::Stage* a = nullptr;
+    for (const schedules::Stage& st : r->stages()) {
+      if (st.reduce && st.attach.kind == schedules::AttachPoint::Kind::kAt) a = &st;
+    }
+    ASSERT_NE(a, nullptr);
+    for (const schedules::Stage& st : r->stages()) {
+      if (st.attach.stage != a->name || st.name.find("_shared") == std::string::npos) continue;
+      const bool is_local = st.name.find("_local") != std::string::npos;
+      // The reduction levels R0 R1 R2 are the accumulator's leaves 0, 1 and 4.
+      const std::vector<int> r = {a->leaves[0], a->leaves[1], a->leaves[4]};
+      EXPECT_EQ(st.attach.iter, r[level + (is_local ? 1 : 0)]) << st.name;
+      ++(is_local ? local : shared);
+    }
+    EXPECT_EQ(shared, 2);
+    EXPECT_EQ(local, 2);
+  }
   // The decisions are perfect tiles: each pair multiplies to its loop's extent.
   int64_t m = 1;
   int count = 0;
