@@ -3,11 +3,13 @@
 // limits and generating the source (SpaceGenerator::Sample), per candidate.
 //
 // Usage: tessel_bench_space_cost [--samples=N] [--workload=SPEC] [--target=cuda|host]
-// Prints the median, 10th and 90th percentile per candidate, and how many were valid.
+// Prints the median, 10th and 90th percentile per candidate, how many were valid and how many
+// distinct traces the valid ones hold (whether the space is large enough for a long search).
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,7 +50,8 @@ int Main(int argc, char** argv) {
   }
   auto target = tessel::schedules::MakeTarget(target_kind, "sm_90");
   if (!target.ok()) return 2;
-  std::printf("%-48s %8s %10s %10s %10s\n", "workload", "valid", "p10_ms", "median_ms", "p90_ms");
+  std::printf("%-48s %10s %9s %10s %10s %10s\n", "workload", "valid", "distinct", "p10_ms",
+              "median_ms", "p90_ms");
   for (const std::string& spec : specs) {
     auto w = tessel::schedules::ParseWorkloadSpec(spec);
     if (!w.ok()) {
@@ -62,16 +65,20 @@ int Main(int argc, char** argv) {
     }
     std::vector<double> ms;
     int valid = 0;
+    std::set<std::string> distinct;  // distinct traces among the valid samples
     for (int s = 0; s < samples; ++s) {
       const auto t0 = std::chrono::steady_clock::now();
       auto c = space->Sample(static_cast<uint64_t>(s));
       const auto t1 = std::chrono::steady_clock::now();
       ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-      valid += c.ok() ? 1 : 0;
+      if (c.ok()) {
+        ++valid;
+        distinct.insert(c->trace->ToJsonString());
+      }
     }
     std::sort(ms.begin(), ms.end());
-    std::printf("%-48s %4d/%-4d %10.3f %10.3f %10.3f\n", spec.c_str(), valid, samples,
-                ms[ms.size() / 10], ms[ms.size() / 2], ms[ms.size() * 9 / 10]);
+    std::printf("%-48s %5d/%-5d %9zu %10.3f %10.3f %10.3f\n", spec.c_str(), valid, samples,
+                distinct.size(), ms[ms.size() / 10], ms[ms.size() / 2], ms[ms.size() * 9 / 10]);
   }
   return 0;
 }

@@ -1,13 +1,20 @@
-// MultiLevelTiling: contractions with data reuse.
+// MultiLevelTiling: contractions with data reuse (Meta-Schedule's multi-level tiling).
 //
-// CUDA (spatial levels block / thread / register, reduction levels shared-memory step / inner):
-//   out[.., m, n] loops -> m: [-1, ty, tm], n: [-1, tx, tn], ordered mb nb | my nx | mt nt,
-//   blocks and threads bound, the register tile unrolled; the accumulator (cache_write local)
-//   computed at the thread loop with its reduction split [-1, bk] ahead of the tile loops; every
-//   input cached in shared memory at the k step (fused, spread over ty x tx threads at a sampled
-//   vector width) and in registers at the inner k loop.
-// Host: i/j/k tiles, the outer tiles parallel, the inner j tile vectorized.
-// Decisions (sample_categorical): ty, tx, tm, tn, bk, the fetch width; host: the three tiles.
+// CUDA, SSSRRSRS: the output's spatial loops m and n are tiled into S0 block / S1 virtual thread
+// / S2 thread / per-thread tile, ordered mb nb | mv nv | mt nt | mw nw, bound to blockIdx,
+// vthread and threadIdx, the per-thread tile unrolled. The accumulator (cache_write local) is
+// computed at the thread loop; its per-thread tile is split again into S3 x S4 and its reduction
+// into R0 (steps through shared memory) / R1 / R2, ordered R0 R1 S3 R2 S4 (with the spatial
+// levels above: S S S R R S R S). Every input is cached in shared memory at R0 or at R1 (two
+// sketches: the cache level is sampled with the sketch), fused and spread over the block's
+// threads at a sampled vector width (cooperative fetch), and in registers one level further in.
+// Host, SSRSRS: i and j tiled in four levels, k in two, ordered i0 j0 | i1 j1 | k0 | i2 j2 | k1 |
+// i3 j3; the outer tiles fused and parallel, the innermost j tile vectorized.
+//
+// Decisions: every tile factor comes from sample_perfect_tile (factors whose product is the
+// loop's extent) with a bounded innermost factor. On CUDA each level is a two-factor perfect tile
+// of what the levels inside it leave, so that each level has its own bound (threads per axis at
+// most 32, so a block never exceeds 1024 threads); the fetch width is a sample_categorical.
 
 #include <algorithm>
 
@@ -18,6 +25,16 @@
 
 namespace tessel::schedules {
 namespace {
+
+// Bounds of the levels (the innermost factor of each sample_perfect_tile).
+constexpr int64_t kCudaTileMax = 8;      // per-thread tile per axis (S3 x S4)
+constexpr int64_t kCudaInnerMax = 4;     // S4 (and R2)
+constexpr int64_t kCudaThreadsMax = 32;  // S2 per axis
+constexpr int64_t kCudaVThreadMax = 2;   // S1 per axis
+constexpr int64_t kCudaR1Max = 8;        // R1: the shared-memory step is R1 x R2
+constexpr int64_t kHostIMax = 4;
+constexpr int64_t kHostJMax = 16;  // the vectorized tile
+constexpr int64_t kHostKMax = 16;
 
 // A sum over a product of loads whose indices are loop variables (matmul-like: each operand
 // reused along the axes it does not use); at least two spatial axes.
@@ -40,6 +57,38 @@ std::string OutputOf(const Schedule& s) {
   return "";
 }
 
+// Loop levels from tiling one loop, outermost first, with the sampled factor of each level but
+// the outermost (factors[0] is unused).
+struct Levels {
+  std::vector<LoopRV> loops;
+  std::vector<IntRV> factors;
+};
+
+// Splits `loop` in bounds.size() + 1 levels. From the innermost out, each level's factor is the
+// innermost of a two-factor sample_perfect_tile of what the inner levels leave, at most its bound
+// (`bounds` innermost first); the outermost level takes the rest.
+absl::StatusOr<Levels> TileChain(Schedule* s, LoopRV loop, const std::vector<int64_t>& bounds) {
+  Levels out;
+  LoopRV cur = loop;
+  for (int64_t bound : bounds) {
+    TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> f, s->SamplePerfectTile(cur, 2, bound));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> p, s->Split(cur, {f[0], f[1]}));
+    out.loops.insert(out.loops.begin(), p[1]);
+    out.factors.insert(out.factors.begin(), f[1]);
+    cur = p[0];
+  }
+  out.loops.insert(out.loops.begin(), cur);
+  out.factors.insert(out.factors.begin(), IntRV{});
+  return out;
+}
+
+// Splits `loop` by one n-factor sample_perfect_tile.
+absl::StatusOr<std::vector<LoopRV>> PerfectTile(Schedule* s, LoopRV loop, int n,
+                                                int64_t max_innermost) {
+  TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> f, s->SamplePerfectTile(loop, n, max_innermost));
+  return s->Split(loop, std::vector<Factor>(f.begin(), f.end()));
+}
+
 class MultiLevelTiling final : public ScheduleRule {
  public:
   explicit MultiLevelTiling(const Target& t) : target_(t) {}
@@ -51,17 +100,26 @@ class MultiLevelTiling final : public ScheduleRule {
     if (!st || st->inlined() || !IsContraction(*st) || rules::IsScheduled(*st)) {
       return std::vector<Schedule>{};
     }
-    Schedule s = sch;
-    if (target_.is_cuda()) {
-      TESSEL_RETURN_IF_ERROR(Cuda(&s, stage));
-    } else {
+    if (!target_.is_cuda()) {
+      Schedule s = sch;
       TESSEL_RETURN_IF_ERROR(Host(&s, stage));
+      return std::vector<Schedule>{std::move(s)};
     }
-    return std::vector<Schedule>{std::move(s)};
+    // The level of the shared-memory cache forks the space: at R0 (a step of R1 x R2) or at R1
+    // (a step of R2, the registers at R2).
+    std::vector<Schedule> out;
+    for (int level : {0, 1}) {
+      Schedule s = sch;
+      TESSEL_RETURN_IF_ERROR(Cuda(&s, stage, level));
+      out.push_back(std::move(s));
+    }
+    return out;
   }
 
  private:
-  absl::Status Cuda(Schedule* s, const std::string& gemm) const {
+  // `shared_level`: the reduction level (0: R0, 1: R1) the inputs' shared-memory caches are
+  // computed at; their register caches are computed one level further in.
+  absl::Status Cuda(Schedule* s, const std::string& gemm, int shared_level) const {
     TESSEL_ASSIGN_OR_RETURN(BlockRV g, s->GetBlock(gemm));
     TESSEL_ASSIGN_OR_RETURN(BlockRV cc, s->CacheWrite(g, "local"));
     // The stage itself becomes the write-back copy, inlined into the epilogue when there is one;
@@ -71,15 +129,12 @@ class MultiLevelTiling final : public ScheduleRule {
     TESSEL_ASSIGN_OR_RETURN(BlockRV ob, s->GetBlock(out));
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> ol, s->GetLoops(ob));
     const size_t nl = ol.size();
-    LoopRV m = ol[nl - 2], n = ol[nl - 1];
-    const int64_t me = s->LoopExtent(m), ne = s->LoopExtent(n);
-    TESSEL_ASSIGN_OR_RETURN(IntRV ty, rules::SampleUniform(s, {4, 8, 16, 32}, me));
-    TESSEL_ASSIGN_OR_RETURN(IntRV tm, rules::SampleUniform(s, {1, 2, 4, 8}, me));
-    TESSEL_ASSIGN_OR_RETURN(IntRV tx, rules::SampleUniform(s, {4, 8, 16, 32}, ne));
-    TESSEL_ASSIGN_OR_RETURN(IntRV tn, rules::SampleUniform(s, {1, 2, 4, 8}, ne));
-    TESSEL_ASSIGN_OR_RETURN(auto ms, s->Split(m, {-1, ty, tm}));
-    TESSEL_ASSIGN_OR_RETURN(auto ns, s->Split(n, {-1, tx, tn}));
-    TESSEL_RETURN_IF_ERROR(s->Reorder({ms[0], ns[0], ms[1], ns[1], ms[2], ns[2]}));
+    // S0 block, S1 vthread, S2 thread, the per-thread tile (split into S3 x S4 below).
+    const std::vector<int64_t> bounds = {kCudaTileMax, kCudaThreadsMax, kCudaVThreadMax};
+    TESSEL_ASSIGN_OR_RETURN(Levels m, TileChain(s, ol[nl - 2], bounds));
+    TESSEL_ASSIGN_OR_RETURN(Levels n, TileChain(s, ol[nl - 1], bounds));
+    TESSEL_RETURN_IF_ERROR(s->Reorder({m.loops[0], n.loops[0], m.loops[1], n.loops[1], m.loops[2],
+                                       n.loops[2], m.loops[3], n.loops[3]}));
     if (nl > 2) {
       std::vector<LoopRV> batch(ol.begin(), ol.end() - 2);
       LoopRV bz = batch[0];
@@ -88,15 +143,18 @@ class MultiLevelTiling final : public ScheduleRule {
       }
       TESSEL_RETURN_IF_ERROR(s->Bind(bz, "blockIdx.z"));
     }
-    TESSEL_RETURN_IF_ERROR(s->Bind(ms[0], "blockIdx.y"));
-    TESSEL_RETURN_IF_ERROR(s->Bind(ns[0], "blockIdx.x"));
-    TESSEL_RETURN_IF_ERROR(s->Bind(ms[1], "threadIdx.y"));
-    TESSEL_RETURN_IF_ERROR(s->Bind(ns[1], "threadIdx.x"));
-    TESSEL_RETURN_IF_ERROR(s->Unroll(ms[2]));
-    TESSEL_RETURN_IF_ERROR(s->Unroll(ns[2]));
-    TESSEL_RETURN_IF_ERROR(s->ComputeAt(cc, ns[1]));
+    TESSEL_RETURN_IF_ERROR(s->Bind(m.loops[0], "blockIdx.y"));
+    TESSEL_RETURN_IF_ERROR(s->Bind(n.loops[0], "blockIdx.x"));
+    TESSEL_RETURN_IF_ERROR(s->Bind(m.loops[1], "vthread"));
+    TESSEL_RETURN_IF_ERROR(s->Bind(n.loops[1], "vthread"));
+    TESSEL_RETURN_IF_ERROR(s->Bind(m.loops[2], "threadIdx.y"));
+    TESSEL_RETURN_IF_ERROR(s->Bind(n.loops[2], "threadIdx.x"));
+    TESSEL_RETURN_IF_ERROR(s->Unroll(m.loops[3]));
+    TESSEL_RETURN_IF_ERROR(s->Unroll(n.loops[3]));
+    TESSEL_RETURN_IF_ERROR(s->ComputeAt(cc, n.loops[2]));
+    const IntRV ty = m.factors[2], tx = n.factors[2];
 
-    // Accumulator: [batch...,] i, j, k...  ->  k_outer, k_inner, i, j.
+    // Accumulator: [batch...,] i, j, k...  ->  R0 R1 [batch...] S3(i) S3(j) R2 S4(i) S4(j).
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> cl, s->GetLoops(cc));
     std::vector<LoopRV> cspatial, creduce;
     for (LoopRV l : cl) (rules::IsReduceLoop(*s, l) ? creduce : cspatial).push_back(l);
@@ -104,16 +162,19 @@ class MultiLevelTiling final : public ScheduleRule {
     if (creduce.size() > 1) {
       TESSEL_ASSIGN_OR_RETURN(k, s->Fuse(creduce));
     }
-    TESSEL_ASSIGN_OR_RETURN(IntRV bk, rules::SampleUniform(s, {4, 8, 16, 32}, s->LoopExtent(k)));
-    TESSEL_ASSIGN_OR_RETURN(auto ks, s->Split(k, {-1, bk}));
-    std::vector<LoopRV> order = {ks[0], ks[1]};
-    order.insert(order.end(), cspatial.begin(), cspatial.end());
+    const size_t nc = cspatial.size();
+    TESSEL_ASSIGN_OR_RETURN(auto is, PerfectTile(s, cspatial[nc - 2], 2, kCudaInnerMax));
+    TESSEL_ASSIGN_OR_RETURN(auto js, PerfectTile(s, cspatial[nc - 1], 2, kCudaInnerMax));
+    TESSEL_ASSIGN_OR_RETURN(Levels ks, TileChain(s, k, {kCudaInnerMax, kCudaR1Max}));
+    std::vector<LoopRV> order = {ks.loops[0], ks.loops[1]};
+    order.insert(order.end(), cspatial.begin(), cspatial.end() - 2);
+    for (LoopRV l : {is[0], js[0], ks.loops[2], is[1], js[1]}) order.push_back(l);
     TESSEL_RETURN_IF_ERROR(s->Reorder(order));
-    TESSEL_RETURN_IF_ERROR(s->DecomposeReduction(cc, ks[0]));
-    TESSEL_RETURN_IF_ERROR(s->Unroll(ks[1]));
-    for (LoopRV l : cspatial) TESSEL_RETURN_IF_ERROR(s->Unroll(l));
+    TESSEL_RETURN_IF_ERROR(s->DecomposeReduction(cc, ks.loops[0]));
+    for (size_t i = 1; i < order.size(); ++i) TESSEL_RETURN_IF_ERROR(s->Unroll(order[i]));
 
-    // Operands through shared memory (cooperative fetch) and registers.
+    // Operands through shared memory (cooperative fetch at R0 or R1) and registers (one
+    // reduction level further in).
     TESSEL_ASSIGN_OR_RETURN(IntRV vec, rules::SampleUniform(s, {1, 2, 4}, 4));
     std::vector<std::string> operands;
     for (const LoadNode* l : CollectLoads(s->GetStage(cc).body)) {
@@ -124,8 +185,8 @@ class MultiLevelTiling final : public ScheduleRule {
     for (const std::string& name : operands) {
       TESSEL_ASSIGN_OR_RETURN(BlockRV sh, s->CacheRead(name, "shared", {cc}));
       TESSEL_ASSIGN_OR_RETURN(BlockRV lo, s->CacheRead(s->GetStage(sh).name, "local", {cc}));
-      TESSEL_RETURN_IF_ERROR(s->ComputeAt(lo, ks[1]));  // consumers first
-      TESSEL_RETURN_IF_ERROR(s->ComputeAt(sh, ks[0]));
+      TESSEL_RETURN_IF_ERROR(s->ComputeAt(lo, ks.loops[shared_level + 1]));  // consumers first
+      TESSEL_RETURN_IF_ERROR(s->ComputeAt(sh, ks.loops[shared_level]));
       TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> fl, s->GetLoops(sh));
       LoopRV fused = fl[0];
       if (fl.size() > 1) {
@@ -147,27 +208,24 @@ class MultiLevelTiling final : public ScheduleRule {
     std::vector<LoopRV> spatial, reduce;
     for (LoopRV l : loops) (rules::IsReduceLoop(*s, l) ? reduce : spatial).push_back(l);
     const size_t ns = spatial.size();
-    LoopRV i = spatial[ns - 2], j = spatial[ns - 1];
     LoopRV k = reduce[0];
     if (reduce.size() > 1) {
       TESSEL_ASSIGN_OR_RETURN(k, s->Fuse(reduce));
     }
-    TESSEL_ASSIGN_OR_RETURN(IntRV ti, rules::SampleUniform(s, {4, 8, 16, 32}, s->LoopExtent(i)));
-    TESSEL_ASSIGN_OR_RETURN(IntRV tj, rules::SampleUniform(s, {8, 16, 32, 64}, s->LoopExtent(j)));
-    TESSEL_ASSIGN_OR_RETURN(IntRV tk, rules::SampleUniform(s, {8, 16, 32, 64}, s->LoopExtent(k)));
-    TESSEL_ASSIGN_OR_RETURN(auto is, s->Split(i, {-1, ti}));
-    TESSEL_ASSIGN_OR_RETURN(auto js, s->Split(j, {-1, tj}));
-    TESSEL_ASSIGN_OR_RETURN(auto ks, s->Split(k, {-1, tk}));
+    TESSEL_ASSIGN_OR_RETURN(auto is, PerfectTile(s, spatial[ns - 2], 4, kHostIMax));
+    TESSEL_ASSIGN_OR_RETURN(auto js, PerfectTile(s, spatial[ns - 1], 4, kHostJMax));
+    TESSEL_ASSIGN_OR_RETURN(auto ks, PerfectTile(s, k, 2, kHostKMax));
+    // S S R S R S.
     std::vector<LoopRV> order(spatial.begin(), spatial.end() - 2);
-    for (LoopRV l : {is[0], js[0], ks[0], is[1], ks[1], js[1]}) order.push_back(l);
+    for (LoopRV l : {is[0], js[0], is[1], js[1], ks[0], is[2], js[2], ks[1], is[3], js[3]}) {
+      order.push_back(l);
+    }
     TESSEL_RETURN_IF_ERROR(s->Reorder(order));
     TESSEL_RETURN_IF_ERROR(s->DecomposeReduction(g, ks[0]));
-    LoopRV outer = order[0];
-    if (ns > 2) {
-      TESSEL_ASSIGN_OR_RETURN(outer, s->Fuse({order.begin(), order.begin() + (ns - 2) + 1}));
-    }
+    // The batch loops and the outer tiles, fused and parallel.
+    TESSEL_ASSIGN_OR_RETURN(LoopRV outer, s->Fuse({order.begin(), order.begin() + ns}));
     TESSEL_RETURN_IF_ERROR(s->Parallel(outer));
-    TESSEL_RETURN_IF_ERROR(s->Vectorize(js[1]));
+    TESSEL_RETURN_IF_ERROR(s->Vectorize(js[3]));
     return absl::OkStatus();
   }
 

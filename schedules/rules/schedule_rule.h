@@ -35,10 +35,13 @@ class ScheduleRule {
 // Injective stages that are not outputs inlined into their consumers (so epilogues such as bias,
 // activation and casts join the contraction's write-back, and prologues the loads).
 std::unique_ptr<ScheduleRule> MakeAutoInline();
-// Contractions with data reuse (matmul, batch matmul and their fused epilogues). CUDA: block
-// tile (threads x register tile per axis), the reduction in steps through shared memory
-// (cooperative fetch at a sampled vector width) and registers, accumulation in registers,
-// write-back through registers. Host: i/j/k tiles, outer tiles parallel, inner j vectorized.
+// Contractions with data reuse (matmul, batch matmul and their fused epilogues), every tile
+// factor a sample_perfect_tile with a bounded innermost factor. CUDA, SSSRRSRS: block / vthread /
+// thread / per-thread tile on the output, the accumulator (registers) at the thread loop with its
+// reduction in three levels; the inputs cached in shared memory at R0 or R1 (two sketches) with
+// cooperative fetch at a sampled vector width, and in registers one level further in; write-back
+// through registers. Host, SSRSRS: i/j in four levels, k in two, the outer tiles parallel, the
+// innermost j tile vectorized.
 std::unique_ptr<ScheduleRule> MakeMultiLevelTiling(const Target& target);
 // Row reductions without reuse (softmax, layernorm, reduce) on CUDA: sampled threads per row
 // combining through warp shuffles and shared memory, vectorized loads, the reductions computed

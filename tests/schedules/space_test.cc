@@ -59,38 +59,144 @@ std::vector<std::string> Attrs(const Trace& t, const std::string& kind, const st
 
 // ---- Each rule's effect.
 
-TEST(Rules, MultiLevelTilingCudaTilesCachesAndSamples) {
-  SpaceGenerator g = Space("matmul(M=128, N=96, K=64)", CudaTarget("sm_90"));
-  ASSERT_EQ(g.sketches().size(), 1u);
+// The loop nest of a stage as a pattern: 'S' per spatial leaf loop, 'R' per reduction leaf loop,
+// and the thread tag (or loop kind) of each.
+std::string NestPattern(const schedules::Stage& st) {
+  std::string p;
+  for (int l : st.leaves) p += st.iters[l].reduce ? 'R' : 'S';
+  return p;
+}
+std::vector<std::string> NestTags(const schedules::Stage& st) {
+  std::vector<std::string> out;
+  for (int l : st.leaves) {
+    const schedules::IterVar& iv = st.iters[l];
+    out.push_back(iv.thread != schedules::ThreadTag::kNone ? schedules::ThreadTagName(iv.thread)
+                                                           : schedules::ForKindName(iv.kind));
+  }
+  return out;
+}
+
+// The sample_perfect_tile instructions of a trace as "n/max_innermost".
+std::vector<std::string> PerfectTiles(const Trace& t) {
+  std::vector<std::string> out;
+  for (const auto& inst : t.insts) {
+    if (inst.kind != "sample_perfect_tile") continue;
+    out.push_back(inst.attrs["n"].dump() + "/" + inst.attrs["max_innermost"].dump());
+  }
+  return out;
+}
+
+TEST(Rules, MultiLevelTilingCudaIsSSSRRSRS) {
+  const std::string spec = "matmul(M=128, N=96, K=64)";
+  SpaceGenerator g = Space(spec, CudaTarget("sm_90"));
+  // Two sketches: the inputs' shared-memory caches at R0 or at R1.
+  ASSERT_EQ(g.sketches().size(), 2u);
   const Trace& t = g.sketches()[0];
   auto k = Kinds(t);
   EXPECT_EQ(k["cache_write"], 1);  // accumulator in registers
   EXPECT_EQ(k["cache_read"], 4);   // A and B, each in shared then local memory
   EXPECT_EQ(k["compute_at"], 5);   // accumulator + four caches
   EXPECT_EQ(k["decompose_reduction"], 1);
-  // ty, tm, tx, tn, bk, the fetch width, the unroll step: open decisions.
-  EXPECT_EQ(k["sample_categorical"], 7);
+  // Every tile factor is an open sample_perfect_tile with a bounded innermost factor: per output
+  // axis the per-thread tile (<= 8), the threads (<= 32) and the virtual threads (<= 2); per
+  // accumulator axis S4 (<= 4); the reduction's R2 (<= 4) and R1 (<= 8).
+  EXPECT_THAT(PerfectTiles(t), ::testing::ElementsAre("2/8", "2/32", "2/2", "2/8", "2/32", "2/2",
+                                                      "2/4", "2/4", "2/4", "2/8"));
+  EXPECT_EQ(k["sample_categorical"], 2);  // the fetch width and the unroll step
   for (const auto& inst : t.insts) {
-    if (inst.kind == "sample_categorical") {
-      EXPECT_TRUE(inst.decision.is_null());
+    if (inst.kind.rfind("sample_", 0) == 0) {
+      EXPECT_TRUE(inst.decision.is_null()) << inst.kind;
     }
   }
-  EXPECT_THAT(Attrs(t, "bind", "thread"),
-              ::testing::IsSupersetOf({"blockIdx.x", "blockIdx.y", "threadIdx.x", "threadIdx.y"}));
   EXPECT_THAT(Attrs(t, "cache_read", "scope"),
               ::testing::UnorderedElementsAre("shared", "local", "shared", "local"));
+
+  // A sample's loop nest: the output's block / vthread / thread loops (S S S, one per axis),
+  // then the accumulator attached at the thread loop: R0 R1 S3 R2 S4.
+  auto c = g.Sample(3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto sch = schedules::Replay(Load(spec), *c->trace);
+  ASSERT_TRUE(sch.ok()) << sch.status();
+  const schedules::Stage* out = sch->FindStage("C");
+  ASSERT_NE(out, nullptr);
+  EXPECT_THAT(NestTags(*out),
+              ::testing::ElementsAre("blockIdx.y", "blockIdx.x", "vthread", "vthread",
+                                     "threadIdx.y", "threadIdx.x", "unrolled", "unrolled"));
+  const schedules::Stage* acc = nullptr;
+  for (const schedules::Stage& st : sch->stages()) {
+    if (st.reduce && st.attach.kind == schedules::AttachPoint::Kind::kAt) acc = &st;
+  }
+  ASSERT_NE(acc, nullptr);
+  EXPECT_EQ(acc->attach.stage, "C");
+  EXPECT_EQ(NestPattern(*out).substr(0, 6) + NestPattern(*acc),
+            "SSSSSS"
+            "RRSSRSS");
+  // Each sketch's shared caches at its reduction level, the register caches one level in.
+  for (size_t level = 0; level < 2; ++level) {
+    SCOPED_TRACE(level);
+    auto r = schedules::Replay(Load(spec), g.sketches()[level], 7);
+    ASSERT_TRUE(r.ok()) << r.status();
+    int shared = 0, local = 0;
+    const schedules::Stage* a = nullptr;
+    for (const schedules::Stage& st : r->stages()) {
+      if (st.reduce && st.attach.kind == schedules::AttachPoint::Kind::kAt) a = &st;
+    }
+    ASSERT_NE(a, nullptr);
+    for (const schedules::Stage& st : r->stages()) {
+      if (st.attach.stage != a->name || st.name.find("_shared") == std::string::npos) continue;
+      const bool is_local = st.name.find("_local") != std::string::npos;
+      // The reduction levels R0 R1 R2 are the accumulator's leaves 0, 1 and 4.
+      const std::vector<int> r = {a->leaves[0], a->leaves[1], a->leaves[4]};
+      EXPECT_EQ(st.attach.iter, r[level + (is_local ? 1 : 0)]) << st.name;
+      ++(is_local ? local : shared);
+    }
+    EXPECT_EQ(shared, 2);
+    EXPECT_EQ(local, 2);
+  }
+  // The decisions are perfect tiles: each pair multiplies to its loop's extent.
+  int64_t m = 1;
+  int count = 0;
+  for (const auto& inst : c->trace->insts) {
+    if (inst.kind != "sample_perfect_tile" || count++ >= 3) continue;
+    const std::vector<int64_t> d = inst.decision.get<std::vector<int64_t>>();
+    ASSERT_EQ(d.size(), 2u);
+    EXPECT_LE(d[1], inst.attrs["max_innermost"].get<int64_t>());
+    m *= d[1];
+    if (count == 3) m *= d[0];
+  }
+  EXPECT_EQ(m, 128);  // the m axis: per-thread tile x threads x vthreads x blocks
 }
 
-TEST(Rules, MultiLevelTilingHostTilesParallelAndVectorizes) {
-  const SpaceGenerator gen = Space("matmul(M=128, N=96, K=64)", HostTarget());
+TEST(Rules, MultiLevelTilingHostIsSSRSRS) {
+  const std::string spec = "matmul(M=128, N=96, K=64)";
+  const SpaceGenerator gen = Space(spec, HostTarget());
   const Trace& t = gen.sketches()[0];
   auto k = Kinds(t);
-  EXPECT_EQ(k["split"], 3);  // i, j, k tiles
+  // i and j in four levels (innermost <= 4 and <= 16, the vectorized one), k in two (<= 16).
+  EXPECT_THAT(PerfectTiles(t), ::testing::ElementsAre("4/4", "4/16", "2/16"));
+  EXPECT_EQ(k["split"], 3);
   EXPECT_EQ(k["reorder"], 1);
   EXPECT_EQ(k["parallel"], 1);
   EXPECT_EQ(k["vectorize"], 1);
-  EXPECT_EQ(k["sample_categorical"], 4);  // three tiles and the unroll step
+  EXPECT_EQ(k["sample_categorical"], 1);  // the unroll step
   EXPECT_EQ(k.count("bind"), 0u);
+  auto c = gen.Sample(5);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto sch = schedules::Replay(Load(spec), *c->trace);
+  ASSERT_TRUE(sch.ok()) << sch.status();
+  const schedules::Stage* st = sch->FindStage("C");
+  ASSERT_NE(st, nullptr);
+  // The outer i and j tiles fused (parallel), then S R S R S with a loop per axis for each S.
+  EXPECT_EQ(NestPattern(*st),
+            "S"
+            "SS"
+            "R"
+            "SS"
+            "R"
+            "SS");
+  const std::vector<std::string> tags = NestTags(*st);
+  EXPECT_EQ(tags.front(), "parallel");
+  EXPECT_EQ(tags.back(), "vectorized");
 }
 
 TEST(Rules, AutoInlineFusesTheEpilogue) {
