@@ -59,6 +59,14 @@ struct CuptiCounters::Cupti {
 
 namespace {
 
+// A CUPTI parameter struct, zeroed, with its size set.
+template <typename T>
+T Params(size_t struct_size) {
+  T p{};
+  p.structSize = struct_size;
+  return p;
+}
+
 std::string ResultString(CUptiResult r) {
   const char* s = nullptr;
   cuptiGetResultString(r, &s);
@@ -117,7 +125,8 @@ const char* SupportLevel(CUpti_Profiler_Support_Level level) {
 
 // Whether range profiling works on `device`; FailedPrecondition naming what does not, if not.
 absl::Status CheckDeviceSupported(CUdevice device) {
-  CUpti_Profiler_DeviceSupported_Params p = {CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE};
+  auto p = Params<CUpti_Profiler_DeviceSupported_Params>(
+      CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE);
   p.cuDevice = device;
   p.api = CUPTI_PROFILER_RANGE_PROFILING;
   TESSEL_CUPTI_RETURN_IF_ERROR(cuptiProfilerDeviceSupported, &p);
@@ -148,8 +157,8 @@ std::string BaseName(const std::string& metric) { return metric.substr(0, metric
 // "__"), when `metric` is not known on the chip.
 absl::Status CheckMetric(CUpti_Profiler_Host_Object* host, const std::string& chip,
                          const std::string& metric) {
-  CUpti_Profiler_Host_GetMetricProperties_Params p = {
-      CUpti_Profiler_Host_GetMetricProperties_Params_STRUCT_SIZE};
+  auto p = Params<CUpti_Profiler_Host_GetMetricProperties_Params>(
+      CUpti_Profiler_Host_GetMetricProperties_Params_STRUCT_SIZE);
   p.pHostObject = host;
   p.pMetricName = metric.c_str();
   if (cuptiProfilerHostGetMetricProperties(&p) == CUPTI_SUCCESS) return absl::OkStatus();
@@ -158,8 +167,8 @@ absl::Status CheckMetric(CUpti_Profiler_Host_Object* host, const std::string& ch
   std::vector<std::string> similar;
   for (CUpti_MetricType type :
        {CUPTI_METRIC_TYPE_COUNTER, CUPTI_METRIC_TYPE_RATIO, CUPTI_METRIC_TYPE_THROUGHPUT}) {
-    CUpti_Profiler_Host_GetBaseMetrics_Params b = {
-        CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE};
+    auto b = Params<CUpti_Profiler_Host_GetBaseMetrics_Params>(
+        CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE);
     b.pHostObject = host;
     b.metricType = type;
     if (cuptiProfilerHostGetBaseMetrics(&b) != CUPTI_SUCCESS) continue;
@@ -183,7 +192,7 @@ absl::Status CheckMetric(CUpti_Profiler_Host_Object* host, const std::string& ch
 
 absl::Status InitializeProfilerOnce() {
   static const absl::Status* status = [] {
-    CUpti_Profiler_Initialize_Params p = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+    auto p = Params<CUpti_Profiler_Initialize_Params>(CUpti_Profiler_Initialize_Params_STRUCT_SIZE);
     const CUptiResult r = cuptiProfilerInitialize(&p);
     return new absl::Status(r == CUPTI_SUCCESS ? absl::OkStatus()
                                                : CuptiCallError(r, "cuptiProfilerInitialize"));
@@ -199,20 +208,23 @@ CuptiCounters::~CuptiCounters() {
   if (cupti_ == nullptr) return;
   if (cupti_->profiler != nullptr) {
     if (in_pass_) {
-      CUpti_RangeProfiler_PopRange_Params pop = {CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE};
+      auto pop = Params<CUpti_RangeProfiler_PopRange_Params>(
+          CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE);
       pop.pRangeProfilerObject = cupti_->profiler;
       cuptiRangeProfilerPopRange(&pop);
-      CUpti_RangeProfiler_Stop_Params stop = {CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
+      auto stop =
+          Params<CUpti_RangeProfiler_Stop_Params>(CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE);
       stop.pRangeProfilerObject = cupti_->profiler;
       cuptiRangeProfilerStop(&stop);
     }
-    CUpti_RangeProfiler_Disable_Params p = {CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE};
+    auto p =
+        Params<CUpti_RangeProfiler_Disable_Params>(CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE);
     p.pRangeProfilerObject = cupti_->profiler;
     cuptiRangeProfilerDisable(&p);
   }
   if (cupti_->host != nullptr) {
-    CUpti_Profiler_Host_Deinitialize_Params p = {
-        CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
+    auto p = Params<CUpti_Profiler_Host_Deinitialize_Params>(
+        CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE);
     p.pHostObject = cupti_->host;
     cuptiProfilerHostDeinitialize(&p);
   }
@@ -254,20 +266,21 @@ absl::StatusOr<std::unique_ptr<CuptiCounters>> CuptiCounters::Create(
   }
   TESSEL_RETURN_IF_ERROR(CheckDeviceSupported(static_cast<CUdevice>(device)));
 
-  CUpti_Device_GetChipName_Params chip = {CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+  auto chip = Params<CUpti_Device_GetChipName_Params>(CUpti_Device_GetChipName_Params_STRUCT_SIZE);
   chip.deviceIndex = device;
   TESSEL_CUPTI_RETURN_IF_ERROR(cuptiDeviceGetChipName, &chip);
   c->chip_ = chip.pChipName != nullptr ? chip.pChipName : "";
 
-  CUpti_Profiler_GetCounterAvailability_Params avail = {
-      CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
+  auto avail = Params<CUpti_Profiler_GetCounterAvailability_Params>(
+      CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE);
   avail.ctx = ctx;
   TESSEL_CUPTI_RETURN_IF_ERROR(cuptiProfilerGetCounterAvailability, &avail);
   k.availability.resize(avail.counterAvailabilityImageSize);
   avail.pCounterAvailabilityImage = k.availability.data();
   TESSEL_CUPTI_RETURN_IF_ERROR(cuptiProfilerGetCounterAvailability, &avail);
 
-  CUpti_Profiler_Host_Initialize_Params host = {CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
+  auto host = Params<CUpti_Profiler_Host_Initialize_Params>(
+      CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE);
   host.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
   host.pChipName = c->chip_.c_str();
   host.pCounterAvailabilityImage = k.availability.data();
@@ -278,39 +291,40 @@ absl::StatusOr<std::unique_ptr<CuptiCounters>> CuptiCounters::Create(
     TESSEL_RETURN_IF_ERROR(CheckMetric(k.host, c->chip_, m));
   }
 
-  CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
-      CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+  auto add = Params<CUpti_Profiler_Host_ConfigAddMetrics_Params>(
+      CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE);
   add.pHostObject = k.host;
   add.ppMetricNames = k.names.data();
   add.numMetrics = k.names.size();
   TESSEL_CUPTI_RETURN_IF_ERROR(cuptiProfilerHostConfigAddMetrics, &add);
 
-  CUpti_Profiler_Host_GetConfigImageSize_Params size = {
-      CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
+  auto size = Params<CUpti_Profiler_Host_GetConfigImageSize_Params>(
+      CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE);
   size.pHostObject = k.host;
   TESSEL_CUPTI_RETURN_IF_ERROR(cuptiProfilerHostGetConfigImageSize, &size);
   k.config.resize(size.configImageSize);
-  CUpti_Profiler_Host_GetConfigImage_Params image = {
-      CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+  auto image = Params<CUpti_Profiler_Host_GetConfigImage_Params>(
+      CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
   image.pHostObject = k.host;
   image.configImageSize = k.config.size();
   image.pConfigImage = k.config.data();
   TESSEL_CUPTI_RETURN_IF_ERROR(cuptiProfilerHostGetConfigImage, &image);
 
-  CUpti_Profiler_Host_GetNumOfPasses_Params passes = {
-      CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
+  auto passes = Params<CUpti_Profiler_Host_GetNumOfPasses_Params>(
+      CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE);
   passes.configImageSize = k.config.size();
   passes.pConfigImage = k.config.data();
   TESSEL_CUPTI_RETURN_IF_ERROR(cuptiProfilerHostGetNumOfPasses, &passes);
   c->passes_ = static_cast<int>(passes.numOfPasses);
 
-  CUpti_RangeProfiler_Enable_Params enable = {CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
+  auto enable =
+      Params<CUpti_RangeProfiler_Enable_Params>(CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE);
   enable.ctx = ctx;
   TESSEL_CUPTI_RETURN_IF_ERROR(cuptiRangeProfilerEnable, &enable);
   k.profiler = enable.pRangeProfilerObject;
 
-  CUpti_RangeProfiler_GetCounterDataSize_Params data = {
-      CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE};
+  auto data = Params<CUpti_RangeProfiler_GetCounterDataSize_Params>(
+      CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE);
   data.pRangeProfilerObject = k.profiler;
   data.pMetricNames = k.names.data();
   data.numMetrics = k.names.size();
@@ -333,15 +347,15 @@ absl::Status CuptiCounters::Begin() {
   Cupti& k = *cupti_;
   if (pass_ == 0) {
     // A new collection: an empty counter data image, and the configuration from pass 0.
-    CUpti_RangeProfiler_CounterDataImage_Initialize_Params init = {
-        CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE};
+    auto init = Params<CUpti_RangeProfiler_CounterDataImage_Initialize_Params>(
+        CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE);
     init.pRangeProfilerObject = k.profiler;
     init.counterDataSize = k.counter_data.size();
     init.pCounterData = k.counter_data.data();
     TESSEL_CUPTI_RETURN_IF_ERROR(cuptiRangeProfilerCounterDataImageInitialize, &init);
 
-    CUpti_RangeProfiler_SetConfig_Params config = {
-        CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE};
+    auto config = Params<CUpti_RangeProfiler_SetConfig_Params>(
+        CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE);
     config.pRangeProfilerObject = k.profiler;
     config.configSize = k.config.size();
     config.pConfig = k.config.data();
@@ -356,14 +370,17 @@ absl::Status CuptiCounters::Begin() {
     config.targetNestingLevel = 1;
     TESSEL_CUPTI_RETURN_IF_ERROR(cuptiRangeProfilerSetConfig, &config);
   }
-  CUpti_RangeProfiler_Start_Params start = {CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
+  auto start =
+      Params<CUpti_RangeProfiler_Start_Params>(CUpti_RangeProfiler_Start_Params_STRUCT_SIZE);
   start.pRangeProfilerObject = k.profiler;
   TESSEL_CUPTI_RETURN_IF_ERROR(cuptiRangeProfilerStart, &start);
-  CUpti_RangeProfiler_PushRange_Params push = {CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE};
+  auto push = Params<CUpti_RangeProfiler_PushRange_Params>(
+      CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE);
   push.pRangeProfilerObject = k.profiler;
   push.pRangeName = "tessel_region";
   if (CUptiResult r = cuptiRangeProfilerPushRange(&push); r != CUPTI_SUCCESS) {
-    CUpti_RangeProfiler_Stop_Params stop = {CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
+    auto stop =
+        Params<CUpti_RangeProfiler_Stop_Params>(CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE);
     stop.pRangeProfilerObject = k.profiler;
     cuptiRangeProfilerStop(&stop);
     return CuptiCallError(r, "cuptiRangeProfilerPushRange");
@@ -378,10 +395,11 @@ absl::Status CuptiCounters::End() {
   }
   in_pass_ = false;
   Cupti& k = *cupti_;
-  CUpti_RangeProfiler_PopRange_Params pop = {CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE};
+  auto pop =
+      Params<CUpti_RangeProfiler_PopRange_Params>(CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE);
   pop.pRangeProfilerObject = k.profiler;
   const CUptiResult popped = cuptiRangeProfilerPopRange(&pop);
-  CUpti_RangeProfiler_Stop_Params stop = {CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
+  auto stop = Params<CUpti_RangeProfiler_Stop_Params>(CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE);
   stop.pRangeProfilerObject = k.profiler;
   const CUptiResult stopped = cuptiRangeProfilerStop(&stop);
   if (popped != CUPTI_SUCCESS || stopped != CUPTI_SUCCESS) {
@@ -403,8 +421,8 @@ absl::StatusOr<std::map<std::string, double>> CuptiCounters::Values() {
   done_ = false;
   pass_ = 0;
   Cupti& k = *cupti_;
-  CUpti_RangeProfiler_DecodeData_Params decode = {
-      CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE};
+  auto decode = Params<CUpti_RangeProfiler_DecodeData_Params>(
+      CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE);
   decode.pRangeProfilerObject = k.profiler;
   TESSEL_CUPTI_RETURN_IF_ERROR(cuptiRangeProfilerDecodeData, &decode);
   if (decode.numOfRangeDropped > 0) {
@@ -412,8 +430,8 @@ absl::StatusOr<std::map<std::string, double>> CuptiCounters::Values() {
         absl::StrCat("CUPTI hardware counters: ", decode.numOfRangeDropped,
                      " range(s) dropped while decoding; collect the region again"));
   }
-  CUpti_RangeProfiler_GetCounterDataInfo_Params info = {
-      CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE};
+  auto info = Params<CUpti_RangeProfiler_GetCounterDataInfo_Params>(
+      CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE);
   info.pCounterDataImage = k.counter_data.data();
   info.counterDataImageSize = k.counter_data.size();
   TESSEL_CUPTI_RETURN_IF_ERROR(cuptiRangeProfilerGetCounterDataInfo, &info);
@@ -423,8 +441,8 @@ absl::StatusOr<std::map<std::string, double>> CuptiCounters::Values() {
         "profiled context between Begin and End");
   }
   std::vector<double> values(k.names.size(), 0.0);
-  CUpti_Profiler_Host_EvaluateToGpuValues_Params eval = {
-      CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
+  auto eval = Params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(
+      CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);
   eval.pHostObject = k.host;
   eval.pCounterDataImage = k.counter_data.data();
   eval.counterDataImageSize = k.counter_data.size();
