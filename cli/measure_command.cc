@@ -53,6 +53,17 @@ void Print(const worker::CandidateResult& r, const std::string& path) {
                      [](std::string* out, double ms) { absl::StrAppendFormat(out, "%.6f", ms); })
               << "\n";
   }
+  if (!r.timings.kernel_repeats_ms.empty()) {
+    std::cout << absl::StrFormat("kernel_median_ms: %.6f (CUPTI activity records)\n",
+                                 r.timings.kernel_median_ms);
+  }
+  if (r.timings.counters) {
+    std::cout << absl::StrFormat(
+        "dram_read_bytes: %.0f\ndram_write_bytes: %.0f\nachieved_occupancy: %.1f%%\n",
+        r.timings.counters->dram_read_bytes, r.timings.counters->dram_write_bytes,
+        r.timings.counters->achieved_occupancy);
+  }
+  if (!r.timings.note.empty()) std::cout << "timing_note: " << r.timings.note << "\n";
   std::cout << absl::StrFormat("compile_ms: %.1f%s\n", r.compile_ms,
                                r.compile_cache_hit ? " (cache hit)" : "");
   if (r.verify_ms > 0) std::cout << absl::StrFormat("verify_ms: %.1f\n", r.verify_ms);
@@ -171,6 +182,8 @@ void AddMeasureCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-flush{false}", f->timing.flush_cache,
                 "Do not flush the caches before each repeat");
+  cmd->add_flag("--counters", f->timing.hardware_counters,
+                "CUDA: also collect DRAM bytes and achieved occupancy (CUPTI, one untimed run)");
   cmd->add_flag("--skip-verify", f->skip_verify, "Time without checking against the reference");
   cmd->callback([f]() { SetExitCode(RunMeasure(*f)); });
 }

@@ -86,6 +86,8 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--min-total-ms", flags->min_total_ms,
                   "Repeat until the repeats add up to this much (ms)");
   cmd->add_flag("--no-flush", flags->no_flush, "Do not flush caches between timed repeats");
+  cmd->add_flag("--counters", o.timing.hardware_counters,
+                "CUDA: workers also collect DRAM bytes and achieved occupancy (CUPTI)");
   cmd->add_flag("--quiet,-q", o.quiet, "No event lines on stderr");
   cmd->callback([flags]() { SetExitCode(RunServe(*flags)); });
 }

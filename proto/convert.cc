@@ -142,6 +142,7 @@ void ToProto(const worker::TimingOptions& in, TimingOptions* out) {
   out->set_flush_cache(in.flush_cache);
   out->set_max_wall_ms(in.max_wall_ms);
   out->set_no_kernel_times(!in.kernel_times);
+  out->set_hardware_counters(in.hardware_counters);
 }
 
 absl::StatusOr<worker::TimingOptions> FromProto(const TimingOptions& in) {
@@ -159,6 +160,7 @@ absl::StatusOr<worker::TimingOptions> FromProto(const TimingOptions& in) {
   out.flush_cache = in.flush_cache();
   if (in.max_wall_ms() > 0) out.max_wall_ms = in.max_wall_ms();
   out.kernel_times = !in.no_kernel_times();
+  out.hardware_counters = in.hardware_counters();
   return out;
 }
 
@@ -213,6 +215,12 @@ void ToProto(const worker::CandidateResult& in, MeasureResult* out) {
   for (double ms : in.timings.kernel_repeats_ms) out->add_kernel_repeats_ms(ms);
   out->set_kernel_median_ms(in.timings.kernel_median_ms);
   out->set_timing_note(in.timings.note);
+  if (in.timings.counters) {
+    HardwareCounters* c = out->mutable_counters();
+    c->set_dram_read_bytes(in.timings.counters->dram_read_bytes);
+    c->set_dram_write_bytes(in.timings.counters->dram_write_bytes);
+    c->set_achieved_occupancy(in.timings.counters->achieved_occupancy);
+  }
   out->set_compile_ms(in.compile_ms);
   out->set_compile_cache_hit(in.compile_cache_hit);
   out->set_verify_ms(in.verify_ms);
@@ -242,6 +250,11 @@ worker::CandidateResult FromProto(const MeasureResult& in) {
                                        in.kernel_repeats_ms().end());
   out.timings.kernel_median_ms = in.kernel_median_ms();
   out.timings.note = in.timing_note();
+  if (in.has_counters()) {
+    out.timings.counters =
+        worker::HardwareCounters{in.counters().dram_read_bytes(), in.counters().dram_write_bytes(),
+                                 in.counters().achieved_occupancy()};
+  }
   out.compile_ms = in.compile_ms();
   out.compile_cache_hit = in.compile_cache_hit();
   out.verify_ms = in.verify_ms();

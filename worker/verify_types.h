@@ -47,6 +47,16 @@ struct TimingOptions {
   // CUDA: also collect each repeat's kernel time from CUPTI activity records (Timings::
   // kernel_repeats_ms). Without CUPTI the event times are measured all the same.
   bool kernel_times = true;
+  // CUDA: after the timed repeats, one more (untimed) run under the CUPTI range profiler for the
+  // hardware counters (Timings::counters). Profiling changes timing, so it never overlaps it.
+  bool hardware_counters = false;
+};
+
+// Hardware counters of one run of a program (CUDA, CUPTI range profiler).
+struct HardwareCounters {
+  double dram_read_bytes = 0;
+  double dram_write_bytes = 0;
+  double achieved_occupancy = 0;  // percent of the peak sustained warps, 0..100
 };
 
 // Every repeat's time, in the order measured, and summaries.
@@ -60,6 +70,9 @@ struct Timings {
   // there are none, and then `note` says why.
   std::vector<double> kernel_repeats_ms;
   double kernel_median_ms = 0;
+  // When TimingOptions::hardware_counters asked for them and they could be collected; otherwise
+  // `note` says why not.
+  std::optional<HardwareCounters> counters;
   std::string note;
 };
 

@@ -263,6 +263,45 @@ TEST(WorkerGpu, CuptiKernelTimesArePresentAndCloseToTheEventTimes) {
   EXPECT_EQ(worker.Wait(absl::Seconds(30)), 0) << worker.Log();
 }
 
+// Asked for, the hardware counters come back with the result through the real worker: a
+// 1024^2 f32 matmul reads at least its inputs (8 MiB) from DRAM with L2 flushed before the run,
+// and runs at a positive occupancy. Not asked for, none come back.
+TEST(WorkerGpu, HardwareCountersComeBackWhenAsked) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = MakeTempDir("tessel_worker_gpu");
+  const schedules::GeneratedSource src = CudaMatmul(GpuTarget(), 1024);
+  auto server = FakeWorkerServer::Start();
+  ASSERT_NE(server, nullptr);
+  TesselProcess worker(CudaWorkerArgs(server->address(), dir), dir + "/worker.log");
+  ASSERT_TRUE(
+      server->WaitFor([](const proto::WorkerMessage& m) { return m.has_register_(); }).has_value())
+      << worker.Log();
+  proto::MeasureOptions options = FastMeasureOptions(60);
+  options.mutable_timing()->set_hardware_counters(true);
+  options.mutable_timing()->set_flush_cache(true);  // the profiled run starts with a cold L2
+  ASSERT_TRUE(server->Send(MakeBatch(1, {src}, src, options)));
+  options.mutable_timing()->set_hardware_counters(false);
+  ASSERT_TRUE(server->Send(MakeBatch(2, {src}, src, options)));
+  std::vector<proto::MeasureResult> r1 = server->WaitForResults(1, 1, absl::Seconds(120));
+  std::vector<proto::MeasureResult> r2 = server->WaitForResults(2, 1, absl::Seconds(120));
+  ASSERT_EQ(r1.size(), 1u) << worker.Log();
+  ASSERT_EQ(r2.size(), 1u) << worker.Log();
+  const proto::MeasureResult& asked = r1[0];
+  const proto::MeasureResult& not_asked = r2[0];
+  ASSERT_EQ(asked.status(), proto::MEASURE_STATUS_OK) << asked.error();
+  ASSERT_TRUE(asked.has_counters()) << asked.timing_note();
+  const double input_bytes = 2.0 * 1024 * 1024 * 4;
+  EXPECT_GT(asked.counters().dram_read_bytes(), 0.5 * input_bytes);
+  EXPECT_GT(asked.counters().achieved_occupancy(), 0);
+  EXPECT_LE(asked.counters().achieved_occupancy(), 100);
+  EXPECT_FALSE(not_asked.has_counters());
+  std::printf("matmul 1024^2: DRAM read %.0f B, written %.0f B, occupancy %.1f%%\n",
+              asked.counters().dram_read_bytes(), asked.counters().dram_write_bytes(),
+              asked.counters().achieved_occupancy());
+  worker.Signal(SIGTERM);
+  EXPECT_EQ(worker.Wait(absl::Seconds(30)), 0) << worker.Log();
+}
+
 // On the device directly: each repeat's CUPTI time is the sum over the kernels of the repeat, so
 // a region of two launches of the same program takes clearly more than one and at most about
 // twice (the second launch finds its inputs in L2, flushed only before each repeat);

@@ -96,6 +96,7 @@ TEST(ProtoConvert, TimingOptionsRoundTripAndAreChecked) {
   t.flush_cache = false;
   t.max_wall_ms = 750;
   t.kernel_times = false;
+  t.hardware_counters = true;
   proto::TimingOptions p;
   proto::ToProto(t, &p);
   absl::StatusOr<worker::TimingOptions> back = proto::FromProto(p);
@@ -107,6 +108,7 @@ TEST(ProtoConvert, TimingOptionsRoundTripAndAreChecked) {
   EXPECT_FALSE(back->flush_cache);
   EXPECT_EQ(back->max_wall_ms, 750);
   EXPECT_FALSE(back->kernel_times);
+  EXPECT_TRUE(back->hardware_counters);
   // A peer that does not set them gets the defaults.
   proto::TimingOptions older = p;
   older.clear_max_wall_ms();

@@ -100,6 +100,25 @@ TEST(KernelTimesProto, ANoteTravelsWhenThereAreNoKernelTimes) {
   EXPECT_EQ(proto::FromProto(m).timings.note, "CUPTI dropped 3 activity records");
 }
 
+TEST(KernelTimesProto, HardwareCountersTravelOnlyWhenCollected) {
+  worker::CandidateResult in;
+  in.timings.repeats_ms = {1.0};
+  in.timings.counters = worker::HardwareCounters{1.5e9, 0.5e9, 87.5};
+  proto::MeasureResult m;
+  proto::ToProto(in, &m);
+  ASSERT_TRUE(m.has_counters());
+  worker::CandidateResult out = proto::FromProto(m);
+  ASSERT_TRUE(out.timings.counters.has_value());
+  EXPECT_EQ(out.timings.counters->dram_read_bytes, 1.5e9);
+  EXPECT_EQ(out.timings.counters->dram_write_bytes, 0.5e9);
+  EXPECT_EQ(out.timings.counters->achieved_occupancy, 87.5);
+  in.timings.counters.reset();
+  proto::MeasureResult none;
+  proto::ToProto(in, &none);
+  EXPECT_FALSE(none.has_counters());
+  EXPECT_FALSE(proto::FromProto(none).timings.counters.has_value());
+}
+
 TEST(MedianOf, MatchesMakeTimings) {
   EXPECT_EQ(MedianOf({}), 0);
   EXPECT_EQ(MedianOf({3, 1, 2}), 2);

@@ -1,5 +1,7 @@
 #include "worker/cuda/cuda_runner.h"
 
+#include "worker/cuda/cupti_counters.h"
+
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -461,7 +463,40 @@ absl::StatusOr<Timings> CudaDevice::Time(const CudaProgram& program, const CudaB
   if (static_cast<int>(buffers.size()) != program.num_buffers_) {
     return LaunchAsync(program, buffers);  // the error message
   }
-  return TimeRegion([&] { return LaunchAsync(program, buffers); }, options);
+  absl::StatusOr<Timings> timings =
+      TimeRegion([&] { return LaunchAsync(program, buffers); }, options);
+  if (!timings.ok() || !options.hardware_counters) return timings;
+  absl::StatusOr<HardwareCounters> counters = CollectCounters(
+      [&]() -> absl::Status {
+        if (absl::Status s = LaunchAsync(program, buffers); !s.ok()) return s;
+        return Synchronize();
+      },
+      options.flush_cache);
+  if (counters.ok()) {
+    timings->counters = *counters;
+  } else {
+    timings->note = absl::StrCat(timings->note, timings->note.empty() ? "" : "; ",
+                                 "no hardware counters: ", counters.status().message());
+  }
+  return timings;
+}
+
+absl::StatusOr<HardwareCounters> CudaDevice::CollectCounters(
+    const std::function<absl::Status()>& run, bool flush_l2) {
+  if (absl::Status s = MakeCurrent(); !s.ok()) return s;
+  CUcontext ctx = nullptr;
+  if (absl::Status s = Check(driver_->cuCtxGetCurrent_(&ctx), "cuCtxGetCurrent"); !s.ok()) {
+    return s;
+  }
+  // The flush runs outside the profiled range: its own DRAM traffic is not the program's.
+  std::function<absl::Status()> flush;
+  if (flush_l2) {
+    flush = [this]() -> absl::Status {
+      if (absl::Status s = FlushL2Async(); !s.ok()) return s;
+      return Synchronize();
+    };
+  }
+  return CollectHardwareCounters(ctx, run, flush);
 }
 
 absl::StatusOr<Timings> CudaDevice::TimeRegion(const std::function<absl::Status()>& enqueue,

@@ -162,6 +162,11 @@ class CudaDevice {
   // device.
   absl::StatusOr<CudaVerifier*> Verifier();
 
+  // Runs `run` (which launches on stream() and waits) under the CUPTI range profiler, once per
+  // pass the counters need (after an L2 flush when `flush_l2`, as before a timed repeat), and
+  // returns DRAM bytes and achieved occupancy.
+  absl::StatusOr<HardwareCounters> CollectCounters(const std::function<absl::Status()>& run,
+                                                   bool flush_l2);
   // Times whatever `enqueue` puts on stream() (a cuBLAS call, a copy) the same way.
   absl::StatusOr<Timings> TimeRegion(const std::function<absl::Status()>& enqueue,
                                      const TimingOptions& options = {});

@@ -482,9 +482,10 @@ absl::StatusOr<std::map<std::string, double>> CuptiCounters::Values() { return N
 #endif  // TESSEL_HAVE_CUPTI
 
 absl::StatusOr<std::map<std::string, double>> CuptiCounters::Collect(
-    const std::function<absl::Status()>& region) {
+    const std::function<absl::Status()>& region, const std::function<absl::Status()>& before_pass) {
   // Bounded: CUPTI reports the last pass by isAllPassSubmitted; never loop past what it planned.
   for (int i = 0; i < passes_ + 1 && !done_; ++i) {
+    if (before_pass) TESSEL_RETURN_IF_ERROR(before_pass());
     TESSEL_RETURN_IF_ERROR(Begin());
     absl::Status ran = region();
     absl::Status ended = End();
@@ -504,10 +505,11 @@ absl::StatusOr<std::map<std::string, double>> CuptiCounters::Collect(
 }
 
 absl::StatusOr<HardwareCounters> CollectHardwareCounters(
-    CUcontext ctx, const std::function<absl::Status()>& region) {
+    CUcontext ctx, const std::function<absl::Status()>& region,
+    const std::function<absl::Status()>& before_pass) {
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<CuptiCounters> counters,
                           CuptiCounters::Create(ctx, HardwareCounterMetrics()));
-  TESSEL_ASSIGN_OR_RETURN(auto values, counters->Collect(region));
+  TESSEL_ASSIGN_OR_RETURN(auto values, counters->Collect(region, before_pass));
   return HardwareCountersFromValues(values);
 }
 

@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "worker/verify_types.h"
 
 namespace tessel::worker {
 
@@ -41,13 +42,6 @@ inline constexpr char kDramWriteBytesMetric[] = "dram__bytes_write.sum";
 // Achieved occupancy: active warps per active cycle over the SM's maximum, in percent.
 inline constexpr char kAchievedOccupancyMetric[] =
     "sm__warps_active.avg.pct_of_peak_sustained_active";
-
-// What MeasureResult carries when hardware counters are asked for.
-struct HardwareCounters {
-  double dram_read_bytes = 0;
-  double dram_write_bytes = 0;
-  double achieved_occupancy = 0;  // percent, 0..100
-};
 
 // The metric names HardwareCounters is made of, in the order above.
 std::vector<std::string> HardwareCounterMetrics();
@@ -89,9 +83,11 @@ class CuptiCounters {
   absl::StatusOr<std::map<std::string, double>> Values();
 
   // Runs `region` (which launches the kernels and waits for them) once per pass, between Begin
-  // and End, and returns Values(). A failure of `region` is returned as it is.
+  // and End, and returns Values(). `before_pass` (when given) runs before each Begin, outside
+  // the profiled range (e.g. an L2 flush). A failure of either is returned as it is.
   absl::StatusOr<std::map<std::string, double>> Collect(
-      const std::function<absl::Status()>& region);
+      const std::function<absl::Status()>& region,
+      const std::function<absl::Status()>& before_pass = nullptr);
 
  private:
   struct Cupti;  // CUPTI's objects and images (defined only with TESSEL_HAVE_CUPTI)
@@ -109,8 +105,9 @@ class CuptiCounters {
 
 // The three HardwareCounters of `region` on `ctx` (current on this thread): Create, Collect,
 // HardwareCountersFromValues. `region` launches the kernels and waits for them; it runs once per
-// pass needed (once on Hopper and Ampere).
+// pass needed (once on Hopper and Ampere), each after `before_pass` when given.
 absl::StatusOr<HardwareCounters> CollectHardwareCounters(
-    CUcontext ctx, const std::function<absl::Status()>& region);
+    CUcontext ctx, const std::function<absl::Status()>& region,
+    const std::function<absl::Status()>& before_pass = nullptr);
 
 }  // namespace tessel::worker
