@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -137,17 +138,23 @@ absl::StatusOr<proto::JobInfo> Client::WatchJob(
 }
 
 absl::StatusOr<std::string> WorkloadArgumentText(const std::string& arg) {
-  if (arg.find('(') == std::string::npos && arg.find('\n') == std::string::npos) {
-    std::ifstream in(arg);
-    if (!in) {
-      return absl::NotFoundError(absl::StrCat(
-          "--workload '", arg,
-          "' is neither a built-in spec such as 'matmul(M=1024, N=1024, K=1024)' nor a "
-          "readable file"));
-    }
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(arg, ec)) {
+    std::ifstream in(arg, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
+    if (!in.good() && !in.eof()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot read the workload file ", arg, "; check its permissions"));
+    }
     return ss.str();
+  }
+  // Text that is neither a spec nor a definition is most likely a file name mistyped.
+  if (arg.find_first_of("(\n=") == std::string::npos) {
+    return absl::NotFoundError(
+        absl::StrCat("--workload '", arg,
+                     "' is neither a built-in spec such as 'matmul(M=1024, N=1024, K=1024)' nor a "
+                     "readable file"));
   }
   return arg;
 }

@@ -49,7 +49,7 @@ class Client {
 };
 
 // What the server is sent for a --workload argument (the server reads no files): the contents
-// of the file it names, or the spec / definition itself.
+// of the file it names (as schedules::LoadWorkload reads one), or the spec / definition itself.
 absl::StatusOr<std::string> WorkloadArgumentText(const std::string& arg);
 
 // "queued", "running", "done", "cancelled", "failed".

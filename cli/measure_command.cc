@@ -130,21 +130,11 @@ int RunMeasure(const MeasureFlags& f) {
     result.device = f.device;
     result.device_name = child.device().name();
   } else {
-    auto artifact = [](const worker::CompileOutput& out, proto::CompiledArtifact* a) {
-      if (!out.program.cuda.cubin.empty()) {
-        a->set_cubin(out.program.cuda.cubin);
-        a->set_cuda_arch(out.program.cuda.arch);
-      } else {
-        a->set_host_library(out.program.host.library_path);
-      }
-      a->set_compile_ms(out.compile_ms);
-      a->set_cache_hit(out.cache_hit);
-    };
     proto::ChildMeasure request;
     proto::ToProto(file->source, request.mutable_candidate());
-    artifact(*cand, request.mutable_candidate_artifact());
+    worker::ToArtifact(*cand, request.mutable_candidate_artifact());
     proto::ToProto(reference->source, request.mutable_reference());
-    artifact(*ref, request.mutable_reference_artifact());
+    worker::ToArtifact(*ref, request.mutable_reference_artifact());
     proto::ToProto(f.timing, request.mutable_options()->mutable_timing());
     request.mutable_options()->set_verify_seed(f.seed);
     request.mutable_options()->set_skip_verify(f.skip_verify);

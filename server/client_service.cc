@@ -7,6 +7,7 @@
 #include "proto/convert.h"
 #include "schedules/space/candidate.h"
 #include "schedules/target/target.h"
+#include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
 
 namespace tessel::server {
@@ -147,7 +148,7 @@ grpc::Status ClientService::CancelJob(grpc::ServerContext*, const proto::CancelJ
 
 grpc::Status ClientService::QueryBest(grpc::ServerContext*, const proto::QueryBestRequest* req,
                                       proto::BestRecord* response) {
-  absl::StatusOr<schedules::Workload> w = ParseClientWorkload(req->workload());
+  absl::StatusOr<schedules::Workload> w = schedules::ParseWorkloadText(req->workload());
   if (!w.ok()) {
     return ToGrpc(absl::InvalidArgumentError(absl::StrCat("workload: ", w.status().message())));
   }

@@ -5,10 +5,9 @@
 #include <set>
 #include <utility>
 
-#include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "schedules/space/candidate.h"
 #include "schedules/workload/builtins.h"
@@ -27,14 +26,6 @@ std::string Shorten(const std::string& text) {
 }
 
 }  // namespace
-
-absl::StatusOr<schedules::Workload> ParseClientWorkload(const std::string& text) {
-  bool definition = absl::StrContains(absl::StripTrailingAsciiWhitespace(text), '\n');
-  for (absl::string_view line : absl::StrSplit(text, absl::ByAnyChar("\n;"))) {
-    if (absl::StrContains(line, '=') && absl::StrContains(line, '[')) definition = true;
-  }
-  return definition ? schedules::ParseWorkload(text) : schedules::ParseWorkloadSpec(text);
-}
 
 JobManager::JobManager(store::TuningLog* log, Dispatcher* dispatcher, JobManagerOptions options,
                        const EventLog* events)
@@ -84,7 +75,7 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
       return absl::DataLossError(absl::StrCat("workload ", tasks[i].workload_key, " of task ",
                                               tasks[i].id, " is not in the log"));
     }
-    absl::StatusOr<schedules::Workload> wl = ParseClientWorkload((*w)->spec);
+    absl::StatusOr<schedules::Workload> wl = schedules::ParseWorkloadText((*w)->spec);
     if (!wl.ok() || schedules::WorkloadKey(*wl) != tasks[i].workload_key) {
       wl = schedules::ParseWorkload((*w)->canonical);
     }
@@ -162,7 +153,7 @@ absl::StatusOr<int64_t> JobManager::Submit(const JobRequest& request) {
                        " is empty: pass a spec such as \"softmax(rows=4096, cols=4096)\" "
                        "or a definition in the text format"));
     }
-    absl::StatusOr<schedules::Workload> w = ParseClientWorkload(text);
+    absl::StatusOr<schedules::Workload> w = schedules::ParseWorkloadText(text);
     if (!w.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("workload ", i + 1, " ('", Shorten(text), "'): ", w.status().message()));

@@ -92,11 +92,6 @@ struct JobStatus {
 inline constexpr int64_t kMaxTrials = int64_t{1} << 32;
 inline constexpr int kMaxBatchSize = 4096;
 
-// A workload as a client sends it: a one-line spec of a built-in family, or a definition in the
-// text format (a line holding both '=' and '[', or more than one line). Never a file name: the
-// server does not read its file system for clients.
-absl::StatusOr<schedules::Workload> ParseClientWorkload(const std::string& text);
-
 class JobManager {
  public:
   JobManager(store::TuningLog* log, Dispatcher* dispatcher, JobManagerOptions options,

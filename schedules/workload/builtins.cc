@@ -607,9 +607,8 @@ bool LooksLikeDefinition(const std::string& s) {
 }
 
 absl::StatusOr<Workload> LoadText(const std::string& s) {
-  if (LooksLikeDefinition(s)) return ParseWorkload(s);
-  absl::StatusOr<Workload> w = ParseWorkloadSpec(s);
-  if (!w.ok() && s.find('(') == std::string::npos) {
+  absl::StatusOr<Workload> w = ParseWorkloadText(s);
+  if (!w.ok() && !LooksLikeDefinition(s) && s.find('(') == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
         w.status().message(), " ('", s,
         "' is neither an existing file nor a definition in the workload text format)"));
@@ -618,6 +617,10 @@ absl::StatusOr<Workload> LoadText(const std::string& s) {
 }
 
 }  // namespace
+
+absl::StatusOr<Workload> ParseWorkloadText(const std::string& text) {
+  return LooksLikeDefinition(text) ? ParseWorkload(text) : ParseWorkloadSpec(text);
+}
 
 absl::StatusOr<std::string> BuiltinWorkloadText(const std::string& spec) {
   absl::StatusOr<Expansion> e = Expand(spec);

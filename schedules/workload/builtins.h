@@ -35,6 +35,11 @@ absl::StatusOr<Workload> ParseWorkloadSpec(const std::string& spec);
 // The text-format definition that a spec expands to (what ParseWorkloadSpec parses).
 absl::StatusOr<std::string> BuiltinWorkloadText(const std::string& spec);
 
+// A workload given as text, never read from a file (what a server accepts from clients): a
+// definition in the text format when the text has a line holding both '=' and '[', or more than
+// one line; otherwise a one-line spec. Pure; call from any thread.
+absl::StatusOr<Workload> ParseWorkloadText(const std::string& text);
+
 // Accepts what a user may type where a workload is expected:
 //   - the path of an existing file: its contents, read as below (errors are prefixed by the path);
 //   - a definition in the text format: any text with a line that holds both '=' and '[', or of

@@ -10,6 +10,7 @@
 
 #include "schedules/codegen/source.h"
 #include "schedules/ir/buffer.h"
+#include "tests/gpu/gpu_test_util.h"
 #include "worker/cuda/cuda_runner.h"
 #include "worker/cuda/nvrtc_compiler.h"
 #include "worker/verify.h"
@@ -25,12 +26,6 @@ using schedules::GeneratedSource;
 using schedules::KernelSource;
 using schedules::MakeBuffer;
 using schedules::ProgramBuffer;
-
-#define SKIP_WITHOUT_GPU()                                             \
-  do {                                                                 \
-    absl::Status gpu = CudaDeviceStatus();                             \
-    if (!gpu.ok()) GTEST_SKIP() << "no usable GPU: " << gpu.message(); \
-  } while (false)
 
 GeneratedSource Source(schedules::TargetKind target, std::string code,
                        std::vector<KernelSource> kernels, std::vector<ProgramBuffer> buffers) {

@@ -17,6 +17,7 @@
 
 #include "schedules/codegen/source.h"
 #include "schedules/ir/buffer.h"
+#include "tests/gpu/gpu_test_util.h"
 #include "worker/cuda/cuda_runner.h"
 #include "worker/cuda/cuda_verifier.h"
 #include "worker/verify.h"
@@ -33,12 +34,6 @@ using schedules::KernelSource;
 using schedules::MakeBuffer;
 using schedules::ProgramBuffer;
 using ::testing::HasSubstr;
-
-#define SKIP_WITHOUT_GPU()                                             \
-  do {                                                                 \
-    absl::Status gpu = CudaDeviceStatus();                             \
-    if (!gpu.ok()) GTEST_SKIP() << "no usable GPU: " << gpu.message(); \
-  } while (false)
 
 class CudaVerifierTest : public ::testing::Test {
  protected:

@@ -14,6 +14,7 @@
 
 #include "schedules/codegen/source.h"
 #include "schedules/ir/buffer.h"
+#include "tests/gpu/gpu_test_util.h"
 #include "worker/cuda/cuda_runner.h"
 #include "worker/cuda/cupti_counters.h"
 #include "worker/cuda/nvrtc_compiler.h"
@@ -27,12 +28,6 @@ using schedules::GeneratedSource;
 using schedules::KernelSource;
 using schedules::MakeBuffer;
 using ::testing::HasSubstr;
-
-#define SKIP_WITHOUT_GPU()                                             \
-  do {                                                                 \
-    absl::Status gpu = CudaDeviceStatus();                             \
-    if (!gpu.ok()) GTEST_SKIP() << "no usable GPU: " << gpu.message(); \
-  } while (false)
 
 // 512 MiB in and 512 MiB out: ten times the L2 of an H100 (50 MiB) or H200 (60 MiB), so that
 // every byte goes to and from DRAM once.

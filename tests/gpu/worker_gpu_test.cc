@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_replace.h"
+#include "tests/gpu/gpu_test_util.h"
 #include "tests/test_util.h"
 #include "tests/worker/worker_test_util.h"
 #include "worker/cuda/cuda_runner.h"
@@ -28,12 +29,6 @@ namespace tessel::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-#define SKIP_WITHOUT_GPU()                                             \
-  do {                                                                 \
-    absl::Status gpu = worker::CudaDeviceStatus();                     \
-    if (!gpu.ok()) GTEST_SKIP() << "no usable GPU: " << gpu.message(); \
-  } while (false)
 
 // The code generator's target for GPU 0 (sm_90 for Hopper, sm_80 for everything else it knows).
 schedules::Target GpuTarget() {

@@ -581,19 +581,9 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
                      ref.status().message()));
     return;
   }
-  auto artifact = [](const CompileOutput& out, proto::CompiledArtifact* a) {
-    if (!out.program.cuda.cubin.empty()) {
-      a->set_cubin(out.program.cuda.cubin);
-      a->set_cuda_arch(out.program.cuda.arch);
-    } else {
-      a->set_host_library(out.program.host.library_path);
-    }
-    a->set_compile_ms(out.compile_ms);
-    a->set_cache_hit(out.cache_hit);
-  };
   proto::ChildMeasure request;
   *request.mutable_reference() = batch.reference();
-  artifact(*ref, request.mutable_reference_artifact());
+  ToArtifact(*ref, request.mutable_reference_artifact());
   *request.mutable_options() = batch.options();
 
   for (size_t i = 0; i < n; ++i) {
@@ -634,7 +624,7 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
     }
     *request.mutable_candidate() = candidate.source();
     request.set_candidate_id(candidate.id());
-    artifact(*compiled, request.mutable_candidate_artifact());
+    ToArtifact(*compiled, request.mutable_candidate_artifact());
     const int starts = device->child->starts();
     CandidateResult r = device->child->Measure(request, timeout_s);
     if (device->child->starts() != starts || !device->child->running()) {

@@ -186,4 +186,15 @@ CandidateResult MeasureChild::Measure(const proto::ChildMeasure& request, double
   return result;
 }
 
+void ToArtifact(const CompileOutput& out, proto::CompiledArtifact* artifact) {
+  if (!out.program.cuda.cubin.empty()) {
+    artifact->set_cubin(out.program.cuda.cubin);
+    artifact->set_cuda_arch(out.program.cuda.arch);
+  } else {
+    artifact->set_host_library(out.program.host.library_path);
+  }
+  artifact->set_compile_ms(out.compile_ms);
+  artifact->set_cache_hit(out.cache_hit);
+}
+
 }  // namespace tessel::worker

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "proto/measure_child.pb.h"
 #include "proto/tessel.pb.h"
+#include "worker/compile_pool.h"
 #include "worker/measure_result.h"
 
 namespace tessel::worker {
@@ -30,6 +31,10 @@ struct MeasureChildOptions {
   int device = 0;               // CUDA ordinal (0 for the host)
   double start_timeout_s = 60;  // for the child's hello (opening a GPU takes a while)
 };
+
+// What the parent compiled for a program, as a ChildMeasure carries it to the child (the CUBIN,
+// or the host library's path, with the compile time and whether the cache had it).
+void ToArtifact(const CompileOutput& out, proto::CompiledArtifact* artifact);
 
 class MeasureChild {
  public:
