@@ -17,8 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "costmodel/cost_model.h"
 #include "schedules/space/candidate.h"
 #include "schedules/target/target.h"
 #include "schedules/workload/workload.h"
@@ -41,6 +43,14 @@ struct MeasuredResult {
   double median_ms = 0;  // 0 unless ok
 };
 
+// Replay mode (search/replay.h): the candidates of a tuning log are the whole design space. A
+// strategy given a pool draws its fresh samples from the pool's traces instead of the design
+// space, and keeps a mutant only when its id is in the pool (the others cannot be answered).
+struct CandidatePool {
+  std::vector<std::string> trace_jsons;  // compact JSON, as TraceJsonOf
+  absl::flat_hash_set<uint64_t> ids;     // CandidateIdOf of each
+};
+
 struct SearchContext {
   schedules::Workload workload;
   schedules::Target target;
@@ -48,6 +58,11 @@ struct SearchContext {
   int64_t task_id = 0;  // mixed into the seed: two tasks of one job draw different samples
   // Results already in the log for this task (a resumed job): never proposed again.
   std::vector<MeasuredResult> measured;
+  // The cost model the strategy consults and teaches; shared by the tasks of one job (all calls
+  // are serialized by the job's owner). Null: a guided strategy makes its own cold model.
+  std::shared_ptr<costmodel::CostModel> cost_model;
+  // Replay mode only (above); null otherwise.
+  std::shared_ptr<const CandidatePool> pool;
 };
 
 class SearchStrategy {

@@ -1,0 +1,38 @@
+#include "costmodel/random_cost_model.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tessel::costmodel {
+
+absl::Status RandomCostModel::Update(const std::vector<Example>& examples) {
+  examples_ += static_cast<int64_t>(examples.size());
+  return absl::OkStatus();
+}
+
+std::vector<double> RandomCostModel::Predict(const std::vector<Features>& features) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<double> out(features.size());
+  for (double& x : out) x = u(rng_);
+  return out;
+}
+
+absl::StatusOr<store::CostModelRow> RandomCostModel::Serialize(
+    const std::string& target_key) const {
+  store::CostModelRow row;
+  row.target_key = target_key;
+  row.kind = kind();
+  row.feature_version = kFeatureVersion;
+  row.meta_json = absl::StrCat("{\"examples\":", examples_, "}");
+  return row;
+}
+
+absl::Status RandomCostModel::Deserialize(const store::CostModelRow& row) {
+  if (row.kind != kind()) {
+    return absl::InvalidArgumentError(absl::StrCat("cost model of kind '", row.kind,
+                                                   "' cannot be loaded into a '", kind(),
+                                                   "' model"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessel::costmodel
