@@ -69,6 +69,7 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
   for (size_t i = 0; i < tasks.size(); ++i) {
     auto task = std::make_unique<Task>();
     task->row = tasks[i];
+    task->index = static_cast<int>(i);
     absl::StatusOr<std::optional<store::WorkloadRow>> w = log_->GetWorkload(tasks[i].workload_key);
     if (!w.ok()) return w.status();
     if (!w->has_value()) {
@@ -123,12 +124,36 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
     if (!store::IsFinished(task->row.state)) dispatcher_->AddTask(std::move(d));
     job->tasks.push_back(std::move(task));
   }
+  int64_t caps = 0;
+  for (const store::TaskRow& t : tasks) caps += t.trials_budget;
+  if (tasks.size() > 1 && row.trials_budget < caps) {
+    job->scheduler =
+        std::make_unique<search::TaskScheduler>(std::vector<double>(tasks.size(), 1.0));
+    const int64_t batch = row.batch_size > 0 ? row.batch_size : options_.default_batch_size;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      double best = 0;
+      for (const store::Record& r : measured[i]) {
+        if (r.status == "ok" && (best == 0 || r.median_ms < best)) best = r.median_ms;
+        job->scheduler->Recorded(static_cast<int>(i), best);
+      }
+      // Resumed trials count as the batches they filled.
+      for (int64_t done = 0; done < static_cast<int64_t>(measured[i].size()); done += batch) {
+        job->scheduler->Issued(static_cast<int>(i),
+                               std::min<int64_t>(batch, measured[i].size() - done));
+      }
+    }
+  }
   Job& j = *job;
   jobs_[row.id] = std::move(job);
   for (auto& t : j.tasks) {
     tasks_[t->row.id] = {&j, t.get()};
     if (!store::IsFinished(t->row.state) && t->done >= t->row.trials_budget) {
       FinishTaskLocked(j, *t, store::JobState::kDone, "budget reached");
+    }
+  }
+  if (j.scheduler && JobDone(j) >= j.row.trials_budget) {
+    for (auto& t : j.tasks) {
+      FinishTaskLocked(j, *t, store::JobState::kDone, "the job's shared budget is spent");
     }
   }
   bool all = true;
@@ -211,9 +236,12 @@ absl::StatusOr<int64_t> JobManager::Submit(const JobRequest& request) {
                                                      " is fewer than the ", n,
                                                      " tasks: give every task at least one trial"));
     }
+    // One budget shared by the tasks (the task scheduler spends it); a task's own budget is
+    // its cap: the trials per task when given, else the whole budget.
     for (int64_t i = 0; i < n; ++i) {
-      budgets[i] = request.total_trials / n + (i < request.total_trials % n ? 1 : 0);
-      if (request.trials_per_task > 0) budgets[i] = std::min(budgets[i], request.trials_per_task);
+      budgets[i] = request.trials_per_task > 0
+                       ? std::min(request.trials_per_task, request.total_trials)
+                       : request.total_trials;
     }
   }
   // Every workload must have a design space and a reference on the target.
@@ -244,6 +272,7 @@ absl::StatusOr<int64_t> JobManager::Submit(const JobRequest& request) {
   job.strategy = request.strategy.empty() ? "random" : request.strategy;
   job.priority = request.priority;
   for (int64_t b : budgets) job.trials_budget += b;
+  if (request.total_trials > 0) job.trials_budget = std::min(job.trials_budget, request.total_trials);
   job.time_budget_s = request.time_budget_s;
   job.seed =
       request.seed != 0 ? request.seed : static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())) | 1;
@@ -283,6 +312,12 @@ absl::StatusOr<int64_t> JobManager::Submit(const JobRequest& request) {
   return job.id;
 }
 
+int64_t JobManager::JobDone(const Job& job) {
+  int64_t done = 0;
+  for (const auto& t : job.tasks) done += t->done;
+  return done;
+}
+
 void JobManager::FinishTaskLocked(Job& job, Task& task, store::JobState state,
                                   const std::string& why) {
   if (store::IsFinished(task.row.state)) return;
@@ -290,6 +325,7 @@ void JobManager::FinishTaskLocked(Job& job, Task& task, store::JobState state,
   if (absl::Status s = log_->SetTaskState(task.row.id, state); !s.ok()) {
     events_->Log(absl::StrCat("task ", task.row.id, ": cannot store its state: ", s.message()));
   }
+  if (job.scheduler) job.scheduler->Finish(task.index);
   const size_t dropped = dispatcher_->RemoveTask(task.row.id);
   events_->Log(absl::StrCat(
       "job ", job.row.id, " task ", task.row.id, " ", store::JobStateName(state), " (", why,
@@ -402,13 +438,56 @@ void JobManager::OnResult(const QueuedCandidate& candidate, const worker::Candid
     task.row.state = store::JobState::kRunning;
     (void)log_->SetTaskState(task.row.id, store::JobState::kRunning);
   }
+  if (job.scheduler) job.scheduler->Recorded(task.index, task.best_ms);
   if (task.done >= task.row.trials_budget) {
     FinishTaskLocked(job, task, store::JobState::kDone, "budget reached");
+  }
+  if (job.scheduler && JobDone(job) >= job.row.trials_budget) {
+    for (auto& t : job.tasks) {
+      FinishTaskLocked(job, *t, store::JobState::kDone, "the job's shared budget is spent");
+    }
   }
   bool all = true;
   for (auto& t : job.tasks) all = all && store::IsFinished(t->row.state);
   if (all) FinishJobLocked(job, store::JobState::kDone, "");
   ChangedLocked(job);
+}
+
+int64_t JobManager::TopUpLocked(Job& job, Task& task, int64_t limit) {
+  const int64_t remaining = std::min(limit, task.row.trials_budget - task.issued);
+  if (remaining <= 0) return 0;
+  const int64_t batch = job.row.batch_size > 0 ? job.row.batch_size : options_.default_batch_size;
+  const int64_t queued = static_cast<int64_t>(dispatcher_->Queued(task.row.id));
+  const int64_t free = dispatcher_->FreeCredits(task.row.id);
+  const int64_t want = std::min(remaining, batch * std::max<int64_t>(2, free + 1) - queued);
+  if (want <= 0) return 0;
+  absl::StatusOr<std::vector<search::Proposal>> ps =
+      task.strategy->GenerateCandidates(static_cast<int>(want));
+  if (!ps.ok()) {
+    FinishJobLocked(job, store::JobState::kFailed,
+                    absl::StrCat("the search strategy failed: ", ps.status().message()));
+    return -1;
+  }
+  if (ps->empty()) {
+    if (task.issued == task.done && queued == 0) {
+      FinishTaskLocked(job, task, store::JobState::kDone, "the design space has no new candidate");
+    }
+    return 0;
+  }
+  std::vector<QueuedCandidate> qs;
+  for (search::Proposal& p : *ps) {
+    QueuedCandidate q;
+    q.task_id = task.row.id;
+    q.candidate_id = p.candidate_id;
+    q.trace_json = std::move(p.trace_json);
+    q.source = std::make_shared<const schedules::GeneratedSource>(std::move(p.candidate.source));
+    qs.push_back(std::move(q));
+  }
+  const int64_t n = static_cast<int64_t>(qs.size());
+  task.issued += n;
+  if (job.scheduler) job.scheduler->Issued(task.index, n);
+  dispatcher_->Enqueue(std::move(qs));
+  return n;
 }
 
 int JobManager::Pump() {
@@ -418,45 +497,39 @@ int JobManager::Pump() {
     if (stopped_) return 0;
     for (auto& [job_id, job] : jobs_) {
       if (store::IsFinished(job->row.state)) continue;
-      for (auto& t : job->tasks) {
-        Task& task = *t;
-        if (store::IsFinished(task.row.state)) continue;
-        const int64_t remaining = task.row.trials_budget - task.issued;
-        if (remaining <= 0) continue;
-        const int64_t batch =
-            job->row.batch_size > 0 ? job->row.batch_size : options_.default_batch_size;
-        const int64_t queued = static_cast<int64_t>(dispatcher_->Queued(task.row.id));
-        const int64_t free = dispatcher_->FreeCredits(task.row.id);
-        const int64_t want = std::min(remaining, batch * std::max<int64_t>(2, free + 1) - queued);
-        if (want <= 0) continue;
-        absl::StatusOr<std::vector<search::Proposal>> ps =
-            task.strategy->GenerateCandidates(static_cast<int>(want));
-        if (!ps.ok()) {
-          FinishJobLocked(*job, store::JobState::kFailed,
-                          absl::StrCat("the search strategy failed: ", ps.status().message()));
+      if (!job->scheduler) {
+        for (auto& t : job->tasks) {
+          if (store::IsFinished(t->row.state)) continue;
+          const int64_t n = TopUpLocked(*job, *t, t->row.trials_budget);
+          if (n < 0) break;
+          enqueued += static_cast<int>(n);
+        }
+      } else {
+        // The shared budget: the scheduler's pick is topped up; when its queue is full the
+        // others wait (the workers are busy with it). A pick that ran dry is finished and the
+        // next one tried.
+        for (int tries = 0; tries <= static_cast<int>(job->tasks.size()); ++tries) {
+          int64_t issued = 0;
+          for (auto& t : job->tasks) issued += t->issued;
+          const int64_t left = job->row.trials_budget - issued;
+          const int pick = job->scheduler->Next();
+          if (left <= 0 || pick < 0) break;
+          Task& task = *job->tasks[pick];
+          const bool was_finished = store::IsFinished(task.row.state);
+          const int64_t n = TopUpLocked(*job, task, left);
+          if (n < 0) break;
+          enqueued += static_cast<int>(n);
+          if (n == 0 && !was_finished && store::IsFinished(task.row.state)) continue;
+          if (n == 0 && task.issued >= task.row.trials_budget) {
+            job->scheduler->Finish(pick);  // its cap is issued; results still count
+            continue;
+          }
+          // Warm-up: the next task's turn in the same pump.
+          if (n > 0 && job->scheduler->batches(pick) <= 1) continue;
           break;
         }
-        if (ps->empty()) {
-          if (task.issued == task.done && queued == 0) {
-            FinishTaskLocked(*job, task, store::JobState::kDone,
-                             "the design space has no new candidate");
-          }
-          continue;
-        }
-        std::vector<QueuedCandidate> qs;
-        for (search::Proposal& p : *ps) {
-          QueuedCandidate q;
-          q.task_id = task.row.id;
-          q.candidate_id = p.candidate_id;
-          q.trace_json = std::move(p.trace_json);
-          q.source =
-              std::make_shared<const schedules::GeneratedSource>(std::move(p.candidate.source));
-          qs.push_back(std::move(q));
-        }
-        task.issued += static_cast<int64_t>(qs.size());
-        enqueued += static_cast<int>(qs.size());
-        dispatcher_->Enqueue(std::move(qs));
       }
+      if (store::IsFinished(job->row.state)) continue;
       bool all = true;
       for (auto& t : job->tasks) all = all && store::IsFinished(t->row.state);
       if (all) FinishJobLocked(*job, store::JobState::kDone, "");

@@ -38,6 +38,7 @@
 #include "schedules/target/target.h"
 #include "schedules/workload/workload.h"
 #include "search/search_strategy.h"
+#include "search/task_scheduler.h"
 #include "server/dispatcher.h"
 #include "server/event_log.h"
 #include "store/tuning_log.h"
@@ -127,6 +128,7 @@ class JobManager {
     std::string workload_name;
     std::string workload_spec;
     std::unique_ptr<search::SearchStrategy> strategy;
+    int index = 0;       // in its job
     int64_t issued = 0;  // distinct candidates handed to the dispatcher (recorded included)
     int64_t done = 0;    // recorded
     int64_t ok = 0;
@@ -135,6 +137,9 @@ class JobManager {
   struct Job {
     store::JobRow row;
     std::vector<std::unique_ptr<Task>> tasks;
+    // A shared budget: the job's trials budget is less than the sum of its tasks' caps, and the
+    // scheduler decides which task gets the next batch. Null when every task has its own budget.
+    std::unique_ptr<search::TaskScheduler> scheduler;
     std::deque<int64_t> result_unix_ms;  // the last minute's results, for the rate
     uint64_t version = 1;
   };
@@ -148,6 +153,9 @@ class JobManager {
   void FinishJobLocked(Job& job, store::JobState state, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ChangedLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static int64_t JobDone(const Job& job);  // trials recorded over its tasks
+  // Tops up one task's queue; returns the candidates enqueued, or -1 when the job failed.
+  int64_t TopUpLocked(Job& job, Task& task, int64_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobStatus StatusLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A finished job of the log that is not in memory.
   absl::StatusOr<JobStatus> StatusFromLog(const store::JobRow& row);

@@ -92,6 +92,31 @@ TEST_F(ServerTest, SubmitRecordsEveryTrialAndQueryBestReturnsTheFastest) {
   EXPECT_EQ(rec.records(), info.tasks(0).trials_ok());
 }
 
+TEST_F(ServerTest, ASharedBudgetIsSpentByTheTaskSchedulerRoundRobinFirst) {
+  StartInProcess(TestServerOptions(db_));
+  auto w = StartHostWorker(server_->address(), dir_, "w1");
+  proto::SubmitJobRequest r = HostJob({kMatmul, kSoftmax}, 0, 2);
+  r.set_total_trials(10);
+  const int64_t job = Submit(r);
+  ASSERT_GT(job, 0);
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(90)))
+      << w->Log();
+  proto::JobInfo info = GetJob(client_.get(), job);
+  EXPECT_EQ(info.trials_budget(), 10);
+  EXPECT_EQ(info.trials_done(), 10);
+  ASSERT_EQ(info.tasks_size(), 2);
+  int64_t sum = 0;
+  for (const proto::TaskInfo& t : info.tasks()) {
+    // A task's own budget is its cap (the whole budget); the round robin gave each one batch.
+    EXPECT_EQ(t.trials_budget(), 10);
+    EXPECT_GE(t.trials_done(), 2);
+    EXPECT_EQ(t.state(), proto::JOB_STATE_DONE);
+    sum += t.trials_done();
+  }
+  EXPECT_EQ(sum, 10);
+  EXPECT_EQ(RecordsOfJob(db_, job).size(), 10u);
+}
+
 TEST_F(ServerTest, AKilledWorkersCandidatesAreMeasuredByAnotherAndCountedOnce) {
   StartInProcess(TestServerOptions(db_));
   auto a = StartHostWorker(server_->address(), dir_, "a", 1);

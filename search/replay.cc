@@ -1,0 +1,118 @@
+#include "search/replay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "schedules/workload/builtins.h"
+
+namespace tessel::search {
+
+absl::StatusOr<ReplaySpace> LoadReplaySpace(store::TuningLog* log, const std::string& workload_key,
+                                            const schedules::Target& target) {
+  absl::StatusOr<std::optional<store::WorkloadRow>> row = log->GetWorkload(workload_key);
+  if (!row.ok()) return row.status();
+  if (!row->has_value()) {
+    return absl::NotFoundError(absl::StrCat("the tuning log ", log->path(),
+                                            " has no workload with key ", workload_key,
+                                            ": record some with `tessel tune --db ", log->path(),
+                                            "` first"));
+  }
+  absl::StatusOr<schedules::Workload> workload = schedules::ParseWorkloadText((*row)->spec);
+  if (!workload.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("workload ", workload_key, " of ",
+                                                      log->path(), " no longer parses: ",
+                                                      workload.status().message()));
+  }
+  ReplaySpace space{std::move(*workload), target, nullptr, {}, 0, 0};
+  auto pool = std::make_shared<CandidatePool>();
+  const std::string target_key = target.ToString();
+  absl::Status s = log->ForEachRecordOfTarget(target_key, [&](const store::Record& r) {
+    if (r.workload_key != workload_key || r.trace_json == "null") return true;
+    std::string json = NormalizeTraceJson(r.trace_json);
+    const uint64_t id = CandidateIdOf(json);
+    if (!pool->ids.insert(id).second) return true;  // the first record answers
+    pool->trace_jsons.push_back(std::move(json));
+    space.answers[id] = {r.status, r.status == "ok" ? r.median_ms : 0};
+    if (r.status == "ok" && r.median_ms > 0) {
+      ++space.ok;
+      if (space.best_ms == 0 || r.median_ms < space.best_ms) space.best_ms = r.median_ms;
+    }
+    return true;
+  });
+  if (!s.ok()) return s;
+  if (pool->trace_jsons.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "the tuning log ", log->path(), " has no records of ", (*row)->spec, " on ", target_key,
+        ": record some with `tessel tune --db ", log->path(), "` first"));
+  }
+  space.pool = std::move(pool);
+  return space;
+}
+
+absl::StatusOr<ReplayTrajectory> RunReplay(const ReplaySpace& space,
+                                           const ReplayOptions& options) {
+  using Clock = std::chrono::steady_clock;
+  SearchContext context;
+  context.workload = space.workload;
+  context.target = space.target;
+  context.seed = options.seed;
+  context.task_id = 1;
+  context.cost_model = options.cost_model;
+  context.pool = space.pool;
+  const int64_t want = options.trials > 0
+                           ? options.trials
+                           : static_cast<int64_t>(space.pool->trace_jsons.size());
+  ReplayTrajectory out;
+  const Clock::time_point t0 = Clock::now();
+  absl::StatusOr<std::unique_ptr<SearchStrategy>> strategy =
+      MakeSearchStrategy(options.strategy, std::move(context));
+  if (!strategy.ok()) return strategy.status();
+  double search_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  double best = 0;
+  while (out.trials < want) {
+    const int ask = static_cast<int>(std::min<int64_t>(options.batch_size, want - out.trials));
+    Clock::time_point a = Clock::now();
+    absl::StatusOr<std::vector<Proposal>> proposals = (*strategy)->GenerateCandidates(ask);
+    search_s += std::chrono::duration<double>(Clock::now() - a).count();
+    if (!proposals.ok()) return proposals.status();
+    if (proposals->empty()) {
+      out.exhausted = true;
+      break;
+    }
+    std::vector<MeasuredResult> results;
+    for (Proposal& p : *proposals) {
+      auto it = space.answers.find(p.candidate_id);
+      if (it == space.answers.end()) {
+        return absl::InternalError(absl::StrCat(
+            "strategy ", (*strategy)->name(), " proposed candidate ", p.candidate_id,
+            " which is not in the replay pool: a strategy given a pool must draw from it"));
+      }
+      results.push_back({p.candidate_id, std::move(p.trace_json), it->second.status,
+                         it->second.median_ms});
+      if (it->second.status == "ok" && it->second.median_ms > 0 &&
+          (best == 0 || it->second.median_ms < best)) {
+        best = it->second.median_ms;
+      }
+      out.best_ms.push_back(best);
+      ++out.trials;
+    }
+    a = Clock::now();
+    (*strategy)->NotifyResults(results);
+    search_s += std::chrono::duration<double>(Clock::now() - a).count();
+    if (options.stop_at_ms > 0 && best > 0 && best <= options.stop_at_ms) break;
+  }
+  out.search_s = search_s;
+  return out;
+}
+
+int64_t TrialsToReach(const ReplayTrajectory& t, double target_ms, double fraction) {
+  const double limit = target_ms / fraction;
+  for (size_t i = 0; i < t.best_ms.size(); ++i) {
+    if (t.best_ms[i] > 0 && t.best_ms[i] <= limit) return static_cast<int64_t>(i) + 1;
+  }
+  return -1;
+}
+
+}  // namespace tessel::search
