@@ -84,6 +84,7 @@ struct Totals {
   double max_depth = 0, loops = 0;
   double heaviest_store = -1, innermost_extent = 0;
   double max_shared_alloc = 0, max_local_alloc = 0;
+  double parallel_launches = 0;  // executions of outermost parallel loops (host fork/joins)
 };
 
 // The per-kernel values that pick the dominant kernel and describe its launch.
@@ -204,6 +205,9 @@ class Walker {
       thread_mult_ *= static_cast<double>(extent);
       t_.loops += 1;
       t_.loop_iters += mult_;
+    }
+    if (n.kind == ForKind::kParallel && in_kind_[static_cast<int>(ForKind::kParallel)] == 0) {
+      t_.parallel_launches += saved_mult;
     }
     in_kind_[static_cast<int>(n.kind)] += 1;
     if (n.kind == ForKind::kVectorized) t_.vectorized_loops += 1;
@@ -607,7 +611,7 @@ const std::vector<std::string>& FeatureNames() {
         // Launch of the dominant kernel.
         "log2_block_x", "log2_block_y", "log2_block_z", "log2_thread_x", "log2_thread_y",
         "log2_thread_z", "log2_vthread", "log2_blocks", "log2_threads_per_block", "warp_efficiency",
-        "log2_waves", "wave_efficiency", "log2_parallel_extent", "parallel_efficiency",
+        "log2_waves", "wave_efficiency", "log2_parallel_extent", "log2_parallel_launches",
         // On-chip storage.
         "log2_shared_alloc_bytes", "shared_frac_of_sm", "log2_local_alloc_bytes",
         "local_frac_of_registers",
@@ -708,12 +712,7 @@ Features ExtractFeatures(const schedules::Program& program, const schedules::Tar
     push(0);
   }
   log(dom.parallel);
-  if (!target.is_cuda()) {
-    const double cores = static_cast<double>(std::max<int64_t>(1, target.cores));
-    push(dom.parallel / (std::ceil(dom.parallel / cores) * cores));
-  } else {
-    push(0);
-  }
+  log(t.parallel_launches);
 
   log(t.max_shared_alloc);
   push(target.is_cuda() ? Ratio(t.max_shared_alloc, static_cast<double>(target.shared_bytes_per_sm))

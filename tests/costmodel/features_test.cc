@@ -55,6 +55,16 @@ TEST(CostModelFeatures, DeterministicAcrossRebuildsOfOneTrace) {
   }
 }
 
+TEST(CostModelFeatures, HostFeaturesDoNotDependOnTheMachine) {
+  schedules::Target small = schedules::HostTarget(), big = small;
+  small.cores = 2;
+  big.cores = 96;
+  big.device_name = "another CPU";
+  for (const auto& c : SampleCandidates("matmul(M=64, N=64, K=64)", small, 8)) {
+    EXPECT_EQ(ExtractFeatures(c.program, small), ExtractFeatures(c.program, big));
+  }
+}
+
 TEST(CostModelFeatures, DifferentSchedulesGiveDifferentFeatures) {
   for (const schedules::Target& t : {schedules::HostTarget(), schedules::CudaTarget("sm_90")}) {
     auto cs = SampleCandidates("matmul(M=128, N=128, K=128)", t, 24);
