@@ -7,7 +7,9 @@
 // The features and their order are versioned by kFeatureVersion: a saved model records the
 // version it was trained with, and a model of another version is not loaded. Bump the version
 // whenever a feature is added, removed, reordered or computed differently. FeatureNames()
-// documents them, one name per slot.
+// names them, one name per slot; costmodel/FEATURES.md documents each one and how it is counted.
+// Magnitudes are log2(1 + x). Extraction is one walk of the IR (a few microseconds for a tiled
+// matmul) and reads nothing of the machine it runs on.
 //
 // Threads: free functions, callable from any thread.
 

@@ -28,9 +28,8 @@ absl::StatusOr<store::CostModelRow> RandomCostModel::Serialize(
 
 absl::Status RandomCostModel::Deserialize(const store::CostModelRow& row) {
   if (row.kind != kind()) {
-    return absl::InvalidArgumentError(absl::StrCat("cost model of kind '", row.kind,
-                                                   "' cannot be loaded into a '", kind(),
-                                                   "' model"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cost model of kind '", row.kind, "' cannot be loaded into a '", kind(), "' model"));
   }
   return absl::OkStatus();
 }

@@ -1,0 +1,125 @@
+#include "costmodel/training_set.h"
+
+#include <chrono>
+#include <deque>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "schedules/space/candidate.h"
+#include "schedules/util/fnv1a.h"
+#include "schedules/util/status_macros.h"
+#include "schedules/workload/builtins.h"
+#include "schedules/workload/key.h"
+#include "schedules/workload/parser.h"
+
+namespace tessel::costmodel {
+
+absl::StatusOr<Example> ExampleFromRecord(const store::Record& record,
+                                          const schedules::Workload& workload,
+                                          const schedules::Target& target) {
+  std::optional<schedules::Trace> trace;
+  if (record.trace_json != "null") {
+    absl::StatusOr<schedules::Trace> t = schedules::Trace::Parse(record.trace_json);
+    if (!t.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "record ", record.uid, " has a trace this build cannot read: ", t.status().message()));
+    }
+    trace = std::move(*t);
+  }
+  absl::StatusOr<schedules::Candidate> c = schedules::BuildCandidate(workload, target, trace);
+  if (!c.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("record ", record.uid, " no longer builds for ",
+                                                   target.ToString(), ": ", c.status().message()));
+  }
+  Example e;
+  e.workload_key = record.workload_key;
+  e.features = ExtractFeatures(c->program, target);
+  e.median_ms = record.status == "ok" && record.median_ms > 0 ? record.median_ms : 0;
+  return e;
+}
+
+absl::StatusOr<schedules::Workload> WorkloadFromLog(store::TuningLog* log, const std::string& key) {
+  TESSEL_ASSIGN_OR_RETURN(std::optional<store::WorkloadRow> row, log->GetWorkload(key));
+  if (!row) {
+    return absl::NotFoundError(absl::StrCat("workload ", key, " is not in the log ", log->path()));
+  }
+  absl::StatusOr<schedules::Workload> w = schedules::ParseWorkloadText(row->spec);
+  if (w.ok() && schedules::WorkloadKey(*w) == key) return w;
+  w = schedules::ParseWorkload(row->canonical);
+  if (!w.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("workload ", key, " (", row->name,
+                                                   ") no longer parses: ", w.status().message()));
+  }
+  return w;
+}
+
+absl::StatusOr<TrainingSet> LoadTrainingSet(store::TuningLog* log, const schedules::Target& target,
+                                            int64_t max_records) {
+  std::deque<store::Record> records;
+  TESSEL_RETURN_IF_ERROR(log->ForEachRecordOfTarget(target.ToString(), [&](const store::Record& r) {
+    records.push_back(r);
+    if (static_cast<int64_t>(records.size()) > std::max<int64_t>(0, max_records)) {
+      records.pop_front();
+    }
+    return true;
+  }));
+  const auto start = std::chrono::steady_clock::now();
+  TrainingSet set;
+  set.stats.records = static_cast<int64_t>(records.size());
+  // Each workload is rebuilt once (nullopt: it does not rebuild); each (workload, trace) is
+  // lowered once.
+  std::unordered_map<std::string, std::optional<schedules::Workload>> workloads;
+  std::unordered_map<uint64_t, Features> features;
+  std::unordered_map<std::string, bool> used;
+  for (const store::Record& r : records) {
+    auto it = workloads.find(r.workload_key);
+    if (it == workloads.end()) {
+      absl::StatusOr<schedules::Workload> w = WorkloadFromLog(log, r.workload_key);
+      if (!w.ok() && !absl::IsNotFound(w.status()) && !absl::IsInvalidArgument(w.status())) {
+        return w.status();
+      }
+      it = workloads.emplace(r.workload_key, w.ok() ? std::optional(*std::move(w)) : std::nullopt)
+               .first;
+    }
+    if (!it->second) {
+      ++set.stats.skipped_workload;
+      continue;
+    }
+    const uint64_t h = schedules::Fnv1a64(r.trace_json, schedules::Fnv1a64(r.workload_key + "\n"));
+    Example e;
+    if (auto f = features.find(h); f != features.end()) {
+      e.workload_key = r.workload_key;
+      e.features = f->second;
+      e.median_ms = r.status == "ok" && r.median_ms > 0 ? r.median_ms : 0;
+    } else {
+      absl::StatusOr<Example> built = ExampleFromRecord(r, *it->second, target);
+      if (!built.ok()) {
+        ++set.stats.skipped_trace;
+        continue;
+      }
+      e = *std::move(built);
+      features.emplace(h, e.features);
+    }
+    used[r.workload_key] = true;
+    set.examples.push_back(std::move(e));
+  }
+  set.stats.examples = static_cast<int64_t>(set.examples.size());
+  set.stats.workloads = static_cast<int64_t>(used.size());
+  set.stats.features_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return set;
+}
+
+absl::StatusOr<std::unique_ptr<CostModel>> ModelForTarget(
+    store::TuningLog* log, const schedules::Target& target, const std::string& kind,
+    const CostModelOptions& options, int64_t max_records, TrainingSetStats* stats) {
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<CostModel> model, MakeCostModel(kind, options));
+  TESSEL_ASSIGN_OR_RETURN(TrainingSet set, LoadTrainingSet(log, target, max_records));
+  if (stats != nullptr) *stats = set.stats;
+  TESSEL_RETURN_IF_ERROR(model->Update(set.examples));
+  return model;
+}
+
+}  // namespace tessel::costmodel
