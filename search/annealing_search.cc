@@ -1,5 +1,6 @@
 #include "search/annealing_search.h"
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_set>
 
@@ -27,13 +28,13 @@ absl::StatusOr<std::unique_ptr<AnnealingSearch>> AnnealingSearch::Create(
   return s;
 }
 
-std::vector<GuidedSearch::Built> AnnealingSearch::Explore(int /*n*/) {
+std::vector<GuidedSearch::Built> AnnealingSearch::Explore(int n) {
   struct State {
     const schedules::Trace* trace;
     double score;
   };
   accepted_ = 0;
-  const int k = options_.chains;
+  const int k = std::min(options_.chains, std::max(4, n));
   std::vector<Built> explored;  // unseen, distinct; `reserve` keeps the addresses stable
   explored.reserve(static_cast<size_t>(k) * (options_.steps + 1));
   std::unordered_set<uint64_t> explored_ids;

@@ -19,6 +19,7 @@ namespace tessel::search {
 
 struct AnnealingOptions {
   GuidedOptions guided;
+  // Chains of a call for n candidates: min(chains, max(4, n)).
   int chains = 16;
   int steps = 16;
   double initial_temperature = 0.1;

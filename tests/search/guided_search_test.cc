@@ -186,6 +186,22 @@ TEST_P(GuidedSearchTest, ReplayModeProposesOnlyPoolMembers) {
   EXPECT_GT(s->rejections()["not_in_pool"], 0);
 }
 
+TEST_P(GuidedSearchTest, SmallSpaceRunsDryAndSaysWhy) {
+  // A 1x1x1 matmul has few distinct schedules: asking for many gives fewer, every one new.
+  std::unique_ptr<GuidedSearch> s = Make(GetParam(), Context("matmul(M=1, N=1, K=1)"));
+  ASSERT_NE(s, nullptr);
+  auto ps = s->GenerateCandidates(200);
+  ASSERT_TRUE(ps.ok());
+  EXPECT_LT(ps->size(), 200u);
+  EXPECT_GT(ps->size(), 0u);
+  std::set<uint64_t> ids;
+  for (const Proposal& p : *ps) EXPECT_TRUE(ids.insert(p.candidate_id).second);
+  EXPECT_GT(s->rejections()["duplicate"], 0);
+  auto more = s->GenerateCandidates(200);
+  ASSERT_TRUE(more.ok());
+  for (const Proposal& p : *more) EXPECT_TRUE(ids.insert(p.candidate_id).second);
+}
+
 INSTANTIATE_TEST_SUITE_P(Strategies, GuidedSearchTest,
                          ::testing::Values("evolutionary", "annealing"));
 
@@ -209,7 +225,8 @@ TEST(EvolutionarySearchTest, BadOptionsNameTheRule) {
   o.population = 0;
   auto s = EvolutionarySearch::Create(Context(kMatmul), o);
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.status().message(), HasSubstr("population (0) must be at least 1"));
+  EXPECT_THAT(s.status().message(), HasSubstr("population (0), min_population (32) and "
+                                              "population_per_candidate (8) must be at least 1"));
   AnnealingOptions a;
   a.cooling = 1.5;
   auto t = AnnealingSearch::Create(Context(kMatmul), a);
