@@ -1,9 +1,10 @@
 #pragma once
 
-// Random search: independent samples of the design space (schedules/space), each drawn with a
-// seed derived from (job seed, task id, counter). Rejected samples are skipped and counted by
-// the step that refused them; traces already measured or proposed are skipped (by the hash of
-// their JSON). Results do not steer it.
+// Random search: independent samples of the candidate source (candidate_source.h). Design-space
+// mode: each draw seeded by (job seed, task id, counter). Replay mode (context.pool): the pool's
+// members without replacement, in an order shuffled by (job seed, task id). Rejected samples are
+// skipped and counted by the step that refused them; traces already measured or proposed are
+// skipped (by the hash of their JSON). Results do not steer it.
 //
 // Threads: as SearchStrategy (not thread-safe).
 
@@ -14,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "schedules/space/space_generator.h"
+#include "search/candidate_source.h"
 #include "search/search_strategy.h"
 
 namespace tessel::search {
@@ -31,16 +32,21 @@ class RandomSearch final : public SearchStrategy {
   void NotifyResults(const std::vector<MeasuredResult>& results) override;
   std::map<std::string, int64_t> rejections() const override { return rejections_; }
 
-  // The seed of draw `counter` (public for tests).
-  static uint64_t DrawSeed(uint64_t job_seed, int64_t task_id, uint64_t counter);
+  // The seed of draw `counter` (public for tests; = search::DrawSeed).
+  static uint64_t DrawSeed(uint64_t job_seed, int64_t task_id, uint64_t counter) {
+    return search::DrawSeed(job_seed, task_id, counter);
+  }
 
  private:
-  RandomSearch(SearchContext context, schedules::SpaceGenerator space)
-      : context_(std::move(context)), space_(std::move(space)) {}
+  RandomSearch(SearchContext context, CandidateSource source)
+      : context_(std::move(context)), source_(std::move(source)) {}
+  absl::StatusOr<std::vector<Proposal>> FromPool(int n);
 
   SearchContext context_;
-  schedules::SpaceGenerator space_;
+  CandidateSource source_;
   uint64_t counter_ = 0;
+  std::vector<size_t> pool_order_;  // replay mode: the members' order
+  size_t pool_next_ = 0;
   std::unordered_set<uint64_t> seen_;  // candidate ids measured or proposed
   std::map<std::string, int64_t> rejections_;
 };

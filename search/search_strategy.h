@@ -63,6 +63,12 @@ struct SearchContext {
   std::shared_ptr<costmodel::CostModel> cost_model;
   // Replay mode only (above); null otherwise.
   std::shared_ptr<const CandidatePool> pool;
+  // Threads a guided strategy builds candidates on (0: std::thread::hardware_concurrency()).
+  // Results do not depend on it.
+  int threads = 0;
+  // True when `cost_model` was already trained on `measured` (e.g. a model loaded from the log
+  // that saw these records): a guided strategy then does not give them to it again.
+  bool model_has_measured = false;
 };
 
 class SearchStrategy {
@@ -81,11 +87,14 @@ class SearchStrategy {
 // The strategies MakeSearchStrategy knows, in the order the help texts list them.
 std::vector<std::string> KnownStrategies();
 
-// OK for a known strategy name ("" means "random"); otherwise InvalidArgument naming the
-// strategy and the known ones.
+// The strategy of an empty name.
+inline constexpr char kDefaultStrategy[] = "evolutionary";
+
+// OK for a known strategy name ("" means the default, evolutionary); otherwise InvalidArgument
+// naming the strategy and the known ones.
 absl::Status CheckStrategyName(const std::string& name);
 
-// A strategy by name ("" means "random"). InvalidArgument for an unknown name (as
+// A strategy by name ("" means "evolutionary"). InvalidArgument for an unknown name (as
 // CheckStrategyName) or a workload the design space cannot generate for.
 absl::StatusOr<std::unique_ptr<SearchStrategy>> MakeSearchStrategy(const std::string& name,
                                                                    SearchContext context);

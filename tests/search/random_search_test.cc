@@ -53,7 +53,7 @@ TEST(RandomSearchTest, ProposesDistinctBuiltCandidatesKeyedByTheirTrace) {
 }
 
 TEST(RandomSearchTest, SameSeedSameProposalsOtherTaskOtherProposals) {
-  auto a = MakeSearchStrategy("", Context("matmul(M=64, N=64, K=64)", 7, 1));
+  auto a = MakeSearchStrategy("random", Context("matmul(M=64, N=64, K=64)", 7, 1));
   auto b = MakeSearchStrategy("random", Context("matmul(M=64, N=64, K=64)", 7, 1));
   auto c = MakeSearchStrategy("random", Context("matmul(M=64, N=64, K=64)", 7, 2));
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
@@ -104,13 +104,50 @@ TEST(RandomSearchTest, SmallSpaceRunsDryAndSaysWhy) {
 }
 
 TEST(RandomSearchTest, UnknownStrategyNamesTheKnownOnes) {
-  auto s = MakeSearchStrategy("evolutionary", Context("matmul(M=64, N=64, K=64)"));
+  auto s = MakeSearchStrategy("genetic", Context("matmul(M=64, N=64, K=64)"));
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.status().message(), HasSubstr("unknown search strategy 'evolutionary'"));
+  EXPECT_THAT(s.status().message(), HasSubstr("unknown search strategy 'genetic'"));
   EXPECT_THAT(s.status().message(), HasSubstr("random"));
+  EXPECT_THAT(s.status().message(), HasSubstr("the default, evolutionary"));
   EXPECT_TRUE(CheckStrategyName("").ok());
   EXPECT_TRUE(CheckStrategyName("random").ok());
+}
+
+TEST(RandomSearchTest, ReplayModeDrawsEveryPoolMemberOnceInASeededOrder) {
+  auto src = MakeSearchStrategy("random", Context("matmul(M=64, N=64, K=64)", 5));
+  ASSERT_TRUE(src.ok());
+  auto members = (*src)->GenerateCandidates(20);
+  ASSERT_TRUE(members.ok());
+  auto pool = std::make_shared<CandidatePool>();
+  for (const Proposal& p : *members) {
+    pool->trace_jsons.push_back(p.trace_json);
+    pool->ids.insert(p.candidate_id);
+  }
+  auto run = [&](uint64_t seed) {
+    SearchContext c = Context("matmul(M=64, N=64, K=64)", seed);
+    c.pool = pool;
+    auto s = MakeSearchStrategy("random", c);
+    EXPECT_TRUE(s.ok());
+    std::vector<uint64_t> ids;
+    for (int round = 0; round < 3; ++round) {
+      auto ps = (*s)->GenerateCandidates(8);
+      EXPECT_TRUE(ps.ok());
+      for (const Proposal& p : *ps) {
+        EXPECT_EQ(p.candidate_id, CandidateIdOf(p.trace_json));
+        EXPECT_FALSE(p.candidate.source.code.empty());
+        ids.push_back(p.candidate_id);
+      }
+    }
+    return ids;
+  };
+  const std::vector<uint64_t> a = run(1);
+  // 20 members, each once, then nothing more.
+  ASSERT_EQ(a.size(), 20u);
+  EXPECT_EQ(std::set<uint64_t>(a.begin(), a.end()),
+            std::set<uint64_t>(pool->ids.begin(), pool->ids.end()));
+  EXPECT_EQ(run(1), a);
+  EXPECT_NE(run(2), a);
 }
 
 }  // namespace

@@ -345,9 +345,9 @@ TEST_F(ServerTest, BadSubmissionsAreRefusedWithTheirReasonAndNothingIsStored) {
   arch.mutable_target()->set_arch("sm_75");
   cases.push_back({arch, grpc::StatusCode::INVALID_ARGUMENT, "unknown CUDA architecture 'sm_75'"});
   proto::SubmitJobRequest strategy = job(kMatmul);
-  strategy.set_strategy("annealing");
+  strategy.set_strategy("genetic");
   cases.push_back({strategy, grpc::StatusCode::INVALID_ARGUMENT,
-                   "unknown search strategy 'annealing': use one of random"});
+                   "unknown search strategy 'genetic': use one of evolutionary, annealing, random"});
   proto::SubmitJobRequest none = job(kMatmul);
   none.clear_workloads();
   cases.push_back({none, grpc::StatusCode::INVALID_ARGUMENT, "no workload"});
