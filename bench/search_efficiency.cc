@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
     double ms_per_trial = 0;
   };
   std::vector<Row> rows;
-  for (const std::string& name : absl::StrSplit(strategies, ',')) {
+  for (const std::string& name : std::vector<std::string>(absl::StrSplit(strategies, ','))) {
     Row row{name, {}, 0, 0};
     double search_s = 0;
     int64_t trials_run = 0;
@@ -124,6 +124,7 @@ int main(int argc, char** argv) {
       o.seed = 1000 + static_cast<uint64_t>(s);
       o.trials = budget;
       o.batch_size = static_cast<int>(batch);
+      o.stop_at_ms = space->best_ms / fraction;  // the goal: nothing after it is counted
       if (name != "random") {
         tessel::costmodel::CostModelOptions mo;
         mo.seed = o.seed;

@@ -67,11 +67,12 @@ std::string ProgressLine(const proto::JobInfo& job, int width) {
 }
 
 void PrintJob(std::ostream& out, const proto::JobInfo& job) {
-  out << absl::StrFormat("job %d%s: %s, target %s, strategy %s, priority %d, %d/%d trials, %s\n",
-                         job.job_id(),
-                         job.name().empty() ? "" : absl::StrCat(" (", job.name(), ")"),
-                         JobStateName(job.state()), job.target(), job.strategy(), job.priority(),
-                         job.trials_done(), job.trials_budget(), Duration(job.elapsed_s()));
+  out << absl::StrFormat(
+      "job %d%s: %s, target %s, strategy %s, priority %d, %d/%d trials, %s (search %.1f%%)\n",
+      job.job_id(), job.name().empty() ? "" : absl::StrCat(" (", job.name(), ")"),
+      JobStateName(job.state()), job.target(), job.strategy(), job.priority(), job.trials_done(),
+      job.trials_budget(), Duration(job.elapsed_s()),
+      job.elapsed_s() > 0 ? 100 * job.search_s() / job.elapsed_s() : 0.0);
   if (!job.error().empty()) out << "  error: " << job.error() << "\n";
   auto label = [](const proto::TaskInfo& t) {
     if (t.workload_spec().find('\n') != std::string::npos || t.workload_spec().empty()) {

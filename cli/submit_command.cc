@@ -23,7 +23,7 @@ struct SubmitFlags {
   int64_t trials = 0;
   int64_t trials_per_task = 0;
   double time_budget_s = 0;
-  std::string strategy = "random";
+  std::string strategy = "evolutionary";
   int priority = 0;
   std::string name;
   uint64_t seed = 0;
@@ -82,7 +82,9 @@ void AddSubmitCommand(CLI::App& app) {
   cmd->add_option("--trials-per-task", f->trials_per_task,
                   "Trials per task (instead of, or with, --trials)");
   cmd->add_option("--time-budget-s", f->time_budget_s, "Stop after this many seconds (0: none)");
-  cmd->add_option("--strategy", f->strategy, "Search strategy")->capture_default_str();
+  cmd->add_option("--strategy", f->strategy,
+                  "Search strategy: evolutionary (guided by the cost model), annealing or random")
+      ->capture_default_str();
   cmd->add_option("--priority", f->priority, "Higher is served first")->capture_default_str();
   cmd->add_option("--name", f->name, "A name to show in tessel jobs");
   cmd->add_option("--seed", f->seed, "Seed of the search (0: the server picks one)");

@@ -70,7 +70,9 @@ void AddTuneCommand(CLI::App& app) {
                   "The tuning log (default: $TESSEL_DB or ~/.local/share/tessel/tuning.db)");
   cmd->add_option("--target,-t", opts->target, "auto, host or cuda")->capture_default_str();
   cmd->add_option("--arch", opts->arch, "CUDA architecture (default: the GPU's)");
-  cmd->add_option("--strategy", opts->strategy, "Search strategy")->capture_default_str();
+  cmd->add_option("--strategy", opts->strategy,
+                  "Search strategy: evolutionary (guided by the cost model), annealing or random")
+      ->capture_default_str();
   cmd->add_option("--seed", opts->seed, "Seed of the search (0: the server picks one)");
   cmd->add_flag("--quiet,-q", opts->quiet, "Do not print the fastest kernel's source");
   cmd->add_flag("--verbose,-v", opts->verbose, "Show the server's and the worker's log");

@@ -19,7 +19,7 @@ struct TuneOptions {
   std::string arch;     // default: the GPU's
   int64_t trials = 64;  // per workload
   std::string db;       // default: DefaultLogPath()
-  std::string strategy = "random";
+  std::string strategy = "evolutionary";  // search::KnownStrategies()
   uint64_t seed = 0;
   bool quiet = false;    // no kernel source at the end
   bool verbose = false;  // the server's and worker's log lines on stderr

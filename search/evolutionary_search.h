@@ -27,6 +27,10 @@ struct EvolutionaryOptions {
   int min_population = 32;
   int population_per_candidate = 8;
   int generations = 3;
+  // Replay mode (SearchContext::pool): mutants rarely land in the pool, so the fresh samples do
+  // the exploring; the population is then min(pool_population, the pool's size) whatever n is,
+  // and the cost model ranks that much of the pool per call.
+  int pool_population = 2048;
   // At most this share of the initial population are measured candidates (the best).
   double measured_share = 0.25;
 };

@@ -61,6 +61,7 @@ absl::StatusOr<ReplayTrajectory> RunReplay(const ReplaySpace& space,
   context.task_id = 1;
   context.cost_model = options.cost_model;
   context.pool = space.pool;
+  context.threads = options.threads;
   const int64_t want = options.trials > 0
                            ? options.trials
                            : static_cast<int64_t>(space.pool->trace_jsons.size());

@@ -67,6 +67,7 @@ void ToProto(const JobStatus& s, proto::JobInfo* out) {
   out->set_finished_unix_ms(r.finished_unix_ms);
   out->set_elapsed_s(s.elapsed_s);
   out->set_trials_per_s(s.trials_per_s);
+  out->set_search_s(s.search_s);
   out->set_error(r.error);
   out->set_seed(r.seed);
 }

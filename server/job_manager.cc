@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "costmodel/training_set.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "schedules/space/candidate.h"
@@ -31,9 +32,55 @@ JobManager::JobManager(store::TuningLog* log, Dispatcher* dispatcher, JobManager
                        const EventLog* events)
     : log_(log), dispatcher_(dispatcher), options_(std::move(options)), events_(events) {}
 
+absl::StatusOr<std::shared_ptr<costmodel::CostModel>> JobManager::ModelFor(
+    const schedules::Target& target, const std::string& strategy) {
+  if (strategy == "random") return std::shared_ptr<costmodel::CostModel>();
+  absl::MutexLock lock(&models_mu_);
+  std::shared_ptr<costmodel::CostModel>& m = models_[target.ToString()];
+  if (m) return m;
+  costmodel::CostModelOptions o;
+  o.seed = 1;
+  costmodel::TrainingSetStats stats;
+  absl::StatusOr<std::unique_ptr<costmodel::CostModel>> made =
+      costmodel::ModelForTarget(log_, target, options_.cost_model, o, 20000, &stats);
+  if (!made.ok()) {
+    models_.erase(target.ToString());
+    return made.status();
+  }
+  m = std::move(*made);
+  events_->Log(absl::StrFormat(
+      "cost model %s for %s: trained on %d records of %d workloads (%d skipped) in %.0f ms",
+      options_.cost_model, target.ToString(), stats.examples, stats.workloads,
+      stats.skipped_trace + stats.skipped_workload, stats.features_ms));
+  return m;
+}
+
+void JobManager::SaveModelLocked(const std::string& target_key) {
+  std::shared_ptr<costmodel::CostModel> m;
+  {
+    absl::MutexLock lock(&models_mu_);
+    auto it = models_.find(target_key);
+    if (it != models_.end()) m = it->second;
+  }
+  if (!m || !m->trained()) return;
+  absl::StatusOr<store::CostModelRow> row = m->Serialize(target_key);
+  absl::Status s = row.ok() ? log_->SaveCostModel(&*row).status() : row.status();
+  if (!s.ok()) {
+    events_->Log(absl::StrCat("the cost model of ", target_key, " was not saved: ", s.message()));
+  }
+}
+
 absl::Status JobManager::Resume() {
   absl::StatusOr<std::vector<store::JobRow>> jobs = log_->ListJobs(/*unfinished_only=*/true);
   if (!jobs.ok()) return jobs.status();
+  for (const store::JobRow& row : *jobs) {
+    absl::StatusOr<schedules::Target> target = schedules::MakeTarget(row.target_kind, row.target_arch);
+    if (target.ok()) {
+      if (absl::Status s = ModelFor(*target, row.strategy).status(); !s.ok()) {
+        events_->Log(absl::StrCat("job ", row.id, ": no cost model: ", s.message()));
+      }
+    }
+  }
   absl::MutexLock lock(&mu_);
   for (const store::JobRow& row : *jobs) {
     absl::StatusOr<std::vector<store::TaskRow>> tasks = log_->TasksOf(row.id);
@@ -89,6 +136,16 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
     context.target = *target;
     context.seed = row.seed;
     context.task_id = tasks[i].id;
+    {
+      // The target's shared model (ModelFor made it before mu_ was taken); it has seen every
+      // record of the log, these tasks' included.
+      absl::MutexLock models_lock(&models_mu_);
+      auto it = models_.find(target->ToString());
+      if (it != models_.end() && row.strategy != "random") {
+        context.cost_model = it->second;
+        context.model_has_measured = true;
+      }
+    }
     for (const store::Record& r : measured[i]) {
       search::MeasuredResult m;
       m.candidate_id = r.candidate_id;
@@ -269,7 +326,11 @@ absl::StatusOr<int64_t> JobManager::Submit(const JobRequest& request) {
   job.target_kind = request.target_kind;
   job.target_arch = target->is_cuda() ? target->arch : "";
   job.target_key = target->ToString();
-  job.strategy = request.strategy.empty() ? "random" : request.strategy;
+  job.strategy = request.strategy.empty() ? search::kDefaultStrategy : request.strategy;
+  if (absl::Status s = ModelFor(*target, job.strategy).status(); !s.ok()) {
+    return absl::InternalError(
+        absl::StrCat("the cost model of ", target->ToString(), " cannot be made: ", s.message()));
+  }
   job.priority = request.priority;
   for (int64_t b : budgets) job.trials_budget += b;
   if (request.total_trials > 0) job.trials_budget = std::min(job.trials_budget, request.total_trials);
@@ -341,6 +402,7 @@ void JobManager::FinishJobLocked(Job& job, store::JobState state, const std::str
   job.row.state = state;
   job.row.error = state == store::JobState::kFailed ? why : "";
   job.row.finished_unix_ms = NowMs();
+  if (job.row.strategy != "random") SaveModelLocked(job.row.target_key);
   if (absl::Status s = log_->SetJobState(job.row.id, state, job.row.error); !s.ok()) {
     events_->Log(absl::StrCat("job ", job.row.id, ": cannot store its state: ", s.message()));
   }
@@ -348,7 +410,8 @@ void JobManager::FinishJobLocked(Job& job, store::JobState state, const std::str
   for (auto& t : job.tasks) done += t->done;
   events_->Log(absl::StrCat("job ", job.row.id, " ", store::JobStateName(state),
                             why.empty() ? "" : absl::StrCat(" (", why, ")"), " after ", done,
-                            " trials"));
+                            absl::StrFormat(" trials; %.3f s in the search strategies",
+                                            job.search_s)));
   ChangedLocked(job);
 }
 
@@ -429,7 +492,9 @@ void JobManager::OnResult(const QueuedCandidate& candidate, const worker::Candid
   m.trace_json = r.trace_json;
   m.status = r.status;
   m.median_ms = r.median_ms;
+  const absl::Time t0 = absl::Now();
   task.strategy->NotifyResults({m});
+  job.search_s += absl::ToDoubleSeconds(absl::Now() - t0);
   if (job.row.state == store::JobState::kQueued) {
     job.row.state = store::JobState::kRunning;
     (void)log_->SetJobState(job.row.id, store::JobState::kRunning);
@@ -461,8 +526,10 @@ int64_t JobManager::TopUpLocked(Job& job, Task& task, int64_t limit) {
   const int64_t free = dispatcher_->FreeCredits(task.row.id);
   const int64_t want = std::min(remaining, batch * std::max<int64_t>(2, free + 1) - queued);
   if (want <= 0) return 0;
+  const absl::Time t0 = absl::Now();
   absl::StatusOr<std::vector<search::Proposal>> ps =
       task.strategy->GenerateCandidates(static_cast<int>(want));
+  job.search_s += absl::ToDoubleSeconds(absl::Now() - t0);
   if (!ps.ok()) {
     FinishJobLocked(job, store::JobState::kFailed,
                     absl::StrCat("the search strategy failed: ", ps.status().message()));
@@ -596,6 +663,7 @@ JobStatus JobManager::StatusLocked(Job& job) {
   for (int64_t t : job.result_unix_ms) recent += t >= now - 60000 ? 1 : 0;
   const double window_s = std::min(60.0, std::max(1.0, s.elapsed_s));
   s.trials_per_s = recent / window_s;
+  s.search_s = job.search_s;
   return s;
 }
 

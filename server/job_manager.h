@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "schedules/target/target.h"
 #include "schedules/workload/workload.h"
+#include "costmodel/cost_model.h"
 #include "search/search_strategy.h"
 #include "search/task_scheduler.h"
 #include "server/dispatcher.h"
@@ -49,6 +50,9 @@ namespace tessel::server {
 
 struct JobManagerOptions {
   int default_batch_size = 16;
+  // The cost model of the guided strategies ("xgboost" or "random"), one per target, shared by
+  // every job of that target (costmodel/cost_model.h).
+  std::string cost_model = "xgboost";
   worker::TimingOptions timing;    // sent with every batch
   double candidate_timeout_s = 0;  // per candidate; 0: the worker's default
 };
@@ -86,6 +90,7 @@ struct JobStatus {
   int64_t trials_done = 0;
   double elapsed_s = 0;
   double trials_per_s = 0;  // over the last minute
+  double search_s = 0;      // in the search strategies (GenerateCandidates, NotifyResults)
   uint64_t version = 0;     // grows at every change
 };
 
@@ -140,9 +145,18 @@ class JobManager {
     // A shared budget: the job's trials budget is less than the sum of its tasks' caps, and the
     // scheduler decides which task gets the next batch. Null when every task has its own budget.
     std::unique_ptr<search::TaskScheduler> scheduler;
-    std::deque<int64_t> result_unix_ms;  // the last minute's results, for the rate
+    std::deque<int64_t> result_unix_ms;
+    double search_s = 0;  // time in its strategies  // the last minute's results, for the rate
     uint64_t version = 1;
   };
+
+  // The cost model of `target` for a job of `strategy` (null for random search): made on first
+  // use from every record of the target in the log (transfer), then shared and taught by every
+  // job of that target. Call without mu_ held (the first call rebuilds the log's candidates).
+  absl::StatusOr<std::shared_ptr<costmodel::CostModel>> ModelFor(const schedules::Target& target,
+                                                                 const std::string& strategy);
+  // Stores the target's model in the log when it is trained.
+  void SaveModelLocked(const std::string& target_key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Builds the in-memory job (strategies, dispatcher tasks) from its rows; `measured` per task.
   absl::Status LoadJobLocked(const store::JobRow& row, const std::vector<store::TaskRow>& tasks,
@@ -170,6 +184,11 @@ class JobManager {
   std::map<int64_t, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, std::pair<Job*, Task*>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // Cost models by target key: made by ModelFor under models_mu_ alone; looked up under mu_ then
+  // models_mu_ (briefly). The models themselves are used under mu_, which serializes every
+  // strategy call.
+  absl::Mutex models_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::map<std::string, std::shared_ptr<costmodel::CostModel>> models_ ABSL_GUARDED_BY(models_mu_);
 };
 
 }  // namespace tessel::server

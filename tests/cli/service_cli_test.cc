@@ -75,7 +75,7 @@ TEST(ServiceCli, SubmitWaitThenJobsStatusWorkersAndBest) {
   EXPECT_THAT(jobs.output, HasSubstr("done"));
   CliResult status = RunTessel("status 1" + s);
   EXPECT_EQ(status.status, 0) << status.output;
-  EXPECT_THAT(status.output, HasSubstr("job 1: done, target host, strategy random"));
+  EXPECT_THAT(status.output, HasSubstr("job 1: done, target host, strategy evolutionary"));
   CliResult workers = RunTessel("workers" + s);
   EXPECT_EQ(workers.status, 0) << workers.output;
   EXPECT_THAT(workers.output, HasSubstr("cli-test-worker"));

@@ -225,8 +225,9 @@ TEST(EvolutionarySearchTest, BadOptionsNameTheRule) {
   o.population = 0;
   auto s = EvolutionarySearch::Create(Context(kMatmul), o);
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.status().message(), HasSubstr("population (0), min_population (32) and "
-                                              "population_per_candidate (8) must be at least 1"));
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("population (0), min_population (32), population_per_candidate (8) and "
+                        "pool_population (2048) must be at least 1"));
   AnnealingOptions a;
   a.cooling = 1.5;
   auto t = AnnealingSearch::Create(Context(kMatmul), a);

@@ -117,6 +117,50 @@ TEST_F(ServerTest, ASharedBudgetIsSpentByTheTaskSchedulerRoundRobinFirst) {
   EXPECT_EQ(RecordsOfJob(db_, job).size(), 10u);
 }
 
+TEST_F(ServerTest, AGuidedJobStartsFromAModelOfTheLogsRecordsAndSavesItWhenDone) {
+  {
+    // A log that already holds 1,200 real host measurements (another job's).
+    auto log = store::OpenTuningLog(db_);
+    ASSERT_TRUE(log.ok()) << log.status();
+    std::istringstream in(ReplayFixtureJsonl());
+    auto imported = (*log)->ImportJsonl(in);
+    ASSERT_TRUE(imported.ok()) << imported.status();
+    ASSERT_EQ(imported->records_added, 1200);
+  }
+  StartInProcess(TestServerOptions(db_));
+  auto w = StartHostWorker(server_->address(), dir_, "w1");
+  proto::SubmitJobRequest r = HostJob({kReplayFixtureWorkload}, 4, 4);
+  r.set_strategy("");  // the default: evolutionary
+  const int64_t job = Submit(r);
+  ASSERT_GT(job, 0);
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(90)))
+      << w->Log();
+  proto::JobInfo info = GetJob(client_.get(), job);
+  EXPECT_EQ(info.strategy(), "evolutionary");
+  EXPECT_EQ(info.trials_done(), 4);
+  EXPECT_GT(info.search_s(), 0);
+  // None of the 4 is one of the 1,200 already measured.
+  std::vector<store::Record> mine = RecordsOfJob(db_, job);
+  ASSERT_EQ(mine.size(), 4u);
+  auto log = store::OpenTuningLog(db_);
+  ASSERT_TRUE(log.ok());
+  int64_t same = 0;
+  ASSERT_TRUE((*log)->ForEachRecordOfTarget("host", [&](const store::Record& rec) {
+                  if (rec.job_id != job) {
+                    for (const store::Record& m : mine) same += m.trace_json == rec.trace_json;
+                  }
+                  return true;
+                }).ok());
+  EXPECT_EQ(same, 0);
+  // The model trained on the log's records was saved when the job ended.
+  auto model = (*log)->LatestCostModel("host", "xgboost");
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(model->has_value());
+  EXPECT_FALSE((*model)->blob.empty());
+  EXPECT_NE((*model)->meta_json.find("\"examples\":1204"), std::string::npos)
+      << (*model)->meta_json;
+}
+
 TEST_F(ServerTest, AKilledWorkersCandidatesAreMeasuredByAnotherAndCountedOnce) {
   StartInProcess(TestServerOptions(db_));
   auto a = StartHostWorker(server_->address(), dir_, "a", 1);
