@@ -4,6 +4,7 @@
 // Usage: tessel_bench_search --db=FILE --workload=SPEC [--target=host|cuda] [--arch=sm_90]
 //                            [--strategies=evolutionary,annealing,random] [--seeds=5]
 //                            [--trials=N] [--batch=64] [--fraction=0.95] [--model=xgboost]
+//                            [--transfer]
 //
 // The log's records of (workload, target) are the design space; its fastest ok record is the
 // goal (for a log recorded by N random trials, "the best of N random trials"). For each
@@ -12,6 +13,11 @@
 // then the median over seeds, the ratio of each strategy's median to random search's, and the
 // strategy's own time per trial (generation, model training and prediction; the answers from the
 // log cost nothing). A run that never reaches the goal counts as its trial budget + 1.
+//
+// --transfer: the guided strategies start from a model trained on the log's records of the
+// target's OTHER workloads (what a live job starts from on a target with history, leaving the
+// replayed workload's own records out); without it they start cold (random scores until the
+// model has seen warmup_examples results).
 //
 // The bar: the guided search reaches 95% of the best in <= 1/3 of the trials random
 // search needs (median over 5 seeds).
@@ -23,6 +29,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "costmodel/training_set.h"
 #include "schedules/target/target.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
@@ -50,10 +57,15 @@ int main(int argc, char** argv) {
   std::string db, spec, target_kind = "host", arch, strategies = "evolutionary,annealing,random";
   std::string model = "xgboost";
   int64_t seeds = 5, trials = 0, batch = 64;
+  bool transfer = false;
   double fraction = 0.95;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     std::string v;
+    if (a == "--transfer") {
+      transfer = true;
+      continue;
+    }
     if (Flag(a, "db", &db) || Flag(a, "workload", &spec) || Flag(a, "target", &target_kind) ||
         Flag(a, "arch", &arch) || Flag(a, "strategies", &strategies) || Flag(a, "model", &model)) {
       continue;
@@ -96,14 +108,30 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tessel_bench_search: %s\n", space.status().ToString().c_str());
     return 2;
   }
+  std::vector<tessel::costmodel::Example> others;
+  if (transfer) {
+    auto set = tessel::costmodel::LoadTrainingSet(log->get(), *target);
+    if (!set.ok()) {
+      std::fprintf(stderr, "tessel_bench_search: %s\n", set.status().ToString().c_str());
+      return 2;
+    }
+    const std::string key = tessel::schedules::WorkloadKey(*workload);
+    for (auto& e : set->examples) {
+      if (e.workload_key != key) others.push_back(std::move(e));
+    }
+    std::printf(
+        "transfer: the guided strategies start from a model trained on %zu records of "
+        "the target's other workloads\n",
+        others.size());
+  }
   const int64_t pool = static_cast<int64_t>(space->pool->trace_jsons.size());
   const int64_t budget = trials > 0 ? std::min(trials, pool) : pool;
-  std::printf("replay of %s on %s: %lld recorded candidates (%lld ok), best %.5f ms; goal: "
-              "within %.0f%% of it (<= %.5f ms); %lld trials per run, batch %lld, %lld seeds\n",
-              workload->spec.c_str(), target->ToString().c_str(), static_cast<long long>(pool),
-              static_cast<long long>(space->ok), space->best_ms, 100 * fraction,
-              space->best_ms / fraction, static_cast<long long>(budget),
-              static_cast<long long>(batch), static_cast<long long>(seeds));
+  std::printf(
+      "replay of %s on %s: %lld recorded candidates (%lld ok), best %.5f ms; goal: "
+      "within %.0f%% of it (<= %.5f ms); %lld trials per run, batch %lld, %lld seeds\n",
+      workload->spec.c_str(), target->ToString().c_str(), static_cast<long long>(pool),
+      static_cast<long long>(space->ok), space->best_ms, 100 * fraction, space->best_ms / fraction,
+      static_cast<long long>(budget), static_cast<long long>(batch), static_cast<long long>(seeds));
   std::printf("%-14s %-44s %10s %12s %14s\n", "strategy", "trials to goal per seed", "median",
               "vs random", "search ms/trial");
   double random_median = 0;
@@ -132,6 +160,12 @@ int main(int argc, char** argv) {
         if (!m.ok()) {
           std::fprintf(stderr, "tessel_bench_search: %s\n", m.status().ToString().c_str());
           return 2;
+        }
+        if (!others.empty()) {
+          if (auto st = (*m)->Update(others); !st.ok()) {
+            std::fprintf(stderr, "tessel_bench_search: %s\n", st.ToString().c_str());
+            return 2;
+          }
         }
         o.cost_model = std::move(*m);
       }

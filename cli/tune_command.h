@@ -16,9 +16,9 @@ namespace tessel::cli {
 struct TuneOptions {
   std::vector<std::string> workloads;  // default: DefaultWorkload(target)
   std::string target = "auto";
-  std::string arch;     // default: the GPU's
-  int64_t trials = 64;  // per workload
-  std::string db;       // default: DefaultLogPath()
+  std::string arch;                       // default: the GPU's
+  int64_t trials = 64;                    // per workload
+  std::string db;                         // default: DefaultLogPath()
   std::string strategy = "evolutionary";  // search::KnownStrategies()
   uint64_t seed = 0;
   bool quiet = false;    // no kernel source at the end

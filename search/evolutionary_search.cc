@@ -40,14 +40,12 @@ absl::StatusOr<std::unique_ptr<EvolutionarySearch>> EvolutionarySearch::Create(
     SearchContext context, const EvolutionaryOptions& options) {
   if (options.population < 1 || options.min_population < 1 ||
       options.population_per_candidate < 1 || options.pool_population < 1 ||
-      options.generations < 0 ||
-      options.guided.epsilon < 0 || options.guided.epsilon > 1 || options.measured_share < 0 ||
-      options.measured_share > 1) {
+      options.generations < 0 || options.guided.epsilon < 0 || options.guided.epsilon > 1 ||
+      options.measured_share < 0 || options.measured_share > 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "evolutionary search options: population (", options.population, "), min_population (",
-        options.min_population, "), population_per_candidate (",
-        options.population_per_candidate, ") and pool_population (", options.pool_population,
-        ") must be at least 1, generations (",
+        options.min_population, "), population_per_candidate (", options.population_per_candidate,
+        ") and pool_population (", options.pool_population, ") must be at least 1, generations (",
         options.generations, ") at least 0, epsilon (", options.guided.epsilon,
         ") and measured_share (", options.measured_share, ") within [0, 1]"));
   }
@@ -68,13 +66,12 @@ std::vector<GuidedSearch::Built> EvolutionarySearch::Explore(int n) {
   };
   std::vector<Built> explored;  // unseen, distinct; stable addresses through `reserve` below
   std::unordered_set<uint64_t> explored_ids;
-  const int pop =
-      context().pool
-          ? std::min<int>(options_.pool_population,
-                          static_cast<int>(context().pool->trace_jsons.size()))
-          : std::min(options_.population, std::max(options_.min_population,
-                                                    options_.population_per_candidate *
-                                                        std::max(n, 1)));
+  const int pop = context().pool
+                      ? std::min<int>(options_.pool_population,
+                                      static_cast<int>(context().pool->trace_jsons.size()))
+                      : std::min(options_.population,
+                                 std::max(options_.min_population,
+                                          options_.population_per_candidate * std::max(n, 1)));
   explored.reserve(static_cast<size_t>(pop) * (options_.generations + 1));
   std::vector<Member> members;
   for (const Measured* m : BestMeasured(static_cast<int>(options_.measured_share * pop))) {

@@ -14,16 +14,15 @@ absl::StatusOr<ReplaySpace> LoadReplaySpace(store::TuningLog* log, const std::st
   absl::StatusOr<std::optional<store::WorkloadRow>> row = log->GetWorkload(workload_key);
   if (!row.ok()) return row.status();
   if (!row->has_value()) {
-    return absl::NotFoundError(absl::StrCat("the tuning log ", log->path(),
-                                            " has no workload with key ", workload_key,
-                                            ": record some with `tessel tune --db ", log->path(),
-                                            "` first"));
+    return absl::NotFoundError(
+        absl::StrCat("the tuning log ", log->path(), " has no workload with key ", workload_key,
+                     ": record some with `tessel tune --db ", log->path(), "` first"));
   }
   absl::StatusOr<schedules::Workload> workload = schedules::ParseWorkloadText((*row)->spec);
   if (!workload.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("workload ", workload_key, " of ",
-                                                      log->path(), " no longer parses: ",
-                                                      workload.status().message()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("workload ", workload_key, " of ", log->path(),
+                     " no longer parses: ", workload.status().message()));
   }
   ReplaySpace space{std::move(*workload), target, nullptr, {}, 0, 0};
   auto pool = std::make_shared<CandidatePool>();
@@ -43,16 +42,15 @@ absl::StatusOr<ReplaySpace> LoadReplaySpace(store::TuningLog* log, const std::st
   });
   if (!s.ok()) return s;
   if (pool->trace_jsons.empty()) {
-    return absl::NotFoundError(absl::StrCat(
-        "the tuning log ", log->path(), " has no records of ", (*row)->spec, " on ", target_key,
-        ": record some with `tessel tune --db ", log->path(), "` first"));
+    return absl::NotFoundError(
+        absl::StrCat("the tuning log ", log->path(), " has no records of ", (*row)->spec, " on ",
+                     target_key, ": record some with `tessel tune --db ", log->path(), "` first"));
   }
   space.pool = std::move(pool);
   return space;
 }
 
-absl::StatusOr<ReplayTrajectory> RunReplay(const ReplaySpace& space,
-                                           const ReplayOptions& options) {
+absl::StatusOr<ReplayTrajectory> RunReplay(const ReplaySpace& space, const ReplayOptions& options) {
   using Clock = std::chrono::steady_clock;
   SearchContext context;
   context.workload = space.workload;
@@ -62,9 +60,8 @@ absl::StatusOr<ReplayTrajectory> RunReplay(const ReplaySpace& space,
   context.cost_model = options.cost_model;
   context.pool = space.pool;
   context.threads = options.threads;
-  const int64_t want = options.trials > 0
-                           ? options.trials
-                           : static_cast<int64_t>(space.pool->trace_jsons.size());
+  const int64_t want =
+      options.trials > 0 ? options.trials : static_cast<int64_t>(space.pool->trace_jsons.size());
   ReplayTrajectory out;
   const Clock::time_point t0 = Clock::now();
   absl::StatusOr<std::unique_ptr<SearchStrategy>> strategy =
@@ -90,8 +87,8 @@ absl::StatusOr<ReplayTrajectory> RunReplay(const ReplaySpace& space,
             "strategy ", (*strategy)->name(), " proposed candidate ", p.candidate_id,
             " which is not in the replay pool: a strategy given a pool must draw from it"));
       }
-      results.push_back({p.candidate_id, std::move(p.trace_json), it->second.status,
-                         it->second.median_ms});
+      results.push_back(
+          {p.candidate_id, std::move(p.trace_json), it->second.status, it->second.median_ms});
       if (it->second.status == "ok" && it->second.median_ms > 0 &&
           (best == 0 || it->second.median_ms < best)) {
         best = it->second.median_ms;

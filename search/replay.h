@@ -66,7 +66,7 @@ struct ReplayTrajectory {
   // best_ms[i]: the fastest ok latency among the first i + 1 trials (0 until one is ok).
   std::vector<double> best_ms;
   int64_t trials = 0;
-  double search_s = 0;  // wall time spent in the strategy (generate + notify), not answering
+  double search_s = 0;     // wall time spent in the strategy (generate + notify), not answering
   bool exhausted = false;  // the strategy ran dry before `trials`
 };
 

@@ -41,8 +41,7 @@ double TaskScheduler::Score(int task) const {
   // Forward (optimistic): the average gain rate so far, as if the latency could fall to zero
   // at the pace it took to get here.
   const double forward = best / static_cast<double>(n);
-  return t.weight *
-         (options_.backward_share * backward + (1 - options_.backward_share) * forward);
+  return t.weight * (options_.backward_share * backward + (1 - options_.backward_share) * forward);
 }
 
 int TaskScheduler::Next() const {

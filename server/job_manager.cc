@@ -7,9 +7,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "costmodel/training_set.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "costmodel/training_set.h"
 #include "schedules/space/candidate.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
@@ -74,7 +74,8 @@ absl::Status JobManager::Resume() {
   absl::StatusOr<std::vector<store::JobRow>> jobs = log_->ListJobs(/*unfinished_only=*/true);
   if (!jobs.ok()) return jobs.status();
   for (const store::JobRow& row : *jobs) {
-    absl::StatusOr<schedules::Target> target = schedules::MakeTarget(row.target_kind, row.target_arch);
+    absl::StatusOr<schedules::Target> target =
+        schedules::MakeTarget(row.target_kind, row.target_arch);
     if (target.ok()) {
       if (absl::Status s = ModelFor(*target, row.strategy).status(); !s.ok()) {
         events_->Log(absl::StrCat("job ", row.id, ": no cost model: ", s.message()));
@@ -333,7 +334,8 @@ absl::StatusOr<int64_t> JobManager::Submit(const JobRequest& request) {
   }
   job.priority = request.priority;
   for (int64_t b : budgets) job.trials_budget += b;
-  if (request.total_trials > 0) job.trials_budget = std::min(job.trials_budget, request.total_trials);
+  if (request.total_trials > 0)
+    job.trials_budget = std::min(job.trials_budget, request.total_trials);
   job.time_budget_s = request.time_budget_s;
   job.seed =
       request.seed != 0 ? request.seed : static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())) | 1;
@@ -408,10 +410,10 @@ void JobManager::FinishJobLocked(Job& job, store::JobState state, const std::str
   }
   int64_t done = 0;
   for (auto& t : job.tasks) done += t->done;
-  events_->Log(absl::StrCat("job ", job.row.id, " ", store::JobStateName(state),
-                            why.empty() ? "" : absl::StrCat(" (", why, ")"), " after ", done,
-                            absl::StrFormat(" trials; %.3f s in the search strategies",
-                                            job.search_s)));
+  events_->Log(
+      absl::StrCat("job ", job.row.id, " ", store::JobStateName(state),
+                   why.empty() ? "" : absl::StrCat(" (", why, ")"), " after ", done,
+                   absl::StrFormat(" trials; %.3f s in the search strategies", job.search_s)));
   ChangedLocked(job);
 }
 

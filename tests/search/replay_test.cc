@@ -33,8 +33,8 @@ class ReplayTest : public ::testing::Test {
     ASSERT_TRUE(w.ok()) << w.status();
     workload_ = *w;
     key_ = schedules::WorkloadKey(workload_);
-    ASSERT_TRUE(log_->PutWorkload({key_, schedules::CanonicalText(workload_), workload_.name,
-                                   workload_.spec})
+    ASSERT_TRUE(log_->PutWorkload(
+                        {key_, schedules::CanonicalText(workload_), workload_.name, workload_.spec})
                     .ok());
   }
 
@@ -85,8 +85,10 @@ TEST_F(ReplayTest, AWorkloadTheLogDoesNotHaveIsNotFoundSayingHowToRecordIt) {
   auto space = LoadReplaySpace(log_.get(), "0123456789abcdef", target_);
   ASSERT_FALSE(space.ok());
   EXPECT_EQ(space.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(space.status().message()), HasSubstr("has no workload with key 0123456789abcdef"));
-  EXPECT_THAT(std::string(space.status().message()), HasSubstr("record some with `tessel tune --db"));
+  EXPECT_THAT(std::string(space.status().message()),
+              HasSubstr("has no workload with key 0123456789abcdef"));
+  EXPECT_THAT(std::string(space.status().message()),
+              HasSubstr("record some with `tessel tune --db"));
 }
 
 TEST_F(ReplayTest, AWorkloadWithoutRecordsOfTheTargetIsNotFound) {
@@ -119,9 +121,9 @@ TEST_F(ReplayTest, RandomSearchReplaysEveryRecordedCandidateOnceWithTheRecordedA
   }
   // Every candidate was answered, so the last best is the log's best (not the 99 ms repeat).
   EXPECT_DOUBLE_EQ(t->best_ms.back(), space->best_ms);
-  EXPECT_EQ(TrialsToReach(*t, space->best_ms, 1.0),
-            std::find(t->best_ms.begin(), t->best_ms.end(), space->best_ms) - t->best_ms.begin() +
-                1);
+  EXPECT_EQ(
+      TrialsToReach(*t, space->best_ms, 1.0),
+      std::find(t->best_ms.begin(), t->best_ms.end(), space->best_ms) - t->best_ms.begin() + 1);
   // Asked for more than the pool holds, the strategy runs dry.
   o.trials = 80;
   auto more = RunReplay(*space, o);

@@ -145,12 +145,16 @@ TEST_F(ServerTest, AGuidedJobStartsFromAModelOfTheLogsRecordsAndSavesItWhenDone)
   auto log = store::OpenTuningLog(db_);
   ASSERT_TRUE(log.ok());
   int64_t same = 0;
-  ASSERT_TRUE((*log)->ForEachRecordOfTarget("host", [&](const store::Record& rec) {
-                  if (rec.job_id != job) {
-                    for (const store::Record& m : mine) same += m.trace_json == rec.trace_json;
-                  }
-                  return true;
-                }).ok());
+  ASSERT_TRUE((*log)
+                  ->ForEachRecordOfTarget("host",
+                                          [&](const store::Record& rec) {
+                                            if (rec.job_id != job) {
+                                              for (const store::Record& m : mine)
+                                                same += m.trace_json == rec.trace_json;
+                                            }
+                                            return true;
+                                          })
+                  .ok());
   EXPECT_EQ(same, 0);
   // The model trained on the log's records was saved when the job ended.
   auto model = (*log)->LatestCostModel("host", "xgboost");
@@ -390,8 +394,9 @@ TEST_F(ServerTest, BadSubmissionsAreRefusedWithTheirReasonAndNothingIsStored) {
   cases.push_back({arch, grpc::StatusCode::INVALID_ARGUMENT, "unknown CUDA architecture 'sm_75'"});
   proto::SubmitJobRequest strategy = job(kMatmul);
   strategy.set_strategy("genetic");
-  cases.push_back({strategy, grpc::StatusCode::INVALID_ARGUMENT,
-                   "unknown search strategy 'genetic': use one of evolutionary, annealing, random"});
+  cases.push_back(
+      {strategy, grpc::StatusCode::INVALID_ARGUMENT,
+       "unknown search strategy 'genetic': use one of evolutionary, annealing, random"});
   proto::SubmitJobRequest none = job(kMatmul);
   none.clear_workloads();
   cases.push_back({none, grpc::StatusCode::INVALID_ARGUMENT, "no workload"});
