@@ -15,9 +15,10 @@
 // log cost nothing). A run that never reaches the goal counts as its trial budget + 1.
 //
 // --transfer: the guided strategies start from a model trained on the log's records of the
-// target's OTHER workloads (what a live job starts from on a target with history, leaving the
-// replayed workload's own records out); without it they start cold (random scores until the
-// model has seen warmup_examples results).
+// target's OTHER workloads of the same family (costmodel::WorkloadFamily; what a live job starts
+// from on a target with history, leaving the replayed workload's own records out);
+// --transfer=all: of every other workload, whatever its family; without it they start cold (random
+// scores until the model has seen warmup_examples results).
 //
 // The bar: the guided search reaches 95% of the best in <= 1/3 of the trials random
 // search needs (median over 5 seeds).
@@ -57,13 +58,13 @@ int main(int argc, char** argv) {
   std::string db, spec, target_kind = "host", arch, strategies = "evolutionary,annealing,random";
   std::string model = "xgboost";
   int64_t seeds = 5, trials = 0, batch = 64;
-  bool transfer = false;
+  std::string transfer;  // "", "family" or "all"
   double fraction = 0.95;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     std::string v;
-    if (a == "--transfer") {
-      transfer = true;
+    if (a == "--transfer" || a == "--transfer=all") {
+      transfer = a == "--transfer" ? "family" : "all";
       continue;
     }
     if (Flag(a, "db", &db) || Flag(a, "workload", &spec) || Flag(a, "target", &target_kind) ||
@@ -109,8 +110,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<tessel::costmodel::Example> others;
-  if (transfer) {
-    auto set = tessel::costmodel::LoadTrainingSet(log->get(), *target);
+  if (!transfer.empty()) {
+    auto set = tessel::costmodel::LoadTrainingSet(
+        log->get(), *target, 20000,
+        transfer == "family" ? tessel::costmodel::WorkloadFamily(workload->name) : "");
     if (!set.ok()) {
       std::fprintf(stderr, "tessel_bench_search: %s\n", set.status().ToString().c_str());
       return 2;
@@ -121,8 +124,8 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "transfer: the guided strategies start from a model trained on %zu records of "
-        "the target's other workloads\n",
-        others.size());
+        "the target's other workloads (%s)\n",
+        others.size(), transfer == "family" ? "same family" : "every family");
   }
   const int64_t pool = static_cast<int64_t>(space->pool->trace_jsons.size());
   const int64_t budget = trials > 0 ? std::min(trials, pool) : pool;

@@ -55,8 +55,12 @@ absl::StatusOr<schedules::Workload> WorkloadFromLog(store::TuningLog* log, const
   return w;
 }
 
+std::string WorkloadFamily(const std::string& workload_name) {
+  return workload_name.substr(0, workload_name.find('_'));
+}
+
 absl::StatusOr<TrainingSet> LoadTrainingSet(store::TuningLog* log, const schedules::Target& target,
-                                            int64_t max_records) {
+                                            int64_t max_records, const std::string& family) {
   std::deque<store::Record> records;
   TESSEL_RETURN_IF_ERROR(log->ForEachRecordOfTarget(target.ToString(), [&](const store::Record& r) {
     records.push_back(r);
@@ -87,6 +91,10 @@ absl::StatusOr<TrainingSet> LoadTrainingSet(store::TuningLog* log, const schedul
       ++set.stats.skipped_workload;
       continue;
     }
+    if (!family.empty() && WorkloadFamily(it->second->name) != family) {
+      ++set.stats.other_family;
+      continue;
+    }
     const uint64_t h = schedules::Fnv1a64(r.trace_json, schedules::Fnv1a64(r.workload_key + "\n"));
     Example e;
     if (auto f = features.find(h); f != features.end()) {
@@ -114,9 +122,10 @@ absl::StatusOr<TrainingSet> LoadTrainingSet(store::TuningLog* log, const schedul
 
 absl::StatusOr<std::unique_ptr<CostModel>> ModelForTarget(
     store::TuningLog* log, const schedules::Target& target, const std::string& kind,
-    const CostModelOptions& options, int64_t max_records, TrainingSetStats* stats) {
+    const CostModelOptions& options, int64_t max_records, TrainingSetStats* stats,
+    const std::string& family) {
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<CostModel> model, MakeCostModel(kind, options));
-  TESSEL_ASSIGN_OR_RETURN(TrainingSet set, LoadTrainingSet(log, target, max_records));
+  TESSEL_ASSIGN_OR_RETURN(TrainingSet set, LoadTrainingSet(log, target, max_records, family));
   if (stats != nullptr) *stats = set.stats;
   TESSEL_RETURN_IF_ERROR(model->Update(set.examples));
   return model;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "costmodel/training_set.h"
+#include "nlohmann/json.hpp"
 #include "schedules/space/candidate.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
@@ -33,40 +34,51 @@ JobManager::JobManager(store::TuningLog* log, Dispatcher* dispatcher, JobManager
     : log_(log), dispatcher_(dispatcher), options_(std::move(options)), events_(events) {}
 
 absl::StatusOr<std::shared_ptr<costmodel::CostModel>> JobManager::ModelFor(
-    const schedules::Target& target, const std::string& strategy) {
+    const schedules::Target& target, const std::string& family, const std::string& strategy) {
   if (strategy == "random") return std::shared_ptr<costmodel::CostModel>();
   absl::MutexLock lock(&models_mu_);
-  std::shared_ptr<costmodel::CostModel>& m = models_[target.ToString()];
+  const std::pair<std::string, std::string> key(target.ToString(), family);
+  std::shared_ptr<costmodel::CostModel>& m = models_[key];
   if (m) return m;
   costmodel::CostModelOptions o;
   o.seed = 1;
   costmodel::TrainingSetStats stats;
   absl::StatusOr<std::unique_ptr<costmodel::CostModel>> made =
-      costmodel::ModelForTarget(log_, target, options_.cost_model, o, 20000, &stats);
+      costmodel::ModelForTarget(log_, target, options_.cost_model, o, 20000, &stats, family);
   if (!made.ok()) {
-    models_.erase(target.ToString());
+    models_.erase(key);
     return made.status();
   }
   m = std::move(*made);
   events_->Log(absl::StrFormat(
-      "cost model %s for %s: trained on %d records of %d workloads (%d skipped) in %.0f ms",
-      options_.cost_model, target.ToString(), stats.examples, stats.workloads,
+      "cost model %s for %s workloads on %s: trained on %d records of %d workloads (%d skipped) "
+      "in %.0f ms",
+      options_.cost_model, family, target.ToString(), stats.examples, stats.workloads,
       stats.skipped_trace + stats.skipped_workload, stats.features_ms));
   return m;
 }
 
-void JobManager::SaveModelLocked(const std::string& target_key) {
-  std::shared_ptr<costmodel::CostModel> m;
+void JobManager::SaveModelsLocked(const std::string& target_key) {
+  std::vector<std::pair<std::string, std::shared_ptr<costmodel::CostModel>>> ms;
   {
     absl::MutexLock lock(&models_mu_);
-    auto it = models_.find(target_key);
-    if (it != models_.end()) m = it->second;
+    for (const auto& [key, m] : models_) {
+      if (key.first == target_key && m && m->trained()) ms.emplace_back(key.second, m);
+    }
   }
-  if (!m || !m->trained()) return;
-  absl::StatusOr<store::CostModelRow> row = m->Serialize(target_key);
-  absl::Status s = row.ok() ? log_->SaveCostModel(&*row).status() : row.status();
-  if (!s.ok()) {
-    events_->Log(absl::StrCat("the cost model of ", target_key, " was not saved: ", s.message()));
+  for (const auto& [family, m] : ms) {
+    absl::StatusOr<store::CostModelRow> row = m->Serialize(target_key);
+    if (row.ok()) {
+      nlohmann::json meta = nlohmann::json::parse(row->meta_json, nullptr, false);
+      if (!meta.is_object()) meta = nlohmann::json::object();
+      meta["family"] = family;
+      row->meta_json = meta.dump();
+    }
+    absl::Status s = row.ok() ? log_->SaveCostModel(&*row).status() : row.status();
+    if (!s.ok()) {
+      events_->Log(absl::StrCat("the cost model of ", family, " workloads on ", target_key,
+                                " was not saved: ", s.message()));
+    }
   }
 }
 
@@ -77,8 +89,14 @@ absl::Status JobManager::Resume() {
     absl::StatusOr<schedules::Target> target =
         schedules::MakeTarget(row.target_kind, row.target_arch);
     if (target.ok()) {
-      if (absl::Status s = ModelFor(*target, row.strategy).status(); !s.ok()) {
-        events_->Log(absl::StrCat("job ", row.id, ": no cost model: ", s.message()));
+      absl::StatusOr<std::vector<store::TaskRow>> tasks = log_->TasksOf(row.id);
+      for (const store::TaskRow& t : tasks.ok() ? *tasks : std::vector<store::TaskRow>{}) {
+        absl::StatusOr<std::optional<store::WorkloadRow>> w = log_->GetWorkload(t.workload_key);
+        if (!w.ok() || !w->has_value()) continue;
+        const std::string family = costmodel::WorkloadFamily((*w)->name);
+        if (absl::Status s = ModelFor(*target, family, row.strategy).status(); !s.ok()) {
+          events_->Log(absl::StrCat("job ", row.id, ": no cost model: ", s.message()));
+        }
       }
     }
   }
@@ -141,7 +159,7 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
       // The target's shared model (ModelFor made it before mu_ was taken); it has seen every
       // record of the log, these tasks' included.
       absl::MutexLock models_lock(&models_mu_);
-      auto it = models_.find(target->ToString());
+      auto it = models_.find({target->ToString(), costmodel::WorkloadFamily(wl->name)});
       if (it != models_.end() && row.strategy != "random") {
         context.cost_model = it->second;
         context.model_has_measured = true;
@@ -328,9 +346,13 @@ absl::StatusOr<int64_t> JobManager::Submit(const JobRequest& request) {
   job.target_arch = target->is_cuda() ? target->arch : "";
   job.target_key = target->ToString();
   job.strategy = request.strategy.empty() ? search::kDefaultStrategy : request.strategy;
-  if (absl::Status s = ModelFor(*target, job.strategy).status(); !s.ok()) {
-    return absl::InternalError(
-        absl::StrCat("the cost model of ", target->ToString(), " cannot be made: ", s.message()));
+  for (const schedules::Workload& w : workloads) {
+    const std::string family = costmodel::WorkloadFamily(w.name);
+    if (absl::Status s = ModelFor(*target, family, job.strategy).status(); !s.ok()) {
+      return absl::InternalError(absl::StrCat("the cost model of ", family, " workloads on ",
+                                              target->ToString(),
+                                              " cannot be made: ", s.message()));
+    }
   }
   job.priority = request.priority;
   for (int64_t b : budgets) job.trials_budget += b;
@@ -404,7 +426,7 @@ void JobManager::FinishJobLocked(Job& job, store::JobState state, const std::str
   job.row.state = state;
   job.row.error = state == store::JobState::kFailed ? why : "";
   job.row.finished_unix_ms = NowMs();
-  if (job.row.strategy != "random") SaveModelLocked(job.row.target_key);
+  if (job.row.strategy != "random") SaveModelsLocked(job.row.target_key);
   if (absl::Status s = log_->SetJobState(job.row.id, state, job.row.error); !s.ok()) {
     events_->Log(absl::StrCat("job ", job.row.id, ": cannot store its state: ", s.message()));
   }

@@ -150,13 +150,15 @@ class JobManager {
     uint64_t version = 1;
   };
 
-  // The cost model of `target` for a job of `strategy` (null for random search): made on first
-  // use from every record of the target in the log (transfer), then shared and taught by every
-  // job of that target. Call without mu_ held (the first call rebuilds the log's candidates).
+  // The cost model of `target` and workload `family` (costmodel::WorkloadFamily) for a job of
+  // `strategy` (null for random search): made on first use from every record of that target
+  // and family in the log (transfer), then shared and taught by every task of that target and
+  // family. Call without mu_ held (the first call rebuilds the log's candidates).
   absl::StatusOr<std::shared_ptr<costmodel::CostModel>> ModelFor(const schedules::Target& target,
+                                                                 const std::string& family,
                                                                  const std::string& strategy);
-  // Stores the target's model in the log when it is trained.
-  void SaveModelLocked(const std::string& target_key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores the models of the target that are trained in the log (the family in their meta).
+  void SaveModelsLocked(const std::string& target_key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Builds the in-memory job (strategies, dispatcher tasks) from its rows; `measured` per task.
   absl::Status LoadJobLocked(const store::JobRow& row, const std::vector<store::TaskRow>& tasks,
@@ -184,11 +186,12 @@ class JobManager {
   std::map<int64_t, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, std::pair<Job*, Task*>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  // Cost models by target key: made by ModelFor under models_mu_ alone; looked up under mu_ then
-  // models_mu_ (briefly). The models themselves are used under mu_, which serializes every
-  // strategy call.
+  // Cost models by (target key, workload family): made by ModelFor under models_mu_ alone; looked
+  // up under mu_ then models_mu_ (briefly). The models themselves are used under mu_, which
+  // serializes every strategy call.
   absl::Mutex models_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  std::map<std::string, std::shared_ptr<costmodel::CostModel>> models_ ABSL_GUARDED_BY(models_mu_);
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<costmodel::CostModel>> models_
+      ABSL_GUARDED_BY(models_mu_);
 };
 
 }  // namespace tessel::server

@@ -4,6 +4,7 @@
 
 #include "costmodel/training_set.h"
 
+#include <sstream>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -175,3 +176,33 @@ TEST(CostModelTrainingSet, ModelForTargetTrainsOnEveryRecordOfItsTarget) {
 
 }  // namespace
 }  // namespace tessel::testing
+
+namespace tessel {
+namespace {
+
+TEST(TrainingSetFamily, WorkloadFamiliesGroupEpiloguesWithTheirContraction) {
+  EXPECT_EQ(costmodel::WorkloadFamily("matmul"), "matmul");
+  EXPECT_EQ(costmodel::WorkloadFamily("matmul_bias_gelu"), "matmul");
+  EXPECT_EQ(costmodel::WorkloadFamily("conv2d_bias_relu"), "conv2d");
+  EXPECT_EQ(costmodel::WorkloadFamily("softmax"), "softmax");
+  EXPECT_EQ(costmodel::WorkloadFamily("custom"), "custom");
+}
+
+TEST(TrainingSetFamily, AFamilyKeepsOnlyItsWorkloadsRecords) {
+  const std::string dir = testing::MakeTempDir("tessel_family_");
+  auto log = store::OpenTuningLog(dir + "/log.db");
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::istringstream in(testing::ReplayFixtureJsonl());
+  ASSERT_TRUE((*log)->ImportJsonl(in).ok());
+  auto none = costmodel::LoadTrainingSet(log->get(), schedules::HostTarget(), 20000, "softmax");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->examples.empty());
+  EXPECT_EQ(none->stats.other_family, 1200);
+  auto mine = costmodel::LoadTrainingSet(log->get(), schedules::HostTarget(), 20000, "matmul");
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_EQ(mine->examples.size(), 1200u);
+  EXPECT_EQ(mine->stats.other_family, 0);
+}
+
+}  // namespace
+}  // namespace tessel

@@ -163,6 +163,8 @@ TEST_F(ServerTest, AGuidedJobStartsFromAModelOfTheLogsRecordsAndSavesItWhenDone)
   EXPECT_FALSE((*model)->blob.empty());
   EXPECT_NE((*model)->meta_json.find("\"examples\":1204"), std::string::npos)
       << (*model)->meta_json;
+  EXPECT_NE((*model)->meta_json.find("\"family\":\"matmul\""), std::string::npos)
+      << (*model)->meta_json;
 }
 
 TEST_F(ServerTest, AKilledWorkersCandidatesAreMeasuredByAnotherAndCountedOnce) {
