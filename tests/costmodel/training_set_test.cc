@@ -4,9 +4,9 @@
 
 #include "costmodel/training_set.h"
 
-#include <sstream>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sstream>
 
 #include "costmodel/evaluation.h"
 #include "tests/costmodel/costmodel_test_util.h"
