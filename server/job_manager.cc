@@ -586,7 +586,14 @@ int JobManager::Pump() {
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return 0;
-    for (auto& [job_id, job] : jobs_) {
+    // Higher priorities first (then older jobs): generating candidates takes time, and a worker
+    // that asks meanwhile is served from what is queued.
+    std::vector<Job*> order;
+    for (auto& [job_id, job] : jobs_) order.push_back(job.get());
+    std::stable_sort(order.begin(), order.end(), [](const Job* a, const Job* b) {
+      return a->row.priority > b->row.priority;
+    });
+    for (Job* job : order) {
       if (store::IsFinished(job->row.state)) continue;
       if (!job->scheduler) {
         for (auto& t : job->tasks) {
