@@ -590,9 +590,8 @@ int JobManager::Pump() {
     // that asks meanwhile is served from what is queued.
     std::vector<Job*> order;
     for (auto& [job_id, job] : jobs_) order.push_back(job.get());
-    std::stable_sort(order.begin(), order.end(), [](const Job* a, const Job* b) {
-      return a->row.priority > b->row.priority;
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [](const Job* a, const Job* b) { return a->row.priority > b->row.priority; });
     for (Job* job : order) {
       if (store::IsFinished(job->row.state)) continue;
       if (!job->scheduler) {
