@@ -36,14 +36,9 @@
 #include "schedules/workload/key.h"
 #include "search/replay.h"
 #include "store/tuning_log.h"
+#include "worker/verify_types.h"
 
 namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 bool Flag(const std::string& arg, const std::string& name, std::string* value) {
   const std::string prefix = "--" + name + "=";
@@ -183,7 +178,7 @@ int main(int argc, char** argv) {
       search_s += t->search_s;
       trials_run += t->trials;
     }
-    row.median = Median(row.reach);
+    row.median = tessel::worker::MedianOf(row.reach);
     row.ms_per_trial = trials_run > 0 ? 1000 * search_s / static_cast<double>(trials_run) : 0;
     if (name == "random") random_median = row.median;
     rows.push_back(std::move(row));

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "schedules/workload/builtins.h"
+#include "costmodel/training_set.h"
 
 namespace tessel::search {
 
@@ -18,11 +18,10 @@ absl::StatusOr<ReplaySpace> LoadReplaySpace(store::TuningLog* log, const std::st
         absl::StrCat("the tuning log ", log->path(), " has no workload with key ", workload_key,
                      ": record some with `tessel tune --db ", log->path(), "` first"));
   }
-  absl::StatusOr<schedules::Workload> workload = schedules::ParseWorkloadText((*row)->spec);
+  absl::StatusOr<schedules::Workload> workload = costmodel::WorkloadFromLog(log, workload_key);
   if (!workload.ok()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("workload ", workload_key, " of ", log->path(),
-                     " no longer parses: ", workload.status().message()));
+        absl::StrCat(log->path(), ": ", workload.status().message()));
   }
   ReplaySpace space{std::move(*workload), target, nullptr, {}, 0, 0};
   auto pool = std::make_shared<CandidatePool>();

@@ -85,25 +85,28 @@ void JobManager::SaveModelsLocked(const std::string& target_key) {
 absl::Status JobManager::Resume() {
   absl::StatusOr<std::vector<store::JobRow>> jobs = log_->ListJobs(/*unfinished_only=*/true);
   if (!jobs.ok()) return jobs.status();
-  for (const store::JobRow& row : *jobs) {
-    absl::StatusOr<schedules::Target> target =
-        schedules::MakeTarget(row.target_kind, row.target_arch);
-    if (target.ok()) {
-      absl::StatusOr<std::vector<store::TaskRow>> tasks = log_->TasksOf(row.id);
-      for (const store::TaskRow& t : tasks.ok() ? *tasks : std::vector<store::TaskRow>{}) {
-        absl::StatusOr<std::optional<store::WorkloadRow>> w = log_->GetWorkload(t.workload_key);
-        if (!w.ok() || !w->has_value()) continue;
-        const std::string family = costmodel::WorkloadFamily((*w)->name);
-        if (absl::Status s = ModelFor(*target, family, row.strategy).status(); !s.ok()) {
-          events_->Log(absl::StrCat("job ", row.id, ": no cost model: ", s.message()));
-        }
-      }
-    }
-  }
-  absl::MutexLock lock(&mu_);
+  // Tasks and cost models first, without mu_ (making a model rebuilds the log's candidates).
+  std::vector<std::vector<store::TaskRow>> job_tasks;
   for (const store::JobRow& row : *jobs) {
     absl::StatusOr<std::vector<store::TaskRow>> tasks = log_->TasksOf(row.id);
     if (!tasks.ok()) return tasks.status();
+    absl::StatusOr<schedules::Target> target =
+        schedules::MakeTarget(row.target_kind, row.target_arch);
+    for (const store::TaskRow& t : target.ok() ? *tasks : std::vector<store::TaskRow>{}) {
+      absl::StatusOr<std::optional<store::WorkloadRow>> w = log_->GetWorkload(t.workload_key);
+      if (!w.ok() || !w->has_value()) continue;  // LoadJobLocked reports it
+      if (absl::Status s =
+              ModelFor(*target, costmodel::WorkloadFamily((*w)->name), row.strategy).status();
+          !s.ok()) {
+        events_->Log(absl::StrCat("job ", row.id, ": no cost model: ", s.message()));
+      }
+    }
+    job_tasks.push_back(std::move(*tasks));
+  }
+  absl::MutexLock lock(&mu_);
+  for (size_t k = 0; k < jobs->size(); ++k) {
+    const store::JobRow& row = (*jobs)[k];
+    const std::vector<store::TaskRow>* tasks = &job_tasks[k];
     std::vector<std::vector<store::Record>> measured;
     int64_t done = 0;
     for (const store::TaskRow& t : *tasks) {
@@ -132,6 +135,13 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
   if (!target.ok()) return target.status();
   auto job = std::make_unique<Job>();
   job->row = row;
+  const int64_t batch = row.batch_size > 0 ? row.batch_size : options_.default_batch_size;
+  int64_t caps = 0;
+  for (const store::TaskRow& t : tasks) caps += t.trials_budget;
+  if (tasks.size() > 1 && row.trials_budget < caps) {
+    job->scheduler =
+        std::make_unique<search::TaskScheduler>(std::vector<double>(tasks.size(), 1.0));
+  }
   for (size_t i = 0; i < tasks.size(); ++i) {
     auto task = std::make_unique<Task>();
     task->row = tasks[i];
@@ -142,10 +152,8 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
       return absl::DataLossError(absl::StrCat("workload ", tasks[i].workload_key, " of task ",
                                               tasks[i].id, " is not in the log"));
     }
-    absl::StatusOr<schedules::Workload> wl = schedules::ParseWorkloadText((*w)->spec);
-    if (!wl.ok() || schedules::WorkloadKey(*wl) != tasks[i].workload_key) {
-      wl = schedules::ParseWorkload((*w)->canonical);
-    }
+    absl::StatusOr<schedules::Workload> wl =
+        costmodel::WorkloadFromLog(log_, tasks[i].workload_key);
     if (!wl.ok()) return wl.status();
     task->workload = *wl;
     task->workload_name = (*w)->name;
@@ -177,8 +185,13 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
         ++task->ok;
         if (task->best_ms == 0 || r.median_ms < task->best_ms) task->best_ms = r.median_ms;
       }
+      if (job->scheduler) job->scheduler->Recorded(task->index, task->best_ms);
     }
     task->issued = task->done;
+    // Resumed trials count as the batches they filled.
+    for (int64_t n = 0; job->scheduler && n < task->done; n += batch) {
+      job->scheduler->Issued(task->index, std::min(batch, task->done - n));
+    }
     absl::StatusOr<std::unique_ptr<search::SearchStrategy>> strategy =
         search::MakeSearchStrategy(row.strategy, std::move(context));
     if (!strategy.ok()) return strategy.status();
@@ -192,32 +205,13 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
     d.priority = row.priority;
     d.kind = target->kind;
     d.arch = target->is_cuda() ? target->arch : "";
-    d.batch_size = row.batch_size > 0 ? row.batch_size : options_.default_batch_size;
+    d.batch_size = static_cast<int>(batch);
     d.reference = std::make_shared<const schedules::GeneratedSource>(std::move(reference->source));
     d.timing = options_.timing;
     d.verify_seed = row.seed;
     d.timeout_s = options_.candidate_timeout_s;
     if (!store::IsFinished(task->row.state)) dispatcher_->AddTask(std::move(d));
     job->tasks.push_back(std::move(task));
-  }
-  int64_t caps = 0;
-  for (const store::TaskRow& t : tasks) caps += t.trials_budget;
-  if (tasks.size() > 1 && row.trials_budget < caps) {
-    job->scheduler =
-        std::make_unique<search::TaskScheduler>(std::vector<double>(tasks.size(), 1.0));
-    const int64_t batch = row.batch_size > 0 ? row.batch_size : options_.default_batch_size;
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      double best = 0;
-      for (const store::Record& r : measured[i]) {
-        if (r.status == "ok" && (best == 0 || r.median_ms < best)) best = r.median_ms;
-        job->scheduler->Recorded(static_cast<int>(i), best);
-      }
-      // Resumed trials count as the batches they filled.
-      for (int64_t done = 0; done < static_cast<int64_t>(measured[i].size()); done += batch) {
-        job->scheduler->Issued(static_cast<int>(i),
-                               std::min<int64_t>(batch, measured[i].size() - done));
-      }
-    }
   }
   Job& j = *job;
   jobs_[row.id] = std::move(job);
@@ -227,11 +221,7 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
       FinishTaskLocked(j, *t, store::JobState::kDone, "budget reached");
     }
   }
-  if (j.scheduler && JobDone(j) >= j.row.trials_budget) {
-    for (auto& t : j.tasks) {
-      FinishTaskLocked(j, *t, store::JobState::kDone, "the job's shared budget is spent");
-    }
-  }
+  FinishIfSharedBudgetSpentLocked(j);
   bool all = true;
   for (auto& t : j.tasks) all = all && store::IsFinished(t->row.state);
   if (all && !store::IsFinished(j.row.state)) FinishJobLocked(j, store::JobState::kDone, "");
@@ -397,10 +387,14 @@ absl::StatusOr<int64_t> JobManager::Submit(const JobRequest& request) {
   return job.id;
 }
 
-int64_t JobManager::JobDone(const Job& job) {
+void JobManager::FinishIfSharedBudgetSpentLocked(Job& job) {
+  if (!job.scheduler) return;
   int64_t done = 0;
   for (const auto& t : job.tasks) done += t->done;
-  return done;
+  if (done < job.row.trials_budget) return;
+  for (auto& t : job.tasks) {
+    FinishTaskLocked(job, *t, store::JobState::kDone, "the job's shared budget is spent");
+  }
 }
 
 void JobManager::FinishTaskLocked(Job& job, Task& task, store::JobState state,
@@ -531,11 +525,7 @@ void JobManager::OnResult(const QueuedCandidate& candidate, const worker::Candid
   if (task.done >= task.row.trials_budget) {
     FinishTaskLocked(job, task, store::JobState::kDone, "budget reached");
   }
-  if (job.scheduler && JobDone(job) >= job.row.trials_budget) {
-    for (auto& t : job.tasks) {
-      FinishTaskLocked(job, *t, store::JobState::kDone, "the job's shared budget is spent");
-    }
-  }
+  FinishIfSharedBudgetSpentLocked(job);
   bool all = true;
   for (auto& t : job.tasks) all = all && store::IsFinished(t->row.state);
   if (all) FinishJobLocked(job, store::JobState::kDone, "");

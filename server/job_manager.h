@@ -169,7 +169,8 @@ class JobManager {
   void FinishJobLocked(Job& job, store::JobState state, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ChangedLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static int64_t JobDone(const Job& job);  // trials recorded over its tasks
+  // A job with a shared budget whose tasks have recorded it all: its tasks are done.
+  void FinishIfSharedBudgetSpentLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tops up one task's queue; returns the candidates enqueued, or -1 when the job failed.
   int64_t TopUpLocked(Job& job, Task& task, int64_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobStatus StatusLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
