@@ -55,6 +55,18 @@ void CollectWrittenBuffers(const Stmt& s, std::unordered_set<const Buffer*>* out
   });
 }
 
+bool StoresIndependentOf(const Stmt& s, const VarNode* v) {
+  bool found = false;
+  WalkStmt(s, [&](const Stmt& x) {
+    const auto* st = As<StoreNode>(x);
+    if (!st) return;
+    bool uses = false;
+    for (const Expr& i : st->indices) uses = uses || UsesVar(i, v);
+    if (!uses) found = true;
+  });
+  return found;
+}
+
 bool ContainsSync(const Stmt& s) {
   bool found = false;
   WalkStmt(s, [&](const Stmt& x) {

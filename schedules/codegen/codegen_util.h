@@ -23,6 +23,10 @@ namespace tessel::schedules::codegen {
 
 // ---- Tree walks.
 
+// Whether some store under `s` writes an element whose index does not depend on `v` (an
+// accumulator: the iterations of a loop over `v` then depend on each other).
+bool StoresIndependentOf(const Stmt& s, const VarNode* v);
+
 // Calls `fn` on every statement of `s`, parents first.
 void WalkStmt(const Stmt& s, const std::function<void(const Stmt&)>& fn);
 // Adds to `out` the buffers that `s` writes: those it stores to, and (conservatively) those

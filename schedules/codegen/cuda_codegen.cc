@@ -218,6 +218,25 @@ class CudaCodeGen final : public CodeGenC {
   absl::Status PlanShared(const Kernel& k);
   void EmitThreadBinding(const ForNode& n);
   bool TryEmitVectorized(const ForNode& n, std::string* why);
+  // A vectorized loop that accumulates into registers (a reduction loop made vectorized): a
+  // body of lets and stores to local arrays at indices free of the loop variable. Each
+  // contiguous load is read as vectors, and the body runs once per lane, in the loop's order, so
+  // the result is the scalar loop's bit for bit.
+  bool TryEmitVectorizedReduction(const ForNode& n, const std::vector<Expr>& guards,
+                                  const Stmt& body, std::string* why);
+  // The widest lane count (16, 8, 4, 2) that divides `width`, has a vector type for every
+  // load's dtype (and `store_dtype` when given) and keeps every access aligned; 0 when none.
+  std::string ElementAddress(const BufferPtr& b, const std::vector<Expr>& idx, const VarNode* v,
+                             const Expr& min, int64_t offset);
+  static int64_t PickLanes(int64_t width, const AffineForm& min_form,
+                           const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
+                           std::optional<std::pair<DType, AffineForm>> store);
+  // Reads each load's elements [first, first + lanes) of the loop variable `v` (bound at
+  // `min`) as one vector; returns each load's per-lane expressions.
+  std::vector<std::vector<std::string>> EmitLaneLoads(
+      const VarNode* v, const Expr& min,
+      const std::vector<std::pair<const LoadNode*, AffineForm>>& loads, int64_t lanes,
+      int64_t first);
   // threadIdx.x + B0 * (threadIdx.y + B1 * threadIdx.z), dropping axes of extent 1.
   std::string LinearThreadIndex() const;
   std::string Combine(ReduceOp op, DType t, const std::string& a, const std::string& b);
@@ -605,12 +624,10 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
     body = ite->then_case;
   }
   const auto* store = As<StoreNode>(body);
-  if (store == nullptr) {
-    *why = "the body is not a single store";
-    return false;
-  }
-  if (store->buffer->scope == MemScope::kLocal) {
-    *why = "the store is to a local array, which stays in registers with scalar accesses";
+  if (store == nullptr || store->buffer->scope == MemScope::kLocal) {
+    std::string reduction_why;
+    if (TryEmitVectorizedReduction(n, guards, body, &reduction_why)) return true;
+    *why = store == nullptr ? "the body is not a single store" : reduction_why;
     return false;
   }
   int64_t coeff = 0;
@@ -628,19 +645,8 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
   // The widest vector (in elements) that divides the extent, exists for every dtype involved
   // and keeps every access aligned.
   const AffineForm min_form = ToAffine(n.min);
-  int64_t lanes = 0;
-  for (int64_t cand : {16, 8, 4, 2}) {
-    if (width % cand != 0 || !CudaVecType(store->buffer->dtype, cand)) continue;
-    if (!AllMultiplesOf(min_form, cand) || !AllMultiplesOf(store_rest, cand)) continue;
-    bool fits = true;
-    for (const auto& [l, rest] : loads) {
-      if (!CudaVecType(l->dtype, cand) || !AllMultiplesOf(rest, cand)) fits = false;
-    }
-    if (fits) {
-      lanes = cand;
-      break;
-    }
-  }
+  const int64_t lanes =
+      PickLanes(width, min_form, loads, std::pair{store->buffer->dtype, store_rest});
   if (lanes == 0) {
     *why = "no vector type fits the element types, the extent and the alignment of the accesses";
     return false;
@@ -659,9 +665,7 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
                     AnnotationComment(n)));
   BindVar(v, NonNegative(n.min));
   auto element = [&](const BufferPtr& b, const std::vector<Expr>& idx, int64_t offset) {
-    const Expr at = codegen::FoldTrailingConstants(
-        Substitute(FlatIndex(*b, idx), {{v, n.min + MakeInt(offset)}}));
-    return absl::StrCat("&", BufferName(b.get()), "[", Print(at), "]");
+    return ElementAddress(b, idx, v, n.min, offset);
   };
   for (int64_t chunk = 0; chunk < width / lanes; ++chunk) {
     const int64_t first = chunk * lanes;
@@ -677,24 +681,8 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
     const bool scoped = !loads.empty() || !store_vec.natural;
     if (scoped) OpenBlock("");
     // Read every contiguous load as one vector.
-    std::vector<std::vector<std::string>> lane_values(loads.size());
-    for (size_t i = 0; i < loads.size(); ++i) {
-      const LoadNode& l = *loads[i].first;
-      const VecType vec = *CudaVecType(l.dtype, lanes);
-      const std::string tmp = names_.Temp("vec");
-      const std::string src = absl::StrCat("*reinterpret_cast<const ", vec.name, "*>(",
-                                           element(l.buffer, l.indices, first), ")");
-      if (vec.natural) {
-        Line(absl::StrCat("const ", vec.name, " ", tmp, " = ", src, ";"));
-        for (int64_t k = 0; k < lanes; ++k) lane_values[i].push_back(tmp + "." + kLaneNames[k]);
-      } else {
-        Line(absl::StrCat("__align__(16) ", StorageType(l.dtype), " ", tmp, "[", lanes, "];"));
-        Line(absl::StrCat("*reinterpret_cast<", vec.name, "*>(", tmp, ") = ", src, ";"));
-        for (int64_t k = 0; k < lanes; ++k) {
-          lane_values[i].push_back(StorageToCompute(l.dtype, absl::StrCat(tmp, "[", k, "]")));
-        }
-      }
-    }
+    const std::vector<std::vector<std::string>> lane_values =
+        EmitLaneLoads(v, n.min, loads, lanes, first);
     // Compute each lane with the loop variable and the vector loads substituted.
     std::vector<std::string> lanes_out;
     for (int64_t k = 0; k < lanes; ++k) {
@@ -726,6 +714,133 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
       Line(absl::StrCat(dst, " = *reinterpret_cast<const ", store_vec.name, "*>(", tmp, ");"));
     }
     if (scoped) CloseBlock();
+  }
+  UnbindVar(v);
+  if (!guards.empty()) CloseBlock();
+  return true;
+}
+
+int64_t CudaCodeGen::PickLanes(int64_t width, const AffineForm& min_form,
+                               const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
+                               std::optional<std::pair<DType, AffineForm>> store) {
+  for (int64_t cand : {16, 8, 4, 2}) {
+    if (width % cand != 0 || !AllMultiplesOf(min_form, cand)) continue;
+    if (store && (!CudaVecType(store->first, cand) || !AllMultiplesOf(store->second, cand))) {
+      continue;
+    }
+    bool fits = true;
+    for (const auto& [l, rest] : loads) {
+      if (!CudaVecType(l->dtype, cand) || !AllMultiplesOf(rest, cand)) fits = false;
+    }
+    if (fits) return cand;
+  }
+  return 0;
+}
+
+std::string CudaCodeGen::ElementAddress(const BufferPtr& b, const std::vector<Expr>& idx,
+                                        const VarNode* v, const Expr& min, int64_t offset) {
+  const Expr at =
+      codegen::FoldTrailingConstants(Substitute(FlatIndex(*b, idx), {{v, min + MakeInt(offset)}}));
+  return absl::StrCat("&", BufferName(b.get()), "[", Print(at), "]");
+}
+
+std::vector<std::vector<std::string>> CudaCodeGen::EmitLaneLoads(
+    const VarNode* v, const Expr& min,
+    const std::vector<std::pair<const LoadNode*, AffineForm>>& loads, int64_t lanes,
+    int64_t first) {
+  std::vector<std::vector<std::string>> lane_values(loads.size());
+  for (size_t i = 0; i < loads.size(); ++i) {
+    const LoadNode& l = *loads[i].first;
+    const VecType vec = *CudaVecType(l.dtype, lanes);
+    const std::string tmp = names_.Temp("vec");
+    const std::string src = absl::StrCat("*reinterpret_cast<const ", vec.name, "*>(",
+                                         ElementAddress(l.buffer, l.indices, v, min, first), ")");
+    if (vec.natural) {
+      Line(absl::StrCat("const ", vec.name, " ", tmp, " = ", src, ";"));
+      for (int64_t k = 0; k < lanes; ++k) lane_values[i].push_back(tmp + "." + kLaneNames[k]);
+    } else {
+      Line(absl::StrCat("__align__(16) ", StorageType(l.dtype), " ", tmp, "[", lanes, "];"));
+      Line(absl::StrCat("*reinterpret_cast<", vec.name, "*>(", tmp, ") = ", src, ";"));
+      for (int64_t k = 0; k < lanes; ++k) {
+        lane_values[i].push_back(StorageToCompute(l.dtype, absl::StrCat(tmp, "[", k, "]")));
+      }
+    }
+  }
+  return lane_values;
+}
+
+bool CudaCodeGen::TryEmitVectorizedReduction(const ForNode& n, const std::vector<Expr>& guards,
+                                             const Stmt& body, std::string* why) {
+  const VarNode* v = n.var.get();
+  int64_t width = 0;
+  if (!IsConstInt(n.extent, &width) || width < 2) {
+    *why = "the extent is not a constant of at least 2";
+    return false;
+  }
+  // The body: lets and stores to registers at indices free of the loop variable.
+  std::vector<Expr> values;
+  bool shape_ok = true;
+  codegen::WalkStmt(body, [&](const Stmt& x) {
+    if (!shape_ok) return;
+    if (const auto* st = As<StoreNode>(x)) {
+      bool lane_index = st->buffer->scope != MemScope::kLocal;
+      for (const Expr& i : st->indices) lane_index = lane_index || UsesVar(i, v);
+      if (lane_index) {
+        *why = st->buffer->scope == MemScope::kLocal
+                   ? "the store is to a local array, which stays in registers with scalar accesses"
+                   : "the body stores to memory besides registers";
+        shape_ok = false;
+      }
+      values.push_back(st->value);
+    } else if (const auto* let = As<LetStmtNode>(x)) {
+      values.push_back(let->value);
+    } else if (x->kind != StmtKind::kSeq) {
+      *why = "the body is not lets and stores to registers";
+      shape_ok = false;
+    }
+  });
+  if (!shape_ok) return false;
+  LaneLoadScanner scanner(v);
+  for (const Expr& e : values) {
+    if (!scanner.Scan(e, why)) return false;
+  }
+  const std::vector<std::pair<const LoadNode*, AffineForm>>& loads = scanner.loads();
+  if (loads.empty()) {
+    *why = "no load of global or shared memory depends on the loop variable";
+    return false;
+  }
+  const int64_t lanes = PickLanes(width, ToAffine(n.min), loads, std::nullopt);
+  if (lanes == 0) {
+    *why = "no vector type fits the element types, the extent and the alignment of the loads";
+    return false;
+  }
+  if (!guards.empty()) {
+    std::vector<std::string> conds;
+    for (const Expr& g : guards) conds.push_back(Operand(g, kPrecAnd + 1));
+    OpenBlock("if (" + absl::StrJoin(conds, " && ") + ")");
+  }
+  Line(absl::StrCat("// vectorized ", v->name, " (accumulated lane by lane): ", width / lanes,
+                    " x ", CudaVecType(loads[0].first->dtype, lanes)->name, " per load",
+                    AnnotationComment(n)));
+  const bool scoped_lanes =
+      As<StoreNode>(body) == nullptr;  // each lane's lets in a block of their own
+  BindVar(v, NonNegative(n.min));
+  for (int64_t chunk = 0; chunk < width / lanes; ++chunk) {
+    const int64_t first = chunk * lanes;
+    OpenBlock("");
+    const std::vector<std::vector<std::string>> lane_values =
+        EmitLaneLoads(v, n.min, loads, lanes, first);
+    for (int64_t k = 0; k < lanes; ++k) {
+      int prec = 0;
+      var_override_[v] = {Print(n.min + MakeInt(first + k), &prec), prec};
+      for (size_t i = 0; i < loads.size(); ++i) load_override_[loads[i].first] = lane_values[i][k];
+      if (scoped_lanes) OpenBlock("");
+      EmitStmt(body);
+      if (scoped_lanes) CloseBlock();
+    }
+    var_override_.erase(v);
+    for (const auto& l : loads) load_override_.erase(l.first);
+    CloseBlock();
   }
   UnbindVar(v);
   if (!guards.empty()) CloseBlock();

@@ -232,6 +232,12 @@ void HostCodeGen::EmitFor(const ForNode& n) {
       --parallel_depth_;
       return;
     case ForKind::kVectorized:
+      // A reduction loop made vectorized accumulates into one element: its iterations depend
+      // on each other, which `omp simd` would ignore. It stays a plain loop here.
+      if (codegen::StoresIndependentOf(n.body, n.var.get())) {
+        EmitLoop(n, {}, "  // vectorized reduction: lane by lane on the host");
+        return;
+      }
       EmitLoop(n, {"#pragma omp simd"});
       return;
     case ForKind::kThreadBinding:

@@ -116,14 +116,15 @@ class CrossThreadReduction final : public ScheduleRule {
                          std::max<int64_t>(32, extent));
   }
 
-  // Reduction loop (the stage's last) -> [-1, threads, vec]; threads bound, vec unrolled; with
+  // Reduction loop (the stage's last) -> [-1, threads, vec]; threads bound, vec vectorized
+  // (vector loads, the lanes accumulated in order; unrolled when vec is 1); with
   // `bind_rows` the spatial loops fused and bound to blocks.
   static absl::Status CrossThread(Schedule* s, BlockRV b, IntRV threads, bool bind_rows) {
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(b));
     TESSEL_ASSIGN_OR_RETURN(IntRV vec, SampleUniform(s, {1, 2, 4}, 4));
     TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(loops.back(), {-1, threads, vec}));
     TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
-    TESSEL_RETURN_IF_ERROR(s->Unroll(p[2]));
+    TESSEL_RETURN_IF_ERROR(s->Vectorize(p[2]));
     if (bind_rows) {
       std::vector<LoopRV> spatial(loops.begin(), loops.end() - 1);
       LoopRV rows = spatial[0];

@@ -740,7 +740,9 @@ absl::Status MarkLoop(Stage* s, int iter, ForKind kind, const char* prim, const 
                            iv.thread != ThreadTag::kNone ? std::string(ThreadTagName(iv.thread))
                                                          : std::string(ForKindName(iv.kind))));
   }
-  if (iv.reduce && (kind == ForKind::kParallel || kind == ForKind::kVectorized)) {
+  // A vectorized reduction loop reads its operands as vectors and accumulates the lanes in
+  // order (codegen), so only parallel is refused.
+  if (iv.reduce && kind == ForKind::kParallel) {
     return Invalid(prim, absl::StrCat("cannot make reduction ", desc, " ", ForKindName(kind),
                                       ": its iterations depend on each other"));
   }

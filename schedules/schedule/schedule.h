@@ -102,6 +102,8 @@ class Schedule {
   // threadIdx.* makes a cross-thread reduction.
   absl::Status Bind(LoopRV loop, const std::string& thread);
   absl::Status Parallel(LoopRV loop);
+  // On a reduction loop: the operands are read as vectors and the lanes accumulated in order
+  // (the same result as the serial loop).
   absl::Status Vectorize(LoopRV loop);
   absl::Status Unroll(LoopRV loop);
 

@@ -103,8 +103,8 @@ absl::Status CrossThreadReduce(Schedule* s, BlockRV b, int64_t threads, bool bin
                                int64_t unroll) {
   TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(b));
   LoopRV red = loops.back();
-  // Each thread strides over the row, kVec adjacent elements at a time (merged into one 16-byte
-  // load), kUnroll such loads in flight; coalesced across the warp.
+  // Each thread strides over the row, kVec adjacent elements at a time (a vectorized reduction
+  // loop: one 16-byte load), kUnroll such loads in flight; coalesced across the warp.
   const int64_t kUnroll = std::max<int64_t>(1, unroll);
   constexpr int64_t kVec = 4;
   const int64_t extent = s->LoopExtent(red);
@@ -113,7 +113,7 @@ absl::Status CrossThreadReduce(Schedule* s, BlockRV b, int64_t threads, bool bin
     TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(red, {-1, kUnroll, threads, kVec}));
     TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.x"));
     TESSEL_RETURN_IF_ERROR(s->Unroll(p[1]));
-    TESSEL_RETURN_IF_ERROR(s->Unroll(p[3]));
+    TESSEL_RETURN_IF_ERROR(s->Vectorize(p[3]));
   } else if (per_thread >= 2 * kUnroll) {
     TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(red, {-1, kUnroll, threads}));
     TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.x"));

@@ -416,6 +416,55 @@ TEST(CodegenCuda, LocalArraysKeepScalarAccessesInVectorizedLoops) {
   EXPECT_NVRTC_COMPILES(src);
 }
 
+TEST(CodegenCuda, VectorizedReductionLoadsVectorsAndAccumulatesLanesInOrder) {
+  // acc = max(acc, A[tx * 8 + v]) over a vectorized v of 8: two float4 loads, then the eight
+  // lanes accumulated one after the other (the scalar loop's order).
+  BufferPtr a = MakeBuffer("A", DType::kFloat32, {1024});
+  BufferPtr c = MakeBuffer("C", DType::kFloat32, {128});
+  BufferPtr acc = MakeBuffer("acc", DType::kFloat32, {1}, MemScope::kLocal);
+  VarPtr tx = MakeVar("tx"), v = MakeVar("v");
+  Expr i = Expr(tx) * 8 + Expr(v);
+  Stmt reduce = Loop(v, 8,
+                     MakeStore(acc, {Zero()},
+                               MakeBinary(BinaryOp::kMax, MakeLoad(acc, {Zero()}),
+                                          MakeCall("exp", {MakeLoad(a, {i})}, DType::kFloat32))),
+                     ForKind::kVectorized);
+  Stmt body = Bind(tx, ThreadTag::kThreadX, 128,
+                   MakeAllocate(acc, MakeSeq({MakeStore(acc, {Zero()}, MakeFloat(0.0)), reduce,
+                                              MakeStore(c, {tx}, MakeLoad(acc, {Zero()}))})));
+  GeneratedSource src = Generate(OneKernel(
+      "vred", {{a, BufferRole::kInput}, {c, BufferRole::kOutput}}, {1, 1, 1}, {128, 1, 1}, body));
+  EXPECT_TRUE(Contains(src.code, "// vectorized v (accumulated lane by lane): 2 x float4 per load"))
+      << src.code;
+  EXPECT_TRUE(Contains(src.code, "*reinterpret_cast<const float4*>(&A[tx * 8])")) << src.code;
+  EXPECT_TRUE(Contains(src.code, "*reinterpret_cast<const float4*>(&A[tx * 8 + 4])")) << src.code;
+  // Lanes in order: .x .y .z .w of the first vector, then of the second.
+  const size_t x0 = src.code.find(".x)"), w0 = src.code.find(".w)");
+  ASSERT_NE(x0, std::string::npos) << src.code;
+  ASSERT_NE(w0, std::string::npos) << src.code;
+  EXPECT_LT(x0, w0) << src.code;
+  EXPECT_FALSE(Contains(src.code, "A[tx * 8 + v")) << src.code;
+  EXPECT_NVRTC_COMPILES(src);
+}
+
+TEST(CodegenCuda, VectorizedReductionOverAStridedLoadFallsBackToScalars) {
+  BufferPtr a = MakeBuffer("A", DType::kFloat32, {128, 8});
+  BufferPtr c = MakeBuffer("C", DType::kFloat32, {128});
+  BufferPtr acc = MakeBuffer("acc", DType::kFloat32, {1}, MemScope::kLocal);
+  VarPtr tx = MakeVar("tx"), v = MakeVar("v");
+  Stmt reduce = Loop(v, 8, MakeStore(acc, {Zero()}, MakeLoad(acc, {Zero()}) + MakeLoad(a, {v, tx})),
+                     ForKind::kVectorized);
+  Stmt body = Bind(tx, ThreadTag::kThreadX, 128,
+                   MakeAllocate(acc, MakeSeq({MakeStore(acc, {Zero()}, MakeFloat(0.0)), reduce,
+                                              MakeStore(c, {tx}, MakeLoad(acc, {Zero()}))})));
+  GeneratedSource src = Generate(OneKernel(
+      "vreds", {{a, BufferRole::kInput}, {c, BufferRole::kOutput}}, {1, 1, 1}, {128, 1, 1}, body));
+  EXPECT_TRUE(Contains(
+      src.code, "vectorized as scalars: the load of A is not contiguous in the loop variable"))
+      << src.code;
+  EXPECT_NVRTC_COMPILES(src);
+}
+
 TEST(CodegenCuda, LoopAnnotationsBecomeCommentsAndUnrollPragmas) {
   BufferPtr c = MakeBuffer("C", DType::kFloat32, {64, 8});
   VarPtr tx = MakeVar("tx"), k = MakeVar("k"), j = MakeVar("j");
