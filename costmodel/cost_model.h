@@ -9,7 +9,8 @@
 //
 // Life cycle: Update() adds measured examples and retrains when the data has grown enough since
 // the last training (CostModelOptions). Until the first training (fewer than warmup_examples
-// examples) Predict returns seeded random scores, so a cold search behaves as random search.
+// examples) Predict ranks by the roofline prior (roofline_prior.h) with a little seeded jitter
+// to break ties, or at random when the prior is off.
 // Serialize/Deserialize carry the trained model through the tuning log (store::CostModelRow);
 // ModelForTarget starts a job from a model trained on every record of its target (transfer).
 //
@@ -38,8 +39,10 @@ struct Example {
 
 struct CostModelOptions {
   uint64_t seed = 0;
-  // Predict returns random scores until this many examples have been seen.
+  // Predict returns prior scores until this many examples have been seen.
   int64_t warmup_examples = 64;
+  // The prior before the first training: the roofline estimate (true) or random scores.
+  bool roofline_prior = true;
   // Retrain when the examples have grown by this factor since the last training...
   double retrain_growth = 1.2;
   // ...and by at least this many.

@@ -10,11 +10,15 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "costmodel/roofline_prior.h"
 #include "nlohmann/json.hpp"
 #include "schedules/util/status_macros.h"
 
 namespace tessel::costmodel {
 namespace {
+
+// Relative jitter on the prior's scores: orders candidates with equal estimates at random.
+constexpr double kPriorJitter = 0.02;
 
 // XGBoost's message for a failed call, as a Status.
 absl::Status XgbError(int rc, const char* what) {
@@ -117,7 +121,8 @@ absl::Status XGBoostCostModel::Train() {
   for (size_t i : order) {
     const Example& e = examples_[i];
     double label = 0;
-    if (e.median_ms > 0) label = best_ms_.at(e.workload_key) / e.median_ms;
+    if (e.median_ms > 0)
+      label = std::pow(best_ms_.at(e.workload_key) / e.median_ms, xgb_.label_power);
     rows.push_back(&e.features);
     labels.push_back(static_cast<float>(label));
     weights.push_back(static_cast<float>(std::max(label, xgb_.min_weight)));
@@ -181,7 +186,13 @@ absl::StatusOr<std::vector<double>> XGBoostCostModel::PredictOrError(
   std::vector<double> out(features.size());
   if (!booster_) {
     std::uniform_real_distribution<double> u(0.0, 1.0);
-    for (double& x : out) x = u(rng_);
+    if (!options_.roofline_prior) {
+      for (double& x : out) x = u(rng_);
+      return out;
+    }
+    // Candidates with equal estimates (a choice the roofline cannot see) are ordered at random.
+    out = RooflineScores(features);
+    for (double& x : out) x *= 1.0 + kPriorJitter * u(rng_);
     return out;
   }
   if (features.empty()) return out;
