@@ -196,10 +196,13 @@ TEST(InjectVThread, CudaGeneratedSourceHasNoFetchInsideVThreadLoops) {
   }
 }
 
-// Every sample of the CUDA design space of a matmul: no vthread loop is left plain, the shared
-// fetches and the barriers are outside the vthread loops.
-TEST(InjectVThread, SpaceSamplesAreInjected) {
-  auto w = ParseWorkloadSpec("matmul(M=128, N=128, K=64)");
+// Every sample of the CUDA design space of the contractions (matmul, batched and transposed,
+// f16, with an epilogue, odd extents; the convolutions' space has no vthread): no vthread loop
+// is left plain, the shared fetches and the barriers are outside the vthread loops.
+class InjectVThreadSpace : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(InjectVThreadSpace, SamplesAreInjected) {
+  auto w = ParseWorkloadSpec(GetParam());
   ASSERT_TRUE(w.ok()) << w.status();
   auto g = SpaceGenerator::Create(*w, CudaT());
   ASSERT_TRUE(g.ok()) << g.status();
@@ -217,6 +220,16 @@ TEST(InjectVThread, SpaceSamplesAreInjected) {
   }
   EXPECT_GT(with_vthread, 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Contractions, InjectVThreadSpace,
+                         ::testing::Values("matmul(M=128, N=128, K=64)",
+                                           "matmul(M=33, N=48, K=50, batch=3, transpose_a=true)",
+                                           "matmul(M=64, N=36, K=24, transpose_b=true, dtype=f16)",
+                                           "matmul_bias_gelu(M=64, N=70, K=33)",
+                                           "matmul(M=50, N=45, K=29)"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return std::to_string(info.index);
+                         });
 
 // =============================================================================================
 // Host runs against the reference.
