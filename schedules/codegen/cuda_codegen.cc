@@ -532,7 +532,8 @@ void CudaCodeGen::EmitFor(const ForNode& n) {
       EmitLoop(n, {AnnotationUnrollPragma(n, "#pragma unroll", /*full_needs_count=*/false)});
       return;
     case ForKind::kUnrolled:
-      EmitLoop(n, {"#pragma unroll"});
+      // A vthread loop pushed inward by lowering (inject_vthread.h) is an unrolled loop.
+      EmitLoop(n, {"#pragma unroll"}, n.thread == ThreadTag::kVThread ? "  // vthread" : "");
       return;
     case ForKind::kParallel:
       Fail(absl::InvalidArgumentError(

@@ -219,7 +219,8 @@ void HostCodeGen::EmitFor(const ForNode& n) {
       int64_t extent = 0;
       const int64_t count =
           IsConstInt(n.extent, &extent) && extent > 0 && extent <= 64 ? extent : 16;
-      EmitLoop(n, {absl::StrCat("#pragma GCC unroll ", count)});
+      EmitLoop(n, {absl::StrCat("#pragma GCC unroll ", count)},
+               n.thread == ThreadTag::kVThread ? "  // vthread" : "");
       return;
     }
     case ForKind::kParallel:

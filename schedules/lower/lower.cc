@@ -12,6 +12,7 @@
 #include "schedules/ir/stmt_functor.h"
 #include "schedules/ir/substitute.h"
 #include "schedules/lower/bound.h"
+#include "schedules/lower/inject_vthread.h"
 
 namespace tessel::schedules {
 
@@ -146,7 +147,9 @@ class Lowerer {
       launch_ = launches_[i];
       auto body = BuildNest(static_cast<int>(i));
       if (!body.ok()) return body.status();
-      k.body = analyzer_.Simplify(*body);
+      // Virtual threads: what does not depend on the virtual thread (shared-memory fetches and
+      // their barriers) runs once, the rest once per virtual thread (inject_vthread.h).
+      k.body = InjectVirtualThreads(analyzer_.Simplify(*body));
       BufferCollector bc;
       bc.Visit(k.body);
       for (const ProgramBuffer& b : p.buffers) {
@@ -200,7 +203,8 @@ class Lowerer {
       }
       for (int leaf : s.leaves) {
         const IterVar& iv = s.iters[leaf];
-        if (!target_.is_cuda() && iv.thread != ThreadTag::kNone) {
+        if (!target_.is_cuda() && iv.thread != ThreadTag::kNone &&
+            iv.thread != ThreadTag::kVThread) {
           return absl::InvalidArgumentError(absl::StrCat(
               "stage ", s.name, " binds loop ", iv.var->name, " to ", ThreadTagName(iv.thread),
               ", but the host target has no thread axes; use parallel instead"));

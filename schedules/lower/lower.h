@@ -7,6 +7,9 @@
 // uses fewer threads than its kernel launches. A reduction loop bound to threadIdx.* becomes a
 // cross-thread reduction (an AllReduce statement). Barriers are placed around shared and global
 // producers attached inside a kernel: after each, and before each that runs more than once.
+// Vthread loops (either target; the host runs them as loops) are then injected
+// (inject_vthread.h): what does not depend on the virtual thread runs once, local buffers that
+// live across the pieces get one copy per virtual thread.
 
 #include "absl/status/statusor.h"
 #include "schedules/lower/program.h"

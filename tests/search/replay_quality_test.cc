@@ -100,7 +100,9 @@ TEST(ReplayQuality, AModelOfASimilarWorkloadImprovesTheFirstRoundsOverAColdModel
   for (costmodel::Example& e : set->examples) {
     if (e.workload_key == schedules::WorkloadKey(*similar)) transfer.push_back(std::move(e));
   }
-  ASSERT_EQ(transfer.size(), 2000u);
+  // Not all 2,000: the log was measured before vthread injection, and a few of its samples with
+  // virtual threads now keep a register tile per virtual thread, over the register limit.
+  ASSERT_GE(transfer.size(), 1900u);
 
   double first_batch_best[2] = {0, 0};  // cold, transferred: summed over seeds
   double reach[2] = {0, 0};
