@@ -5,16 +5,17 @@
 // vthread and threadIdx, the per-thread tile unrolled. The accumulator (cache_write local) is
 // computed at the thread loop; its per-thread tile is split again into S3 x S4 and its reduction
 // into R0 (steps through shared memory) / R1 / R2, ordered R0 R1 S3 R2 S4 (with the spatial
-// levels above: S S S R R S R S). Every input is cached in shared memory at R0 or at R1 (two
-// sketches: the cache level is sampled with the sketch), fused and spread over the block's
-// threads at a sampled vector width (cooperative fetch), and in registers one level further in.
+// levels above: S S S R R S R S). Every input is cached in shared memory at R0 or at R1, fused and
+// spread over the block's threads at a sampled vector width (cooperative fetch), and in registers
+// at the loop just inside R1 or at R2: one sketch, both levels sample_compute_location decisions.
 // Host, SSRSRS: i and j tiled in four levels, k in two, ordered i0 j0 | i1 j1 | k0 | i2 j2 | k1 |
 // i3 j3; the outer tiles fused and parallel, the innermost j tile vectorized.
 //
 // Decisions: every tile factor comes from sample_perfect_tile (factors whose product is the
 // loop's extent) with a bounded innermost factor. On CUDA each level is a two-factor perfect tile
 // of what the levels inside it leave, so that each level has its own bound (threads per axis at
-// most 32, so a block never exceeds 1024 threads); the fetch width is a sample_categorical.
+// most 32, so a block never exceeds 1024 threads); the fetch width is a sample_categorical; the
+// caches' levels are sample_compute_location over explicit candidate loops.
 
 #include <algorithm>
 
@@ -100,26 +101,13 @@ class MultiLevelTiling final : public ScheduleRule {
     if (!st || st->inlined() || !IsContraction(*st) || rules::IsScheduled(*st)) {
       return std::vector<Schedule>{};
     }
-    if (!target_.is_cuda()) {
-      Schedule s = sch;
-      TESSEL_RETURN_IF_ERROR(Host(&s, stage));
-      return std::vector<Schedule>{std::move(s)};
-    }
-    // The level of the shared-memory cache forks the space: at R0 (a step of R1 x R2) or at R1
-    // (a step of R2, the registers at R2).
-    std::vector<Schedule> out;
-    for (int level : {0, 1}) {
-      Schedule s = sch;
-      TESSEL_RETURN_IF_ERROR(Cuda(&s, stage, level));
-      out.push_back(std::move(s));
-    }
-    return out;
+    Schedule s = sch;
+    TESSEL_RETURN_IF_ERROR(target_.is_cuda() ? Cuda(&s, stage) : Host(&s, stage));
+    return std::vector<Schedule>{std::move(s)};
   }
 
  private:
-  // `shared_level`: the reduction level (0: R0, 1: R1) the inputs' shared-memory caches are
-  // computed at; their register caches are computed one level further in.
-  absl::Status Cuda(Schedule* s, const std::string& gemm, int shared_level) const {
+  absl::Status Cuda(Schedule* s, const std::string& gemm) const {
     TESSEL_ASSIGN_OR_RETURN(BlockRV g, s->GetBlock(gemm));
     TESSEL_ASSIGN_OR_RETURN(BlockRV cc, s->CacheWrite(g, "local"));
     // The stage itself becomes the write-back copy, inlined into the epilogue when there is one;
@@ -173,8 +161,13 @@ class MultiLevelTiling final : public ScheduleRule {
     TESSEL_RETURN_IF_ERROR(s->DecomposeReduction(cc, ks.loops[0]));
     for (size_t i = 1; i < order.size(); ++i) TESSEL_RETURN_IF_ERROR(s->Unroll(order[i]));
 
-    // Operands through shared memory (cooperative fetch at R0 or R1) and registers (one
-    // reduction level further in).
+    // Operands through shared memory (cooperative fetch) and registers, each at a sampled
+    // location (sample_compute_location over explicit candidates, so mutators can move them).
+    // The register cache goes first (compute_at of the shared one needs its reader inside the
+    // accumulator): at the loop just inside R1 or at R2; then the shared cache at R0 or R1. Every
+    // pair is valid and keeps the register cache inside the shared one's loop; the register cache
+    // is never at R1 itself, since a shared producer and its reader attached to one loop would
+    // share one barrier (the reader would read before the fetch is published).
     TESSEL_ASSIGN_OR_RETURN(IntRV vec, rules::SampleUniform(s, {1, 2, 4}, 4));
     std::vector<std::string> operands;
     for (const LoadNode* l : CollectLoads(s->GetStage(cc).body)) {
@@ -185,8 +178,11 @@ class MultiLevelTiling final : public ScheduleRule {
     for (const std::string& name : operands) {
       TESSEL_ASSIGN_OR_RETURN(BlockRV sh, s->CacheRead(name, "shared", {cc}));
       TESSEL_ASSIGN_OR_RETURN(BlockRV lo, s->CacheRead(s->GetStage(sh).name, "local", {cc}));
-      TESSEL_RETURN_IF_ERROR(s->ComputeAt(lo, ks.loops[shared_level + 1]));  // consumers first
-      TESSEL_RETURN_IF_ERROR(s->ComputeAt(sh, ks.loops[shared_level]));
+      TESSEL_ASSIGN_OR_RETURN(LoopRV lo_at, s->SampleComputeLocation(lo, {order[2], ks.loops[2]}));
+      TESSEL_RETURN_IF_ERROR(s->ComputeAt(lo, lo_at));
+      TESSEL_ASSIGN_OR_RETURN(LoopRV sh_at,
+                              s->SampleComputeLocation(sh, {ks.loops[0], ks.loops[1]}));
+      TESSEL_RETURN_IF_ERROR(s->ComputeAt(sh, sh_at));
       TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> fl, s->GetLoops(sh));
       LoopRV fused = fl[0];
       if (fl.size() > 1) {

@@ -38,8 +38,9 @@ std::unique_ptr<ScheduleRule> MakeAutoInline();
 // Contractions with data reuse (matmul, batch matmul and their fused epilogues), every tile
 // factor a sample_perfect_tile with a bounded innermost factor. CUDA, SSSRRSRS: block / vthread /
 // thread / per-thread tile on the output, the accumulator (registers) at the thread loop with its
-// reduction in three levels; the inputs cached in shared memory at R0 or R1 (two sketches) with
-// cooperative fetch at a sampled vector width, and in registers one level further in; write-back
+// reduction in three levels; the inputs cached in shared memory at R0 or R1 with cooperative
+// fetch at a sampled vector width, and in registers further in (both levels sampled compute
+// locations, one sketch); write-back
 // through registers. Host, SSRSRS: i/j in four levels, k in two, the outer tiles parallel, the
 // innermost j tile vectorized.
 std::unique_ptr<ScheduleRule> MakeMultiLevelTiling(const Target& target);

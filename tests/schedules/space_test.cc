@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -89,8 +90,8 @@ std::vector<std::string> PerfectTiles(const Trace& t) {
 TEST(Rules, MultiLevelTilingCudaIsSSSRRSRS) {
   const std::string spec = "matmul(M=128, N=96, K=64)";
   SpaceGenerator g = Space(spec, CudaTarget("sm_90"));
-  // Two sketches: the inputs' shared-memory caches at R0 or at R1.
-  ASSERT_EQ(g.sketches().size(), 2u);
+  // One sketch: the caches' levels are sample_compute_location decisions.
+  ASSERT_EQ(g.sketches().size(), 1u);
   const Trace& t = g.sketches()[0];
   auto k = Kinds(t);
   EXPECT_EQ(k["cache_write"], 1);  // accumulator in registers
@@ -103,6 +104,13 @@ TEST(Rules, MultiLevelTilingCudaIsSSSRRSRS) {
   EXPECT_THAT(PerfectTiles(t), ::testing::ElementsAre("2/8", "2/32", "2/2", "2/8", "2/32", "2/2",
                                                       "2/4", "2/4", "2/4", "2/8"));
   EXPECT_EQ(k["sample_categorical"], 2);  // the fetch width and the unroll step
+  // Each cache's location, among two explicit candidate loops of the accumulator.
+  EXPECT_EQ(k["sample_compute_location"], 4);
+  for (const auto& inst : t.insts) {
+    if (inst.kind == "sample_compute_location") {
+      EXPECT_EQ(inst.inputs.size(), 3u);
+    }
+  }
   for (const auto& inst : t.insts) {
     if (inst.kind.rfind("sample_", 0) == 0) {
       EXPECT_TRUE(inst.decision.is_null()) << inst.kind;
@@ -131,10 +139,12 @@ TEST(Rules, MultiLevelTilingCudaIsSSSRRSRS) {
   EXPECT_EQ(NestPattern(*out).substr(0, 6) + NestPattern(*acc),
             "SSSSSS"
             "RRSSRSS");
-  // Each sketch's shared caches at its reduction level, the register caches one level in.
-  for (size_t level = 0; level < 2; ++level) {
-    SCOPED_TRACE(level);
-    auto r = schedules::Replay(Load(spec), g.sketches()[level], 7);
+  // The shared caches at R0 or R1, the register caches at the loop inside R1 or at R2; each
+  // combination appears among the samples.
+  std::set<std::pair<int, int>> seen;
+  for (uint64_t seed = 0; seed < 24; ++seed) {
+    SCOPED_TRACE(seed);
+    auto r = schedules::Replay(Load(spec), t, seed);
     ASSERT_TRUE(r.ok()) << r.status();
     int shared = 0, local = 0;
     const schedules::Stage* a = nullptr;
@@ -142,17 +152,27 @@ TEST(Rules, MultiLevelTilingCudaIsSSSRRSRS) {
       if (st.reduce && st.attach.kind == schedules::AttachPoint::Kind::kAt) a = &st;
     }
     ASSERT_NE(a, nullptr);
+    // The accumulator's leaves: R0 R1 S3 S3 R2 S4 S4.
+    const std::vector<int> shared_at = {a->leaves[0], a->leaves[1]};
+    const std::vector<int> local_at = {a->leaves[2], a->leaves[4]};
     for (const schedules::Stage& st : r->stages()) {
       if (st.attach.stage != a->name || st.name.find("_shared") == std::string::npos) continue;
       const bool is_local = st.name.find("_local") != std::string::npos;
-      // The reduction levels R0 R1 R2 are the accumulator's leaves 0, 1 and 4.
-      const std::vector<int> r = {a->leaves[0], a->leaves[1], a->leaves[4]};
-      EXPECT_EQ(st.attach.iter, r[level + (is_local ? 1 : 0)]) << st.name;
+      const std::vector<int>& at = is_local ? local_at : shared_at;
+      const auto it = std::find(at.begin(), at.end(), st.attach.iter);
+      ASSERT_NE(it, at.end()) << st.name;
       ++(is_local ? local : shared);
     }
     EXPECT_EQ(shared, 2);
     EXPECT_EQ(local, 2);
+    int a_shared = -1, a_local = -1;
+    for (const schedules::Stage& st : r->stages()) {
+      if (st.name == "A_shared") a_shared = st.attach.iter == shared_at[0] ? 0 : 1;
+      if (st.name == "A_shared_local") a_local = st.attach.iter == local_at[0] ? 0 : 1;
+    }
+    seen.emplace(a_shared, a_local);
   }
+  EXPECT_EQ(seen.size(), 4u);
   // The decisions are perfect tiles: each pair multiplies to its loop's extent.
   int64_t m = 1;
   int count = 0;
