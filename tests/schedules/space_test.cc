@@ -15,7 +15,9 @@
 #include "schedules/space/space_generator.h"
 #include "schedules/workload/builtins.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/schedules/test_workloads.h"
 #include "tests/test_util.h"
+#include "worker/verify_run.h"
 
 namespace tessel::testing {
 namespace {
@@ -268,13 +270,164 @@ TEST(Rules, CrossThreadReductionSplitsFewLongRowsOverBlocks) {
 }
 
 TEST(Rules, AutoBindCudaSamplesThreadsAndVectorWidth) {
-  // conv2d's stages: the padding (inlined), the convolution (one output per thread).
-  const SpaceGenerator gen =
-      Space("conv2d(N=1, C=4, H=12, W=12, K=8, R=3, S=3)", CudaTarget("sm_90"));
-  const Trace& t = gen.sketches()[0];
+  // An elementwise chain: B inlined into C, C fused and bound with sampled threads and width.
+  auto g = SpaceGenerator::Create(schedules::test_workloads::ElementwiseChain(64, 96),
+                                  CudaTarget("sm_90"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  const Trace& t = g->sketches()[0];
   auto k = Kinds(t);
   EXPECT_GE(k["bind"], 2);
-  EXPECT_GE(k["sample_categorical"], 2);  // threads, unroll
+  EXPECT_GE(k["sample_categorical"], 3);  // threads, vector width, unroll
+  EXPECT_EQ(k["vectorize"], 1);
+}
+
+// ---- Convolution as an implicit GEMM (multi-level tiling).
+
+// The variable name of the leaf loop of `st` bound to `tag`, or "".
+std::string BoundVar(const schedules::Stage& st, const std::string& tag) {
+  for (int l : st.leaves) {
+    const schedules::IterVar& iv = st.iters[l];
+    if (iv.thread != schedules::ThreadTag::kNone && schedules::ThreadTagName(iv.thread) == tag) {
+      return iv.var->name;
+    }
+  }
+  return "";
+}
+
+TEST(Rules, MultiLevelTilingCudaConvIsImplicitGemm) {
+  struct Case {
+    std::string spec;
+    std::string x_axis, y_axis;  // the output axes bound to threadIdx.x and threadIdx.y
+    bool padded;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"conv2d(N=2, C=3, H=11, W=13, K=5, R=3, S=3, padding=1)", "q", "k", true},
+           {"conv2d(N=1, C=4, H=12, W=12, K=6, R=3, S=2, stride=2, dilation=2, layout=nhwc)", "k",
+            "q", false},
+           {"conv2d_bias_relu(N=1, C=3, H=9, W=10, K=4, R=3, S=3, padding=2)", "q", "k", true}}) {
+    SCOPED_TRACE(c.spec);
+    SpaceGenerator g = Space(c.spec, CudaTarget("sm_90"));
+    ASSERT_EQ(g.sketches().size(), 1u);
+    const Trace& t = g.sketches()[0];
+    auto k = Kinds(t);
+    EXPECT_EQ(k["cache_write"], 1);  // the accumulator in registers
+    EXPECT_THAT(Attrs(t, "cache_read", "scope"),
+                ::testing::UnorderedElementsAre("shared", "local", "shared", "local"));
+    EXPECT_EQ(k["sample_compute_location"], 4);
+    EXPECT_THAT(Attrs(t, "bind", "thread"),
+                ::testing::IsSupersetOf({"blockIdx.z", "blockIdx.y", "blockIdx.x", "vthread",
+                                         "threadIdx.y", "threadIdx.x"}));
+    // The padding is computed by the shared copy of the padded input (inlined into it), not by
+    // a kernel of its own.
+    EXPECT_EQ(k["compute_inline"], (c.padded ? 1 : 0) + (c.spec.rfind("conv2d_bias", 0) == 0));
+    for (uint64_t seed : {1, 2, 3}) {
+      SCOPED_TRACE(seed);
+      auto cand = g.Sample(seed);
+      ASSERT_TRUE(cand.ok()) << cand.status();
+      EXPECT_EQ(cand->program.kernels.size(), 1u);
+      auto sch = schedules::Replay(Load(c.spec), *cand->trace);
+      ASSERT_TRUE(sch.ok()) << sch.status();
+      const schedules::Stage* acc = nullptr;
+      const schedules::Stage* out = nullptr;
+      for (const schedules::Stage& st : sch->stages()) {
+        if (st.reduce && st.attach.kind == schedules::AttachPoint::Kind::kAt) acc = &st;
+        if (st.is_output) out = &st;
+      }
+      ASSERT_NE(acc, nullptr);
+      ASSERT_NE(out, nullptr);
+      // The GEMM axes: n (threadIdx.x) the innermost output axis, m (threadIdx.y) the other
+      // operand's innermost axis; the batch axes fused on blockIdx.z.
+      EXPECT_EQ(BoundVar(*out, "threadIdx.x").substr(0, 1), c.x_axis);
+      EXPECT_EQ(BoundVar(*out, "threadIdx.y").substr(0, 1), c.y_axis);
+      EXPECT_EQ(NestTags(*out).front(), "blockIdx.z");
+      // The channel loop in three levels, the filter taps (r, s) whole inside R1: R0 R1 r s
+      // [two batch loops] S3 S3 R2 S4 S4.
+      EXPECT_EQ(NestPattern(*acc), "RRRRSSSSRSS");
+      EXPECT_EQ(acc->iters[acc->leaves[2]].var->name, "r");
+      EXPECT_EQ(acc->iters[acc->leaves[3]].var->name, "s");
+      if (c.padded) {
+        const schedules::Stage* padded = sch->FindStage("padded");
+        ASSERT_NE(padded, nullptr);
+        EXPECT_TRUE(padded->inlined());
+        const schedules::Stage* copy = sch->FindStage("padded_shared");
+        ASSERT_NE(copy, nullptr);
+        EXPECT_EQ(copy->attach.stage, acc->name);
+        EXPECT_NE(schedules::ToString(copy->body).find("select"), std::string::npos)
+            << schedules::ToString(copy->body);
+      }
+    }
+  }
+}
+
+TEST(Rules, MultiLevelTilingHostConvIsImplicitGemm) {
+  const std::string spec = "conv2d(N=2, C=3, H=11, W=13, K=5, R=3, S=3, padding=1)";
+  const SpaceGenerator gen = Space(spec, HostTarget());
+  const Trace& t = gen.sketches()[0];
+  auto k = Kinds(t);
+  EXPECT_THAT(PerfectTiles(t), ::testing::ElementsAre("4/4", "4/16", "2/16"));
+  EXPECT_EQ(k["compute_inline"], 1);  // the padding, into the loads
+  EXPECT_EQ(k["fuse"], 2);            // c, r, s; then the batch loops and the outer tiles
+  EXPECT_EQ(k["parallel"], 1);
+  EXPECT_EQ(k["vectorize"], 1);
+  auto c = gen.Sample(5);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->program.kernels.size(), 1u);
+  auto sch = schedules::Replay(Load(spec), *c->trace);
+  ASSERT_TRUE(sch.ok()) << sch.status();
+  const schedules::Stage* st = sch->FindStage("conv");
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(NestPattern(*st), "SSSRSSRSS");
+  EXPECT_EQ(NestTags(*st).front(), "parallel");
+  EXPECT_EQ(NestTags(*st).back(), "vectorized");
+  // The vectorized loop tiles q (the innermost output axis); the one before it k.
+  EXPECT_EQ(st->iters[st->leaves.back()].var->name.substr(0, 1), "q");
+  EXPECT_EQ(st->iters[st->leaves[st->leaves.size() - 2]].var->name.substr(0, 1), "k");
+}
+
+// Convolutions of every layout, stride, dilation, padding and dtype, on shapes the tiles do not
+// divide: most samples pass the verifier on both targets, and on the host they compute what the
+// reference computes.
+TEST(Space, ConvSamplesAreValidAndMatchTheReferenceOnTheHost) {
+  for (const std::string spec : {
+           "conv2d(N=1, C=3, H=9, W=11, K=5, R=3, S=3, padding=1)",
+           "conv2d(N=2, C=4, H=10, W=9, K=3, R=3, S=3, stride=2, padding=1)",
+           "conv2d(N=1, C=5, H=9, W=8, K=7, R=2, S=3, dilation=2, padding=1, layout=nhwc)",
+           "conv2d(N=1, C=3, H=7, W=9, K=6, R=3, S=3, padding=1, dtype=f16)",
+           "conv2d_bias_relu(N=2, C=3, H=8, W=7, K=5, R=3, S=3, stride=2, padding=1, "
+           "layout=nhwc)",
+       }) {
+    SCOPED_TRACE(spec);
+    const schedules::Workload w = Load(spec);
+    for (const Target& t : {HostTarget(), CudaTarget("sm_90")}) {
+      SCOPED_TRACE(t.ToString());
+      SpaceGenerator g = Space(spec, t);
+      EXPECT_EQ(Kinds(g.sketches()[0]).count(t.is_cuda() ? "cache_write" : "parallel"), 1u);
+      constexpr int kSamples = 20;
+      int valid = 0, checked = 0;
+      std::vector<std::string> why;
+      auto ref = GenerateReference(w, t);
+      ASSERT_TRUE(ref.ok()) << ref.status();
+      for (uint64_t seed = 0; seed < kSamples; ++seed) {
+        schedules::Rejection r;
+        auto c = g.Sample(seed, &r);
+        if (!c.ok()) {
+          why.push_back(r.step + ": " + r.message);
+          continue;
+        }
+        ++valid;
+        if (t.is_cuda() || checked >= 3) continue;
+        ++checked;
+        absl::Status v = worker::RunAndVerify(c->source, *ref, seed);
+        EXPECT_TRUE(v.ok()) << "seed " << seed << ": " << v << "\n"
+                            << c->trace->ToJsonString() << "\n"
+                            << c->source.code;
+      }
+      EXPECT_GE(valid, kSamples * 9 / 10) << ::testing::PrintToString(why);
+      if (!t.is_cuda()) {
+        EXPECT_EQ(checked, 3);
+      }
+    }
+  }
 }
 
 TEST(Rules, UnrollAnnotatesWithASampledStep) {
