@@ -1,5 +1,7 @@
 // compute_location: another location of a sample_compute_location that the stage accepts
-// (mutator.h).
+// (mutator.h). Two forms: the implicit one (one input, the stage: root, inline or a loop of the
+// consumer, the trace rewritten to match) and the explicit one (the stage, then its candidate
+// loops: the decision is an index into them, and only the decision changes).
 
 #include <algorithm>
 
@@ -38,7 +40,7 @@ class ComputeLocationMutator final : public Mutator {
     for (size_t i = 0; i < trace.insts.size(); ++i) {
       const schedules::Instruction& inst = trace.insts[i];
       if (inst.kind == "sample_compute_location" && inst.decision.is_number_integer() &&
-          inst.inputs.size() == 1 && inst.outputs.size() == 1) {
+          !inst.inputs.empty() && inst.outputs.size() == 1) {
         sites.push_back(static_cast<int>(i));
       }
     }
@@ -70,6 +72,32 @@ class ComputeLocationMutator final : public Mutator {
           before.ok() ? "the stage handle is not canonical" : before.status().message()));
     }
     std::vector<int64_t> choices;
+    if (inst.inputs.size() > 1) {
+      // The explicit form: the other indices into the candidate loops that the stage accepts.
+      std::vector<schedules::LoopRV> cands;
+      for (size_t i = 1; i < inst.inputs.size(); ++i) {
+        int id = -1;
+        const std::string& n = inst.inputs[i];
+        if (n.size() < 2 || n[0] != 'l' || !absl::SimpleAtoi(n.substr(1), &id)) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("sample_compute_location at instruction ", site, ": candidate ", n,
+                           " is not a canonical loop handle"));
+        }
+        cands.push_back(schedules::LoopRV{id});
+      }
+      for (int64_t d = 0; d < static_cast<int64_t>(cands.size()); ++d) {
+        if (d == current) continue;
+        schedules::Schedule s = *before;
+        if (s.SampleComputeLocation(schedules::BlockRV{block}, cands, d).ok()) choices.push_back(d);
+      }
+      if (choices.empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "stage handle ", inst.inputs[0], " has no candidate location other than ", current));
+      }
+      Trace out = trace;
+      out.insts[site].decision = choices[rng() % choices.size()];
+      return out;
+    }
     // Decisions: -2 root, -1 inline, then the consumer's loops 0, 1, ... up to the first refused.
     for (int64_t d = -2; d < 1024; ++d) {
       schedules::Schedule s = *before;

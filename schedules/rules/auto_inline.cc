@@ -1,4 +1,7 @@
-// AutoInline: injective, non-output workload stages inlined into their consumers.
+// AutoInline: injective, non-output workload stages inlined into their consumers, except those a
+// contraction reads (multi-level tiling places them: a convolution's padding goes into the shared
+// copy of the padded input, so the fetch evaluates the bounds check and never reads outside the
+// input).
 
 #include "schedules/rules/rule_util.h"
 #include "schedules/rules/schedule_rule.h"
@@ -13,7 +16,7 @@ class AutoInline final : public ScheduleRule {
                                               const std::string& stage) const override {
     const Stage* st = sch.FindStage(stage);
     if (!st || st->inlined() || st->reduce || st->is_output || st->origin != "compute" ||
-        rules::IsScheduled(*st)) {
+        rules::IsScheduled(*st) || rules::FeedsContraction(sch, stage)) {
       return std::vector<Schedule>{};
     }
     Schedule s = sch;

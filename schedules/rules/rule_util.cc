@@ -34,6 +34,46 @@ std::vector<int64_t> PowersOfTwo(int64_t lo, int64_t hi) {
   return out;
 }
 
+namespace {
+
+// var, const, var * const, const * var, and sums and differences of those.
+bool IsAffine(const Expr& e) {
+  if (As<VarNode>(e) || IsConstInt(e)) return true;
+  const auto* b = As<BinaryNode>(e);
+  if (!b) return false;
+  switch (b->op) {
+    case BinaryOp::kAdd:
+    case BinaryOp::kSub:
+      return IsAffine(b->a) && IsAffine(b->b);
+    case BinaryOp::kMul:
+      return (IsConstInt(b->a) && IsAffine(b->b)) || (IsConstInt(b->b) && IsAffine(b->a));
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool IsContraction(const Stage& st) {
+  if (st.reduce != ReduceOp::kSum || st.axes.size() < 2 || st.reduce_axes.empty()) return false;
+  const std::vector<const LoadNode*> loads = CollectLoads(st.body);
+  if (loads.size() < 2) return false;
+  for (const LoadNode* l : loads) {
+    for (const Expr& i : l->indices) {
+      if (!IsAffine(i)) return false;
+    }
+  }
+  return true;
+}
+
+bool FeedsContraction(const Schedule& s, const std::string& name) {
+  for (const std::string& c : ConsumersOf(s, name)) {
+    const Stage* st = s.FindStage(c);
+    if (st && IsContraction(*st) && !IsScheduled(*st)) return true;
+  }
+  return false;
+}
+
 std::vector<std::string> ConsumersOf(const Schedule& s, const std::string& name) {
   std::vector<std::string> out;
   const Stage* p = s.FindStage(name);

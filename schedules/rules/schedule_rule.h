@@ -35,13 +35,15 @@ class ScheduleRule {
 // Injective stages that are not outputs inlined into their consumers (so epilogues such as bias,
 // activation and casts join the contraction's write-back, and prologues the loads).
 std::unique_ptr<ScheduleRule> MakeAutoInline();
-// Contractions with data reuse (matmul, batch matmul and their fused epilogues), every tile
-// factor a sample_perfect_tile with a bounded innermost factor. CUDA, SSSRRSRS: block / vthread /
-// thread / per-thread tile on the output, the accumulator (registers) at the thread loop with its
-// reduction in three levels; the inputs cached in shared memory at R0 or R1 (two sketches) with
-// cooperative fetch at a sampled vector width, and in registers one level further in; write-back
-// through registers. Host, SSRSRS: i/j in four levels, k in two, the outer tiles parallel, the
-// innermost j tile vectorized.
+// Contractions with data reuse (matmul, batch matmul, convolution as an implicit GEMM, and their
+// fused epilogues), every tile factor a sample_perfect_tile with a bounded innermost factor.
+// CUDA, SSSRRSRS: block / vthread / thread / per-thread tile on the output's GEMM axes (the other
+// axes fused on blockIdx.z), the accumulator (registers) at the thread loop with its reduction in
+// three levels; the inputs cached in shared memory at R0 or R1 with cooperative fetch at a
+// sampled vector width, and in registers further in (both levels sampled compute locations, one
+// sketch); a convolution's padding computed by the shared copy; write-back through registers.
+// Host, SSRSRS: i/j in four levels, k in two, the outer tiles parallel, the innermost j tile
+// vectorized.
 std::unique_ptr<ScheduleRule> MakeMultiLevelTiling(const Target& target);
 // Row reductions without reuse (softmax, layernorm, reduce) on CUDA: sampled threads per row
 // combining through warp shuffles and shared memory, vectorized loads, the reductions computed

@@ -496,6 +496,58 @@ absl::StatusOr<LoopRV> Schedule::SampleComputeLocation(BlockRV block,
   return out;
 }
 
+absl::StatusOr<LoopRV> Schedule::SampleComputeLocation(BlockRV block,
+                                                       const std::vector<LoopRV>& candidates,
+                                                       std::optional<int64_t> decision) {
+  const char* prim = "sample_compute_location";
+  auto st = MutableStage(block, prim);
+  if (!st.ok()) return st.status();
+  Stage* s = *st;
+  if (candidates.empty()) {
+    return Invalid(prim, absl::StrCat("needs at least one candidate loop for stage ", s->name));
+  }
+  // Every candidate must be a loop compute_at accepts now: its checks, then region inference with
+  // the stage attached there (the attachment is restored).
+  std::vector<std::pair<std::string, int>> where;  // the candidates' stages and iters
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    auto l = MutableLoop(candidates[i], prim);
+    if (!l.ok()) return l.status();
+    const auto [t, iter] = *l;
+    absl::Status ok = CheckComputeAt(s, t, "compute_at");
+    if (ok.ok()) {
+      const AttachPoint saved = s->attach;
+      s->attach = AttachPoint{AttachPoint::Kind::kAt, t->name, iter, false};
+      auto region = InferRootExtents(stages_, StageIndex(s->name));
+      s->attach = saved;
+      if (!region.ok()) ok = Precondition("compute_at", std::string(region.status().message()));
+    }
+    if (!ok.ok()) {
+      return absl::Status(
+          ok.code(),
+          absl::StrCat("sample_compute_location: candidate ", i, " (", LoopDesc(*t, iter),
+                       ") is not a location of stage ", s->name, ": ", ok.message()));
+    }
+    where.emplace_back(t->name, iter);
+  }
+  const int64_t n = static_cast<int64_t>(candidates.size());
+  int64_t pick = 0;
+  if (decision) {
+    if (*decision < 0 || *decision >= n) {
+      return Invalid(prim, absl::StrCat("decision ", *decision, " is not an index below ", n,
+                                        " (the candidate loops of stage ", s->name, ")"));
+    }
+    pick = *decision;
+  } else {
+    pick = UniformInt(rng_, n);
+  }
+  LoopRV out{static_cast<int>(rvs_.size())};
+  Instruction inst{prim, {RVName(block.id)}, {}, {}, pick};
+  for (LoopRV c : candidates) inst.inputs.push_back(RVName(c.id));
+  inst.outputs.push_back(NewLoopRV(stages_[StageIndex(where[pick].first)], where[pick].second));
+  Record(std::move(inst));
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Loop transformations.
 
@@ -948,32 +1000,7 @@ void Schedule::SyncOnlineMax(const Stage& s) {
   stages_[m].attach = s.attach;
 }
 
-absl::Status Schedule::ComputeAt(BlockRV block, LoopRV loop) {
-  const char* prim = "compute_at";
-  if (loop.id == kRootLoop || loop.id == kInlineLoop) {
-    // Markers from sample_compute_location.
-    auto st = MutableStage(block, prim);
-    if (!st.ok()) return st.status();
-    if (loop.id == kInlineLoop) return ComputeInline(block);
-    Stage* s = *st;
-    if (s->attach.kind == AttachPoint::Kind::kAt) {
-      s->attach = AttachPoint{};
-      std::vector<int64_t> ext(s->buffer->shape.begin(), s->buffer->shape.end());
-      for (const IterVar& iv : s->iters) {
-        if (iv.reduce && static_cast<int>(ext.size()) < s->num_root()) ext.push_back(iv.extent);
-      }
-      ResetLoops(s, ext);
-      SyncOnlineMax(*s);
-    }
-    Record(Instruction{prim, {RVName(block.id), "root"}, {}, {}, {}});
-    return absl::OkStatus();
-  }
-  auto st = MutableStage(block, prim);
-  if (!st.ok()) return st.status();
-  auto l = MutableLoop(loop, prim);
-  if (!l.ok()) return l.status();
-  Stage* s = *st;
-  auto [t, iter] = *l;
+absl::Status Schedule::CheckComputeAt(const Stage* s, const Stage* t, const char* prim) const {
   if (s == t) return Invalid(prim, absl::StrCat("cannot attach stage ", s->name, " to itself"));
   if (s->is_output) {
     return Precondition(prim, absl::StrCat("stage ", s->name,
@@ -1002,6 +1029,36 @@ absl::Status Schedule::ComputeAt(BlockRV block, LoopRV loop) {
   if (Consumers(s->buffer.get()).empty()) {
     return Precondition(prim, absl::StrCat("stage ", s->name, " has no consumer"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::ComputeAt(BlockRV block, LoopRV loop) {
+  const char* prim = "compute_at";
+  if (loop.id == kRootLoop || loop.id == kInlineLoop) {
+    // Markers from sample_compute_location.
+    auto st = MutableStage(block, prim);
+    if (!st.ok()) return st.status();
+    if (loop.id == kInlineLoop) return ComputeInline(block);
+    Stage* s = *st;
+    if (s->attach.kind == AttachPoint::Kind::kAt) {
+      s->attach = AttachPoint{};
+      std::vector<int64_t> ext(s->buffer->shape.begin(), s->buffer->shape.end());
+      for (const IterVar& iv : s->iters) {
+        if (iv.reduce && static_cast<int>(ext.size()) < s->num_root()) ext.push_back(iv.extent);
+      }
+      ResetLoops(s, ext);
+      SyncOnlineMax(*s);
+    }
+    Record(Instruction{prim, {RVName(block.id), "root"}, {}, {}, {}});
+    return absl::OkStatus();
+  }
+  auto st = MutableStage(block, prim);
+  if (!st.ok()) return st.status();
+  auto l = MutableLoop(loop, prim);
+  if (!l.ok()) return l.status();
+  Stage* s = *st;
+  auto [t, iter] = *l;
+  TESSEL_RETURN_IF_ERROR(CheckComputeAt(s, t, prim));
   return AttachAt(s, AttachPoint{AttachPoint::Kind::kAt, t->name, iter, false}, block, loop, prim);
 }
 
@@ -1682,6 +1739,16 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
       TESSEL_RETURN_IF_ERROR(input(0, 'b', &b));
       std::optional<int64_t> dec;
       TESSEL_RETURN_IF_ERROR(int_decision(&dec));
+      if (inst.inputs.size() > 1) {
+        // The explicit form: the candidate loops follow the stage.
+        std::vector<LoopRV> cands;
+        for (size_t i = 1; i < inst.inputs.size(); ++i) {
+          TESSEL_RETURN_IF_ERROR(input(i, 'l', &l));
+          cands.push_back(LoopRV{l});
+        }
+        TESSEL_ASSIGN_OR_RETURN(LoopRV r, sch.SampleComputeLocation(BlockRV{b}, cands, dec));
+        return bind_outputs({r.id});
+      }
       TESSEL_ASSIGN_OR_RETURN(LoopRV r, sch.SampleComputeLocation(BlockRV{b}, dec));
       if (r.id < 0) {
         if (inst.outputs.size() != 1) return fail("needs one output");

@@ -88,6 +88,14 @@ class Schedule {
   static constexpr int kInlineLoop = -3;
   absl::StatusOr<LoopRV> SampleComputeLocation(BlockRV block,
                                                std::optional<int64_t> decision = std::nullopt);
+  // One of `candidates`, loops where compute_at accepts the stage now (loops of its consumers or
+  // of a stage attached above them, e.g. an accumulator's reduction levels); the decision is the
+  // index into the list. The candidates are the instruction's inputs after the stage, so the
+  // trace replays the same list; a candidate that compute_at would refuse is an error naming the
+  // stage and the loop (the list is checked whole, whatever the decision). The result is a fresh
+  // handle on the chosen loop, for compute_at.
+  absl::StatusOr<LoopRV> SampleComputeLocation(BlockRV block, const std::vector<LoopRV>& candidates,
+                                               std::optional<int64_t> decision = std::nullopt);
 
   // ---- Loop transformations.
   // Splits a loop into factors.size() loops, outermost first. At most one factor may be -1
@@ -173,6 +181,8 @@ class Schedule {
   // compute_at / reverse_compute_at: attaches `s`, sizes its fresh loops to the region it must
   // compute there and records the instruction; on failure the attachment is unchanged.
   absl::Status AttachAt(Stage* s, AttachPoint at, BlockRV block, LoopRV loop, const char* prim);
+  // compute_at's checks of attaching `s` inside a loop of `t` (all but region inference).
+  absl::Status CheckComputeAt(const Stage* s, const Stage* t, const char* prim) const;
   void RecordAnnotate(const char* kind, const std::string& target, const std::string& key,
                       Factor value);
   // parallel / vectorize / unroll: marks the loop and records the instruction.

@@ -2064,6 +2064,90 @@ TEST(ScheduleSampleComputeLocation, SampledLocationsCanBeApplied) {
   }
 }
 
+// The explicit form: the decision is an index into candidate loops given by the caller (here the
+// loops of the consumer's k split, as a cache level is chosen in multi-level tiling).
+TEST(ScheduleSampleComputeLocation, ExplicitCandidatesDecisionIsAnIndex) {
+  for (int64_t d : {0, 1}) {
+    SCOPED_TRACE(d);
+    Schedule sch = NewSchedule(Matmul(16, 16, 16));
+    BlockRV c = BlockOf(sch, "C");
+    BlockRV a = ValueOrDie(sch.CacheRead("A", "local", {c}));
+    std::vector<LoopRV> l = LoopsOf(sch, c);
+    std::vector<LoopRV> k = ValueOrDie(sch.Split(l[2], {4, 4}));
+    auto at = sch.SampleComputeLocation(a, {k[0], k[1]}, d);
+    TESSEL_ASSERT_OK(at);
+    EXPECT_EQ(sch.LoopName(*at), d == 0 ? "C.k_0" : "C.k_1");
+    const Instruction& inst = sch.trace().insts.back();
+    EXPECT_EQ(inst.kind, "sample_compute_location");
+    EXPECT_EQ(inst.inputs.size(), 3u);  // the stage, then the candidates
+    EXPECT_EQ(inst.decision, nlohmann::json(d));
+    TESSEL_ASSERT_OK(sch.ComputeAt(a, *at));
+    // The trace replays through JSON to the same attachment, and another decision moves it.
+    nlohmann::json j = sch.trace().ToJson();
+    auto again = Replay(sch.workload(), ValueOrDie(Trace::FromJson(j)));
+    TESSEL_ASSERT_OK(again);
+    EXPECT_EQ(StageNamed(*again, "A_local").attach.iter, StageNamed(sch, "A_local").attach.iter);
+    EXPECT_EQ(again->trace().ToJson(), j);
+    for (auto& inst_json : j["insts"]) {
+      if (inst_json["kind"] == "sample_compute_location") inst_json["decision"] = 1 - d;
+    }
+    auto moved = Replay(sch.workload(), ValueOrDie(Trace::FromJson(j)));
+    TESSEL_ASSERT_OK(moved);
+    EXPECT_NE(StageNamed(*moved, "A_local").attach.iter, StageNamed(sch, "A_local").attach.iter);
+    EXPECT_THAT(LowerText(*moved, HostT()), Not(HasSubstr("ERROR")));
+  }
+  // Sampled decisions cover the list.
+  std::set<int64_t> seen;
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    Schedule sch = NewSchedule(Matmul(16, 16, 16), seed);
+    BlockRV c = BlockOf(sch, "C");
+    BlockRV a = ValueOrDie(sch.CacheRead("A", "local", {c}));
+    std::vector<LoopRV> l = LoopsOf(sch, c);
+    TESSEL_ASSERT_OK(sch.SampleComputeLocation(a, {l[0], l[1], l[2]}));
+    seen.insert(sch.trace().insts.back().decision.get<int64_t>());
+  }
+  EXPECT_EQ(seen.size(), 3u);
+}
+
+TEST(ScheduleErrors, SampleComputeLocationRefusedCandidate) {
+  Schedule sch = NewSchedule(Matmul(16, 16, 16));
+  BlockRV c = BlockOf(sch, "C");
+  BlockRV a = ValueOrDie(sch.CacheRead("A", "shared", {c}));
+  BlockRV al = ValueOrDie(sch.CacheRead("A_shared", "local", {c}));
+  std::vector<LoopRV> l = LoopsOf(sch, c);
+  // A_shared's reader A_shared_local is not inside C yet: compute_at would refuse every loop.
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.SampleComputeLocation(a, {l[0], l[1]});
+      },
+      kPrecondition,
+      "sample_compute_location: candidate 0 (loop i of stage C) is not a location of stage "
+      "A_shared: compute_at: stage A_shared is also read by stage A_shared_local, which is not "
+      "inside stage C; cache_read it for each reader or attach that reader too");
+  // A stage cannot be its own location.
+  std::vector<LoopRV> own = LoopsOf(sch, al);
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.SampleComputeLocation(al, {l[2], own[0]});
+      },
+      kInvalid,
+      "candidate 1 (loop ax0 of stage A_shared_local) is not a location of stage "
+      "A_shared_local: compute_at: cannot attach stage A_shared_local to itself");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.SampleComputeLocation(al, {l[0], l[2]}, 2);
+      },
+      kInvalid,
+      "sample_compute_location: decision 2 is not an index below 2 (the candidate loops of "
+      "stage A_shared_local)");
+  ExpectFails(
+      sch, [&] { return sch.SampleComputeLocation(al, std::vector<LoopRV>{}); }, kInvalid,
+      "sample_compute_location: needs at least one candidate loop for stage A_shared_local");
+}
+
 // =============================================================================================
 // Lowering errors that come from the schedule.
 

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,7 +15,9 @@
 #include "schedules/space/space_generator.h"
 #include "schedules/workload/builtins.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/schedules/test_workloads.h"
 #include "tests/test_util.h"
+#include "worker/verify_run.h"
 
 namespace tessel::testing {
 namespace {
@@ -89,8 +92,8 @@ std::vector<std::string> PerfectTiles(const Trace& t) {
 TEST(Rules, MultiLevelTilingCudaIsSSSRRSRS) {
   const std::string spec = "matmul(M=128, N=96, K=64)";
   SpaceGenerator g = Space(spec, CudaTarget("sm_90"));
-  // Two sketches: the inputs' shared-memory caches at R0 or at R1.
-  ASSERT_EQ(g.sketches().size(), 2u);
+  // One sketch: the caches' levels are sample_compute_location decisions.
+  ASSERT_EQ(g.sketches().size(), 1u);
   const Trace& t = g.sketches()[0];
   auto k = Kinds(t);
   EXPECT_EQ(k["cache_write"], 1);  // accumulator in registers
@@ -103,6 +106,13 @@ TEST(Rules, MultiLevelTilingCudaIsSSSRRSRS) {
   EXPECT_THAT(PerfectTiles(t), ::testing::ElementsAre("2/8", "2/32", "2/2", "2/8", "2/32", "2/2",
                                                       "2/4", "2/4", "2/4", "2/8"));
   EXPECT_EQ(k["sample_categorical"], 2);  // the fetch width and the unroll step
+  // Each cache's location, among two explicit candidate loops of the accumulator.
+  EXPECT_EQ(k["sample_compute_location"], 4);
+  for (const auto& inst : t.insts) {
+    if (inst.kind == "sample_compute_location") {
+      EXPECT_EQ(inst.inputs.size(), 3u);
+    }
+  }
   for (const auto& inst : t.insts) {
     if (inst.kind.rfind("sample_", 0) == 0) {
       EXPECT_TRUE(inst.decision.is_null()) << inst.kind;
@@ -131,10 +141,12 @@ TEST(Rules, MultiLevelTilingCudaIsSSSRRSRS) {
   EXPECT_EQ(NestPattern(*out).substr(0, 6) + NestPattern(*acc),
             "SSSSSS"
             "RRSSRSS");
-  // Each sketch's shared caches at its reduction level, the register caches one level in.
-  for (size_t level = 0; level < 2; ++level) {
-    SCOPED_TRACE(level);
-    auto r = schedules::Replay(Load(spec), g.sketches()[level], 7);
+  // The shared caches at R0 or R1, the register caches at the loop inside R1 or at R2; each
+  // combination appears among the samples.
+  std::set<std::pair<int, int>> seen;
+  for (uint64_t seed = 0; seed < 24; ++seed) {
+    SCOPED_TRACE(seed);
+    auto r = schedules::Replay(Load(spec), t, seed);
     ASSERT_TRUE(r.ok()) << r.status();
     int shared = 0, local = 0;
     const schedules::Stage* a = nullptr;
@@ -142,17 +154,27 @@ TEST(Rules, MultiLevelTilingCudaIsSSSRRSRS) {
       if (st.reduce && st.attach.kind == schedules::AttachPoint::Kind::kAt) a = &st;
     }
     ASSERT_NE(a, nullptr);
+    // The accumulator's leaves: R0 R1 S3 S3 R2 S4 S4.
+    const std::vector<int> shared_at = {a->leaves[0], a->leaves[1]};
+    const std::vector<int> local_at = {a->leaves[2], a->leaves[4]};
     for (const schedules::Stage& st : r->stages()) {
       if (st.attach.stage != a->name || st.name.find("_shared") == std::string::npos) continue;
       const bool is_local = st.name.find("_local") != std::string::npos;
-      // The reduction levels R0 R1 R2 are the accumulator's leaves 0, 1 and 4.
-      const std::vector<int> r = {a->leaves[0], a->leaves[1], a->leaves[4]};
-      EXPECT_EQ(st.attach.iter, r[level + (is_local ? 1 : 0)]) << st.name;
+      const std::vector<int>& at = is_local ? local_at : shared_at;
+      const auto it = std::find(at.begin(), at.end(), st.attach.iter);
+      ASSERT_NE(it, at.end()) << st.name;
       ++(is_local ? local : shared);
     }
     EXPECT_EQ(shared, 2);
     EXPECT_EQ(local, 2);
+    int a_shared = -1, a_local = -1;
+    for (const schedules::Stage& st : r->stages()) {
+      if (st.name == "A_shared") a_shared = st.attach.iter == shared_at[0] ? 0 : 1;
+      if (st.name == "A_shared_local") a_local = st.attach.iter == local_at[0] ? 0 : 1;
+    }
+    seen.emplace(a_shared, a_local);
   }
+  EXPECT_EQ(seen.size(), 4u);
   // The decisions are perfect tiles: each pair multiplies to its loop's extent.
   int64_t m = 1;
   int count = 0;
@@ -248,13 +270,164 @@ TEST(Rules, CrossThreadReductionSplitsFewLongRowsOverBlocks) {
 }
 
 TEST(Rules, AutoBindCudaSamplesThreadsAndVectorWidth) {
-  // conv2d's stages: the padding (inlined), the convolution (one output per thread).
-  const SpaceGenerator gen =
-      Space("conv2d(N=1, C=4, H=12, W=12, K=8, R=3, S=3)", CudaTarget("sm_90"));
-  const Trace& t = gen.sketches()[0];
+  // An elementwise chain: B inlined into C, C fused and bound with sampled threads and width.
+  auto g = SpaceGenerator::Create(schedules::test_workloads::ElementwiseChain(64, 96),
+                                  CudaTarget("sm_90"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  const Trace& t = g->sketches()[0];
   auto k = Kinds(t);
   EXPECT_GE(k["bind"], 2);
-  EXPECT_GE(k["sample_categorical"], 2);  // threads, unroll
+  EXPECT_GE(k["sample_categorical"], 3);  // threads, vector width, unroll
+  EXPECT_EQ(k["vectorize"], 1);
+}
+
+// ---- Convolution as an implicit GEMM (multi-level tiling).
+
+// The variable name of the leaf loop of `st` bound to `tag`, or "".
+std::string BoundVar(const schedules::Stage& st, const std::string& tag) {
+  for (int l : st.leaves) {
+    const schedules::IterVar& iv = st.iters[l];
+    if (iv.thread != schedules::ThreadTag::kNone && schedules::ThreadTagName(iv.thread) == tag) {
+      return iv.var->name;
+    }
+  }
+  return "";
+}
+
+TEST(Rules, MultiLevelTilingCudaConvIsImplicitGemm) {
+  struct Case {
+    std::string spec;
+    std::string x_axis, y_axis;  // the output axes bound to threadIdx.x and threadIdx.y
+    bool padded;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"conv2d(N=2, C=3, H=11, W=13, K=5, R=3, S=3, padding=1)", "q", "k", true},
+           {"conv2d(N=1, C=4, H=12, W=12, K=6, R=3, S=2, stride=2, dilation=2, layout=nhwc)", "k",
+            "q", false},
+           {"conv2d_bias_relu(N=1, C=3, H=9, W=10, K=4, R=3, S=3, padding=2)", "q", "k", true}}) {
+    SCOPED_TRACE(c.spec);
+    SpaceGenerator g = Space(c.spec, CudaTarget("sm_90"));
+    ASSERT_EQ(g.sketches().size(), 1u);
+    const Trace& t = g.sketches()[0];
+    auto k = Kinds(t);
+    EXPECT_EQ(k["cache_write"], 1);  // the accumulator in registers
+    EXPECT_THAT(Attrs(t, "cache_read", "scope"),
+                ::testing::UnorderedElementsAre("shared", "local", "shared", "local"));
+    EXPECT_EQ(k["sample_compute_location"], 4);
+    EXPECT_THAT(Attrs(t, "bind", "thread"),
+                ::testing::IsSupersetOf({"blockIdx.z", "blockIdx.y", "blockIdx.x", "vthread",
+                                         "threadIdx.y", "threadIdx.x"}));
+    // The padding is computed by the shared copy of the padded input (inlined into it), not by
+    // a kernel of its own.
+    EXPECT_EQ(k["compute_inline"], (c.padded ? 1 : 0) + (c.spec.rfind("conv2d_bias", 0) == 0));
+    for (uint64_t seed : {1, 2, 3}) {
+      SCOPED_TRACE(seed);
+      auto cand = g.Sample(seed);
+      ASSERT_TRUE(cand.ok()) << cand.status();
+      EXPECT_EQ(cand->program.kernels.size(), 1u);
+      auto sch = schedules::Replay(Load(c.spec), *cand->trace);
+      ASSERT_TRUE(sch.ok()) << sch.status();
+      const schedules::Stage* acc = nullptr;
+      const schedules::Stage* out = nullptr;
+      for (const schedules::Stage& st : sch->stages()) {
+        if (st.reduce && st.attach.kind == schedules::AttachPoint::Kind::kAt) acc = &st;
+        if (st.is_output) out = &st;
+      }
+      ASSERT_NE(acc, nullptr);
+      ASSERT_NE(out, nullptr);
+      // The GEMM axes: n (threadIdx.x) the innermost output axis, m (threadIdx.y) the other
+      // operand's innermost axis; the batch axes fused on blockIdx.z.
+      EXPECT_EQ(BoundVar(*out, "threadIdx.x").substr(0, 1), c.x_axis);
+      EXPECT_EQ(BoundVar(*out, "threadIdx.y").substr(0, 1), c.y_axis);
+      EXPECT_EQ(NestTags(*out).front(), "blockIdx.z");
+      // The channel loop in three levels, the filter taps (r, s) whole inside R1: R0 R1 r s
+      // [two batch loops] S3 S3 R2 S4 S4.
+      EXPECT_EQ(NestPattern(*acc), "RRRRSSSSRSS");
+      EXPECT_EQ(acc->iters[acc->leaves[2]].var->name, "r");
+      EXPECT_EQ(acc->iters[acc->leaves[3]].var->name, "s");
+      if (c.padded) {
+        const schedules::Stage* padded = sch->FindStage("padded");
+        ASSERT_NE(padded, nullptr);
+        EXPECT_TRUE(padded->inlined());
+        const schedules::Stage* copy = sch->FindStage("padded_shared");
+        ASSERT_NE(copy, nullptr);
+        EXPECT_EQ(copy->attach.stage, acc->name);
+        EXPECT_NE(schedules::ToString(copy->body).find("select"), std::string::npos)
+            << schedules::ToString(copy->body);
+      }
+    }
+  }
+}
+
+TEST(Rules, MultiLevelTilingHostConvIsImplicitGemm) {
+  const std::string spec = "conv2d(N=2, C=3, H=11, W=13, K=5, R=3, S=3, padding=1)";
+  const SpaceGenerator gen = Space(spec, HostTarget());
+  const Trace& t = gen.sketches()[0];
+  auto k = Kinds(t);
+  EXPECT_THAT(PerfectTiles(t), ::testing::ElementsAre("4/4", "4/16", "2/16"));
+  EXPECT_EQ(k["compute_inline"], 1);  // the padding, into the loads
+  EXPECT_EQ(k["fuse"], 2);            // c, r, s; then the batch loops and the outer tiles
+  EXPECT_EQ(k["parallel"], 1);
+  EXPECT_EQ(k["vectorize"], 1);
+  auto c = gen.Sample(5);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->program.kernels.size(), 1u);
+  auto sch = schedules::Replay(Load(spec), *c->trace);
+  ASSERT_TRUE(sch.ok()) << sch.status();
+  const schedules::Stage* st = sch->FindStage("conv");
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(NestPattern(*st), "SSSRSSRSS");
+  EXPECT_EQ(NestTags(*st).front(), "parallel");
+  EXPECT_EQ(NestTags(*st).back(), "vectorized");
+  // The vectorized loop tiles q (the innermost output axis); the one before it k.
+  EXPECT_EQ(st->iters[st->leaves.back()].var->name.substr(0, 1), "q");
+  EXPECT_EQ(st->iters[st->leaves[st->leaves.size() - 2]].var->name.substr(0, 1), "k");
+}
+
+// Convolutions of every layout, stride, dilation, padding and dtype, on shapes the tiles do not
+// divide: most samples pass the verifier on both targets, and on the host they compute what the
+// reference computes.
+TEST(Space, ConvSamplesAreValidAndMatchTheReferenceOnTheHost) {
+  for (const std::string spec : {
+           "conv2d(N=1, C=3, H=9, W=11, K=5, R=3, S=3, padding=1)",
+           "conv2d(N=2, C=4, H=10, W=9, K=3, R=3, S=3, stride=2, padding=1)",
+           "conv2d(N=1, C=5, H=9, W=8, K=7, R=2, S=3, dilation=2, padding=1, layout=nhwc)",
+           "conv2d(N=1, C=3, H=7, W=9, K=6, R=3, S=3, padding=1, dtype=f16)",
+           "conv2d_bias_relu(N=2, C=3, H=8, W=7, K=5, R=3, S=3, stride=2, padding=1, "
+           "layout=nhwc)",
+       }) {
+    SCOPED_TRACE(spec);
+    const schedules::Workload w = Load(spec);
+    for (const Target& t : {HostTarget(), CudaTarget("sm_90")}) {
+      SCOPED_TRACE(t.ToString());
+      SpaceGenerator g = Space(spec, t);
+      EXPECT_EQ(Kinds(g.sketches()[0]).count(t.is_cuda() ? "cache_write" : "parallel"), 1u);
+      constexpr int kSamples = 20;
+      int valid = 0, checked = 0;
+      std::vector<std::string> why;
+      auto ref = GenerateReference(w, t);
+      ASSERT_TRUE(ref.ok()) << ref.status();
+      for (uint64_t seed = 0; seed < kSamples; ++seed) {
+        schedules::Rejection r;
+        auto c = g.Sample(seed, &r);
+        if (!c.ok()) {
+          why.push_back(r.step + ": " + r.message);
+          continue;
+        }
+        ++valid;
+        if (t.is_cuda() || checked >= 3) continue;
+        ++checked;
+        absl::Status v = worker::RunAndVerify(c->source, *ref, seed);
+        EXPECT_TRUE(v.ok()) << "seed " << seed << ": " << v << "\n"
+                            << c->trace->ToJsonString() << "\n"
+                            << c->source.code;
+      }
+      EXPECT_GE(valid, kSamples * 9 / 10) << ::testing::PrintToString(why);
+      if (!t.is_cuda()) {
+        EXPECT_EQ(checked, 3);
+      }
+    }
+  }
 }
 
 TEST(Rules, UnrollAnnotatesWithASampledStep) {

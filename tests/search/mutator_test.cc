@@ -275,6 +275,45 @@ TEST(MutatorTest, ComputeLocationMovesTheStageAmongItsLocations) {
   }
 }
 
+// CUDA multi-level tiling samples its caches' levels over explicit candidate loops: the mutator
+// moves them (only the decision changes), and every mutant replays, lowers and generates source.
+void CheckCacheLevelMutants(const std::string& spec) {
+  const SearchContext ctx = Context(spec, "cuda");
+  const CandidateSource source = Source(ctx);
+  auto m = MakeComputeLocationMutator(&source);
+  int fired = 0;
+  std::set<std::pair<int, int64_t>> moves;  // (site, new decision)
+  for (const Trace& parent : SampleTraces(source, 3)) {
+    const std::vector<int> sites = m->Sites(parent);
+    ASSERT_EQ(sites.size(), 4u);  // two operands, each in shared and local memory
+    for (uint64_t seed = 0; seed < 8; ++seed) {
+      std::mt19937_64 rng(seed);
+      absl::StatusOr<Trace> child = m->Apply(parent, rng);
+      ASSERT_TRUE(child.ok()) << child.status();
+      ++fired;
+      const std::vector<int> diff = Differing(parent, *child);
+      ASSERT_EQ(diff.size(), 1u);
+      EXPECT_EQ(child->insts[diff[0]].kind, "sample_compute_location");
+      EXPECT_TRUE(SameButDecision(parent.insts[diff[0]], child->insts[diff[0]]));
+      moves.emplace(diff[0], child->insts[diff[0]].decision.get<int64_t>());
+      schedules::Rejection why;
+      auto built = source.Build(*child, &why);
+      ASSERT_TRUE(built.ok()) << why.step << ": " << why.message;
+      EXPECT_FALSE(built->source.code.empty());
+    }
+  }
+  EXPECT_EQ(fired, 24);
+  EXPECT_GE(moves.size(), 4u);
+}
+
+TEST(MutatorTest, ComputeLocationMovesCacheLevels) {
+  for (const char* spec :
+       {"matmul(M=128, N=128, K=64)", "conv2d(N=2, C=8, H=12, W=13, K=16, R=3, S=3, padding=1)"}) {
+    SCOPED_TRACE(spec);
+    CheckCacheLevelMutants(spec);
+  }
+}
+
 TEST(MutatorPickerTest, PicksOnlyApplicableMutatorsByWeight) {
   const SearchContext ctx = Context("matmul(M=128, N=128, K=64)", "host");
   const CandidateSource source = Source(ctx);
