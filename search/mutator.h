@@ -13,7 +13,8 @@
 //                     (cross-thread reductions, auto-bind).
 //   categorical       any other sample_categorical (vector widths, reduction chunk sizes).
 //   compute_location  sample_compute_location: another location (root, inline or a loop of the
-//                     consumer) that the stage accepts.
+//                     consumer) that the stage accepts; for the form with a candidate list (the
+//                     shared and register cache levels of multi-level tiling), another candidate.
 // Apply returns a trace that replays, lowers and passes the target's limits; NotFound when the
 // trace has no instruction the mutator changes; FailedPrecondition when a few attempts gave no
 // valid mutant. The trace returned is the replayed (canonical) one: its JSON hashes to the
