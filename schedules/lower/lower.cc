@@ -542,6 +542,7 @@ class Lowerer {
       std::vector<Stmt> before, after;
       std::vector<BufferPtr> allocs;
       bool shared_before = false;
+      size_t last_shared = 0;  // the end of the last shared producer in `before`
       for (size_t ai = 0; ai < stages_.size(); ++ai) {
         const Stage& a = stages_[ai];
         if (a.inlined() || a.attach.kind != AttachPoint::Kind::kAt || a.attach.stage != s.name ||
@@ -563,14 +564,19 @@ class Lowerer {
           after.push_back(*nest);
         } else {
           before.push_back(*nest);
-          shared_before |= shared;
+          if (shared) {
+            shared_before = true;
+            last_shared = before.size();
+          }
         }
       }
       if (shared_before) {
-        // Producers in memory other threads read: everyone waits for them to be written, and
-        // (when this nest runs repeatedly) for the previous iteration's readers to finish.
+        // Producers in memory other threads read: everyone waits for them to be written (before
+        // the producers attached here after them, e.g. a register copy of a shared tile, read
+        // it), and (when this nest runs repeatedly) for the previous iteration's readers to
+        // finish.
+        before.insert(before.begin() + static_cast<std::ptrdiff_t>(last_shared), MakeBarrier());
         if (RunsRepeatedly(si, iter)) before.insert(before.begin(), MakeBarrier());
-        before.push_back(MakeBarrier());
       }
       if (!before.empty() || !after.empty()) {
         std::vector<Stmt> seq = before;

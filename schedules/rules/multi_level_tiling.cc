@@ -18,7 +18,7 @@
 // the plain reduction loops fused (a convolution's channel); a convolution's filter taps stay
 // whole loops inside R1 so that every cache holds an exact box. Every input is cached in shared
 // memory at R0 or at R1, fused and spread over the block's threads at a sampled vector width
-// (cooperative fetch), and in registers at the loop just inside R1 or at R2: one sketch, both
+// (cooperative fetch), and in registers at R1 or at R2: one sketch, both
 // levels sample_compute_location decisions.
 // Host, SSRSRS: the reduction loops fused into k (plain loops outermost); m and n tiled in four
 // levels, k in two, ordered [batch] i0 j0 | i1 j1 | k0 | i2 j2 | k1 | i3 j3; the batch loops and
@@ -308,10 +308,9 @@ class MultiLevelTiling final : public ScheduleRule {
     // Operands through shared memory (cooperative fetch) and registers, each at a sampled
     // location (sample_compute_location over explicit candidates, so mutators can move them).
     // The register cache goes first (compute_at of the shared one needs its reader inside the
-    // accumulator): at the loop just inside R1 or at R2; then the shared cache at R0 or R1. Every
-    // pair is valid and keeps the register cache inside the shared one's loop; the register cache
-    // is never at R1 itself, since a shared producer and its reader attached to one loop would
-    // share one barrier (the reader would read before the fetch is published).
+    // accumulator): at R1 or at R2; then the shared cache at R0 or R1. Every pair is valid and
+    // keeps the register cache inside or at the shared one's loop (at the same loop, lowering
+    // puts a barrier between the shared fetch and the register copy).
     TESSEL_ASSIGN_OR_RETURN(IntRV vec, rules::SampleUniform(s, {1, 2, 4}, 4));
     std::vector<std::string> operands;
     for (const LoadNode* l : CollectLoads(s->GetStage(cc).body)) {
@@ -328,7 +327,8 @@ class MultiLevelTiling final : public ScheduleRule {
         TESSEL_RETURN_IF_ERROR(s->ComputeInline(pb));
       }
       TESSEL_ASSIGN_OR_RETURN(BlockRV lo, s->CacheRead(s->GetStage(sh).name, "local", {cc}));
-      TESSEL_ASSIGN_OR_RETURN(LoopRV lo_at, s->SampleComputeLocation(lo, {order[2], ks.loops[2]}));
+      TESSEL_ASSIGN_OR_RETURN(LoopRV lo_at,
+                              s->SampleComputeLocation(lo, {ks.loops[1], ks.loops[2]}));
       TESSEL_RETURN_IF_ERROR(s->ComputeAt(lo, lo_at));
       TESSEL_ASSIGN_OR_RETURN(LoopRV sh_at,
                               s->SampleComputeLocation(sh, {ks.loops[0], ks.loops[1]}));

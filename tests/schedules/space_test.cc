@@ -141,8 +141,8 @@ TEST(Rules, MultiLevelTilingCudaIsSSSRRSRS) {
   EXPECT_EQ(NestPattern(*out).substr(0, 6) + NestPattern(*acc),
             "SSSSSS"
             "RRSSRSS");
-  // The shared caches at R0 or R1, the register caches at the loop inside R1 or at R2; each
-  // combination appears among the samples.
+  // The shared caches at R0 or R1, the register caches at R1 or at R2; each combination
+  // appears among the samples.
   std::set<std::pair<int, int>> seen;
   for (uint64_t seed = 0; seed < 24; ++seed) {
     SCOPED_TRACE(seed);
@@ -156,7 +156,7 @@ TEST(Rules, MultiLevelTilingCudaIsSSSRRSRS) {
     ASSERT_NE(a, nullptr);
     // The accumulator's leaves: R0 R1 S3 S3 R2 S4 S4.
     const std::vector<int> shared_at = {a->leaves[0], a->leaves[1]};
-    const std::vector<int> local_at = {a->leaves[2], a->leaves[4]};
+    const std::vector<int> local_at = {a->leaves[1], a->leaves[4]};
     for (const schedules::Stage& st : r->stages()) {
       if (st.attach.stage != a->name || st.name.find("_shared") == std::string::npos) continue;
       const bool is_local = st.name.find("_local") != std::string::npos;
@@ -187,6 +187,35 @@ TEST(Rules, MultiLevelTilingCudaIsSSSRRSRS) {
     if (count == 3) m *= d[0];
   }
   EXPECT_EQ(m, 128);  // the m axis: per-thread tile x threads x vthreads x blocks
+}
+
+// A shared cache and its register copy attached to the same reduction loop (both at R1): the
+// barrier that publishes the shared fetch comes between them, so the copy reads a complete tile.
+TEST(Rules, MultiLevelTilingSharedAndRegisterCachesAtOneLoopAreSeparatedByABarrier) {
+  const std::string spec = "matmul(M=128, N=128, K=64)";
+  const Target t = CudaTarget("sm_90");
+  const SpaceGenerator g = Space(spec, t);
+  bool found = false;
+  for (uint64_t seed = 0; seed < 64 && !found; ++seed) {
+    auto c = g.Sample(seed);
+    if (!c.ok()) continue;
+    auto r = schedules::Replay(Load(spec), *c->trace);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const schedules::Stage* sh = r->FindStage("A_shared");
+    const schedules::Stage* lo = r->FindStage("A_shared_local");
+    ASSERT_TRUE(sh && lo);
+    if (sh->attach.stage != lo->attach.stage || sh->attach.iter != lo->attach.iter) continue;
+    found = true;
+    auto p = schedules::Lower(*r, t);
+    ASSERT_TRUE(p.ok()) << p.status();
+    const std::string ir = schedules::ToString(*p);
+    const size_t fetch = ir.find("] = A[");               // the shared fetch's store
+    const size_t copy = ir.find("] = A_shared[", fetch);  // the register copy's store
+    ASSERT_NE(fetch, std::string::npos) << ir;
+    ASSERT_NE(copy, std::string::npos) << ir;
+    EXPECT_NE(ir.substr(fetch, copy - fetch).find("barrier"), std::string::npos) << ir;
+  }
+  EXPECT_TRUE(found) << "no sample put A's shared and register caches at one loop";
 }
 
 TEST(Rules, MultiLevelTilingHostIsSSRSRS) {
