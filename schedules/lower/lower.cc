@@ -541,8 +541,9 @@ class Lowerer {
       // Stages attached here.
       std::vector<Stmt> before, after;
       std::vector<BufferPtr> allocs;
-      bool shared_before = false;
-      size_t last_shared = 0;  // the end of the last shared producer in `before`
+      // The producers computed before the body: shared ones (CUDA: memory other threads read)
+      // and the rest, each with the stage it computes.
+      std::vector<std::pair<Stmt, const Stage*>> shared_nests, other_nests;
       for (size_t ai = 0; ai < stages_.size(); ++ai) {
         const Stage& a = stages_[ai];
         if (a.inlined() || a.attach.kind != AttachPoint::Kind::kAt || a.attach.stage != s.name ||
@@ -563,20 +564,49 @@ class Lowerer {
         if (a.attach.reverse) {
           after.push_back(*nest);
         } else {
-          before.push_back(*nest);
-          if (shared) {
-            shared_before = true;
-            last_shared = before.size();
-          }
+          (shared ? shared_nests : other_nests).push_back({*nest, &a});
         }
       }
-      if (shared_before) {
-        // Producers in memory other threads read: everyone waits for them to be written (before
-        // the producers attached here after them, e.g. a register copy of a shared tile, read
-        // it), and (when this nest runs repeatedly) for the previous iteration's readers to
-        // finish.
-        before.insert(before.begin() + static_cast<std::ptrdiff_t>(last_shared), MakeBarrier());
-        if (RunsRepeatedly(si, iter)) before.insert(before.begin(), MakeBarrier());
+      if (shared_nests.empty()) {
+        for (const auto& n : other_nests) before.push_back(n.first);
+      } else {
+        // Everyone waits for the shared producers to be written before anything reads them (the
+        // body, or a producer attached here such as a register copy of a shared tile), and
+        // (when this nest runs repeatedly) for the previous iteration's readers to finish. The
+        // shared producers go first, then one barrier, then the others; unless a shared producer
+        // reads what another producer here writes, then each keeps its place and a barrier
+        // follows every run of shared producers.
+        bool feeds_shared = false;
+        for (const auto& [sn, sst] : shared_nests) {
+          for (const LoadNode* l : CollectLoads(sst->body)) {
+            for (const auto& [on, ost] : other_nests) {
+              feeds_shared |= l->buffer.get() == ost->buffer.get();
+            }
+          }
+        }
+        if (RunsRepeatedly(si, iter)) before.push_back(MakeBarrier());
+        if (!feeds_shared) {
+          for (const auto& n : shared_nests) before.push_back(n.first);
+          before.push_back(MakeBarrier());
+          for (const auto& n : other_nests) before.push_back(n.first);
+        } else {
+          // Stage order, as collected above.
+          std::vector<std::pair<Stmt, const Stage*>> all = shared_nests;
+          all.insert(all.end(), other_nests.begin(), other_nests.end());
+          std::sort(all.begin(), all.end(),
+                    [](const auto& x, const auto& y) { return x.second < y.second; });
+          bool pending = false;  // a shared producer since the last barrier
+          for (const auto& [n, st] : all) {
+            const bool shared = st->buffer->scope != MemScope::kLocal;
+            if (!shared && pending) {
+              before.push_back(MakeBarrier());
+              pending = false;
+            }
+            before.push_back(n);
+            pending |= shared;
+          }
+          if (pending) before.push_back(MakeBarrier());
+        }
       }
       if (!before.empty() || !after.empty()) {
         std::vector<Stmt> seq = before;
