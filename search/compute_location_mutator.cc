@@ -16,6 +16,13 @@ using schedules::Trace;
 
 bool IsMarker(const std::string& name) { return name == "root" || name == "inline"; }
 
+// The index of a canonical handle name of `kind` ("b3": block handle 3), or -1.
+int HandleIndex(const std::string& name, char kind) {
+  int id = -1;
+  if (name.size() < 2 || name[0] != kind || !absl::SimpleAtoi(name.substr(1), &id)) return -1;
+  return id;
+}
+
 // A loop name no instruction of `trace` uses: "l" and one more than the largest number there.
 std::string FreshLoopName(const Trace& trace) {
   int64_t top = 0;
@@ -63,9 +70,8 @@ class ComputeLocationMutator final : public Mutator {
     Trace prefix;
     prefix.insts.assign(trace.insts.begin(), trace.insts.begin() + site);
     absl::StatusOr<schedules::Schedule> before = source_->Replay(prefix, nullptr);
-    int block = -1;
-    if (!before.ok() || inst.inputs[0].size() < 2 || inst.inputs[0][0] != 'b' ||
-        !absl::SimpleAtoi(inst.inputs[0].substr(1), &block)) {
+    const int block = HandleIndex(inst.inputs[0], 'b');
+    if (!before.ok() || block < 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the trace before instruction ", site, " (sample_compute_location of ", inst.inputs[0],
           ") does not replay: ",
@@ -73,22 +79,23 @@ class ComputeLocationMutator final : public Mutator {
     }
     std::vector<int64_t> choices;
     if (inst.inputs.size() > 1) {
-      // The explicit form: the other indices into the candidate loops that the stage accepts.
+      // The explicit form: the other indices into the candidate loops. The primitive checks
+      // every candidate whatever the decision, so one call tells whether they all hold.
       std::vector<schedules::LoopRV> cands;
       for (size_t i = 1; i < inst.inputs.size(); ++i) {
-        int id = -1;
-        const std::string& n = inst.inputs[i];
-        if (n.size() < 2 || n[0] != 'l' || !absl::SimpleAtoi(n.substr(1), &id)) {
+        const int id = HandleIndex(inst.inputs[i], 'l');
+        if (id < 0) {
           return absl::FailedPreconditionError(
-              absl::StrCat("sample_compute_location at instruction ", site, ": candidate ", n,
-                           " is not a canonical loop handle"));
+              absl::StrCat("sample_compute_location at instruction ", site, ": candidate ",
+                           inst.inputs[i], " is not a canonical loop handle"));
         }
         cands.push_back(schedules::LoopRV{id});
       }
-      for (int64_t d = 0; d < static_cast<int64_t>(cands.size()); ++d) {
-        if (d == current) continue;
-        schedules::Schedule s = *before;
-        if (s.SampleComputeLocation(schedules::BlockRV{block}, cands, d).ok()) choices.push_back(d);
+      schedules::Schedule s = *before;
+      if (s.SampleComputeLocation(schedules::BlockRV{block}, cands, current).ok()) {
+        for (int64_t d = 0; d < static_cast<int64_t>(cands.size()); ++d) {
+          if (d != current) choices.push_back(d);
+        }
       }
       if (choices.empty()) {
         return absl::FailedPreconditionError(absl::StrCat(

@@ -31,7 +31,6 @@
 // caches' levels are sample_compute_location over explicit candidate loops.
 
 #include <algorithm>
-#include <functional>
 
 #include "schedules/ir/substitute.h"
 #include "schedules/rules/rule_util.h"
@@ -50,20 +49,6 @@ constexpr int64_t kCudaR1Max = 8;        // R1: the shared-memory step is R1 x R
 constexpr int64_t kHostIMax = 4;
 constexpr int64_t kHostJMax = 16;  // the vectorized tile
 constexpr int64_t kHostKMax = 16;
-
-// The spatial axes (indices into st.axes) that an affine index uses.
-void AxesUsed(const Stage& st, const Expr& e, std::vector<bool>* used) {
-  if (const auto* v = As<VarNode>(e)) {
-    for (size_t a = 0; a < st.axes.size(); ++a) {
-      if (st.axes[a].get() == v) (*used)[a] = true;
-    }
-    return;
-  }
-  if (const auto* b = As<BinaryNode>(e)) {
-    AxesUsed(st, b->a, used);
-    AxesUsed(st, b->b, used);
-  }
-}
 
 // The GEMM view of a contraction's output axes: the "n" axis (threadIdx.x, coalesced stores) is
 // the innermost axis; the "m" axis is the innermost other axis that an operand not using n
@@ -90,7 +75,11 @@ GemmAxes GemmAxesOf(const Stage& st) {
       ops.emplace_back(l->buffer.get(), std::vector<bool>(na, false));
       it = ops.end() - 1;
     }
-    for (const Expr& i : l->indices) AxesUsed(st, i, &it->second);
+    for (const Expr& i : l->indices) {
+      for (int a = 0; a < na; ++a) {
+        if (UsesVar(i, st.axes[a].get())) it->second[a] = true;
+      }
+    }
   }
   int best = -1;
   for (const auto& o : ops) {
@@ -119,21 +108,15 @@ struct ReductionGroups {
 
 ReductionGroups GroupReduction(const Schedule& s, const Stage& st,
                                const std::vector<LoopRV>& loops) {
+  // A reduction variable is a tap when some index uses it other than as the whole index.
   std::vector<bool> compound(st.reduce_axes.size(), false);
-  std::function<void(const Expr&, bool)> visit = [&](const Expr& e, bool top) {
-    if (const auto* v = As<VarNode>(e)) {
-      for (size_t r = 0; r < st.reduce_axes.size(); ++r) {
-        if (st.reduce_axes[r].get() == v && !top) compound[r] = true;
-      }
-      return;
-    }
-    if (const auto* b = As<BinaryNode>(e)) {
-      visit(b->a, false);
-      visit(b->b, false);
-    }
-  };
   for (const LoadNode* l : CollectLoads(st.body)) {
-    for (const Expr& i : l->indices) visit(i, true);
+    for (const Expr& i : l->indices) {
+      for (size_t r = 0; r < st.reduce_axes.size(); ++r) {
+        const VarNode* v = st.reduce_axes[r].get();
+        if (UsesVar(i, v) && As<VarNode>(i) != v) compound[r] = true;
+      }
+    }
   }
   ReductionGroups g;
   for (LoopRV l : loops) {
