@@ -19,31 +19,7 @@ namespace tessel::schedules::codegen {
 void WalkStmt(const Stmt& s, const std::function<void(const Stmt&)>& fn) {
   if (!s) return;
   fn(s);
-  switch (s->kind) {
-    case StmtKind::kFor:
-      WalkStmt(static_cast<const ForNode&>(*s).body, fn);
-      return;
-    case StmtKind::kAllocate:
-      WalkStmt(static_cast<const AllocateNode&>(*s).body, fn);
-      return;
-    case StmtKind::kIfThenElse: {
-      const auto& n = static_cast<const IfThenElseNode&>(*s);
-      WalkStmt(n.then_case, fn);
-      WalkStmt(n.else_case, fn);
-      return;
-    }
-    case StmtKind::kSeq:
-      for (const Stmt& c : static_cast<const SeqNode&>(*s).stmts) WalkStmt(c, fn);
-      return;
-    case StmtKind::kLetStmt:
-      WalkStmt(static_cast<const LetStmtNode&>(*s).body, fn);
-      return;
-    case StmtKind::kStore:
-    case StmtKind::kBarrier:
-    case StmtKind::kAllReduce:
-    case StmtKind::kEvaluate:
-      return;
-  }
+  for (const Stmt& c : ChildStmts(s)) WalkStmt(c, fn);
 }
 
 void CollectWrittenBuffers(const Stmt& s, std::unordered_set<const Buffer*>* out) {

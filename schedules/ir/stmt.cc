@@ -182,4 +182,28 @@ std::string ToString(const Stmt& s) {
   return os.str();
 }
 
+std::vector<Stmt> ChildStmts(const Stmt& s) {
+  switch (s->kind) {
+    case StmtKind::kFor:
+      return {static_cast<const ForNode&>(*s).body};
+    case StmtKind::kAllocate:
+      return {static_cast<const AllocateNode&>(*s).body};
+    case StmtKind::kIfThenElse: {
+      const auto& n = static_cast<const IfThenElseNode&>(*s);
+      if (!n.else_case) return {n.then_case};
+      return {n.then_case, n.else_case};
+    }
+    case StmtKind::kSeq:
+      return static_cast<const SeqNode&>(*s).stmts;
+    case StmtKind::kLetStmt:
+      return {static_cast<const LetStmtNode&>(*s).body};
+    case StmtKind::kStore:
+    case StmtKind::kBarrier:
+    case StmtKind::kAllReduce:
+    case StmtKind::kEvaluate:
+      return {};
+  }
+  return {};
+}
+
 }  // namespace tessel::schedules

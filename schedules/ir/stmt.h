@@ -170,6 +170,10 @@ Stmt MakeBarrier();
 Stmt MakeAllReduce(ReduceOp op, Expr value, BufferPtr result, ThreadTag thread, int64_t extent);
 Stmt MakeEvaluate(Expr value);
 
+// The statements directly inside `s` (a loop's, allocation's or let's body, both branches of
+// an if, a sequence's statements), in order; none for the leaves. An absent else is left out.
+std::vector<Stmt> ChildStmts(const Stmt& s);
+
 // Indented pseudo-code, used by `tessel lower --emit ir`.
 std::string ToString(const Stmt& s);
 

@@ -46,34 +46,11 @@ std::vector<Expr> OwnExprs(const Stmt& s) {
   return {};
 }
 
-std::vector<Stmt> Children(const Stmt& s) {
-  switch (s->kind) {
-    case StmtKind::kFor:
-      return {static_cast<const ForNode&>(*s).body};
-    case StmtKind::kAllocate:
-      return {static_cast<const AllocateNode&>(*s).body};
-    case StmtKind::kIfThenElse: {
-      const auto& n = static_cast<const IfThenElseNode&>(*s);
-      return {n.then_case, n.else_case};
-    }
-    case StmtKind::kSeq:
-      return static_cast<const SeqNode&>(*s).stmts;
-    case StmtKind::kLetStmt:
-      return {static_cast<const LetStmtNode&>(*s).body};
-    case StmtKind::kStore:
-    case StmtKind::kBarrier:
-    case StmtKind::kAllReduce:
-    case StmtKind::kEvaluate:
-      return {};
-  }
-  return {};
-}
-
 // Calls f on every statement of the tree, pre-order; f returns false to skip the children.
 template <typename F>
 void Walk(const Stmt& s, F&& f) {
   if (!s || !f(s)) return;
-  for (const Stmt& c : Children(s)) Walk(c, f);
+  for (const Stmt& c : ChildStmts(s)) Walk(c, f);
 }
 
 // The buffers a statement reads and writes, leaving out those it allocates itself.
@@ -263,7 +240,7 @@ class Injector {
         return;
       }
       default:
-        for (const Stmt& c : Children(s)) Mark(c, ctx, changed);
+        for (const Stmt& c : ChildStmts(s)) Mark(c, ctx, changed);
         return;
     }
   }
@@ -276,7 +253,7 @@ class Injector {
     bool r = false;
     for (const Expr& e : OwnExprs(s)) r = r || Dep(e);
     if (const auto* st = As<StoreNode>(s)) r = r || touched_.count(st->buffer.get()) > 0;
-    for (const Stmt& c : Children(s)) r = r || NeedsV(c);
+    for (const Stmt& c : ChildStmts(s)) r = r || NeedsV(c);
     needs_v_[s.get()] = r;
     return r;
   }
@@ -287,7 +264,7 @@ class Injector {
     if (!s) return false;
     if (auto it = hoistable_.find(s.get()); it != hoistable_.end()) return it->second;
     bool r = s->kind == StmtKind::kBarrier || (s->kind == StmtKind::kStore && !NeedsV(s));
-    for (const Stmt& c : Children(s)) r = r || HasHoistable(c);
+    for (const Stmt& c : ChildStmts(s)) r = r || HasHoistable(c);
     hoistable_[s.get()] = r;
     return r;
   }
