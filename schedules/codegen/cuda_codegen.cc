@@ -222,6 +222,10 @@ class CudaCodeGen final : public CodeGenC {
   // body of lets and stores to local arrays at indices free of the loop variable. Each
   // contiguous load is read as vectors, and the body runs once per lane, in the loop's order, so
   // the result is the scalar loop's bit for bit.
+  // A vectorized loop storing to a local array: vector loads, the lanes stored one by one.
+  void EmitLaneStores(const ForNode& n, const std::vector<Expr>& guards, const StoreNode& store,
+                      const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
+                      int64_t lanes);
   bool TryEmitVectorizedReduction(const ForNode& n, const std::vector<Expr>& guards,
                                   const Stmt& body, std::string* why);
   // The widest lane count (16, 8, 4, 2) that divides `width`, has a vector type for every
@@ -625,16 +629,24 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
     body = ite->then_case;
   }
   const auto* store = As<StoreNode>(body);
-  if (store == nullptr || store->buffer->scope == MemScope::kLocal) {
+  // A store to a local array stays scalar (the array stays in registers only with scalar
+  // accesses at constant indices); its operands are still read as vectors (a register cache
+  // filled from global memory with 16-byte loads).
+  const bool local_store = store != nullptr && store->buffer->scope == MemScope::kLocal;
+  if (store == nullptr || local_store) {
     std::string reduction_why;
     if (TryEmitVectorizedReduction(n, guards, body, &reduction_why)) return true;
-    *why = store == nullptr ? "the body is not a single store" : reduction_why;
-    return false;
+    if (!local_store) {
+      *why = "the body is not a single store";
+      return false;
+    }
+    *why = reduction_why;
   }
   int64_t coeff = 0;
   AffineForm store_rest;
-  if (!SplitAffine(FlatIndex(*store->buffer, store->indices), v, &coeff, &store_rest) ||
-      coeff != 1) {
+  if (!local_store &&
+      (!SplitAffine(FlatIndex(*store->buffer, store->indices), v, &coeff, &store_rest) ||
+       coeff != 1)) {
     *why = "the store is not contiguous in the loop variable";
     return false;
   }
@@ -642,16 +654,19 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
   LaneLoadScanner scanner(v);
   if (!scanner.Scan(store->value, why)) return false;
   const std::vector<std::pair<const LoadNode*, AffineForm>>& loads = scanner.loads();
+  if (local_store && loads.empty()) return false;  // nothing to read as a vector: `why` stands
 
   // The widest vector (in elements) that divides the extent, exists for every dtype involved
   // and keeps every access aligned.
   const AffineForm min_form = ToAffine(n.min);
   const int64_t lanes =
-      PickLanes(width, min_form, loads, std::pair{store->buffer->dtype, store_rest});
+      local_store ? PickLanes(width, min_form, loads, std::nullopt)
+                  : PickLanes(width, min_form, loads, std::pair{store->buffer->dtype, store_rest});
   if (lanes == 0) {
     *why = "no vector type fits the element types, the extent and the alignment of the accesses";
     return false;
   }
+  if (local_store) return EmitLaneStores(n, guards, *store, loads, lanes), true;
 
   const VecType store_vec = *CudaVecType(store->buffer->dtype, lanes);
   const std::string store_type = StorageType(store->buffer->dtype);
@@ -719,6 +734,44 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
   UnbindVar(v);
   if (!guards.empty()) CloseBlock();
   return true;
+}
+
+void CudaCodeGen::EmitLaneStores(const ForNode& n, const std::vector<Expr>& guards,
+                                 const StoreNode& store,
+                                 const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
+                                 int64_t lanes) {
+  const VarNode* v = n.var.get();
+  int64_t width = 0;
+  IsConstInt(n.extent, &width);
+  if (!guards.empty()) {
+    std::vector<std::string> conds;
+    for (const Expr& g : guards) conds.push_back(Operand(g, kPrecAnd + 1));
+    OpenBlock("if (" + absl::StrJoin(conds, " && ") + ")");
+  }
+  Line(absl::StrCat("// vectorized ", v->name, ": ", width / lanes, " x ", lanes,
+                    "-lane loads, stored lane by lane to registers", AnnotationComment(n)));
+  BindVar(v, NonNegative(n.min));
+  for (int64_t chunk = 0; chunk < width / lanes; ++chunk) {
+    const int64_t first = chunk * lanes;
+    OpenBlock("");
+    const std::vector<std::vector<std::string>> lane_values =
+        EmitLaneLoads(v, n.min, loads, lanes, first);
+    for (int64_t k = 0; k < lanes; ++k) {
+      const Expr lane = n.min + MakeInt(first + k);
+      int prec = 0;
+      var_override_[v] = {Print(lane, &prec), prec};
+      for (size_t i = 0; i < loads.size(); ++i) load_override_[loads[i].first] = lane_values[i][k];
+      const std::string value = StoredValue(store.buffer->dtype, store.value);
+      var_override_.erase(v);
+      for (const auto& l : loads) load_override_.erase(l.first);
+      const Expr at = codegen::FoldTrailingConstants(
+          Substitute(FlatIndex(*store.buffer, store.indices), {{v, lane}}));
+      Line(absl::StrCat(BufferName(store.buffer.get()), "[", Print(at), "] = ", value, ";"));
+    }
+    CloseBlock();
+  }
+  UnbindVar(v);
+  if (!guards.empty()) CloseBlock();
 }
 
 int64_t CudaCodeGen::PickLanes(int64_t width, const AffineForm& min_form,

@@ -206,4 +206,32 @@ std::vector<Stmt> ChildStmts(const Stmt& s) {
   return {};
 }
 
+std::vector<Expr> OwnExprs(const Stmt& s) {
+  switch (s->kind) {
+    case StmtKind::kFor: {
+      const auto& n = static_cast<const ForNode&>(*s);
+      return {n.min, n.extent};
+    }
+    case StmtKind::kStore: {
+      const auto& n = static_cast<const StoreNode&>(*s);
+      std::vector<Expr> out = n.indices;
+      out.push_back(n.value);
+      return out;
+    }
+    case StmtKind::kIfThenElse:
+      return {static_cast<const IfThenElseNode&>(*s).cond};
+    case StmtKind::kLetStmt:
+      return {static_cast<const LetStmtNode&>(*s).value};
+    case StmtKind::kAllReduce:
+      return {static_cast<const AllReduceNode&>(*s).value};
+    case StmtKind::kEvaluate:
+      return {static_cast<const EvaluateNode&>(*s).value};
+    case StmtKind::kAllocate:
+    case StmtKind::kSeq:
+    case StmtKind::kBarrier:
+      return {};
+  }
+  return {};
+}
+
 }  // namespace tessel::schedules

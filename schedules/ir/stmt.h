@@ -173,6 +173,9 @@ Stmt MakeEvaluate(Expr value);
 // The statements directly inside `s` (a loop's, allocation's or let's body, both branches of
 // an if, a sequence's statements), in order; none for the leaves. An absent else is left out.
 std::vector<Stmt> ChildStmts(const Stmt& s);
+// The expressions `s` holds itself, not those of its children: a loop's bounds, a store's
+// indices and value, a condition, a let's value, an all-reduce's or evaluate's value.
+std::vector<Expr> OwnExprs(const Stmt& s);
 
 // Indented pseudo-code, used by `tessel lower --emit ir`.
 std::string ToString(const Stmt& s);

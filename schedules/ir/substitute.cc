@@ -35,6 +35,49 @@ class StmtSubstituter final : public StmtMutator {
   VarSubstituter exprs_;
 };
 
+class BufferRemapper final : public StmtMutator {
+ public:
+  explicit BufferRemapper(const std::unordered_map<const Buffer*, BufferRemap>& map)
+      : map_(map), loads_(map) {}
+
+ protected:
+  Expr VisitExpr(const Expr& e) override { return e ? loads_.Visit(e) : e; }
+  Stmt VisitStore(const StoreNode& n, const Stmt& self) override {
+    Stmt s = StmtMutator::VisitStore(n, self);
+    const auto* st = As<StoreNode>(s);
+    auto it = map_.find(st->buffer.get());
+    if (it == map_.end()) return s;
+    return MakeStore(it->second.to, it->second.indices(st->indices), st->value);
+  }
+  Stmt VisitAllocate(const AllocateNode& n, const Stmt& self) override {
+    Stmt s = StmtMutator::VisitAllocate(n, self);
+    auto it = map_.find(n.buffer.get());
+    if (it == map_.end()) return s;
+    return MakeAllocate(it->second.to, static_cast<const AllocateNode&>(*s).body);
+  }
+
+ private:
+  class Loads final : public ExprMutator {
+   public:
+    explicit Loads(const std::unordered_map<const Buffer*, BufferRemap>& map) : map_(map) {}
+
+   protected:
+    Expr VisitLoad(const LoadNode& n, const Expr& self) override {
+      Expr e = ExprMutator::VisitLoad(n, self);
+      const auto* l = As<LoadNode>(e);
+      auto it = map_.find(l->buffer.get());
+      if (it == map_.end()) return e;
+      return MakeLoad(it->second.to, it->second.indices(l->indices));
+    }
+
+   private:
+    const std::unordered_map<const Buffer*, BufferRemap>& map_;
+  };
+
+  const std::unordered_map<const Buffer*, BufferRemap>& map_;
+  Loads loads_;
+};
+
 class VarFinder final : public ExprVisitor {
  public:
   explicit VarFinder(const VarNode* v) : target_(v) {}
@@ -141,6 +184,11 @@ Expr Substitute(const Expr& e, const std::unordered_map<const VarNode*, Expr>& m
 Stmt Substitute(const Stmt& s, const std::unordered_map<const VarNode*, Expr>& map) {
   if (!s || map.empty()) return s;
   return StmtSubstituter(map).Visit(s);
+}
+
+Stmt RemapBuffers(const Stmt& s, const std::unordered_map<const Buffer*, BufferRemap>& map) {
+  if (!s || map.empty()) return s;
+  return BufferRemapper(map).Visit(s);
 }
 
 bool UsesVar(const Expr& e, const VarNode* v) { return VarFinder(v).Find(e); }

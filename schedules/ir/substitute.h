@@ -5,6 +5,7 @@
 // Threads: all functions are pure (they read immutable IR nodes and build new ones) and may be
 // called from any thread.
 
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -23,6 +24,15 @@ Expr Substitute(const Expr& e, const std::unordered_map<const VarNode*, Expr>& m
 // values). The variables that For and LetStmt nodes bind are not rebound: a mapped loop variable
 // keeps its For node, only its uses change. Untouched subtrees are shared with the input.
 Stmt Substitute(const Stmt& s, const std::unordered_map<const VarNode*, Expr>& map);
+
+// A buffer's accesses moved to another buffer, their indices mapped by `indices`.
+struct BufferRemap {
+  BufferPtr to;
+  std::function<std::vector<Expr>(const std::vector<Expr>&)> indices;
+};
+// Rewrites every load and store of a mapped buffer (by pointer), and the Allocate of it, to the
+// new buffer with mapped indices. Other buffers (and AllReduce results) are left alone.
+Stmt RemapBuffers(const Stmt& s, const std::unordered_map<const Buffer*, BufferRemap>& map);
 
 // Whether `v` occurs in `e` (or in any expression of `s`, loop variables included).
 bool UsesVar(const Expr& e, const VarNode* v);

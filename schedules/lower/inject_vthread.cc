@@ -17,35 +17,6 @@ namespace {
 
 using BufferSet = std::unordered_set<const Buffer*>;
 
-// The expressions a statement holds itself (not those of its children).
-std::vector<Expr> OwnExprs(const Stmt& s) {
-  switch (s->kind) {
-    case StmtKind::kFor: {
-      const auto& n = static_cast<const ForNode&>(*s);
-      return {n.min, n.extent};
-    }
-    case StmtKind::kStore: {
-      const auto& n = static_cast<const StoreNode&>(*s);
-      std::vector<Expr> out = n.indices;
-      out.push_back(n.value);
-      return out;
-    }
-    case StmtKind::kIfThenElse:
-      return {static_cast<const IfThenElseNode&>(*s).cond};
-    case StmtKind::kLetStmt:
-      return {static_cast<const LetStmtNode&>(*s).value};
-    case StmtKind::kAllReduce:
-      return {static_cast<const AllReduceNode&>(*s).value};
-    case StmtKind::kEvaluate:
-      return {static_cast<const EvaluateNode&>(*s).value};
-    case StmtKind::kAllocate:
-    case StmtKind::kSeq:
-    case StmtKind::kBarrier:
-      return {};
-  }
-  return {};
-}
-
 // Calls f on every statement of the tree, pre-order; f returns false to skip the children.
 template <typename F>
 void Walk(const Stmt& s, F&& f) {
@@ -75,57 +46,6 @@ Access AccessOf(const Stmt& s) {
   }
   return a;
 }
-
-// Rewrites the accesses of expanded buffers: buffer[idx] -> expanded[v - min, idx].
-class Expander : public StmtMutator {
- public:
-  Expander(const std::unordered_map<const Buffer*, BufferPtr>& expanded, Expr lane)
-      : expanded_(expanded), lane_(std::move(lane)), loads_(expanded, lane_) {}
-
- protected:
-  Expr VisitExpr(const Expr& e) override { return e ? loads_.Visit(e) : e; }
-  Stmt VisitStore(const StoreNode& n, const Stmt& self) override {
-    Stmt s = StmtMutator::VisitStore(n, self);
-    const auto* st = As<StoreNode>(s);
-    auto it = expanded_.find(st->buffer.get());
-    if (it == expanded_.end()) return s;
-    std::vector<Expr> idx = {lane_};
-    idx.insert(idx.end(), st->indices.begin(), st->indices.end());
-    return MakeStore(it->second, std::move(idx), st->value);
-  }
-  Stmt VisitAllocate(const AllocateNode& n, const Stmt& self) override {
-    Stmt s = StmtMutator::VisitAllocate(n, self);
-    auto it = expanded_.find(n.buffer.get());
-    if (it == expanded_.end()) return s;
-    return MakeAllocate(it->second, static_cast<const AllocateNode&>(*s).body);
-  }
-
- private:
-  class Loads : public ExprMutator {
-   public:
-    Loads(const std::unordered_map<const Buffer*, BufferPtr>& expanded, const Expr& lane)
-        : expanded_(expanded), lane_(lane) {}
-
-   protected:
-    Expr VisitLoad(const LoadNode& n, const Expr& self) override {
-      Expr e = ExprMutator::VisitLoad(n, self);
-      const auto* l = As<LoadNode>(e);
-      auto it = expanded_.find(l->buffer.get());
-      if (it == expanded_.end()) return e;
-      std::vector<Expr> idx = {lane_};
-      idx.insert(idx.end(), l->indices.begin(), l->indices.end());
-      return MakeLoad(it->second, std::move(idx));
-    }
-
-   private:
-    const std::unordered_map<const Buffer*, BufferPtr>& expanded_;
-    const Expr& lane_;
-  };
-
-  const std::unordered_map<const Buffer*, BufferPtr>& expanded_;
-  const Expr lane_;
-  Loads loads_;
-};
 
 // Injects one vthread loop whose body has had its own inner vthread loops injected already.
 class Injector {
@@ -175,7 +95,16 @@ class Injector {
     Stmt result = Finalize(std::move(out));
     if (!expanded_.empty()) {
       Expr lane = min_ == 0 ? Expr(loop_.var) : Expr(loop_.var) - min_;
-      result = Expander(expanded_, lane).Visit(result);
+      // buffer[idx] -> expanded[v - min, idx].
+      std::unordered_map<const Buffer*, BufferRemap> remap;
+      for (const auto& [b, to] : expanded_) {
+        remap[b] = BufferRemap{to, [lane](const std::vector<Expr>& idx) {
+                                 std::vector<Expr> out = {lane};
+                                 out.insert(out.end(), idx.begin(), idx.end());
+                                 return out;
+                               }};
+      }
+      result = RemapBuffers(result, remap);
     }
     return result;
   }

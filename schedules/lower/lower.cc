@@ -12,6 +12,7 @@
 #include "schedules/ir/stmt_functor.h"
 #include "schedules/ir/substitute.h"
 #include "schedules/lower/bound.h"
+#include "schedules/lower/compact_thread_axes.h"
 #include "schedules/lower/inject_vthread.h"
 
 namespace tessel::schedules {
@@ -149,7 +150,9 @@ class Lowerer {
       if (!body.ok()) return body.status();
       // Virtual threads: what does not depend on the virtual thread (shared-memory fetches and
       // their barriers) runs once, the rest once per virtual thread (inject_vthread.h).
-      k.body = InjectVirtualThreads(analyzer_.Simplify(*body));
+      // A local cache computed outside its readers' threadIdx loops holds one thread's share
+      // (compact_thread_axes.h).
+      k.body = InjectVirtualThreads(CompactThreadAxes(analyzer_.Simplify(*body)));
       BufferCollector bc;
       bc.Visit(k.body);
       for (const ProgramBuffer& b : p.buffers) {

@@ -128,6 +128,16 @@ class Schedule {
   absl::Status SetScope(BlockRV block, const std::string& scope);
   // Pads the stride of `axis` of the stage's buffer so that stride % factor == offset.
   absl::Status StorageAlign(BlockRV block, int axis, int64_t factor, int64_t offset);
+  // Stores axis `axis` of the stage's buffer as factors.size() axes of the given extents,
+  // outermost first (at most one -1, inferred; the product must equal the axis's extent): element
+  // e of the axis lives at (e / (f1 * f2 ...), ..., e / f_last % f_{last-1}, e % f_last). The
+  // stage computes the same values; its loops are the new root axes, and every read of the
+  // buffer is rewritten. Used to give a cache a layout whose thread-owned part is an axis of its
+  // own: a row read as col = j * (T * V) + t * V + v and split as {J, T, V} is, in a local cache
+  // computed outside the threadIdx loop of t, an axis that lowering drops (each thread holds
+  // only its own J x V elements: compact_thread_axes.h). The stage must not be an output, must be
+  // a root stage with untransformed loops, and must not be padded with storage_align yet.
+  absl::Status SplitBufferAxis(BlockRV block, int axis, const std::vector<int64_t>& factors);
   // The value may be sampled (an IntRV), e.g. the unroll step.
   absl::Status Annotate(LoopRV loop, const std::string& key, Factor value);
   absl::Status Annotate(BlockRV block, const std::string& key, Factor value);

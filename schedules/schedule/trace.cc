@@ -32,6 +32,7 @@ const std::vector<std::string>& InstructionKinds() {
                                                  "compute_inline",
                                                  "reverse_compute_inline",
                                                  "storage_align",
+                                                 "split_buffer_axis",
                                                  "set_scope",
                                                  "annotate_loop",
                                                  "annotate_stage",

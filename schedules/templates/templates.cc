@@ -267,12 +267,38 @@ absl::Status SoftmaxCuda(Schedule* s, const Target& t, const TemplateOptions& o)
     TESSEL_ASSIGN_OR_RETURN(auto sum, s->GetBlock("row_sum"));
     TESSEL_RETURN_IF_ERROR(s->FuseOnlineMax(sum));
   }
+  // The row in registers: X read once, as col = j * threads * vec + t * vec + v by every pass
+  // (the reductions' loads in flight are the thread's whole share).
+  const int64_t per_thread = cols / threads;
+  const bool in_registers = o.row_in_registers && !o.online_softmax && vec == 4 &&
+                            per_thread <= o.row_register_elements && s->LoopExtent(js[0]) <= 16;
   for (const char* name : {"row_sum", "row_max"}) {  // consumers first
     if (o.online_softmax && std::string(name) == "row_max") break;
     TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
     TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
     TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, row));
-    TESSEL_RETURN_IF_ERROR(CrossThreadReduce(s, b, threads, false, o.reduce_unroll));
+    TESSEL_RETURN_IF_ERROR(
+        CrossThreadReduce(s, b, threads, false, in_registers ? per_thread / vec : o.reduce_unroll));
+  }
+  if (in_registers) {
+    // The copy's axis split the same way keeps t an axis of its own, which lowering drops (each
+    // thread holds its j x v elements), and every pass reads the same elements in the same
+    // thread.
+    std::vector<BlockRV> readers;
+    for (const Stage& st : s->stages()) {
+      if (!st.inlined() && !CollectLoads(st.body, s->workload().Find("X")->buffer.get()).empty()) {
+        TESSEL_ASSIGN_OR_RETURN(auto r, s->GetBlock(st.name));
+        readers.push_back(r);
+      }
+    }
+    TESSEL_ASSIGN_OR_RETURN(auto xl, s->CacheRead("X", "local", readers));
+    TESSEL_RETURN_IF_ERROR(s->SplitBufferAxis(xl, 1, {-1, threads, vec}));
+    TESSEL_RETURN_IF_ERROR(s->ComputeAt(xl, row));
+    TESSEL_ASSIGN_OR_RETURN(auto xloops, s->GetLoops(xl));
+    // Loops: row (extent 1), j, t, v.
+    TESSEL_RETURN_IF_ERROR(s->Unroll(xloops[1]));
+    TESSEL_RETURN_IF_ERROR(s->Bind(xloops[2], "threadIdx.x"));
+    if (vec > 1) TESSEL_RETURN_IF_ERROR(s->Vectorize(xloops[3]));
   }
   return absl::OkStatus();
 }

@@ -38,6 +38,15 @@ struct TemplateOptions {
   // of the copy bandwidth with it against 0.69 without (its 32 registers let two 1024-thread
   // blocks share an SM, and 264 rows in flight overflow L2; see bench/RESULTS.md).
   bool online_softmax = false;
+  // Softmax: each thread's share of the row read once into registers (a local cache of X
+  // computed at the row loop, split_buffer_axis so the thread-owned part is an axis that
+  // lowering drops), and the three passes read the registers. Taken when a thread's share is at
+  // most `row_register_elements`. Off: a (65536)-column row is the whole register file of an
+  // SM, so ptxas spills 250-330 bytes per thread and softmax (4096, 65536) fell from 0.615 to
+  // 0.597 of copy on an H100 (0.670 with 512 threads; bench/RESULTS.md). It pays where a
+  // thread's share leaves room, i.e. with the row split over a thread-block cluster.
+  bool row_in_registers = false;
+  int64_t row_register_elements = 64;
   // CUDA row reductions: at most this many blocks per SM (0: no limit), see max_blocks_per_sm.
   int64_t row_blocks_per_sm_limit = 0;
   // Host: tile sizes of the contraction.

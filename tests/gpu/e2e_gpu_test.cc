@@ -48,5 +48,39 @@ TEST_P(GpuE2E, ScheduledKernelsMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Families, GpuE2E, ::testing::ValuesIn(SmallFamilySpecs()), SpecTestName);
 
+// The softmax template with each thread's share of the row held in registers (split_buffer_axis
+// and the thread-axis compaction of the cache): 32 elements a thread, and 64 (the whole register
+// file of the SM at 1024 threads, which spills).
+TEST(GpuE2ERegisterCache, RegisterCachedSoftmaxMatchesReference) {
+#ifndef TESSEL_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA toolkit";
+#else
+  if (!worker::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA GPU";
+  const auto target = schedules::CudaTarget("sm_90");
+  struct Case {
+    const char* spec;
+    int64_t threads;
+  };
+  for (const Case& c :
+       {Case{"softmax(rows=5, cols=4096)", 128}, Case{"softmax(rows=7, cols=2048)", 64},
+        Case{"softmax(rows=3, cols=65536)", 1024}}) {
+    auto w = schedules::ParseWorkloadSpec(c.spec);
+    ASSERT_TRUE(w.ok()) << w.status();
+    schedules::TemplateOptions o;
+    o.row_threads = c.threads;
+    o.row_in_registers = true;
+    auto sch = schedules::HandwrittenSchedule(*w, target, o);
+    ASSERT_TRUE(sch.ok()) << sch.status();
+    ASSERT_NE(sch->FindStage("X_local"), nullptr) << c.spec;
+    auto ref = GenerateReference(*w, target);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    auto src = Generate(*sch, target);
+    ASSERT_TRUE(src.ok()) << src.status();
+    absl::Status v = worker::RunAndVerify(*src, *ref, 5);
+    EXPECT_TRUE(v.ok()) << c.spec << ": " << v << "\n" << src->code;
+  }
+#endif
+}
+
 }  // namespace
 }  // namespace tessel::testing

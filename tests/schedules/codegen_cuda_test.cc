@@ -393,8 +393,8 @@ TEST(CodegenCuda, VectorizedElementwiseComputesPerLane) {
 }
 
 TEST(CodegenCuda, LocalArraysKeepScalarAccessesInVectorizedLoops) {
-  // r[v] = A[i] * 2 stays scalar (a register array); C[i] = r[v] + 1 stores a float4 built from
-  // r[0..3].
+  // r[v] = A[i] * 2 reads A as a float4 and stores the lanes one by one (r stays a register
+  // array); C[i] = r[v] + 1 stores a float4 built from r[0..3].
   BufferPtr a = MakeBuffer("A", DType::kFloat32, {512});
   BufferPtr c = MakeBuffer("C", DType::kFloat32, {512});
   BufferPtr r = MakeBuffer("r", DType::kFloat32, {4}, MemScope::kLocal);
@@ -408,8 +408,13 @@ TEST(CodegenCuda, LocalArraysKeepScalarAccessesInVectorizedLoops) {
                                          ForKind::kVectorized)})));
   GeneratedSource src = Generate(OneKernel(
       "vlocal", {{a, BufferRole::kInput}, {c, BufferRole::kOutput}}, {1, 1, 1}, {128, 1, 1}, body));
-  EXPECT_TRUE(Contains(src.code, "vectorized as scalars: the store is to a local array"))
+  EXPECT_TRUE(Contains(src.code, "// vectorized v: 1 x 4-lane loads, stored lane by lane to "
+                                 "registers"))
       << src.code;
+  EXPECT_TRUE(Contains(src.code, "const float4 tessel_vec = *reinterpret_cast<const "
+                                 "float4*>(&A[tx * 4]);"))
+      << src.code;
+  EXPECT_TRUE(Contains(src.code, "r[3] = tessel_vec.w * 2.0f;")) << src.code;
   EXPECT_TRUE(Contains(src.code, "*reinterpret_cast<float4*>(&C[tx * 4]) = make_float4("))
       << src.code;
   EXPECT_TRUE(Contains(src.code, "\n      r[3] + 1.0f);")) << src.code;

@@ -79,6 +79,7 @@ Schedule HostSoftmax(uint64_t seed) {
   std::vector<LoopRV> sl = LoopsOf(sch, sm);
   std::vector<LoopRV> ks = ValueOrDie(sch.Split(sl[1], {-1, 8}));
   BlockRV rf = ValueOrDie(sch.RFactor(ks[1]));
+  check(sch.SplitBufferAxis(rf, 1, {2, -1}));  // the 8 partials of a row as 2 x 4
   BlockRV y = BlockOf(sch, "Y");
   std::vector<LoopRV> yl = LoopsOf(sch, y);
   LoopRV f = ValueOrDie(sch.Fuse({yl[0], yl[1]}));
