@@ -222,6 +222,16 @@ class CudaCodeGen final : public CodeGenC {
   // body of lets and stores to local arrays at indices free of the loop variable. Each
   // contiguous load is read as vectors, and the body runs once per lane, in the loop's order, so
   // the result is the scalar loop's bit for bit.
+  // Opens `if (g1 && g2 ...)` around a vectorized loop's body (nothing when there is no guard);
+  // the caller closes it.
+  void OpenGuards(const std::vector<Expr>& guards);
+  // Lane k of a vectorized loop: the loop variable prints as `value`, each contiguous load as its
+  // lane of the vector read for it; ClearLaneOverrides ends that.
+  void OverrideLane(const VarNode* v, const Expr& value,
+                    const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
+                    const std::vector<std::vector<std::string>>& lane_values, int64_t k);
+  void ClearLaneOverrides(const VarNode* v,
+                          const std::vector<std::pair<const LoadNode*, AffineForm>>& loads);
   // A vectorized loop storing to a local array: vector loads, the lanes stored one by one.
   void EmitLaneStores(const ForNode& n, const std::vector<Expr>& guards, const StoreNode& store,
                       const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
@@ -672,11 +682,7 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
   const std::string store_type = StorageType(store->buffer->dtype);
   const bool plain_copy = loads.size() == 1 && store->value.get() == loads[0].first &&
                           loads[0].first->dtype == store->buffer->dtype;
-  if (!guards.empty()) {
-    std::vector<std::string> conds;
-    for (const Expr& g : guards) conds.push_back(Operand(g, kPrecAnd + 1));
-    OpenBlock("if (" + absl::StrJoin(conds, " && ") + ")");
-  }
+  OpenGuards(guards);
   Line(absl::StrCat("// vectorized ", v->name, ": ", width / lanes, " x ", store_vec.name,
                     AnnotationComment(n)));
   BindVar(v, NonNegative(n.min));
@@ -702,14 +708,10 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
     // Compute each lane with the loop variable and the vector loads substituted.
     std::vector<std::string> lanes_out;
     for (int64_t k = 0; k < lanes; ++k) {
-      int prec = 0;
-      const std::string var_value = Print(n.min + MakeInt(first + k), &prec);
-      var_override_[v] = {var_value, prec};
-      for (size_t i = 0; i < loads.size(); ++i) load_override_[loads[i].first] = lane_values[i][k];
+      OverrideLane(v, n.min + MakeInt(first + k), loads, lane_values, k);
       lanes_out.push_back(StoredValue(store->buffer->dtype, store->value));
     }
-    var_override_.erase(v);
-    for (const auto& l : loads) load_override_.erase(l.first);
+    ClearLaneOverrides(v, loads);
     if (store_vec.natural) {
       const std::string make = absl::StrCat(dst, " = make_", store_vec.name, "(");
       const std::string joined = absl::StrJoin(lanes_out, ", ");
@@ -736,6 +738,29 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
   return true;
 }
 
+void CudaCodeGen::OpenGuards(const std::vector<Expr>& guards) {
+  if (guards.empty()) return;
+  std::vector<std::string> conds;
+  for (const Expr& g : guards) conds.push_back(Operand(g, kPrecAnd + 1));
+  OpenBlock("if (" + absl::StrJoin(conds, " && ") + ")");
+}
+
+void CudaCodeGen::OverrideLane(const VarNode* v, const Expr& value,
+                               const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
+                               const std::vector<std::vector<std::string>>& lane_values,
+                               int64_t k) {
+  int prec = 0;
+  const std::string printed = Print(value, &prec);
+  var_override_[v] = {printed, prec};
+  for (size_t i = 0; i < loads.size(); ++i) load_override_[loads[i].first] = lane_values[i][k];
+}
+
+void CudaCodeGen::ClearLaneOverrides(
+    const VarNode* v, const std::vector<std::pair<const LoadNode*, AffineForm>>& loads) {
+  var_override_.erase(v);
+  for (const auto& l : loads) load_override_.erase(l.first);
+}
+
 void CudaCodeGen::EmitLaneStores(const ForNode& n, const std::vector<Expr>& guards,
                                  const StoreNode& store,
                                  const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
@@ -743,11 +768,7 @@ void CudaCodeGen::EmitLaneStores(const ForNode& n, const std::vector<Expr>& guar
   const VarNode* v = n.var.get();
   int64_t width = 0;
   IsConstInt(n.extent, &width);
-  if (!guards.empty()) {
-    std::vector<std::string> conds;
-    for (const Expr& g : guards) conds.push_back(Operand(g, kPrecAnd + 1));
-    OpenBlock("if (" + absl::StrJoin(conds, " && ") + ")");
-  }
+  OpenGuards(guards);
   Line(absl::StrCat("// vectorized ", v->name, ": ", width / lanes, " x ", lanes,
                     "-lane loads, stored lane by lane to registers", AnnotationComment(n)));
   BindVar(v, NonNegative(n.min));
@@ -758,12 +779,9 @@ void CudaCodeGen::EmitLaneStores(const ForNode& n, const std::vector<Expr>& guar
         EmitLaneLoads(v, n.min, loads, lanes, first);
     for (int64_t k = 0; k < lanes; ++k) {
       const Expr lane = n.min + MakeInt(first + k);
-      int prec = 0;
-      var_override_[v] = {Print(lane, &prec), prec};
-      for (size_t i = 0; i < loads.size(); ++i) load_override_[loads[i].first] = lane_values[i][k];
+      OverrideLane(v, lane, loads, lane_values, k);
       const std::string value = StoredValue(store.buffer->dtype, store.value);
-      var_override_.erase(v);
-      for (const auto& l : loads) load_override_.erase(l.first);
+      ClearLaneOverrides(v, loads);
       const Expr at = codegen::FoldTrailingConstants(
           Substitute(FlatIndex(*store.buffer, store.indices), {{v, lane}}));
       Line(absl::StrCat(BufferName(store.buffer.get()), "[", Print(at), "] = ", value, ";"));
@@ -868,11 +886,7 @@ bool CudaCodeGen::TryEmitVectorizedReduction(const ForNode& n, const std::vector
     *why = "no vector type fits the element types, the extent and the alignment of the loads";
     return false;
   }
-  if (!guards.empty()) {
-    std::vector<std::string> conds;
-    for (const Expr& g : guards) conds.push_back(Operand(g, kPrecAnd + 1));
-    OpenBlock("if (" + absl::StrJoin(conds, " && ") + ")");
-  }
+  OpenGuards(guards);
   Line(absl::StrCat("// vectorized ", v->name, " (accumulated lane by lane): ", width / lanes,
                     " x ", CudaVecType(loads[0].first->dtype, lanes)->name, " per load",
                     AnnotationComment(n)));
@@ -885,15 +899,12 @@ bool CudaCodeGen::TryEmitVectorizedReduction(const ForNode& n, const std::vector
     const std::vector<std::vector<std::string>> lane_values =
         EmitLaneLoads(v, n.min, loads, lanes, first);
     for (int64_t k = 0; k < lanes; ++k) {
-      int prec = 0;
-      var_override_[v] = {Print(n.min + MakeInt(first + k), &prec), prec};
-      for (size_t i = 0; i < loads.size(); ++i) load_override_[loads[i].first] = lane_values[i][k];
+      OverrideLane(v, n.min + MakeInt(first + k), loads, lane_values, k);
       if (scoped_lanes) OpenBlock("");
       EmitStmt(body);
       if (scoped_lanes) CloseBlock();
     }
-    var_override_.erase(v);
-    for (const auto& l : loads) load_override_.erase(l.first);
+    ClearLaneOverrides(v, loads);
     CloseBlock();
   }
   UnbindVar(v);

@@ -22,24 +22,18 @@ using schedules::HostTarget;
 using schedules::Schedule;
 using ::testing::HasSubstr;
 
-BlockRV Block(Schedule* s, const std::string& name) {
-  auto b = s->GetBlock(name);
-  EXPECT_TRUE(b.ok()) << b.status();
-  return *b;
-}
-
 // mean and var inlined; x_sum and sq_sum split into chunks of `chunk` and rfactored.
 Schedule Partials(const std::string& spec, int64_t chunk, BlockRV* sum_rf, BlockRV* sq_rf) {
   auto w = schedules::ParseWorkloadSpec(spec);
   EXPECT_TRUE(w.ok()) << w.status();
   auto s = Schedule::Create(*w);
   EXPECT_TRUE(s.ok());
-  EXPECT_TRUE(s->ComputeInline(Block(&*s, "mean")).ok());
-  EXPECT_TRUE(s->ComputeInline(Block(&*s, "var")).ok());
+  EXPECT_TRUE(s->ComputeInline(BlockNamed(&*s, "mean")).ok());
+  EXPECT_TRUE(s->ComputeInline(BlockNamed(&*s, "var")).ok());
   BlockRV* out[] = {sum_rf, sq_rf};
   const char* names[] = {"x_sum", "sq_sum"};
   for (int i = 0; i < 2; ++i) {
-    auto loops = s->GetLoops(Block(&*s, names[i]));
+    auto loops = s->GetLoops(BlockNamed(&*s, names[i]));
     EXPECT_TRUE(loops.ok());
     auto ks = s->Split(loops->back(), {-1, chunk});
     EXPECT_TRUE(ks.ok());
@@ -50,21 +44,12 @@ Schedule Partials(const std::string& spec, int64_t chunk, BlockRV* sum_rf, Block
   return std::move(*s);
 }
 
-void ExpectMatchesReference(const Schedule& s, uint64_t seed) {
-  auto ref = GenerateReference(s.workload(), HostTarget());
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  auto cand = Generate(s, HostTarget());
-  ASSERT_TRUE(cand.ok()) << cand.status() << "\n" << s.trace().ToJsonString();
-  absl::Status v = worker::RunAndVerify(*cand, *ref, seed);
-  EXPECT_TRUE(v.ok()) << v << "\n" << cand->code;
-}
-
 TEST(CenterPartials, DividingChunksMatchReference) {
   BlockRV p, q;
   Schedule s = Partials("layernorm(rows=3, cols=1024)", 128, &p, &q);
   absl::Status st = s.CenterPartials(q, p);
   ASSERT_TRUE(st.ok()) << st;
-  ExpectMatchesReference(s, 1);
+  ExpectMatchesReference(s, HostTarget(), 1);
 }
 
 TEST(CenterPartials, RaggedLastChunkMatchesReference) {
@@ -72,7 +57,7 @@ TEST(CenterPartials, RaggedLastChunkMatchesReference) {
   BlockRV p, q;
   Schedule s = Partials("layernorm(rows=4, cols=1000)", 128, &p, &q);
   ASSERT_TRUE(s.CenterPartials(q, p).ok());
-  ExpectMatchesReference(s, 2);
+  ExpectMatchesReference(s, HostTarget(), 2);
 }
 
 TEST(CenterPartials, OnePassOverTheInputForTheStatistics) {
@@ -89,7 +74,7 @@ TEST(CenterPartials, OnePassOverTheInputForTheStatistics) {
   // x_sum_rf has no nest of its own: it is computed in sq_sum_rf's, which comes first.
   EXPECT_THAT(prog->kernels[0].name, HasSubstr("sq_sum_rf"));
   for (const auto& k : prog->kernels) EXPECT_THAT(k.name, ::testing::Not(HasSubstr("x_sum_rf")));
-  ExpectMatchesReference(s, 3);
+  ExpectMatchesReference(s, HostTarget(), 3);
 }
 
 TEST(CenterPartials, TraceReplays) {
@@ -109,7 +94,7 @@ TEST(CenterPartials, TraceReplays) {
 TEST(CenterPartialsErrors, NotPartials) {
   auto w = schedules::ParseWorkloadSpec("layernorm(rows=2, cols=64)");
   auto s = Schedule::Create(*w);
-  absl::Status st = s->CenterPartials(Block(&*s, "sq_sum"), Block(&*s, "x_sum"));
+  absl::Status st = s->CenterPartials(BlockNamed(&*s, "sq_sum"), BlockNamed(&*s, "x_sum"));
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(st.message(),
               HasSubstr("center_partials: stages sq_sum and x_sum are not two rfactor partial "
@@ -119,12 +104,12 @@ TEST(CenterPartialsErrors, NotPartials) {
 TEST(CenterPartialsErrors, DifferentChunks) {
   auto w = schedules::ParseWorkloadSpec("layernorm(rows=2, cols=64)");
   auto s = Schedule::Create(*w);
-  ASSERT_TRUE(s->ComputeInline(Block(&*s, "mean")).ok());
+  ASSERT_TRUE(s->ComputeInline(BlockNamed(&*s, "mean")).ok());
   BlockRV rf[2];
   int64_t chunks[2] = {8, 16};
   const char* names[] = {"x_sum", "sq_sum"};
   for (int i = 0; i < 2; ++i) {
-    auto loops = s->GetLoops(Block(&*s, names[i]));
+    auto loops = s->GetLoops(BlockNamed(&*s, names[i]));
     auto ks = s->Split(loops->back(), {-1, chunks[i]});
     rf[i] = *s->RFactor((*ks)[0]);
   }

@@ -8,6 +8,8 @@
 #include "schedules/codegen/host_codegen.h"
 #include "schedules/lower/lower.h"
 #include "schedules/lower/verify.h"
+#include "schedules/workload/builtins.h"
+#include "worker/verify_run.h"
 
 namespace tessel::testing {
 
@@ -188,6 +190,27 @@ absl::StatusOr<GeneratedSource> GenerateReference(const Workload& w, const Targe
   auto p = LowerReference(w, t);
   if (!p.ok()) return p.status();
   return t.is_cuda() ? GenerateCuda(*p, t) : GenerateHost(*p);
+}
+
+Workload LoadSpec(const std::string& spec) {
+  auto w = schedules::ParseWorkloadSpec(spec);
+  EXPECT_TRUE(w.ok()) << w.status();
+  return w.ok() ? *w : Workload{};
+}
+
+schedules::BlockRV BlockNamed(Schedule* s, const std::string& name) {
+  auto b = s->GetBlock(name);
+  EXPECT_TRUE(b.ok()) << b.status();
+  return b.ok() ? *b : schedules::BlockRV{};
+}
+
+void ExpectMatchesReference(const Schedule& s, const Target& t, uint64_t seed) {
+  auto ref = GenerateReference(s.workload(), t);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  auto cand = Generate(s, t);
+  ASSERT_TRUE(cand.ok()) << cand.status() << "\n" << s.trace().ToJsonString();
+  absl::Status v = worker::RunAndVerify(*cand, *ref, seed);
+  EXPECT_TRUE(v.ok()) << v << "\n" << cand->code;
 }
 
 }  // namespace tessel::testing

@@ -43,4 +43,14 @@ absl::StatusOr<schedules::GeneratedSource> Generate(const schedules::Schedule& s
 absl::StatusOr<schedules::GeneratedSource> GenerateReference(const schedules::Workload& w,
                                                              const schedules::Target& t);
 
+// Small helpers of the primitive suites; each records a test failure when the step fails.
+// The workload of a spec (ParseWorkloadSpec).
+schedules::Workload LoadSpec(const std::string& spec);
+// The block of a stage by name.
+schedules::BlockRV BlockNamed(schedules::Schedule* s, const std::string& name);
+// Runs the schedule and the reference lowering on `t` with random inputs of `seed` and compares
+// (worker::RunAndVerify); a mismatch fails the test with the generated code.
+void ExpectMatchesReference(const schedules::Schedule& s, const schedules::Target& t,
+                            uint64_t seed);
+
 }  // namespace tessel::testing

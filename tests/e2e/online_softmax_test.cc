@@ -26,39 +26,18 @@ using schedules::Schedule;
 using schedules::Workload;
 using ::testing::HasSubstr;
 
-Workload Load(const std::string& spec) {
-  auto w = schedules::ParseWorkloadSpec(spec);
-  EXPECT_TRUE(w.ok()) << w.status();
-  return *w;
-}
-
-BlockRV Block(Schedule* s, const std::string& name) {
-  auto b = s->GetBlock(name);
-  EXPECT_TRUE(b.ok()) << b.status();
-  return *b;
-}
-
 // exps inlined into row_sum and Y, row_sum fused with row_max.
 Schedule Fused(const Workload& w) {
   auto s = Schedule::Create(w);
   EXPECT_TRUE(s.ok()) << s.status();
-  EXPECT_TRUE(s->ComputeInline(Block(&*s, "exps")).ok());
-  absl::Status st = s->FuseOnlineMax(Block(&*s, "row_sum"));
+  EXPECT_TRUE(s->ComputeInline(BlockNamed(&*s, "exps")).ok());
+  absl::Status st = s->FuseOnlineMax(BlockNamed(&*s, "row_sum"));
   EXPECT_TRUE(st.ok()) << st;
   return std::move(*s);
 }
 
-void ExpectMatchesReference(const Schedule& s, const schedules::Target& t, uint64_t seed) {
-  auto ref = GenerateReference(s.workload(), t);
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  auto cand = Generate(s, t);
-  ASSERT_TRUE(cand.ok()) << cand.status() << "\n" << s.trace().ToJsonString();
-  absl::Status v = worker::RunAndVerify(*cand, *ref, seed);
-  EXPECT_TRUE(v.ok()) << v << "\n" << cand->code;
-}
-
 TEST(FuseOnlineMax, RootStagesBecomeOnePass) {
-  Schedule s = Fused(Load("softmax(rows=5, cols=33)"));
+  Schedule s = Fused(LoadSpec("softmax(rows=5, cols=33)"));
   auto p = schedules::Lower(s, HostTarget());
   ASSERT_TRUE(p.ok()) << p.status();
   // row_max has no nest of its own: row_sum's nest writes both, then Y.
@@ -74,23 +53,23 @@ TEST(FuseOnlineMax, RootStagesBecomeOnePass) {
 }
 
 TEST(FuseOnlineMax, HostRootStagesMatchReference) {
-  ExpectMatchesReference(Fused(Load("softmax(rows=7, cols=1001)")), HostTarget(), 3);
+  ExpectMatchesReference(Fused(LoadSpec("softmax(rows=7, cols=1001)")), HostTarget(), 3);
 }
 
 TEST(FuseOnlineMax, HostF16MatchesReference) {
-  ExpectMatchesReference(Fused(Load("softmax(rows=3, cols=257, dtype=f16)")), HostTarget(), 4);
+  ExpectMatchesReference(Fused(LoadSpec("softmax(rows=3, cols=257, dtype=f16)")), HostTarget(), 4);
 }
 
 TEST(FuseOnlineMax, HostAttachedLocalMatchesReference) {
   // The max and the sum as local scalars computed inside Y's row loop, the reduction split.
-  Schedule s = Fused(Load("softmax(rows=6, cols=515)"));
-  ASSERT_TRUE(s.SetScope(Block(&s, "row_sum"), "local").ok());
-  auto yl = s.GetLoops(Block(&s, "Y"));
+  Schedule s = Fused(LoadSpec("softmax(rows=6, cols=515)"));
+  ASSERT_TRUE(s.SetScope(BlockNamed(&s, "row_sum"), "local").ok());
+  auto yl = s.GetLoops(BlockNamed(&s, "Y"));
   ASSERT_TRUE(yl.ok());
-  absl::Status at = s.ComputeAt(Block(&s, "row_sum"), (*yl)[0]);
+  absl::Status at = s.ComputeAt(BlockNamed(&s, "row_sum"), (*yl)[0]);
   ASSERT_TRUE(at.ok()) << at;
   EXPECT_EQ(s.FindStage("row_max")->attach.stage, "Y");  // follows row_sum
-  auto sl = s.GetLoops(Block(&s, "row_sum"));
+  auto sl = s.GetLoops(BlockNamed(&s, "row_sum"));
   ASSERT_TRUE(sl.ok());
   ASSERT_TRUE(s.Split(sl->back(), {-1, 8}).ok());
   ExpectMatchesReference(s, HostTarget(), 5);
@@ -101,7 +80,7 @@ TEST(FuseOnlineMax, CudaCrossThreadLowersToTwoAllReduces) {
   schedules::TemplateOptions o;
   o.row_threads = 128;
   o.online_softmax = true;
-  auto s = schedules::HandwrittenSchedule(Load("softmax(rows=4, cols=4096)"), t, o);
+  auto s = schedules::HandwrittenSchedule(LoadSpec("softmax(rows=4, cols=4096)"), t, o);
   ASSERT_TRUE(s.ok()) << s.status();
   auto p = schedules::Lower(*s, t);
   ASSERT_TRUE(p.ok()) << p.status();
@@ -123,7 +102,7 @@ TEST(MaxBlocksPerSm, PadsDynamicSharedMemoryToLimitOccupancy) {
   o.online_softmax = true;
   for (const char* arch : {"sm_80", "sm_90"}) {
     auto t = schedules::CudaTarget(arch);
-    auto s = schedules::HandwrittenSchedule(Load("softmax(rows=64, cols=4096)"), t, o);
+    auto s = schedules::HandwrittenSchedule(LoadSpec("softmax(rows=64, cols=4096)"), t, o);
     ASSERT_TRUE(s.ok()) << s.status();
     auto src = Generate(*s, t);
     ASSERT_TRUE(src.ok()) << src.status();
@@ -133,7 +112,7 @@ TEST(MaxBlocksPerSm, PadsDynamicSharedMemoryToLimitOccupancy) {
     EXPECT_GT(2 * src->kernels[0].launch.dynamic_shared_bytes, t.shared_bytes_per_sm);
   }
   // Without the annotation: none.
-  auto plain = schedules::HandwrittenSchedule(Load("softmax(rows=64, cols=4096)"),
+  auto plain = schedules::HandwrittenSchedule(LoadSpec("softmax(rows=64, cols=4096)"),
                                               schedules::CudaTarget("sm_90"));
   auto src = Generate(*plain, schedules::CudaTarget("sm_90"));
   ASSERT_TRUE(src.ok());
@@ -141,7 +120,7 @@ TEST(MaxBlocksPerSm, PadsDynamicSharedMemoryToLimitOccupancy) {
 }
 
 TEST(FuseOnlineMax, TraceReplaysToTheSameProgram) {
-  Schedule s = Fused(Load("softmax(rows=5, cols=40)"));
+  Schedule s = Fused(LoadSpec("softmax(rows=5, cols=40)"));
   auto parsed = schedules::Trace::Parse(s.trace().ToJsonString());
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   auto r = schedules::Replay(s.workload(), *parsed);
@@ -156,26 +135,26 @@ TEST(FuseOnlineMax, TraceReplaysToTheSameProgram) {
 // ---- Errors: each names the stage and what is wrong.
 
 std::string FuseError(Schedule* s, const std::string& stage) {
-  absl::Status st = s->FuseOnlineMax(Block(s, stage));
+  absl::Status st = s->FuseOnlineMax(BlockNamed(s, stage));
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
   return std::string(st.message());
 }
 
 TEST(FuseOnlineMaxErrors, NotASum) {
-  auto s = Schedule::Create(Load("softmax(rows=2, cols=8)"));
+  auto s = Schedule::Create(LoadSpec("softmax(rows=2, cols=8)"));
   EXPECT_THAT(FuseError(&*s, "row_max"),
               HasSubstr("fuse_online_max: stage row_max is not a float sum; it must be a sum over "
                         "k of exp(e(k) - m[axes]) where m is the max over k of e(k)"));
 }
 
 TEST(FuseOnlineMaxErrors, ExponentNotInlined) {
-  auto s = Schedule::Create(Load("softmax(rows=2, cols=8)"));
+  auto s = Schedule::Create(LoadSpec("softmax(rows=2, cols=8)"));
   EXPECT_THAT(FuseError(&*s, "row_sum"),
               HasSubstr("the body of stage row_sum is not exp(e - m[...]) of a computed m"));
 }
 
 TEST(FuseOnlineMaxErrors, MatmulIsNotASoftmax) {
-  auto s = Schedule::Create(Load("matmul(M=4, N=4, K=4)"));
+  auto s = Schedule::Create(LoadSpec("matmul(M=4, N=4, K=4)"));
   EXPECT_THAT(FuseError(&*s, "C"), HasSubstr("the body of stage C is not exp(e - m[...])"));
 }
 
@@ -196,12 +175,12 @@ TEST(FuseOnlineMaxErrors, ExponentIsNotTheMaximizedValue) {
 }
 
 TEST(FuseOnlineMaxErrors, AlreadyFused) {
-  Schedule s = Fused(Load("softmax(rows=2, cols=8)"));
+  Schedule s = Fused(LoadSpec("softmax(rows=2, cols=8)"));
   EXPECT_THAT(FuseError(&s, "row_sum"), HasSubstr("stage row_sum already computes stage row_max"));
 }
 
 TEST(FuseOnlineMaxErrors, FusedMaxHasNoLoops) {
-  Schedule s = Fused(Load("softmax(rows=2, cols=8)"));
+  Schedule s = Fused(LoadSpec("softmax(rows=2, cols=8)"));
   auto b = s.GetBlock("row_max");
   ASSERT_TRUE(b.ok());
   auto loops = s.GetLoops(*b);
@@ -212,8 +191,8 @@ TEST(FuseOnlineMaxErrors, FusedMaxHasNoLoops) {
 }
 
 TEST(FuseOnlineMaxErrors, RFactorAfterFusing) {
-  Schedule s = Fused(Load("softmax(rows=2, cols=64)"));
-  auto loops = s.GetLoops(Block(&s, "row_sum"));
+  Schedule s = Fused(LoadSpec("softmax(rows=2, cols=64)"));
+  auto loops = s.GetLoops(BlockNamed(&s, "row_sum"));
   ASSERT_TRUE(loops.ok());
   auto parts = s.Split(loops->back(), {-1, 8});
   ASSERT_TRUE(parts.ok());
@@ -225,15 +204,15 @@ TEST(FuseOnlineMaxErrors, RFactorAfterFusing) {
 }
 
 TEST(FuseOnlineMaxErrors, CacheWriteAfterFusing) {
-  Schedule s = Fused(Load("softmax(rows=2, cols=64)"));
-  auto cw = s.CacheWrite(Block(&s, "row_sum"), "local");
+  Schedule s = Fused(LoadSpec("softmax(rows=2, cols=64)"));
+  auto cw = s.CacheWrite(BlockNamed(&s, "row_sum"), "local");
   ASSERT_FALSE(cw.ok());
   EXPECT_THAT(cw.status().message(), HasSubstr("cache_write it before fusing"));
 }
 
 TEST(FuseOnlineMaxErrors, CacheReadOfTheMaxForTheFusedStage) {
-  Schedule s = Fused(Load("softmax(rows=2, cols=64)"));
-  auto c = s.CacheRead("row_max", "local", {Block(&s, "row_sum")});
+  Schedule s = Fused(LoadSpec("softmax(rows=2, cols=64)"));
+  auto c = s.CacheRead("row_max", "local", {BlockNamed(&s, "row_sum")});
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(),
               HasSubstr("cache_read: stage row_sum computes row_max in the same pass "

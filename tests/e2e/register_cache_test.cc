@@ -35,18 +35,6 @@ using schedules::ThreadTag;
 using schedules::Workload;
 using ::testing::HasSubstr;
 
-Workload Load(const std::string& spec) {
-  auto w = schedules::ParseWorkloadSpec(spec);
-  EXPECT_TRUE(w.ok()) << w.status();
-  return *w;
-}
-
-BlockRV Block(Schedule* s, const std::string& name) {
-  auto b = s->GetBlock(name);
-  EXPECT_TRUE(b.ok()) << b.status();
-  return *b;
-}
-
 std::vector<LoopRV> Loops(Schedule* s, BlockRV b) {
   auto l = s->GetLoops(b);
   EXPECT_TRUE(l.ok()) << l.status();
@@ -64,27 +52,18 @@ const schedules::AllocateNode* FindAlloc(const Stmt& s, const std::string& name)
   return nullptr;
 }
 
-void ExpectMatchesReference(const Schedule& s, const schedules::Target& t, uint64_t seed) {
-  auto ref = GenerateReference(s.workload(), t);
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  auto cand = Generate(s, t);
-  ASSERT_TRUE(cand.ok()) << cand.status() << "\n" << s.trace().ToJsonString();
-  absl::Status v = worker::RunAndVerify(*cand, *ref, seed);
-  EXPECT_TRUE(v.ok()) << v << "\n" << cand->code;
-}
-
 // Softmax with X cached at the row loop of Y, the cache's column axis split {J, 8, 4}.
 Schedule RowCachedSoftmax(const std::string& spec, std::vector<int64_t> factors) {
-  auto s = Schedule::Create(Load(spec));
+  auto s = Schedule::Create(LoadSpec(spec));
   EXPECT_TRUE(s.ok()) << s.status();
-  EXPECT_TRUE(s->ComputeInline(Block(&*s, "exps")).ok());
-  std::vector<LoopRV> yl = Loops(&*s, Block(&*s, "Y"));
+  EXPECT_TRUE(s->ComputeInline(BlockNamed(&*s, "exps")).ok());
+  std::vector<LoopRV> yl = Loops(&*s, BlockNamed(&*s, "Y"));
   for (const char* name : {"row_sum", "row_max"}) {
-    absl::Status st = s->ComputeAt(Block(&*s, name), yl[0]);
+    absl::Status st = s->ComputeAt(BlockNamed(&*s, name), yl[0]);
     EXPECT_TRUE(st.ok()) << st;
   }
-  auto xl =
-      s->CacheRead("X", "local", {Block(&*s, "row_max"), Block(&*s, "row_sum"), Block(&*s, "Y")});
+  auto xl = s->CacheRead(
+      "X", "local", {BlockNamed(&*s, "row_max"), BlockNamed(&*s, "row_sum"), BlockNamed(&*s, "Y")});
   EXPECT_TRUE(xl.ok()) << xl.status();
   absl::Status st = s->SplitBufferAxis(*xl, 1, factors);
   EXPECT_TRUE(st.ok()) << st;
@@ -132,14 +111,14 @@ TEST(SplitBufferAxis, HostResultsMatchTheReference) {
   ExpectMatchesReference(RowCachedSoftmax("softmax(rows=3, cols=64)", {-1, 8, 4}),
                          schedules::HostTarget(), 1);
   Schedule odd = RowCachedSoftmax("softmax(rows=5, cols=96)", {3, 4, 8});
-  std::vector<LoopRV> yl = Loops(&odd, Block(&odd, "Y"));
+  std::vector<LoopRV> yl = Loops(&odd, BlockNamed(&odd, "Y"));
   ASSERT_TRUE(odd.Split(yl[1], {-1, 7}).ok());  // 96 = 13 x 7 with a guarded tail
   ExpectMatchesReference(odd, schedules::HostTarget(), 2);
 }
 
 TEST(SplitBufferAxis, Errors) {
   auto fresh = [] {
-    auto s = Schedule::Create(Load("softmax(rows=3, cols=64)"));
+    auto s = Schedule::Create(LoadSpec("softmax(rows=3, cols=64)"));
     EXPECT_TRUE(s.ok());
     return std::move(*s);
   };
@@ -190,13 +169,13 @@ TEST(SplitBufferAxis, Errors) {
   };
   for (const Case& c : cases) {
     Schedule s = fresh();
-    absl::Status st = s.SplitBufferAxis(Block(&s, c.stage), c.axis, c.factors);
+    absl::Status st = s.SplitBufferAxis(BlockNamed(&s, c.stage), c.axis, c.factors);
     EXPECT_EQ(st.code(), c.code) << st;
     EXPECT_THAT(std::string(st.message()), HasSubstr(c.message));
   }
   {  // Transformed loops.
     Schedule s = fresh();
-    BlockRV e = Block(&s, "exps");
+    BlockRV e = BlockNamed(&s, "exps");
     ASSERT_TRUE(s.Split(Loops(&s, e)[1], {-1, 8}).ok());
     const size_t n = s.trace().insts.size();
     absl::Status st = s.SplitBufferAxis(e, 1, {8, 8});
@@ -209,14 +188,14 @@ TEST(SplitBufferAxis, Errors) {
   }
   {  // Attached.
     Schedule s = fresh();
-    ASSERT_TRUE(s.ComputeAt(Block(&s, "row_sum"), Loops(&s, Block(&s, "Y"))[0]).ok());
-    EXPECT_THAT(std::string(s.SplitBufferAxis(Block(&s, "row_sum"), 0, {1, 3}).message()),
+    ASSERT_TRUE(s.ComputeAt(BlockNamed(&s, "row_sum"), Loops(&s, BlockNamed(&s, "Y"))[0]).ok());
+    EXPECT_THAT(std::string(s.SplitBufferAxis(BlockNamed(&s, "row_sum"), 0, {1, 3}).message()),
                 HasSubstr("stage row_sum has transformed or attached loops"));
   }
   {  // Padded.
-    auto s2 = Schedule::Create(Load("softmax(rows=3, cols=64)"));
+    auto s2 = Schedule::Create(LoadSpec("softmax(rows=3, cols=64)"));
     ASSERT_TRUE(s2.ok());
-    auto c = s2->CacheRead("X", "shared", {Block(&*s2, "row_max")});
+    auto c = s2->CacheRead("X", "shared", {BlockNamed(&*s2, "row_max")});
     ASSERT_TRUE(c.ok());
     ASSERT_TRUE(s2->StorageAlign(*c, 0, 32, 1).ok());
     EXPECT_THAT(std::string(s2->SplitBufferAxis(*c, 1, {8, 8}).message()),
@@ -289,7 +268,7 @@ TEST(CompactThreadAxes, RegisterCachedSoftmaxHoldsOneThreadsShare) {
   schedules::TemplateOptions o;
   o.row_threads = 128;
   o.row_in_registers = true;
-  auto s = schedules::HandwrittenSchedule(Load("softmax(rows=4, cols=4096)"), t, o);
+  auto s = schedules::HandwrittenSchedule(LoadSpec("softmax(rows=4, cols=4096)"), t, o);
   ASSERT_TRUE(s.ok()) << s.status();
   auto p = schedules::Lower(*s, t);
   ASSERT_TRUE(p.ok()) << p.status();
@@ -313,7 +292,7 @@ TEST(CompactThreadAxes, RegisterCacheIsSkippedWhenTheShareIsTooLarge) {
   schedules::TemplateOptions o;
   o.row_threads = 32;
   o.row_in_registers = true;  // 4096 / 32 = 128 columns a thread, over the 64 allowed
-  auto s = schedules::HandwrittenSchedule(Load("softmax(rows=4, cols=4096)"), t, o);
+  auto s = schedules::HandwrittenSchedule(LoadSpec("softmax(rows=4, cols=4096)"), t, o);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->FindStage("X_local"), nullptr);
 }
