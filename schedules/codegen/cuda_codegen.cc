@@ -1,6 +1,7 @@
 #include "schedules/codegen/cuda_codegen.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -222,6 +223,11 @@ class CudaCodeGen final : public CodeGenC {
   // body of lets and stores to local arrays at indices free of the loop variable. Each
   // contiguous load is read as vectors, and the body runs once per lane, in the loop's order, so
   // the result is the scalar loop's bit for bit.
+  // The lanes of a vectorized loop `n`: per chunk of `lanes` iterations, a block with the vector
+  // reads of `loads`, then `lane(value of the loop variable)` for each lane with the loop
+  // variable and the loads overridden (OverrideLane).
+  void EmitLanes(const ForNode& n, const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
+                 int64_t lanes, const std::function<void(const Expr&)>& lane);
   // Opens `if (g1 && g2 ...)` around a vectorized loop's body (nothing when there is no guard);
   // the caller closes it.
   void OpenGuards(const std::vector<Expr>& guards);
@@ -771,6 +777,21 @@ void CudaCodeGen::EmitLaneStores(const ForNode& n, const std::vector<Expr>& guar
   OpenGuards(guards);
   Line(absl::StrCat("// vectorized ", v->name, ": ", width / lanes, " x ", lanes,
                     "-lane loads, stored lane by lane to registers", AnnotationComment(n)));
+  EmitLanes(n, loads, lanes, [&](const Expr& lane) {
+    const std::string value = StoredValue(store.buffer->dtype, store.value);
+    const Expr at = codegen::FoldTrailingConstants(
+        Substitute(FlatIndex(*store.buffer, store.indices), {{v, lane}}));
+    Line(absl::StrCat(BufferName(store.buffer.get()), "[", Print(at), "] = ", value, ";"));
+  });
+  if (!guards.empty()) CloseBlock();
+}
+
+void CudaCodeGen::EmitLanes(const ForNode& n,
+                            const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
+                            int64_t lanes, const std::function<void(const Expr&)>& lane) {
+  const VarNode* v = n.var.get();
+  int64_t width = 0;
+  IsConstInt(n.extent, &width);
   BindVar(v, NonNegative(n.min));
   for (int64_t chunk = 0; chunk < width / lanes; ++chunk) {
     const int64_t first = chunk * lanes;
@@ -778,18 +799,14 @@ void CudaCodeGen::EmitLaneStores(const ForNode& n, const std::vector<Expr>& guar
     const std::vector<std::vector<std::string>> lane_values =
         EmitLaneLoads(v, n.min, loads, lanes, first);
     for (int64_t k = 0; k < lanes; ++k) {
-      const Expr lane = n.min + MakeInt(first + k);
-      OverrideLane(v, lane, loads, lane_values, k);
-      const std::string value = StoredValue(store.buffer->dtype, store.value);
+      const Expr value = n.min + MakeInt(first + k);
+      OverrideLane(v, value, loads, lane_values, k);
+      lane(value);
       ClearLaneOverrides(v, loads);
-      const Expr at = codegen::FoldTrailingConstants(
-          Substitute(FlatIndex(*store.buffer, store.indices), {{v, lane}}));
-      Line(absl::StrCat(BufferName(store.buffer.get()), "[", Print(at), "] = ", value, ";"));
     }
     CloseBlock();
   }
   UnbindVar(v);
-  if (!guards.empty()) CloseBlock();
 }
 
 int64_t CudaCodeGen::PickLanes(int64_t width, const AffineForm& min_form,
@@ -892,22 +909,11 @@ bool CudaCodeGen::TryEmitVectorizedReduction(const ForNode& n, const std::vector
                     AnnotationComment(n)));
   const bool scoped_lanes =
       As<StoreNode>(body) == nullptr;  // each lane's lets in a block of their own
-  BindVar(v, NonNegative(n.min));
-  for (int64_t chunk = 0; chunk < width / lanes; ++chunk) {
-    const int64_t first = chunk * lanes;
-    OpenBlock("");
-    const std::vector<std::vector<std::string>> lane_values =
-        EmitLaneLoads(v, n.min, loads, lanes, first);
-    for (int64_t k = 0; k < lanes; ++k) {
-      OverrideLane(v, n.min + MakeInt(first + k), loads, lane_values, k);
-      if (scoped_lanes) OpenBlock("");
-      EmitStmt(body);
-      if (scoped_lanes) CloseBlock();
-    }
-    ClearLaneOverrides(v, loads);
-    CloseBlock();
-  }
-  UnbindVar(v);
+  EmitLanes(n, loads, lanes, [&](const Expr&) {
+    if (scoped_lanes) OpenBlock("");
+    EmitStmt(body);
+    if (scoped_lanes) CloseBlock();
+  });
   if (!guards.empty()) CloseBlock();
   return true;
 }
