@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -71,6 +72,11 @@ std::optional<VecType> CudaVecType(DType t, int64_t lanes) {
 }
 
 const char* const kLaneNames[] = {"x", "y", "z", "w"};
+
+// "f32", "f64", "i32" or "i64": the name stem of a reduction scratch of a compute type.
+std::string ScratchStem(const std::string& type) {
+  return type == "float" ? "f32" : type == "double" ? "f64" : type == "int" ? "i32" : "i64";
+}
 
 int ThreadAxis(ThreadTag t) {
   switch (t) {
@@ -212,6 +218,8 @@ class CudaCodeGen final : public CodeGenC {
   void EmitAllocate(const AllocateNode& n) override;
   void EmitBarrier() override { Line("__syncthreads();"); }
   void EmitAllReduce(const AllReduceNode& n) override;
+  // An AllReduce over cluster.x: one value a CTA, combined through distributed shared memory.
+  void EmitClusterAllReduce(const AllReduceNode& n);
 
  private:
   absl::Status EmitKernel(const Kernel& k, KernelSource* ks);
@@ -273,6 +281,7 @@ class CudaCodeGen final : public CodeGenC {
   bool dynamic_shared_ = false;
   // AllReduce scratch array name by compute type.
   std::map<std::string, std::string> red_scratch_;
+  std::map<std::string, std::string> cluster_scratch_;  // per type: a CTA's slot (cluster.x)
 };
 
 absl::StatusOr<GeneratedSource> CudaCodeGen::Generate() {
@@ -324,11 +333,13 @@ absl::StatusOr<GeneratedSource> CudaCodeGen::Generate() {
 absl::Status CudaCodeGen::PlanShared(const Kernel& k) {
   shared_.clear();
   red_scratch_.clear();
+  cluster_scratch_.clear();
   shared_bytes_ = 0;
   dynamic_shared_ = false;
   std::vector<const Buffer*> buffers;
   std::unordered_set<const Buffer*> seen;
   std::map<std::string, int64_t> red_entries;
+  std::set<std::string> cluster_types;  // value types reduced across a cluster
   absl::Status st;
   const auto& block = k.launch.block;
   WalkStmt(k.body, [&](const Stmt& s) {
@@ -343,6 +354,19 @@ absl::Status CudaCodeGen::PlanShared(const Kernel& k) {
     if (r == nullptr) return;
     const std::string what =
         absl::StrCat("AllReduce over ", ThreadTagName(r->thread), " with extent ", r->extent);
+    if (r->thread == ThreadTag::kClusterX) {
+      if (r->extent != k.launch.cluster) {
+        st = absl::InvalidArgumentError(
+            WithKernel(absl::StrCat(what, ": the kernel's clusters have ", k.launch.cluster,
+                                    " CTAs; the extent must equal the cluster size")));
+      } else if (r->value->dtype == DType::kBool) {
+        st = absl::InvalidArgumentError(
+            WithKernel(what + ": boolean values cannot be reduced; reduce an integer"));
+      } else {
+        cluster_types.insert(ComputeType(r->value->dtype));
+      }
+      return;
+    }
     if (!IsThreadTag(r->thread)) {
       st = absl::InvalidArgumentError(WithKernel(
           absl::StrCat(what,
@@ -401,15 +425,21 @@ absl::Status CudaCodeGen::PlanShared(const Kernel& k) {
   }
   for (const auto& [type, entries] : red_entries) {
     SharedSlot slot;
-    std::string stem = type == "float"    ? "f32"
-                       : type == "double" ? "f64"
-                       : type == "int"    ? "i32"
-                                          : "i64";
-    slot.name = names_.Temp("red_" + stem);
+    slot.name = names_.Temp("red_" + ScratchStem(type));
     slot.type = type;
     slot.elements = entries;
     slot.bytes = entries * (type == "float" || type == "int" ? 4 : 8);
     red_scratch_[type] = slot.name;
+    shared_.push_back(slot);
+  }
+  for (const std::string& type : cluster_types) {
+    // One slot a CTA: its value, which the cluster's CTAs read through distributed shared memory.
+    SharedSlot slot;
+    slot.name = names_.Temp("cluster_red_" + ScratchStem(type));
+    slot.type = type;
+    slot.elements = 1;
+    slot.bytes = type == "float" || type == "int" ? 4 : 8;
+    cluster_scratch_[type] = slot.name;
     shared_.push_back(slot);
   }
   for (SharedSlot& slot : shared_) {
@@ -480,11 +510,15 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
   ks->launch.dynamic_shared_bytes =
       std::max(dynamic_shared_ ? shared_bytes_ : 0, k.launch.dynamic_shared_bytes);
 
-  std::string head = absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", threads, ") ",
-                                  k.name, "(", absl::StrJoin(params, ", "), ")");
+  // Clusters have compile-time dimensions: a plain launch of a multiple of them works.
+  const std::string attrs = absl::StrCat(
+      k.launch.cluster > 1 ? absl::StrCat("__cluster_dims__(", k.launch.cluster, ", 1, 1) ") : "",
+      "__launch_bounds__(", threads, ") ");
+  std::string head = absl::StrCat("extern \"C\" __global__ void ", attrs, k.name, "(",
+                                  absl::StrJoin(params, ", "), ")");
   if (head.size() + 2 > 100 && !params.empty()) {
-    head = absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", threads, ") ", k.name,
-                        "(\n    ", absl::StrJoin(params, ",\n    "), ")");
+    head = absl::StrCat("extern \"C\" __global__ void ", attrs, k.name, "(\n    ",
+                        absl::StrJoin(params, ",\n    "), ")");
   }
   OpenBlock(head);
   // Global buffers are allocated 256-byte aligned (cuMemAlloc): the hint lets the compiler merge
@@ -578,17 +612,26 @@ void CudaCodeGen::EmitThreadBinding(const ForNode& n) {
     EmitLoop(n, {"#pragma unroll"}, "  // vthread");
     return;
   }
-  const int axis = ThreadAxis(n.thread);
+  const int axis = n.thread == ThreadTag::kClusterX ? 0 : ThreadAxis(n.thread);
   if (axis < 0) {
     Fail(absl::InvalidArgumentError(
         absl::StrCat("loop '", n.var->name,
                      "' is a thread binding without a thread axis; bind it to "
-                     "blockIdx.x/y/z, threadIdx.x/y/z or vthread")));
+                     "blockIdx.x/y/z, threadIdx.x/y/z, vthread or cluster.x")));
     return;
   }
-  const bool block_axis = IsBlockTag(n.thread);
-  const int64_t dim = block_axis ? kernel_->launch.grid[axis] : kernel_->launch.block[axis];
-  const std::string builtin = ThreadTagName(n.thread);
+  const bool block_axis = IsBlockTag(n.thread) || n.thread == ThreadTag::kClusterX;
+  const int64_t cluster = kernel_->launch.cluster;
+  int64_t dim = block_axis ? kernel_->launch.grid[axis] : kernel_->launch.block[axis];
+  // With clusters along x, blockIdx.x is cluster * C + rank.
+  std::string builtin = ThreadTagName(n.thread);
+  if (n.thread == ThreadTag::kClusterX) {
+    dim = cluster;
+    builtin = absl::StrCat("(blockIdx.x % ", cluster, ")");
+  } else if (n.thread == ThreadTag::kBlockX && cluster > 1) {
+    dim = kernel_->launch.grid[0] / cluster;
+    builtin = absl::StrCat("(blockIdx.x / ", cluster, ")");
+  }
   int64_t extent = 0;
   if (!IsConstInt(n.extent, &extent)) {
     Fail(absl::InvalidArgumentError(absl::StrCat(
@@ -939,6 +982,10 @@ std::string CudaCodeGen::Combine(ReduceOp op, DType t, const std::string& a, con
 }
 
 void CudaCodeGen::EmitAllReduce(const AllReduceNode& n) {
+  if (n.thread == ThreadTag::kClusterX) {
+    EmitClusterAllReduce(n);
+    return;
+  }
   // Checked by PlanShared: a thread axis, extent == block dimension, a supported extent.
   const auto& block = kernel_->launch.block;
   const int axis = ThreadAxis(n.thread);
@@ -1035,6 +1082,53 @@ void CudaCodeGen::EmitAllReduce(const AllReduceNode& n) {
       ";"));
   CloseBlock();
   store_result();
+  CloseBlock();
+}
+
+void CudaCodeGen::EmitClusterAllReduce(const AllReduceNode& n) {
+  // Every thread of every CTA runs this (the value is the same in all threads of a CTA): thread
+  // 0 publishes the CTA's value in its shared slot, the cluster synchronizes, every thread reads
+  // the C slots in rank order through distributed shared memory (so every CTA combines the same
+  // values in the same order), and the cluster synchronizes again before a slot may be rewritten
+  // or a CTA exit while others still read it.
+  const DType t = n.value->dtype;
+  const std::string type = ComputeType(t);
+  const std::string& slot = cluster_scratch_.at(type);
+  const std::string red = "tessel_red";
+  const char* ld = type == "float"    ? "ld.shared::cluster.f32 %0, [%1];"
+                   : type == "double" ? "ld.shared::cluster.f64 %0, [%1];"
+                   : type == "int"    ? "ld.shared::cluster.s32 %0, [%1];"
+                                      : "ld.shared::cluster.s64 %0, [%1];";
+  const char* constraint = type == "float"    ? "=f"
+                           : type == "double" ? "=d"
+                           : type == "int"    ? "=r"
+                                              : "=l";
+  const std::string sync =
+      "asm volatile(\"barrier.cluster.arrive.release.aligned;\\n\\t"
+      "barrier.cluster.wait.acquire.aligned;\" ::: \"memory\");";
+  OpenBlock("", absl::StrCat("  // allreduce_", ReduceOpName(n.op), " over cluster.x (", n.extent,
+                             " CTAs, distributed shared memory)"));
+  OpenBlock(absl::StrCat("if (", LinearThreadIndex(), " == 0)"));
+  Line(absl::StrCat(slot, "[0] = ", Print(n.value), ";"));
+  CloseBlock();
+  Line(sync);
+  Line(absl::StrCat("const unsigned tessel_local = static_cast<unsigned>(__cvta_generic_to_shared(",
+                    slot, "));"));
+  Line(absl::StrCat(type, " ", red, ";"));
+  Line("#pragma unroll");
+  OpenBlock(absl::StrCat("for (int tessel_r = 0; tessel_r < ", n.extent, "; ++tessel_r)"));
+  Line("unsigned tessel_remote;");
+  Line(
+      "asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"(tessel_remote) : "
+      "\"r\"(tessel_local), \"r\"(tessel_r));");
+  Line(absl::StrCat(type, " tessel_v;"));
+  Line(absl::StrCat("asm volatile(\"", ld, "\" : \"", constraint,
+                    "\"(tessel_v) : \"r\"(tessel_remote) : \"memory\");"));
+  Line(absl::StrCat(red, " = tessel_r == 0 ? tessel_v : ", Combine(n.op, t, red, "tessel_v"), ";"));
+  CloseBlock();
+  Line(sync);
+  Line(absl::StrCat(BufferName(n.result.get()), "[0] = ", ComputeToStorage(n.result->dtype, red),
+                    ";"));
   CloseBlock();
 }
 

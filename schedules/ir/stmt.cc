@@ -38,6 +38,8 @@ const char* ThreadTagName(ThreadTag t) {
       return "threadIdx.z";
     case ThreadTag::kVThread:
       return "vthread";
+    case ThreadTag::kClusterX:
+      return "cluster.x";
   }
   return "?";
 }
@@ -45,7 +47,7 @@ const char* ThreadTagName(ThreadTag t) {
 bool ParseThreadTag(const std::string& name, ThreadTag* out) {
   for (ThreadTag t :
        {ThreadTag::kBlockX, ThreadTag::kBlockY, ThreadTag::kBlockZ, ThreadTag::kThreadX,
-        ThreadTag::kThreadY, ThreadTag::kThreadZ, ThreadTag::kVThread}) {
+        ThreadTag::kThreadY, ThreadTag::kThreadZ, ThreadTag::kVThread, ThreadTag::kClusterX}) {
     if (name == ThreadTagName(t)) {
       *out = t;
       return true;

@@ -59,14 +59,21 @@ enum class ThreadTag : uint8_t {
   kThreadX,
   kThreadY,
   kThreadZ,
-  kVThread
+  kVThread,
+  // The CTA's rank in its thread-block cluster along x (CUDA sm_90): a kernel with a loop bound
+  // to it of extent C launches clusters of C CTAs, blockIdx.x-bound loops index clusters, and
+  // a reduction loop bound to it is reduced across the cluster through distributed shared
+  // memory.
+  kClusterX
 };
-const char* ThreadTagName(ThreadTag t);  // "blockIdx.x", ..., "threadIdx.z", "vthread"
+const char* ThreadTagName(ThreadTag t);  // "blockIdx.x", ..., "threadIdx.z", "vthread", "cluster.x"
 bool ParseThreadTag(const std::string& name, ThreadTag* out);
 inline bool IsBlockTag(ThreadTag t) { return t >= ThreadTag::kBlockX && t <= ThreadTag::kBlockZ; }
 inline bool IsThreadTag(ThreadTag t) {
   return t >= ThreadTag::kThreadX && t <= ThreadTag::kThreadZ;
 }
+// A binding whose value is fixed for each thread of a kernel: threadIdx.* and cluster.x.
+inline bool IsPerThreadTag(ThreadTag t) { return IsThreadTag(t) || t == ThreadTag::kClusterX; }
 
 // for (var = min; var < min + extent; ++var) body. A kThreadBinding loop is not a loop: its
 // variable is the thread or block index named by `thread` (extent gives the launch dimension).

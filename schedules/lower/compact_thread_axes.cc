@@ -18,7 +18,7 @@ class Scan {
  public:
   void Run(const Stmt& s) {
     if (!s) return;
-    if (const auto* f = As<ForNode>(s); f && IsThreadTag(f->thread)) {
+    if (const auto* f = As<ForNode>(s); f && IsPerThreadTag(f->thread)) {
       thread_vars_[f->var.get()] = f->thread;
     }
     if (const auto* a = As<AllocateNode>(s);
@@ -41,7 +41,7 @@ class Scan {
       std::vector<size_t> keep;
       std::vector<int64_t> shape;
       for (size_t d = 0; d < tags.size(); ++d) {
-        const bool drop = IsThreadTag(tags[d]) && b->shape[d] > 1;
+        const bool drop = IsPerThreadTag(tags[d]) && b->shape[d] > 1;
         if (!drop) {
           keep.push_back(d);
           shape.push_back(b->shape[d]);

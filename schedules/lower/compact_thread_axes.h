@@ -3,9 +3,9 @@
 // Thread-axis compaction of local buffers: a lowering pass over a CUDA kernel body.
 //
 // A local buffer is private to its thread. When every access of it indexes one of its axes with
-// exactly a threadIdx variable (the variable of a For bound to threadIdx.x, .y or .z; the same
-// dimension at every access), each thread only ever touches the slot of that axis that equals its
-// own thread index, so the axis is dropped from the buffer:
+// exactly a threadIdx variable (the variable of a For bound to threadIdx.x, .y or .z, or to the
+// CTA's cluster rank cluster.x; the same binding at every access), each thread only ever touches
+// the slot of that axis that equals its own index, so the axis is dropped from the buffer:
 //
 //   alloc local X_l[16, 1024, 4]                 alloc local X_l[16, 4]
 //   for t in threadIdx.x: X_l[j, t, v] = ...  => for t in threadIdx.x: X_l[j, v] = ...

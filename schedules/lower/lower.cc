@@ -111,7 +111,7 @@ class Lowerer {
       for (int si : KernelStages(static_cast<int>(i))) {
         for (int leaf : stages_[si].leaves) {
           const IterVar& iv = stages_[si].iters[leaf];
-          analyzer_.Bind(iv.var, 0, IsThreadTag(iv.thread) ? BlockDim(iv.thread) : iv.extent);
+          analyzer_.Bind(iv.var, 0, IsPerThreadTag(iv.thread) ? BlockDim(iv.thread) : iv.extent);
         }
       }
     }
@@ -329,11 +329,15 @@ class Lowerer {
           case ThreadTag::kThreadZ:
             l.block[2] = std::max(l.block[2], e);
             break;
+          case ThreadTag::kClusterX:
+            l.cluster = std::max(l.cluster, e);
+            break;
           default:
             break;
         }
       }
     }
+    l.grid[0] *= l.cluster;  // blockIdx.x-bound loops index clusters
     return l;
   }
 
@@ -345,6 +349,8 @@ class Lowerer {
         return launch_.block[1];
       case ThreadTag::kThreadZ:
         return launch_.block[2];
+      case ThreadTag::kClusterX:
+        return launch_.cluster;
       default:
         return 1;
     }
@@ -360,7 +366,7 @@ class Lowerer {
       return Substitute(body, {{iv.var.get(), MakeInt(0, iv.var->dtype)}});
     }
     // A thread index ranges over the whole block, whatever this stage uses (guards cover it).
-    const int64_t extent = IsThreadTag(iv.thread) ? BlockDim(iv.thread) : iv.extent;
+    const int64_t extent = IsPerThreadTag(iv.thread) ? BlockDim(iv.thread) : iv.extent;
     return MakeFor(iv.var, MakeInt(0), MakeInt(extent), kind, iv.thread, std::move(body),
                    iv.annotations);
   }
@@ -457,10 +463,12 @@ class Lowerer {
         }
       }
     }
-    int cross = -1;  // leaf position of a thread-bound reduction loop
+    int cross = -1;    // leaf position of a thread-bound reduction loop
+    int cluster = -1;  // leaf position of a cluster-bound reduction loop
     for (size_t p = 0; p < s.leaves.size(); ++p) {
       const IterVar& iv = s.iters[s.leaves[p]];
-      if (IsThreadTag(iv.thread) && iv.extent < BlockDim(iv.thread)) {
+      if (iv.reduce && iv.thread == ThreadTag::kClusterX) cluster = static_cast<int>(p);
+      if (IsPerThreadTag(iv.thread) && iv.extent < BlockDim(iv.thread)) {
         Expr c = Expr(iv.var) < iv.extent;
         if (iv.reduce) {
           reduce_cond = MakeAnd(reduce_cond, c);
@@ -474,6 +482,12 @@ class Lowerer {
         s.attach.kind != AttachPoint::Kind::kAt) {
       return absl::FailedPreconditionError(
           absl::StrCat("stage ", s.name, " is local but not attached"));
+    }
+    if (cluster >= 0 && cross < 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "stage ", s.name, " reduces loop ", s.iters[s.leaves[cluster]].var->name,
+          " across the cluster but no loop across threads; bind another reduction loop to "
+          "threadIdx.x (the cluster combines one value per CTA)"));
     }
 
     // Unrolling from the stage annotation.
@@ -553,7 +567,7 @@ class Lowerer {
             a.attach.iter != iter) {
           continue;
         }
-        if (p == cross) {
+        if (p == cross || p == cluster) {
           return absl::FailedPreconditionError(absl::StrCat(
               "stage ", a.name, " is attached to the cross-thread reduction loop ",
               s.iters[iter].var->name, " of stage ", s.name, "; attach it to another loop"));
@@ -619,7 +633,7 @@ class Lowerer {
       }
       for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) body = MakeAllocate(*it, body);
 
-      Stmt loop = p == cross ? body : MakeLoop(s, iter, body, unrolled[p]);
+      Stmt loop = p == cross || p == cluster ? body : MakeLoop(s, iter, body, unrolled[p]);
       if (wide && p == init_pos) {
         // acc = identity; the reduction loops; out = acc rounded to the output type.
         loop = MakeAllocate(
@@ -641,8 +655,16 @@ class Lowerer {
         Expr acc = MakeLoad(acc_buf, {MakeInt(0)});
         BufferPtr res = MakeBuffer(Sanitize(s.name) + "_red", vt, {1}, MemScope::kLocal);
         Expr store_cond = spatial_cond;
+        const IterVar* cv = cluster >= 0 ? &s.iters[s.leaves[cluster]] : nullptr;
         if (s.buffer->scope != MemScope::kLocal) {
           store_cond = MakeAnd(store_cond, Expr(tv.var) == 0);
+          if (cv != nullptr) store_cond = MakeAnd(store_cond, Expr(cv->var) == 0);
+        }
+        if (cv != nullptr && online) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("stage ", s.name, " computes ", s.online_max,
+                           " in the same pass (fuse_online_max), which has no cluster-wide form; "
+                           "reduce it within a CTA"));
         }
         Stmt reduce_and_store;
         Stmt init = MakeStore(acc_buf, {MakeInt(0)}, ReduceIdentity(*s.reduce, vt));
@@ -665,6 +687,18 @@ class Lowerer {
                                        MakeStore(max_out, max_idx, block_max)}))})));
           init = MakeSeq({init, MakeStore(max_acc, {MakeInt(0)},
                                           ReduceIdentity(ReduceOp::kMax, max_out->dtype))});
+        } else if (cv != nullptr) {
+          // The block's value, then the cluster's (one value per CTA, through distributed
+          // shared memory).
+          BufferPtr cres = MakeBuffer(Sanitize(s.name) + "_cluster_red", vt, {1}, MemScope::kLocal);
+          reduce_and_store = MakeAllocate(
+              res,
+              MakeAllocate(
+                  cres, MakeSeq({MakeAllReduce(*s.reduce, acc, res, tv.thread, BlockDim(tv.thread)),
+                                 MakeAllReduce(*s.reduce, MakeLoad(res, {MakeInt(0)}), cres,
+                                               cv->thread, BlockDim(cv->thread)),
+                                 MakeIf(store_cond,
+                                        MakeStore(out, out_idx, MakeLoad(cres, {MakeInt(0)})))})));
         } else {
           reduce_and_store = MakeAllocate(
               res,
@@ -675,6 +709,10 @@ class Lowerer {
         if (online) block = MakeAllocate(max_acc, block);
         loop = MakeFor(tv.var, MakeInt(0), MakeInt(BlockDim(tv.thread)), ForKind::kThreadBinding,
                        tv.thread, block, tv.annotations);
+        if (cv != nullptr) {
+          loop = MakeFor(cv->var, MakeInt(0), MakeInt(BlockDim(cv->thread)),
+                         ForKind::kThreadBinding, cv->thread, loop, cv->annotations);
+        }
       }
       body = loop;
     }

@@ -19,6 +19,8 @@ struct LaunchConfig {
   std::array<int64_t, 3> grid{1, 1, 1};
   std::array<int64_t, 3> block{1, 1, 1};
   int64_t dynamic_shared_bytes = 0;
+  // CTAs per thread-block cluster along x (1: no cluster). grid[0] counts CTAs, a multiple of it.
+  int64_t cluster = 1;
   int64_t threads_per_block() const { return block[0] * block[1] * block[2]; }
 };
 

@@ -17,6 +17,8 @@ constexpr int64_t kRegisterOverhead = 24;
 // and 128 bytes spilled) ran at 0.75 of the copy bandwidth on an H100, against 0.62 re-reading
 // the row (bench/RESULTS.md). More than this is refused.
 constexpr int64_t kMaxSpillWords = 32;
+// CTAs in a thread-block cluster that every sm_90 part can launch without an opt-in.
+constexpr int64_t kMaxPortableCluster = 8;
 
 void Walk(const Stmt& s, int64_t live_local, KernelResources* r) {
   if (!s) return;
@@ -115,6 +117,17 @@ absl::Status VerifyProgram(const Program& p, const Target& t) {
                        t.registers_per_block, " by ", regs * r.threads - t.registers_per_block,
                        "; a thread may spill at most ", kMaxSpillWords, " words over its share of ",
                        budget, ": use fewer threads or smaller local buffers"));
+    }
+    if (k.launch.cluster > 1 && t.arch != "sm_90") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("kernel ", k.name, " launches clusters of ", k.launch.cluster, " CTAs, but ",
+                       t.arch, " has no thread-block clusters; they need sm_90"));
+    }
+    if (k.launch.cluster > kMaxPortableCluster) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "kernel ", k.name, " launches clusters of ", k.launch.cluster,
+          " CTAs, over the portable limit of ", kMaxPortableCluster, " by ",
+          k.launch.cluster - kMaxPortableCluster, "; bind a smaller loop to cluster.x"));
     }
     if (r.max_vector_bytes > t.max_vector_bytes) {
       return absl::FailedPreconditionError(absl::StrCat(

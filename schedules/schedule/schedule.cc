@@ -779,7 +779,8 @@ absl::Status Schedule::Bind(LoopRV loop, const std::string& thread) {
   ThreadTag tag;
   if (!ParseThreadTag(thread, &tag)) {
     return Invalid(prim, absl::StrCat("unknown thread axis '", thread,
-                                      "'; use blockIdx.x|y|z, threadIdx.x|y|z or vthread"));
+                                      "'; use blockIdx.x|y|z, threadIdx.x|y|z, vthread or "
+                                      "cluster.x"));
   }
   IterVar& iv = s->iters[iter];
   if (iv.thread != ThreadTag::kNone || iv.kind != ForKind::kSerial) {

@@ -235,12 +235,53 @@ absl::Status ContractionCuda(Schedule* s, const std::string& gemm, const Templat
   return absl::OkStatus();
 }
 
+// Softmax with each row split over a cluster of `c` CTAs: col = r * (J * T * 4) + j * (T * 4) +
+// t * 4 + v for the CTA of rank r, in every pass and in the register cache of X.
+absl::Status SoftmaxClusterCuda(Schedule* s, int64_t c, int64_t threads, int64_t per_thread) {
+  const std::vector<int64_t> layout = {c, per_thread / 4, threads, 4};
+  const std::vector<Factor> split(layout.begin(), layout.end());
+  auto bind_row_split = [&](const std::vector<LoopRV>& p) -> absl::Status {
+    TESSEL_RETURN_IF_ERROR(s->Bind(p[0], "cluster.x"));
+    TESSEL_RETURN_IF_ERROR(s->Unroll(p[1]));
+    TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.x"));
+    return s->Vectorize(p[3]);
+  };
+  TESSEL_ASSIGN_OR_RETURN(auto y, s->GetBlock("Y"));
+  TESSEL_ASSIGN_OR_RETURN(auto yl, s->GetLoops(y));
+  TESSEL_ASSIGN_OR_RETURN(auto ys, s->Split(yl[1], split));
+  TESSEL_RETURN_IF_ERROR(s->Bind(yl[0], "blockIdx.x"));
+  TESSEL_RETURN_IF_ERROR(bind_row_split(ys));
+  for (const char* name : {"row_sum", "row_max"}) {  // consumers first
+    TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
+    TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
+    TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, yl[0]));
+    TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(b));
+    TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(loops.back(), split));
+    TESSEL_RETURN_IF_ERROR(bind_row_split(p));
+  }
+  std::vector<BlockRV> readers;
+  for (const char* name : {"row_max", "row_sum", "Y"}) {
+    TESSEL_ASSIGN_OR_RETURN(auto r, s->GetBlock(name));
+    readers.push_back(r);
+  }
+  TESSEL_ASSIGN_OR_RETURN(auto xl, s->CacheRead("X", "local", readers));
+  TESSEL_RETURN_IF_ERROR(s->SplitBufferAxis(xl, 1, layout));
+  TESSEL_RETURN_IF_ERROR(s->ComputeAt(xl, yl[0]));
+  TESSEL_ASSIGN_OR_RETURN(auto xloops, s->GetLoops(xl));
+  return bind_row_split({xloops[1], xloops[2], xloops[3], xloops[4]});
+}
+
 absl::Status SoftmaxCuda(Schedule* s, const Target& t, const TemplateOptions& o) {
   TESSEL_RETURN_IF_ERROR(InlineInjective(s));
   TESSEL_ASSIGN_OR_RETURN(auto y, s->GetBlock("Y"));
   TESSEL_ASSIGN_OR_RETURN(auto yl, s->GetLoops(y));
   const int64_t rows = s->LoopExtent(yl[0]);
   const int64_t cols = s->LoopExtent(yl[1]);
+  if (const int64_t c = o.row_cluster, ct = o.row_cluster_threads;
+      c > 1 && t.arch == "sm_90" && !o.online_softmax && cols % (c * ct * 4) == 0 &&
+      cols / (c * ct) <= o.row_register_elements) {
+    return SoftmaxClusterCuda(s, c, ct, cols / (c * ct));
+  }
   const int64_t threads = ThreadsFor(cols, o.row_threads);
   const int64_t vec = cols % (threads * 4) == 0 ? 4 : 1;
   TESSEL_ASSIGN_OR_RETURN(auto js, s->Split(yl[1], {-1, threads, vec}));

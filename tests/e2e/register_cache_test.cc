@@ -17,6 +17,7 @@
 #include "schedules/templates/templates.h"
 #include "schedules/workload/builtins.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/schedules/test_workloads.h"
 #include "worker/verify_run.h"
 
 namespace tessel::testing {
@@ -39,17 +40,6 @@ std::vector<LoopRV> Loops(Schedule* s, BlockRV b) {
   auto l = s->GetLoops(b);
   EXPECT_TRUE(l.ok()) << l.status();
   return *l;
-}
-
-const schedules::AllocateNode* FindAlloc(const Stmt& s, const std::string& name) {
-  if (!s) return nullptr;
-  if (const auto* a = schedules::As<schedules::AllocateNode>(s); a && a->buffer->name == name) {
-    return a;
-  }
-  for (const Stmt& c : schedules::ChildStmts(s)) {
-    if (const auto* a = FindAlloc(c, name)) return a;
-  }
-  return nullptr;
 }
 
 // Softmax with X cached at the row loop of Y, the cache's column axis split {J, 8, 4}.
@@ -245,7 +235,7 @@ Stmt CompactionFixture(bool reader_uses_thread) {
 
 TEST(CompactThreadAxes, DropsAnAxisEveryAccessIndexesWithTheThreadIndex) {
   Stmt out = schedules::CompactThreadAxes(CompactionFixture(true));
-  const auto* a = FindAlloc(out, "L");
+  const auto* a = schedules::test_workloads::FindAllocate(out, "L");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->buffer->shape, (std::vector<int64_t>{2}));
   const std::string ir = schedules::ToString(out);
@@ -258,7 +248,7 @@ TEST(CompactThreadAxes, KeepsAnAxisAnyAccessIndexesOtherwise) {
   // and must stay.
   Stmt in = CompactionFixture(false);
   Stmt out = schedules::CompactThreadAxes(in);
-  const auto* a = FindAlloc(out, "L");
+  const auto* a = schedules::test_workloads::FindAllocate(out, "L");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->buffer->shape, (std::vector<int64_t>{4, 2}));
 }
@@ -273,7 +263,7 @@ TEST(CompactThreadAxes, RegisterCachedSoftmaxHoldsOneThreadsShare) {
   auto p = schedules::Lower(*s, t);
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->kernels.size(), 1u);
-  const auto* a = FindAlloc(p->kernels[0].body, "X_local");
+  const auto* a = schedules::test_workloads::FindAllocate(p->kernels[0].body, "X_local");
   ASSERT_NE(a, nullptr) << schedules::ToString(*p);
   // 4096 columns over 128 threads: 32 per thread (the row, j and v axes; t dropped).
   EXPECT_EQ(a->buffer->shape, (std::vector<int64_t>{1, 8, 4}));

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "schedules/templates/templates.h"
 #include "schedules/workload/builtins.h"
 #include "tests/e2e/e2e_util.h"
@@ -48,36 +52,68 @@ TEST_P(GpuE2E, ScheduledKernelsMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Families, GpuE2E, ::testing::ValuesIn(SmallFamilySpecs()), SpecTestName);
 
+#ifdef TESSEL_HAVE_CUDA
+// The hand-written schedule of `spec` with options `o` on sm_90 holds X in registers, launches
+// clusters of `cluster` CTAs, and matches the reference on random inputs.
+void ExpectRegisterCachedTemplateMatches(const std::string& spec,
+                                         const schedules::TemplateOptions& o, int64_t cluster) {
+  SCOPED_TRACE(spec);
+  const auto target = schedules::CudaTarget("sm_90");
+  auto w = schedules::ParseWorkloadSpec(spec);
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto sch = schedules::HandwrittenSchedule(*w, target, o);
+  ASSERT_TRUE(sch.ok()) << sch.status();
+  ASSERT_NE(sch->FindStage("X_local"), nullptr);
+  auto ref = GenerateReference(*w, target);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  auto src = Generate(*sch, target);
+  ASSERT_TRUE(src.ok()) << src.status();
+  ASSERT_EQ(src->kernels[0].launch.cluster, cluster);
+  absl::Status v = worker::RunAndVerify(*src, *ref, 9);
+  EXPECT_TRUE(v.ok()) << v << "\n" << src->code;
+}
+#endif
+
 // The softmax template with each thread's share of the row held in registers (split_buffer_axis
-// and the thread-axis compaction of the cache): 32 elements a thread, and 64 (the whole register
-// file of the SM at 1024 threads, which spills).
+// and the thread-axis compaction of the cache), one block a row: 32 elements a thread, and 64
+// (the whole register file of the SM at 1024 threads, which spills).
 TEST(GpuE2ERegisterCache, RegisterCachedSoftmaxMatchesReference) {
 #ifndef TESSEL_HAVE_CUDA
   GTEST_SKIP() << "built without the CUDA toolkit";
 #else
   if (!worker::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA GPU";
-  const auto target = schedules::CudaTarget("sm_90");
+  for (const auto& [spec, threads] :
+       std::vector<std::pair<std::string, int64_t> >{{"softmax(rows=5, cols=4096)", 128},
+                                                     {"softmax(rows=7, cols=2048)", 64},
+                                                     {"softmax(rows=3, cols=65536)", 1024}}) {
+    schedules::TemplateOptions o;
+    o.row_cluster = 0;
+    o.row_threads = threads;
+    o.row_in_registers = true;
+    ExpectRegisterCachedTemplateMatches(spec, o, 1);
+  }
+#endif
+}
+
+// The softmax template on sm_90 with each row split over a thread-block cluster, held in
+// registers and reduced through distributed shared memory: clusters of 2, 4 and 8 CTAs, the
+// default (4 x 512) on a full-width row included.
+TEST(GpuE2ECluster, ClusterSoftmaxMatchesReference) {
+#ifndef TESSEL_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA toolkit";
+#else
+  if (!worker::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA GPU";
   struct Case {
     const char* spec;
-    int64_t threads;
+    int64_t cluster, threads;
   };
   for (const Case& c :
-       {Case{"softmax(rows=5, cols=4096)", 128}, Case{"softmax(rows=7, cols=2048)", 64},
-        Case{"softmax(rows=3, cols=65536)", 1024}}) {
-    auto w = schedules::ParseWorkloadSpec(c.spec);
-    ASSERT_TRUE(w.ok()) << w.status();
+       {Case{"softmax(rows=5, cols=4096)", 4, 64}, Case{"softmax(rows=7, cols=2048)", 2, 128},
+        Case{"softmax(rows=3, cols=4096)", 8, 32}, Case{"softmax(rows=3, cols=65536)", 4, 512}}) {
     schedules::TemplateOptions o;
-    o.row_threads = c.threads;
-    o.row_in_registers = true;
-    auto sch = schedules::HandwrittenSchedule(*w, target, o);
-    ASSERT_TRUE(sch.ok()) << sch.status();
-    ASSERT_NE(sch->FindStage("X_local"), nullptr) << c.spec;
-    auto ref = GenerateReference(*w, target);
-    ASSERT_TRUE(ref.ok()) << ref.status();
-    auto src = Generate(*sch, target);
-    ASSERT_TRUE(src.ok()) << src.status();
-    absl::Status v = worker::RunAndVerify(*src, *ref, 5);
-    EXPECT_TRUE(v.ok()) << c.spec << ": " << v << "\n" << src->code;
+    o.row_cluster = c.cluster;
+    o.row_cluster_threads = c.threads;
+    ExpectRegisterCachedTemplateMatches(c.spec, o, c.cluster);
   }
 #endif
 }

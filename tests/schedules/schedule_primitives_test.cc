@@ -562,8 +562,8 @@ TEST(ScheduleErrors, BindUnknownThreadAxis) {
   LoopRV i = LoopsOf(sch, "C")[0];
   ExpectFails(
       sch, [&] { return sch.Bind(i, "warp.x"); }, kInvalid,
-      "bind: unknown thread axis 'warp.x'; use blockIdx.x|y|z, threadIdx.x|y|z or "
-      "vthread");
+      "bind: unknown thread axis 'warp.x'; use blockIdx.x|y|z, threadIdx.x|y|z, vthread or "
+      "cluster.x");
 }
 
 TEST(ScheduleErrors, BindAlreadyBoundLoop) {
