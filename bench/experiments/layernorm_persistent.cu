@@ -1,14 +1,18 @@
 // layernorm_persistent.cu -- can a persistent, grid-synchronized LayerNorm reach copy bandwidth?
 //
 // Workload: X fp32 [16 x 4194304], weight/bias fp32 [4194304],
-//   Y[i,j] = (X[i,j] - mean_i) * rsqrtf(var_i + 1e-5f) * weight[j] + bias[j]   (population variance).
+//   Y[i,j] = (X[i,j] - mean_i) * rsqrtf(var_i + 1e-5f) * weight[j] + bias[j]   (population
+//   variance).
 // Kernels timed (each verified against a CPU double-precision reference on all 16 rows):
-//   copy                       cudaMemcpyAsync D2D of X (256 MiB read + 256 MiB write), the baseline
-//   persistent_regs<G,T,E>     G co-resident CTAs x T threads, each thread keeps E floats of a row in
-//                              registers; per row: slice stats -> global partials -> grid barrier ->
-//                              every CTA combines the G partials (Chan) -> normalize registers -> store
-//   persistent_regs_pf<G,T,E>  same, but row i+1 is loaded into a second register set before row i's barrier
-//   two_kernel                 chunk stats kernel + combine/normalize kernel (re-reads X): today's scheme
+//   copy                       cudaMemcpyAsync D2D of X (256 MiB read + 256 MiB write), the
+//   baseline persistent_regs<G,T,E>     G co-resident CTAs x T threads, each thread keeps E floats
+//   of a row in
+//                              registers; per row: slice stats -> global partials -> grid barrier
+//                              -> every CTA combines the G partials (Chan) -> normalize registers
+//                              -> store
+//   persistent_regs_pf<G,T,E>  same, but row i+1 is loaded into a second register set before row
+//   i's barrier two_kernel                 chunk stats kernel + combine/normalize kernel (re-reads
+//   X): today's scheme
 //
 // Build: nvcc -O3 -arch=sm_90 -o lnp bench/experiments/layernorm_persistent.cu
 #include <cuda_runtime.h>
@@ -22,21 +26,21 @@
 #include <string>
 #include <vector>
 
-#define CK(call)                                                                     \
-  do {                                                                               \
-    cudaError_t e_ = (call);                                                         \
-    if (e_ != cudaSuccess) {                                                         \
-      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,           \
-              cudaGetErrorString(e_));                                               \
-      exit(1);                                                                       \
-    }                                                                                \
+#define CK(call)                                                           \
+  do {                                                                     \
+    cudaError_t e_ = (call);                                               \
+    if (e_ != cudaSuccess) {                                               \
+      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
+              cudaGetErrorString(e_));                                     \
+      exit(1);                                                             \
+    }                                                                      \
   } while (0)
 
 constexpr int ROWS = 16;
-constexpr int COLS = 4194304;            // 2^22
-constexpr int COLS4 = COLS / 4;          // float4 per row
+constexpr int COLS = 4194304;    // 2^22
+constexpr int COLS4 = COLS / 4;  // float4 per row
 constexpr float EPS = 1e-5f;
-constexpr int SMS_ASSUMED = 132;         // H100 SXM; only used for __launch_bounds__ min-blocks hints
+constexpr int SMS_ASSUMED = 132;  // H100 SXM; only used for __launch_bounds__ min-blocks hints
 constexpr size_t X_BYTES = (size_t)ROWS * COLS * sizeof(float);     // 256 MiB
 constexpr size_t V_BYTES = (size_t)COLS * sizeof(float);            // 16 MiB (weight or bias)
 constexpr size_t FLUSH_BYTES = (size_t)100 << 20;                   // 100 MiB L2 flush buffer
@@ -99,22 +103,22 @@ __device__ __forceinline__ void combine_stats(const float2* p, int n_parts, floa
   rstd = rsqrtf(block_sum<T>(q, sh) * (1.f / COLS) + EPS);
 }
 
-// Sense/generation grid barrier. bar[0] = arrival count (always back to 0 on exit), bar[1] = generation.
-// Requires all CTAs co-resident (cooperative launch).
+// Sense/generation grid barrier. bar[0] = arrival count (always back to 0 on exit), bar[1] =
+// generation. Requires all CTAs co-resident (cooperative launch).
 __device__ __forceinline__ void grid_barrier(unsigned* bar, unsigned nblocks) {
   __syncthreads();
   if (threadIdx.x == 0) {
     volatile unsigned* vgen = bar + 1;
     const unsigned my_gen = *vgen;
-    __threadfence();                              // release this CTA's partials; order gen read
-    if (atomicAdd(bar, 1u) == nblocks - 1) {      // last arriver
-      atomicExch(bar, 0u);                        // reset count before releasing anyone
+    __threadfence();                          // release this CTA's partials; order gen read
+    if (atomicAdd(bar, 1u) == nblocks - 1) {  // last arriver
+      atomicExch(bar, 0u);                    // reset count before releasing anyone
       __threadfence();
-      atomicAdd(bar + 1, 1u);                     // open the barrier
+      atomicAdd(bar + 1, 1u);  // open the barrier
     } else {
       while (*vgen == my_gen) __nanosleep(32);
     }
-    __threadfence();                              // acquire
+    __threadfence();  // acquire
   }
   __syncthreads();
 }
@@ -123,28 +127,29 @@ __device__ __forceinline__ void grid_barrier(unsigned* bar, unsigned nblocks) {
 template <int V, int T>
 __device__ __forceinline__ void load_regs(float4 (&v)[V], const float4* __restrict__ src) {
 #pragma unroll
-  for (int j = 0; j < V; ++j) v[j] = __ldcs(src + j * T);   // streaming: X is read once
+  for (int j = 0; j < V; ++j) v[j] = __ldcs(src + j * T);  // streaming: X is read once
 }
 
 // Min-blocks hint = CTAs per SM needed for G CTAs on 132 SMs (128->1, 256->2, 512->4).
 template <int G, int T, int E, bool PF>
 __global__ void __launch_bounds__(T, (G + SMS_ASSUMED - 1) / SMS_ASSUMED)
-ln_persistent(const float4* __restrict__ X, float4* __restrict__ Y, const float4* __restrict__ W,
-              const float4* __restrict__ B, float2* P, unsigned* bar) {
+    ln_persistent(const float4* __restrict__ X, float4* __restrict__ Y,
+                  const float4* __restrict__ W, const float4* __restrict__ B, float2* P,
+                  unsigned* bar) {
   static_assert((long long)G * T * E == COLS, "G*T*E must equal COLS");
   static_assert(E % 4 == 0 && T % 32 == 0 && T <= 1024, "bad config");
   static_assert(!PF || E <= 16, "prefetch variant only for E <= 16");
-  constexpr int V = E / 4;               // float4 per thread
-  constexpr int SLICE = COLS / G;        // elements of a row owned by this CTA
+  constexpr int V = E / 4;         // float4 per thread
+  constexpr int SLICE = COLS / G;  // elements of a row owned by this CTA
   __shared__ float sh[33];
   // float4 index (within a row) of this thread's j=0 element; element j is at +j*T (coalesced).
   const size_t off = (size_t)blockIdx.x * (SLICE / 4) + threadIdx.x;
   float4 v[V];
-  float4 nx[PF ? V : 1];                 // prefetch register set (unused unless PF)
-  load_regs<V, T>(v, X + off);           // row 0
+  float4 nx[PF ? V : 1];        // prefetch register set (unused unless PF)
+  load_regs<V, T>(v, X + off);  // row 0
 #pragma unroll 1
   for (int r = 0; r < ROWS; ++r) {
-    if constexpr (PF) {                  // row r+1 in flight during stats, barrier and normalize
+    if constexpr (PF) {  // row r+1 in flight during stats, barrier and normalize
       if (r + 1 < ROWS) load_regs<V, T>(nx, X + (size_t)(r + 1) * COLS4 + off);
     }
     // 1) slice sum -> slice mean, then slice M2 around the slice mean (from registers).
@@ -180,11 +185,13 @@ ln_persistent(const float4* __restrict__ X, float4* __restrict__ Y, const float4
 }
 
 // ------------------------------------------------------------------ two-kernel baseline
-constexpr int CHUNK = 32768, NCHUNK = COLS / CHUNK, TB = 256, PER_T = CHUNK / 4 / TB;  // 128 chunks, 32 float4/thread
+constexpr int CHUNK = 32768, NCHUNK = COLS / CHUNK, TB = 256,
+              PER_T = CHUNK / 4 / TB;  // 128 chunks, 32 float4/thread
 
 // Kernel A: grid ROWS*NCHUNK (row-major); per chunk (sum, M2 around the chunk mean).
 // Each thread folds batches of 8 float4 into running (n, mean, M2) with Chan's update.
-__global__ void __launch_bounds__(TB) chunk_stats(const float4* __restrict__ X, float2* __restrict__ P) {
+__global__ void __launch_bounds__(TB)
+    chunk_stats(const float4* __restrict__ X, float2* __restrict__ P) {
   __shared__ float sh[33];
   const float4* src = X + (size_t)blockIdx.x * (CHUNK / 4) + threadIdx.x;
   float n = 0.f, mean = 0.f, m2 = 0.f;
@@ -205,16 +212,18 @@ __global__ void __launch_bounds__(TB) chunk_stats(const float4* __restrict__ X, 
     m2 += q + d * d * (n * 32.f / nn);
     n = nn;
   }
-  const float cs = block_sum<TB>(mean * n, sh);          // chunk sum
+  const float cs = block_sum<TB>(mean * n, sh);  // chunk sum
   const float d = mean - cs * (1.f / CHUNK);
-  const float cq = block_sum<TB>(m2 + n * d * d, sh);    // chunk M2
+  const float cq = block_sum<TB>(m2 + n * d * d, sh);  // chunk M2
   if (threadIdx.x == 0) P[blockIdx.x] = make_float2(cs, cq);
 }
 
-// Kernel B: each CTA recombines its row's NCHUNK partials, then normalizes its chunk (re-reading X).
-__global__ void __launch_bounds__(TB) chunk_normalize(const float4* __restrict__ X, float4* __restrict__ Y,
-                                                      const float4* __restrict__ W, const float4* __restrict__ B,
-                                                      const float2* __restrict__ P) {
+// Kernel B: each CTA recombines its row's NCHUNK partials, then normalizes its chunk (re-reading
+// X).
+__global__ void __launch_bounds__(TB)
+    chunk_normalize(const float4* __restrict__ X, float4* __restrict__ Y,
+                    const float4* __restrict__ W, const float4* __restrict__ B,
+                    const float2* __restrict__ P) {
   __shared__ float sh[33];
   const int row = blockIdx.x / NCHUNK, chunk = blockIdx.x % NCHUNK;
   float mean, rstd;
@@ -224,13 +233,14 @@ __global__ void __launch_bounds__(TB) chunk_normalize(const float4* __restrict__
   float4* yr = Y + (size_t)row * COLS4 + off;
 #pragma unroll 8
   for (int j = 0; j < PER_T; ++j)
-    __stcs(yr + j * TB, ln4(__ldcs(xr + j * TB), __ldg(W + off + j * TB), __ldg(B + off + j * TB), mean, rstd));
+    __stcs(yr + j * TB,
+           ln4(__ldcs(xr + j * TB), __ldg(W + off + j * TB), __ldg(B + off + j * TB), mean, rstd));
 }
 
 // ------------------------------------------------------------------ host side
-static float4 *dX, *dY, *dW, *dB, *dS;    // dS: copy destination
-static float2* dP;                         // partials [ROWS][MAX_G]
-static unsigned* dBar;                     // grid barrier {count, generation}
+static float4 *dX, *dY, *dW, *dB, *dS;  // dS: copy destination
+static float2* dP;                      // partials [ROWS][MAX_G]
+static unsigned* dBar;                  // grid barrier {count, generation}
 static void* dFlush;
 static cudaEvent_t ev0, ev1;
 static std::vector<float> hX, hY, hW, hB;
@@ -239,7 +249,7 @@ static int numSMs = 0, failures = 0;
 static double copyMs = 0;
 
 static uint64_t rngState = 0x5eed1234abcdull;
-static float urand(float lo, float hi) {     // splitmix64 -> 24-bit uniform in [lo, hi)
+static float urand(float lo, float hi) {  // splitmix64 -> 24-bit uniform in [lo, hi)
   uint64_t z = (rngState += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -247,7 +257,8 @@ static float urand(float lo, float hi) {     // splitmix64 -> 24-bit uniform in 
   return lo + (hi - lo) * (float)((double)(z >> 40) * (1.0 / 16777216.0));
 }
 
-// 3 warm-ups, then ITERS launches each bracketed by events, L2 flushed (outside the events) before each.
+// 3 warm-ups, then ITERS launches each bracketed by events, L2 flushed (outside the events) before
+// each.
 template <class F>
 static float time_median(F launch) {
   for (int i = 0; i < WARMUP; ++i) launch();
@@ -284,7 +295,8 @@ static double verify_y() {
   return maxe;
 }
 
-static void print_row(const char* name, double ms, double bytes, double ratio, double err, const std::string& regs) {
+static void print_row(const char* name, double ms, double bytes, double ratio, double err,
+                      const std::string& regs) {
   const double gbs = bytes / (ms * 1e-3) / 1e9;
   char errs[32] = "-";
   if (err >= 0) snprintf(errs, sizeof errs, "%.3e", err);
@@ -298,7 +310,8 @@ static void print_row(const char* name, double ms, double bytes, double ratio, d
 template <int G, int T, int E, bool PF>
 static void run_persistent() {
   char name[64];
-  snprintf(name, sizeof name, "%s<%d,%d,%d>", PF ? "persistent_regs_pf" : "persistent_regs", G, T, E);
+  snprintf(name, sizeof name, "%s<%d,%d,%d>", PF ? "persistent_regs_pf" : "persistent_regs", G, T,
+           E);
   auto k = ln_persistent<G, T, E, PF>;
   cudaFuncAttributes fa;
   CK(cudaFuncGetAttributes(&fa, k));
@@ -307,19 +320,20 @@ static void run_persistent() {
   int perSM = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSM, k, T, 0));
   if (perSM * numSMs < G) {
-    printf("%-34s skipped: not co-resident (%d CTA/SM x %d SMs < %d)  regs %s\n", name, perSM, numSMs, G, regs);
+    printf("%-34s skipped: not co-resident (%d CTA/SM x %d SMs < %d)  regs %s\n", name, perSM,
+           numSMs, G, regs);
     return;
   }
-  CK(cudaMemset(dY, 0xFF, X_BYTES));   // NaN-fill so a kernel that writes nothing fails verification
+  CK(cudaMemset(dY, 0xFF, X_BYTES));  // NaN-fill so a kernel that writes nothing fails verification
   const float4 *x = dX, *w = dW, *b = dB;
   float4* y = dY;
   float2* p = dP;
   unsigned* bar = dBar;
   void* args[] = {(void*)&x, (void*)&y, (void*)&w, (void*)&b, (void*)&p, (void*)&bar};
-  const float ms = time_median([&] {
-    CK(cudaLaunchCooperativeKernel((const void*)k, dim3(G), dim3(T), args, 0, 0));
-  });
-  print_row(name, ms, COMPULSORY_BYTES, copyMs * (COMPULSORY_BYTES / (2.0 * X_BYTES)) / ms, verify_y(), regs);
+  const float ms = time_median(
+      [&] { CK(cudaLaunchCooperativeKernel((const void*)k, dim3(G), dim3(T), args, 0, 0)); });
+  print_row(name, ms, COMPULSORY_BYTES, copyMs * (COMPULSORY_BYTES / (2.0 * X_BYTES)) / ms,
+            verify_y(), regs);
 }
 
 int main() {
@@ -329,8 +343,10 @@ int main() {
   CK(cudaDeviceGetAttribute(&numSMs, cudaDevAttrMultiProcessorCount, 0));
   CK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, 0));
   printf("device: %s, %d SMs, cooperative launch %s\n", prop.name, numSMs, coop ? "yes" : "NO");
-  printf("X fp32 [%d x %d] (%.0f MiB), compulsory bytes %.0f MiB, %d timed launches (median), L2 flushed\n",
-         ROWS, COLS, X_BYTES / 1048576.0, COMPULSORY_BYTES / 1048576.0, ITERS);
+  printf(
+      "X fp32 [%d x %d] (%.0f MiB), compulsory bytes %.0f MiB, %d timed launches (median), L2 "
+      "flushed\n",
+      ROWS, COLS, X_BYTES / 1048576.0, COMPULSORY_BYTES / 1048576.0, ITERS);
 
   // Host data: X ~ U(-1,1) + 3*row, weight ~ U(0.5,1.5), bias ~ U(-1,1); fixed seed.
   hX.resize((size_t)ROWS * COLS);
@@ -365,11 +381,12 @@ int main() {
   CK(cudaMemcpy(dX, hX.data(), X_BYTES, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dW, hW.data(), V_BYTES, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dB, hB.data(), V_BYTES, cudaMemcpyHostToDevice));
-  CK(cudaMemset(dBar, 0, 2 * sizeof(unsigned)));   // once; the barrier leaves count at 0
+  CK(cudaMemset(dBar, 0, 2 * sizeof(unsigned)));  // once; the barrier leaves count at 0
   CK(cudaEventCreate(&ev0));
   CK(cudaEventCreate(&ev1));
 
-  printf("\n%-34s %9s %9s %7s %11s  %s\n", "kernel", "median_ms", "GB/s", "x_copy", "max_abs_err", "regs/thread");
+  printf("\n%-34s %9s %9s %7s %11s  %s\n", "kernel", "median_ms", "GB/s", "x_copy", "max_abs_err",
+         "regs/thread");
 
   // 1) copy baseline: 256 MiB read + 256 MiB write.
   copyMs = time_median([] { CK(cudaMemcpyAsync(dS, dX, X_BYTES, cudaMemcpyDeviceToDevice, 0)); });
@@ -399,8 +416,8 @@ int main() {
     CK(cudaFuncGetAttributes(&fa, chunk_stats));
     CK(cudaFuncGetAttributes(&fb, chunk_normalize));
     char regs[48];
-    snprintf(regs, sizeof regs, "%d/%d (spill %d/%dB)", fa.numRegs, fb.numRegs, (int)fa.localSizeBytes,
-             (int)fb.localSizeBytes);
+    snprintf(regs, sizeof regs, "%d/%d (spill %d/%dB)", fa.numRegs, fb.numRegs,
+             (int)fa.localSizeBytes, (int)fb.localSizeBytes);
     CK(cudaMemset(dY, 0xFF, X_BYTES));
     const float ms = time_median([] {
       chunk_stats<<<ROWS * NCHUNK, TB>>>(dX, dP);
@@ -412,8 +429,10 @@ int main() {
               copyMs * (COMPULSORY_BYTES / (2.0 * X_BYTES)) / ms, verify_y(), regs);
   }
 
-  printf("\nGB/s: bytes / median time (copy: 512 MiB moved; others: 544 MiB compulsory = X + Y + weight + bias).\n"
-         "x_copy: kernel GB/s / copy GB/s = (copy_ms * 544/512) / kernel_ms.\n");
+  printf(
+      "\nGB/s: bytes / median time (copy: 512 MiB moved; others: 544 MiB compulsory = X + Y + "
+      "weight + bias).\n"
+      "x_copy: kernel GB/s / copy GB/s = (copy_ms * 544/512) / kernel_ms.\n");
   CK(cudaDeviceSynchronize());
   if (failures) printf("%d kernel(s) FAILED verification\n", failures);
   return failures ? 1 : 0;

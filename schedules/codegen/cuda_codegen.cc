@@ -77,11 +77,13 @@ const char* const kLaneNames[] = {"x", "y", "z", "w"};
 std::string ScratchStem(const std::string& type) {
   return type == "float" ? "f32" : type == "double" ? "f64" : type == "int" ? "i32" : "i64";
 }
+int64_t ScratchBytes(const std::string& type) { return type == "float" || type == "int" ? 4 : 8; }
 
 int ThreadAxis(ThreadTag t) {
   switch (t) {
     case ThreadTag::kBlockX:
     case ThreadTag::kThreadX:
+    case ThreadTag::kClusterX:
       return 0;
     case ThreadTag::kBlockY:
     case ThreadTag::kThreadY:
@@ -227,10 +229,6 @@ class CudaCodeGen final : public CodeGenC {
   absl::Status PlanShared(const Kernel& k);
   void EmitThreadBinding(const ForNode& n);
   bool TryEmitVectorized(const ForNode& n, std::string* why);
-  // A vectorized loop that accumulates into registers (a reduction loop made vectorized): a
-  // body of lets and stores to local arrays at indices free of the loop variable. Each
-  // contiguous load is read as vectors, and the body runs once per lane, in the loop's order, so
-  // the result is the scalar loop's bit for bit.
   // The lanes of a vectorized loop `n`: per chunk of `lanes` iterations, a block with the vector
   // reads of `loads`, then `lane(value of the loop variable)` for each lane with the loop
   // variable and the loads overridden (OverrideLane).
@@ -250,12 +248,17 @@ class CudaCodeGen final : public CodeGenC {
   void EmitLaneStores(const ForNode& n, const std::vector<Expr>& guards, const StoreNode& store,
                       const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
                       int64_t lanes);
+  // A vectorized loop that accumulates into registers (a reduction loop made vectorized): a
+  // body of lets and stores to local arrays at indices free of the loop variable. Each
+  // contiguous load is read as vectors, and the body runs once per lane, in the loop's order, so
+  // the result is the scalar loop's bit for bit.
   bool TryEmitVectorizedReduction(const ForNode& n, const std::vector<Expr>& guards,
                                   const Stmt& body, std::string* why);
-  // The widest lane count (16, 8, 4, 2) that divides `width`, has a vector type for every
-  // load's dtype (and `store_dtype` when given) and keeps every access aligned; 0 when none.
+  // "&buffer[flat index]" of `idx` with the loop variable `v` at min + offset.
   std::string ElementAddress(const BufferPtr& b, const std::vector<Expr>& idx, const VarNode* v,
                              const Expr& min, int64_t offset);
+  // The widest lane count (16, 8, 4, 2) that divides `width`, has a vector type for every
+  // load's dtype (and the store's, when given) and keeps every access aligned; 0 when none.
   static int64_t PickLanes(int64_t width, const AffineForm& min_form,
                            const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
                            std::optional<std::pair<DType, AffineForm>> store);
@@ -428,7 +431,7 @@ absl::Status CudaCodeGen::PlanShared(const Kernel& k) {
     slot.name = names_.Temp("red_" + ScratchStem(type));
     slot.type = type;
     slot.elements = entries;
-    slot.bytes = entries * (type == "float" || type == "int" ? 4 : 8);
+    slot.bytes = entries * ScratchBytes(type);
     red_scratch_[type] = slot.name;
     shared_.push_back(slot);
   }
@@ -438,7 +441,7 @@ absl::Status CudaCodeGen::PlanShared(const Kernel& k) {
     slot.name = names_.Temp("cluster_red_" + ScratchStem(type));
     slot.type = type;
     slot.elements = 1;
-    slot.bytes = type == "float" || type == "int" ? 4 : 8;
+    slot.bytes = ScratchBytes(type);
     cluster_scratch_[type] = slot.name;
     shared_.push_back(slot);
   }
@@ -612,7 +615,7 @@ void CudaCodeGen::EmitThreadBinding(const ForNode& n) {
     EmitLoop(n, {"#pragma unroll"}, "  // vthread");
     return;
   }
-  const int axis = n.thread == ThreadTag::kClusterX ? 0 : ThreadAxis(n.thread);
+  const int axis = ThreadAxis(n.thread);
   if (axis < 0) {
     Fail(absl::InvalidArgumentError(
         absl::StrCat("loop '", n.var->name,
@@ -621,15 +624,15 @@ void CudaCodeGen::EmitThreadBinding(const ForNode& n) {
     return;
   }
   const bool block_axis = IsBlockTag(n.thread) || n.thread == ThreadTag::kClusterX;
-  const int64_t cluster = kernel_->launch.cluster;
-  int64_t dim = block_axis ? kernel_->launch.grid[axis] : kernel_->launch.block[axis];
   // With clusters along x, blockIdx.x is cluster * C + rank.
+  const int64_t cluster = kernel_->launch.cluster;
+  int64_t dim = IsThreadTag(n.thread) ? kernel_->launch.block[axis] : kernel_->launch.grid[axis];
   std::string builtin = ThreadTagName(n.thread);
   if (n.thread == ThreadTag::kClusterX) {
     dim = cluster;
     builtin = absl::StrCat("(blockIdx.x % ", cluster, ")");
-  } else if (n.thread == ThreadTag::kBlockX && cluster > 1) {
-    dim = kernel_->launch.grid[0] / cluster;
+  } else if (axis == 0 && block_axis && cluster > 1) {
+    dim /= cluster;
     builtin = absl::StrCat("(blockIdx.x / ", cluster, ")");
   }
   int64_t extent = 0;

@@ -9,10 +9,13 @@ namespace tessel::schedules {
 
 namespace {
 
-// Per axis of a candidate buffer: the thread dimension that indexes it at every access seen so
-// far (kNone before the first access), or kVThread once some access rules it out.
-using AxisTags = std::vector<ThreadTag>;
+// A local buffer and, per axis, the per-thread binding that indexes it at every access seen so
+// far (kNone before the first access), or kRuledOut once some access rules it out.
 constexpr ThreadTag kRuledOut = ThreadTag::kVThread;
+struct Candidate {
+  BufferPtr buffer;
+  std::vector<ThreadTag> tags;
+};
 
 class Scan {
  public:
@@ -23,8 +26,9 @@ class Scan {
     }
     if (const auto* a = As<AllocateNode>(s);
         a && a->buffer->scope == MemScope::kLocal && a->buffer->strides.empty()) {
-      axes_.emplace(a->buffer.get(), AxisTags(a->buffer->shape.size(), ThreadTag::kNone));
-      buffers_[a->buffer.get()] = a->buffer;
+      candidates_.emplace(
+          a->buffer.get(),
+          Candidate{a->buffer, std::vector<ThreadTag>(a->buffer->shape.size(), ThreadTag::kNone)});
     }
     if (const auto* st = As<StoreNode>(s)) Access(st->buffer.get(), st->indices);
     if (const auto* r = As<AllReduceNode>(s)) RuleOut(r->result.get());
@@ -37,7 +41,8 @@ class Scan {
   // The compacted buffers, with the axes each keeps.
   std::unordered_map<const Buffer*, BufferRemap> Remaps() const {
     std::unordered_map<const Buffer*, BufferRemap> out;
-    for (const auto& [b, tags] : axes_) {
+    for (const auto& [b, c] : candidates_) {
+      const std::vector<ThreadTag>& tags = c.tags;
       std::vector<size_t> keep;
       std::vector<int64_t> shape;
       for (size_t d = 0; d < tags.size(); ++d) {
@@ -50,7 +55,7 @@ class Scan {
       if (keep.size() == tags.size()) continue;
       const bool scalar = keep.empty();
       if (scalar) shape = {1};
-      const BufferPtr& old = buffers_.at(b);
+      const BufferPtr& old = c.buffer;
       out[b] = BufferRemap{MakeBuffer(old->name, old->dtype, shape, old->scope),
                            [keep, scalar](const std::vector<Expr>& idx) {
                              if (scalar) return std::vector<Expr>{MakeInt(0)};
@@ -64,9 +69,9 @@ class Scan {
 
  private:
   void Access(const Buffer* b, const std::vector<Expr>& idx) {
-    auto it = axes_.find(b);
-    if (it == axes_.end()) return;
-    AxisTags& tags = it->second;
+    auto it = candidates_.find(b);
+    if (it == candidates_.end()) return;
+    std::vector<ThreadTag>& tags = it->second.tags;
     for (size_t d = 0; d < tags.size() && d < idx.size(); ++d) {
       ThreadTag t = kRuledOut;
       if (const auto* v = As<VarNode>(idx[d])) {
@@ -79,13 +84,12 @@ class Scan {
   }
 
   void RuleOut(const Buffer* b) {
-    auto it = axes_.find(b);
-    if (it != axes_.end()) it->second.assign(it->second.size(), kRuledOut);
+    auto it = candidates_.find(b);
+    if (it != candidates_.end()) it->second.tags.assign(it->second.tags.size(), kRuledOut);
   }
 
   std::unordered_map<const VarNode*, ThreadTag> thread_vars_;
-  std::unordered_map<const Buffer*, AxisTags> axes_;
-  std::unordered_map<const Buffer*, BufferPtr> buffers_;
+  std::unordered_map<const Buffer*, Candidate> candidates_;
 };
 
 }  // namespace

@@ -558,9 +558,14 @@ class Lowerer {
       // Stages attached here.
       std::vector<Stmt> before, after;
       std::vector<BufferPtr> allocs;
-      // The producers computed before the body: shared ones (CUDA: memory other threads read)
-      // and the rest, each with the stage it computes.
-      std::vector<std::pair<Stmt, const Stage*>> shared_nests, other_nests;
+      // The producers computed before the body, in stage order; shared ones write memory other
+      // threads read (CUDA).
+      struct Producer {
+        Stmt nest;
+        const Stage* stage;
+        bool shared;
+      };
+      std::vector<Producer> producers;
       for (size_t ai = 0; ai < stages_.size(); ++ai) {
         const Stage& a = stages_[ai];
         if (a.inlined() || a.attach.kind != AttachPoint::Kind::kAt || a.attach.stage != s.name ||
@@ -581,11 +586,12 @@ class Lowerer {
         if (a.attach.reverse) {
           after.push_back(*nest);
         } else {
-          (shared ? shared_nests : other_nests).push_back({*nest, &a});
+          producers.push_back({*nest, &a, shared});
         }
       }
-      if (shared_nests.empty()) {
-        for (const auto& n : other_nests) before.push_back(n.first);
+      if (std::none_of(producers.begin(), producers.end(),
+                       [](const Producer& x) { return x.shared; })) {
+        for (const Producer& x : producers) before.push_back(x.nest);
       } else {
         // Everyone waits for the shared producers to be written before anything reads them (the
         // body, or a producer attached here such as a register copy of a shared tile), and
@@ -594,33 +600,32 @@ class Lowerer {
         // reads what another producer here writes, then each keeps its place and a barrier
         // follows every run of shared producers.
         bool feeds_shared = false;
-        for (const auto& [sn, sst] : shared_nests) {
-          for (const LoadNode* l : CollectLoads(sst->body)) {
-            for (const auto& [on, ost] : other_nests) {
-              feeds_shared |= l->buffer.get() == ost->buffer.get();
+        for (const Producer& sp : producers) {
+          if (!sp.shared) continue;
+          for (const LoadNode* l : CollectLoads(sp.stage->body)) {
+            for (const Producer& op : producers) {
+              feeds_shared |= !op.shared && l->buffer.get() == op.stage->buffer.get();
             }
           }
         }
         if (RunsRepeatedly(si, iter)) before.push_back(MakeBarrier());
         if (!feeds_shared) {
-          for (const auto& n : shared_nests) before.push_back(n.first);
+          for (const Producer& x : producers) {
+            if (x.shared) before.push_back(x.nest);
+          }
           before.push_back(MakeBarrier());
-          for (const auto& n : other_nests) before.push_back(n.first);
+          for (const Producer& x : producers) {
+            if (!x.shared) before.push_back(x.nest);
+          }
         } else {
-          // Stage order, as collected above.
-          std::vector<std::pair<Stmt, const Stage*>> all = shared_nests;
-          all.insert(all.end(), other_nests.begin(), other_nests.end());
-          std::sort(all.begin(), all.end(),
-                    [](const auto& x, const auto& y) { return x.second < y.second; });
           bool pending = false;  // a shared producer since the last barrier
-          for (const auto& [n, st] : all) {
-            const bool shared = st->buffer->scope != MemScope::kLocal;
-            if (!shared && pending) {
+          for (const Producer& x : producers) {
+            if (!x.shared && pending) {
               before.push_back(MakeBarrier());
               pending = false;
             }
-            before.push_back(n);
-            pending |= shared;
+            before.push_back(x.nest);
+            pending |= x.shared;
           }
           if (pending) before.push_back(MakeBarrier());
         }
@@ -687,23 +692,22 @@ class Lowerer {
                                        MakeStore(max_out, max_idx, block_max)}))})));
           init = MakeSeq({init, MakeStore(max_acc, {MakeInt(0)},
                                           ReduceIdentity(ReduceOp::kMax, max_out->dtype))});
-        } else if (cv != nullptr) {
-          // The block's value, then the cluster's (one value per CTA, through distributed
-          // shared memory).
-          BufferPtr cres = MakeBuffer(Sanitize(s.name) + "_cluster_red", vt, {1}, MemScope::kLocal);
-          reduce_and_store = MakeAllocate(
-              res,
-              MakeAllocate(
-                  cres, MakeSeq({MakeAllReduce(*s.reduce, acc, res, tv.thread, BlockDim(tv.thread)),
-                                 MakeAllReduce(*s.reduce, MakeLoad(res, {MakeInt(0)}), cres,
-                                               cv->thread, BlockDim(cv->thread)),
-                                 MakeIf(store_cond,
-                                        MakeStore(out, out_idx, MakeLoad(cres, {MakeInt(0)})))})));
         } else {
-          reduce_and_store = MakeAllocate(
-              res,
-              MakeSeq({MakeAllReduce(*s.reduce, acc, res, tv.thread, BlockDim(tv.thread)),
-                       MakeIf(store_cond, MakeStore(out, out_idx, MakeLoad(res, {MakeInt(0)})))}));
+          // The block's value; with a cluster, then the cluster's (one value per CTA, through
+          // distributed shared memory).
+          std::vector<Stmt> steps = {
+              MakeAllReduce(*s.reduce, acc, res, tv.thread, BlockDim(tv.thread))};
+          BufferPtr result = res;
+          if (cv != nullptr) {
+            result = MakeBuffer(Sanitize(s.name) + "_cluster_red", vt, {1}, MemScope::kLocal);
+            steps.push_back(MakeAllReduce(*s.reduce, MakeLoad(res, {MakeInt(0)}), result,
+                                          cv->thread, BlockDim(cv->thread)));
+          }
+          steps.push_back(
+              MakeIf(store_cond, MakeStore(out, out_idx, MakeLoad(result, {MakeInt(0)}))));
+          reduce_and_store = MakeSeq(steps);
+          if (result != res) reduce_and_store = MakeAllocate(result, reduce_and_store);
+          reduce_and_store = MakeAllocate(res, reduce_and_store);
         }
         Stmt block = MakeAllocate(acc_buf, MakeSeq({init, loop, reduce_and_store}));
         if (online) block = MakeAllocate(max_acc, block);

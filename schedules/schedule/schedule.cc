@@ -1311,10 +1311,10 @@ absl::Status Schedule::SplitBufferAxis(BlockRV block, int axis,
       known *= fs[i];
     }
   }
-  if (inferred >= 0 && known > 0 && dim % known == 0) fs[inferred] = dim / known;
+  if (inferred >= 0) fs[inferred] = dim % known == 0 ? dim / known : 0;
   const int64_t product =
       std::accumulate(fs.begin(), fs.end(), int64_t{1}, std::multiplies<int64_t>());
-  if (product != dim || (inferred >= 0 && fs[inferred] <= 0)) {
+  if (product != dim) {
     return Invalid(
         prim, absl::StrCat("factors [", absl::StrJoin(factors, ", "),
                            "] do not multiply to the extent ", dim, " of axis ", axis, " of stage ",

@@ -31,6 +31,7 @@ Target CudaTarget(const std::string& arch) {
     t.shared_bytes_per_sm = 228 * 1024;
     t.sm_count = 132;
     t.l2_bytes = 50LL << 20;
+    t.max_cluster_ctas = 8;
   }
   return t;
 }

@@ -26,6 +26,8 @@ struct Target {
   int64_t sm_count = 1;
   int64_t warp_size = 32;
   int64_t max_vector_bytes = 16;
+  // CTAs a thread-block cluster may hold without a non-portable opt-in (0: no clusters).
+  int64_t max_cluster_ctas = 0;
   int64_t l2_bytes = 0;
   // Host.
   int64_t cores = 1;

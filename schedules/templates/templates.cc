@@ -235,16 +235,24 @@ absl::Status ContractionCuda(Schedule* s, const std::string& gemm, const Templat
   return absl::OkStatus();
 }
 
-// Softmax with each row split over a cluster of `c` CTAs: col = r * (J * T * 4) + j * (T * 4) +
-// t * 4 + v for the CTA of rank r, in every pass and in the register cache of X.
-absl::Status SoftmaxClusterCuda(Schedule* s, int64_t c, int64_t threads, int64_t per_thread) {
-  const std::vector<int64_t> layout = {c, per_thread / 4, threads, 4};
+// Softmax with X read once into registers: each row taken by a block of `threads` threads (a
+// cluster of `c` such CTAs when c > 1), a thread holding `per_thread` elements. Every pass and
+// the register cache of X split the row the same way, col = r * (J * T * 4) + j * (T * 4) +
+// t * 4 + v for the CTA of rank r (no r without a cluster); the cache's axis is split alike, so
+// lowering drops its rank and thread axes (compact_thread_axes.h).
+absl::Status SoftmaxRowInRegistersCuda(Schedule* s, int64_t c, int64_t threads,
+                                       int64_t per_thread) {
+  std::vector<int64_t> layout = {per_thread / 4, threads, 4};
+  if (c > 1) layout.insert(layout.begin(), c);
   const std::vector<Factor> split(layout.begin(), layout.end());
-  auto bind_row_split = [&](const std::vector<LoopRV>& p) -> absl::Status {
-    TESSEL_RETURN_IF_ERROR(s->Bind(p[0], "cluster.x"));
-    TESSEL_RETURN_IF_ERROR(s->Unroll(p[1]));
-    TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.x"));
-    return s->Vectorize(p[3]);
+  auto bind_row_split = [&](std::vector<LoopRV> p) -> absl::Status {
+    if (c > 1) {
+      TESSEL_RETURN_IF_ERROR(s->Bind(p[0], "cluster.x"));
+      p.erase(p.begin());
+    }
+    TESSEL_RETURN_IF_ERROR(s->Unroll(p[0]));
+    TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
+    return s->Vectorize(p[2]);
   };
   TESSEL_ASSIGN_OR_RETURN(auto y, s->GetBlock("Y"));
   TESSEL_ASSIGN_OR_RETURN(auto yl, s->GetLoops(y));
@@ -268,7 +276,8 @@ absl::Status SoftmaxClusterCuda(Schedule* s, int64_t c, int64_t threads, int64_t
   TESSEL_RETURN_IF_ERROR(s->SplitBufferAxis(xl, 1, layout));
   TESSEL_RETURN_IF_ERROR(s->ComputeAt(xl, yl[0]));
   TESSEL_ASSIGN_OR_RETURN(auto xloops, s->GetLoops(xl));
-  return bind_row_split({xloops[1], xloops[2], xloops[3], xloops[4]});
+  xloops.erase(xloops.begin());  // the row, extent 1 at the row loop
+  return bind_row_split(xloops);
 }
 
 absl::Status SoftmaxCuda(Schedule* s, const Target& t, const TemplateOptions& o) {
@@ -277,12 +286,20 @@ absl::Status SoftmaxCuda(Schedule* s, const Target& t, const TemplateOptions& o)
   TESSEL_ASSIGN_OR_RETURN(auto yl, s->GetLoops(y));
   const int64_t rows = s->LoopExtent(yl[0]);
   const int64_t cols = s->LoopExtent(yl[1]);
+  // The row in registers, over a cluster or one block: when the row divides into float4s of
+  // every thread and a thread's share fits (and, without a cluster, is asked for).
+  auto fits = [&](int64_t ctas, int64_t t) {
+    return !o.online_softmax && cols % (ctas * t * 4) == 0 &&
+           cols / (ctas * t) <= o.row_register_elements && cols / (ctas * t * 4) <= 16;
+  };
   if (const int64_t c = o.row_cluster, ct = o.row_cluster_threads;
-      c > 1 && t.arch == "sm_90" && !o.online_softmax && cols % (c * ct * 4) == 0 &&
-      cols / (c * ct) <= o.row_register_elements) {
-    return SoftmaxClusterCuda(s, c, ct, cols / (c * ct));
+      c > 1 && c <= t.max_cluster_ctas && fits(c, ct)) {
+    return SoftmaxRowInRegistersCuda(s, c, ct, cols / (c * ct));
   }
   const int64_t threads = ThreadsFor(cols, o.row_threads);
+  if (o.row_in_registers && fits(1, threads)) {
+    return SoftmaxRowInRegistersCuda(s, 1, threads, cols / threads);
+  }
   const int64_t vec = cols % (threads * 4) == 0 ? 4 : 1;
   TESSEL_ASSIGN_OR_RETURN(auto js, s->Split(yl[1], {-1, threads, vec}));
   LoopRV row = yl[0];
@@ -308,38 +325,12 @@ absl::Status SoftmaxCuda(Schedule* s, const Target& t, const TemplateOptions& o)
     TESSEL_ASSIGN_OR_RETURN(auto sum, s->GetBlock("row_sum"));
     TESSEL_RETURN_IF_ERROR(s->FuseOnlineMax(sum));
   }
-  // The row in registers: X read once, as col = j * threads * vec + t * vec + v by every pass
-  // (the reductions' loads in flight are the thread's whole share).
-  const int64_t per_thread = cols / threads;
-  const bool in_registers = o.row_in_registers && !o.online_softmax && vec == 4 &&
-                            per_thread <= o.row_register_elements && s->LoopExtent(js[0]) <= 16;
   for (const char* name : {"row_sum", "row_max"}) {  // consumers first
     if (o.online_softmax && std::string(name) == "row_max") break;
     TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
     TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
     TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, row));
-    TESSEL_RETURN_IF_ERROR(
-        CrossThreadReduce(s, b, threads, false, in_registers ? per_thread / vec : o.reduce_unroll));
-  }
-  if (in_registers) {
-    // The copy's axis split the same way keeps t an axis of its own, which lowering drops (each
-    // thread holds its j x v elements), and every pass reads the same elements in the same
-    // thread.
-    std::vector<BlockRV> readers;
-    for (const Stage& st : s->stages()) {
-      if (!st.inlined() && !CollectLoads(st.body, s->workload().Find("X")->buffer.get()).empty()) {
-        TESSEL_ASSIGN_OR_RETURN(auto r, s->GetBlock(st.name));
-        readers.push_back(r);
-      }
-    }
-    TESSEL_ASSIGN_OR_RETURN(auto xl, s->CacheRead("X", "local", readers));
-    TESSEL_RETURN_IF_ERROR(s->SplitBufferAxis(xl, 1, {-1, threads, vec}));
-    TESSEL_RETURN_IF_ERROR(s->ComputeAt(xl, row));
-    TESSEL_ASSIGN_OR_RETURN(auto xloops, s->GetLoops(xl));
-    // Loops: row (extent 1), j, t, v.
-    TESSEL_RETURN_IF_ERROR(s->Unroll(xloops[1]));
-    TESSEL_RETURN_IF_ERROR(s->Bind(xloops[2], "threadIdx.x"));
-    if (vec > 1) TESSEL_RETURN_IF_ERROR(s->Vectorize(xloops[3]));
+    TESSEL_RETURN_IF_ERROR(CrossThreadReduce(s, b, threads, false, o.reduce_unroll));
   }
   return absl::OkStatus();
 }

@@ -408,11 +408,13 @@ TEST(CodegenCuda, LocalArraysKeepScalarAccessesInVectorizedLoops) {
                                          ForKind::kVectorized)})));
   GeneratedSource src = Generate(OneKernel(
       "vlocal", {{a, BufferRole::kInput}, {c, BufferRole::kOutput}}, {1, 1, 1}, {128, 1, 1}, body));
-  EXPECT_TRUE(Contains(src.code, "// vectorized v: 1 x 4-lane loads, stored lane by lane to "
-                                 "registers"))
+  EXPECT_TRUE(Contains(src.code,
+                       "// vectorized v: 1 x 4-lane loads, stored lane by lane to "
+                       "registers"))
       << src.code;
-  EXPECT_TRUE(Contains(src.code, "const float4 tessel_vec = *reinterpret_cast<const "
-                                 "float4*>(&A[tx * 4]);"))
+  EXPECT_TRUE(Contains(src.code,
+                       "const float4 tessel_vec = *reinterpret_cast<const "
+                       "float4*>(&A[tx * 4]);"))
       << src.code;
   EXPECT_TRUE(Contains(src.code, "r[3] = tessel_vec.w * 2.0f;")) << src.code;
   EXPECT_TRUE(Contains(src.code, "*reinterpret_cast<float4*>(&C[tx * 4]) = make_float4("))
