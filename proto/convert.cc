@@ -52,6 +52,7 @@ void ToProto(const schedules::GeneratedSource& in, Source* out) {
     for (int64_t g : k.launch.grid) l->add_grid(g);
     for (int64_t b : k.launch.block) l->add_block(b);
     l->set_dynamic_shared_bytes(k.launch.dynamic_shared_bytes);
+    l->set_cooperative(k.launch.cooperative);
     for (int p : k.params) pk->add_params(p);
   }
   for (const schedules::ProgramBuffer& pb : in.buffers) {
@@ -120,6 +121,7 @@ absl::StatusOr<schedules::GeneratedSource> FromProto(const Source& in) {
         ks.launch.block[d] = l.block(d);
       }
       ks.launch.dynamic_shared_bytes = l.dynamic_shared_bytes();
+      ks.launch.cooperative = l.cooperative();
     }
     for (int p : k.params()) {
       if (p < 0 || p >= in.buffers_size()) {

@@ -9,8 +9,10 @@
 
 namespace tessel::proto {
 
-// Bumped on every incompatible change of the worker messages in tessel.proto.
-inline constexpr uint32_t kWorkerProtocolVersion = 1;
+// Bumped on every incompatible change of the worker messages in tessel.proto. 2: cooperative
+// kernels (LaunchConfig.cooperative), which a version-1 worker would launch without their grid
+// barrier's words.
+inline constexpr uint32_t kWorkerProtocolVersion = 2;
 
 // The server's check of a registering worker. OK when `worker_version` is ours; otherwise a
 // FailedPrecondition naming both versions, the worker and the fix.

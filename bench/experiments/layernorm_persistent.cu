@@ -184,7 +184,6 @@ __global__ void __launch_bounds__(T, (G + SMS_ASSUMED - 1) / SMS_ASSUMED)
   }
 }
 
-
 // ------------------------------------------------------------------ pipelined persistent kernel
 // Row r+1's slice is copied to shared memory with cp.async while row r's grid barrier waits and
 // row r is normalized from registers, so HBM is never idle at the barrier. With HINTS, weight and
@@ -268,17 +267,16 @@ __global__ void __launch_bounds__(T, (G + SMS_ASSUMED - 1) / SMS_ASSUMED)
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       if constexpr (HINTS) {
-        st_hint(yr + j * T,
-                ln4(v[j], ld_hint(W + off + j * T, keep), ld_hint(B + off + j * T, keep), mean,
-                    rstd),
-                stream);
+        st_hint(
+            yr + j * T,
+            ln4(v[j], ld_hint(W + off + j * T, keep), ld_hint(B + off + j * T, keep), mean, rstd),
+            stream);
       } else {
         __stcs(yr + j * T, ln4(v[j], __ldg(W + off + j * T), __ldg(B + off + j * T), mean, rstd));
       }
     }
   }
 }
-
 
 // Weight slice in shared memory (loaded once), bias through L2 (evict_last, 16 MiB fits), X in
 // registers; the first PF of the V float4 of row r+1 are copied to shared memory with cp.async
@@ -291,8 +289,8 @@ __global__ void __launch_bounds__(T, (G + SMS_ASSUMED - 1) / SMS_ASSUMED)
   constexpr int V = E / 4;
   constexpr int SLICE = COLS / G;
   extern __shared__ float4 dyn[];
-  float4* ws = dyn;           // V*T float4: this CTA's weight slice
-  float4* pf = dyn + V * T;   // PF*T float4: prefetched part of the next row
+  float4* ws = dyn;          // V*T float4: this CTA's weight slice
+  float4* pf = dyn + V * T;  // PF*T float4: prefetched part of the next row
   __shared__ float sh[33];
   const size_t off = (size_t)blockIdx.x * (SLICE / 4) + threadIdx.x;
   const uint64_t keep = l2_policy_last(), stream = l2_policy_first();
@@ -341,7 +339,6 @@ __global__ void __launch_bounds__(T, (G + SMS_ASSUMED - 1) / SMS_ASSUMED)
     }
   }
 }
-
 
 // ln_wsmem<.., 0> with the row's critical path shortened: one Chan (mean, M2) reduction of
 // equal-count groups (one block barrier, not four), an acquire-polling grid barrier run by warp 0,
@@ -431,7 +428,10 @@ __global__ void __launch_bounds__(T, (G + SMS_ASSUMED - 1) / SMS_ASSUMED)
         } else {
           unsigned cur;
           do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(cur) : "l"(bar + 1) : "memory");
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
+                         : "=r"(cur)
+                         : "l"(bar + 1)
+                         : "memory");
           } while (cur == gen);
         }
       }
@@ -564,7 +564,8 @@ static float time_median(F launch) {
   std::vector<float> t;
   for (int i = 0; i < ITERS; ++i) {
     CK(cudaMemsetAsync(dFlush, i & 0xff, FLUSH_BYTES, 0));
-    if (g_reset_persisting) CK(cudaCtxResetPersistingL2Cache());  // no persisting lines carried over
+    if (g_reset_persisting)
+      CK(cudaCtxResetPersistingL2Cache());  // no persisting lines carried over
     CK(cudaEventRecord(ev0, 0));
     launch();
     CK(cudaEventRecord(ev1, 0));
@@ -681,7 +682,8 @@ template <int G, int T, int E, int PF, bool FAST = false, bool CHAN = true, bool
 static void run_wsmem() {
   char name[80];
   snprintf(name, sizeof name, "%s<%d,%d,%d>%s%s%s%s", FAST ? "fast" : "wsmem", G, T, E,
-           CHAN ? "" : "-chan", ACQ ? "" : "-acq", WARPCOMB ? "" : "-warpcomb", HINTS ? "" : "-hints");
+           CHAN ? "" : "-chan", ACQ ? "" : "-acq", WARPCOMB ? "" : "-warpcomb",
+           HINTS ? "" : "-hints");
   auto k = FAST ? ln_fast<G, T, E, CHAN, ACQ, WARPCOMB, HINTS> : ln_wsmem<G, T, E, PF>;
   const int smem = (E / 4 + PF) * T * 16;
   CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -773,8 +775,8 @@ int main() {
     CK(cudaMalloc(&a, (size_t)1 << 30));
     CK(cudaMalloc(&b, (size_t)1 << 30));
     CK(cudaMemset(a, 1, (size_t)1 << 30));
-    const float ms =
-        time_median([&] { CK(cudaMemcpyAsync(b, a, (size_t)1 << 30, cudaMemcpyDeviceToDevice, 0)); });
+    const float ms = time_median(
+        [&] { CK(cudaMemcpyAsync(b, a, (size_t)1 << 30, cudaMemcpyDeviceToDevice, 0)); });
     printf("copy (D2D 1 GiB): %.3f ms = %.0f GB/s (256 MiB copy: %.0f GB/s)\n", ms,
            2.0 * (1 << 30) / (ms * 1e6), 2.0 * X_BYTES / (copyMs * 1e6));
     CK(cudaFree(a));

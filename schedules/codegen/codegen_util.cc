@@ -804,7 +804,7 @@ std::string CodeGenC::Print(const Expr& e, int* prec) {
     case ExprKind::kLoad: {
       if (auto it = load_override_.find(e.get()); it != load_override_.end()) return it->second;
       const auto& n = static_cast<const LoadNode&>(*e);
-      std::string s = StorageToCompute(n.dtype, Access(n.buffer, n.indices));
+      std::string s = StorageToCompute(n.dtype, LoadAccess(n));
       if (n.dtype == DType::kInt64 && !int64_indices_) s = "static_cast<int>(" + s + ")";
       return s;
     }
@@ -857,7 +857,7 @@ void CodeGenC::EmitStmt(const Stmt& s) {
       return;
     }
     case StmtKind::kBarrier:
-      EmitBarrier();
+      EmitBarrier(static_cast<const BarrierNode&>(*s).scope);
       return;
     case StmtKind::kAllReduce:
       EmitAllReduce(static_cast<const AllReduceNode&>(*s));
@@ -885,8 +885,7 @@ std::string CodeGenC::StoredValue(DType t, const Expr& value) {
 }
 
 void CodeGenC::EmitStore(const StoreNode& n) {
-  const std::string lhs = Access(n.buffer, n.indices);
-  Line(lhs + " = " + StoredValue(n.buffer->dtype, n.value) + ";");
+  Line(StoreStatement(n, Access(n.buffer, n.indices), StoredValue(n.buffer->dtype, n.value)));
 }
 
 std::string CodeGenC::AnnotationComment(const ForNode& n) {

@@ -159,6 +159,13 @@ class CodeGenC {
   std::string Operand(const Expr& e, int min_prec);
   // "name[flat]" of an element, in storage type.
   std::string Access(const BufferPtr& buffer, const std::vector<Expr>& indices);
+  // How a scalar load reads its element (default: Access), and the statement of a scalar store
+  // of `value` (default: `access = value;`).
+  virtual std::string LoadAccess(const LoadNode& n) { return Access(n.buffer, n.indices); }
+  virtual std::string StoreStatement(const StoreNode& n, const std::string& access,
+                                     const std::string& value) {
+    return access + " = " + value + ";";
+  }
   bool NonNegative(const Expr& e) const;
 
   // ---- Names.
@@ -172,7 +179,7 @@ class CodeGenC {
   void EmitStmt(const Stmt& s);
   virtual void EmitFor(const ForNode& n) = 0;
   virtual void EmitAllocate(const AllocateNode& n) = 0;
-  virtual void EmitBarrier() = 0;
+  virtual void EmitBarrier(BarrierScope scope) = 0;
   virtual void EmitAllReduce(const AllReduceNode& n) = 0;
   // A plain C for loop over n.var, preceded by `pragmas` lines.
   void EmitLoop(const ForNode& n, const std::vector<std::string>& pragmas,

@@ -218,7 +218,32 @@ class CudaCodeGen final : public CodeGenC {
 
   void EmitFor(const ForNode& n) override;
   void EmitAllocate(const AllocateNode& n) override;
-  void EmitBarrier() override { Line("__syncthreads();"); }
+  void EmitBarrier(BarrierScope scope) override;
+  // Other blocks' writes (a cooperative kernel's written global buffers) are read from L2 (L1 is
+  // not coherent across SMs); streamed buffers (Kernel::stream_loads / stream_stores) are read
+  // and written with evict-first hints.
+  std::string LoadAccess(const LoadNode& n) override {
+    const std::string a = Access(n.buffer, n.indices);
+    const char* f = LoadIntrinsic(n.buffer.get());
+    return f != nullptr ? absl::StrCat(f, "(&", a, ")") : a;
+  }
+  std::string StoreStatement(const StoreNode& n, const std::string& access,
+                             const std::string& value) override {
+    return stream_stores_.count(n.buffer.get())
+               ? absl::StrCat("__stcs(&", access, ", ", value, ");")
+               : absl::StrCat(access, " = ", value, ";");
+  }
+  // __ldcg, __ldcs, or nullptr for a plain load of buffer `b`.
+  const char* LoadIntrinsic(const Buffer* b) const {
+    if (cross_block_.count(b)) return "__ldcg";
+    if (stream_loads_.count(b)) return "__ldcs";
+    return nullptr;
+  }
+  // A vector load from `ptr` (a `const vec*` expression) of buffer `b`.
+  std::string VectorLoad(const Buffer* b, const std::string& ptr) const {
+    const char* f = LoadIntrinsic(b);
+    return f != nullptr ? absl::StrCat(f, "(", ptr, ")") : absl::StrCat("*", ptr);
+  }
   void EmitAllReduce(const AllReduceNode& n) override;
   // An AllReduce over cluster.x: one value a CTA, combined through distributed shared memory.
   void EmitClusterAllReduce(const AllReduceNode& n);
@@ -285,7 +310,62 @@ class CudaCodeGen final : public CodeGenC {
   // AllReduce scratch array name by compute type.
   std::map<std::string, std::string> red_scratch_;
   std::map<std::string, std::string> cluster_scratch_;  // per type: a CTA's slot (cluster.x)
+  // Cooperative kernel: global buffers it writes, which other blocks read after grid barriers.
+  std::unordered_set<const Buffer*> cross_block_;
+  std::unordered_set<const Buffer*> stream_loads_, stream_stores_;  // of the current kernel
+  bool uses_grid_barrier_ = false;  // some kernel: emit the barrier function
 };
+
+namespace {
+
+// The grid barrier of cooperative kernels, over `sync` (LaunchConfig::cooperative): thread 0 of
+// each block reads the generation, arrives on the counter (acquire-release), and either is the
+// last (resets the counter, then releases the next generation) or polls the generation with
+// acquire loads. The block barriers on both sides order the block's other threads. Word 0 is
+// back at zero after every barrier, so the pair needs zeroing only once.
+std::string GridBarrierFunction() {
+  return R"(__device__ __forceinline__ void tessel_grid_barrier(unsigned int* sync,
+                                                    unsigned int blocks) {
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+    unsigned int gen, old;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(gen) : "l"(sync + 1) : "memory");
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(sync)
+                 : "memory");
+    if (old == blocks - 1) {
+      asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(sync) : "memory");
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(sync + 1) : "memory");
+    } else {
+      unsigned int cur;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(cur) : "l"(sync + 1)
+                     : "memory");
+      } while (cur == gen);
+    }
+  }
+  __syncthreads();
+}
+)";
+}
+
+}  // namespace
+
+void CudaCodeGen::EmitBarrier(BarrierScope scope) {
+  if (scope == BarrierScope::kBlock) {
+    Line("__syncthreads();");
+    return;
+  }
+  if (!kernel_->launch.cooperative) {
+    Fail(absl::InvalidArgumentError(
+        WithKernel("has a grid barrier but is not launched cooperatively; set "
+                   "LaunchConfig::cooperative (lowering does when a stage writes across blocks)")));
+    return;
+  }
+  uses_grid_barrier_ = true;
+  const int64_t blocks =
+      kernel_->launch.grid[0] * kernel_->launch.grid[1] * kernel_->launch.grid[2];
+  Line(absl::StrCat("tessel_grid_barrier(tessel_grid_sync, ", blocks, "u);"));
+}
 
 absl::StatusOr<GeneratedSource> CudaCodeGen::Generate() {
   if (!target_.is_cuda()) {
@@ -323,6 +403,7 @@ absl::StatusOr<GeneratedSource> CudaCodeGen::Generate() {
   }
   if (uses_f16_) absl::StrAppend(&code, "\n#include <cuda_fp16.h>\n");
   if (uses_bf16_) absl::StrAppend(&code, uses_f16_ ? "" : "\n", "#include <cuda_bf16.h>\n");
+  if (uses_grid_barrier_) absl::StrAppend(&code, "\n", GridBarrierFunction());
   if (uses_floordiv_ || uses_float_floormod_) {
     absl::StrAppend(&code, "\n",
                     codegen::FloorDivHelpers("__device__ __forceinline__", uses_floordiv_,
@@ -482,6 +563,16 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
   // Buffers the kernel writes (stores, and operands of intrinsic calls, conservatively).
   std::unordered_set<const Buffer*> written;
   codegen::CollectWrittenBuffers(k.body, &written);
+  stream_loads_.clear();
+  stream_stores_.clear();
+  for (const BufferPtr& b : k.stream_loads) stream_loads_.insert(b.get());
+  for (const BufferPtr& b : k.stream_stores) stream_stores_.insert(b.get());
+  cross_block_.clear();
+  if (k.launch.cooperative) {
+    for (const Buffer* b : written) {
+      if (b->scope == MemScope::kGlobal) cross_block_.insert(b);
+    }
+  }
 
   std::vector<std::string> params;
   std::vector<std::string> aligned;  // alignment hints, one per parameter
@@ -508,6 +599,7 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
                                      name, ", 16));"));
     }
   }
+  if (k.launch.cooperative) params.push_back("unsigned int* __restrict__ tessel_grid_sync");
   if (absl::Status st = PlanShared(k); !st.ok()) return st;
   // The kernel's own dynamic shared memory, or the occupancy limit's padding (lowering), if more.
   ks->launch.dynamic_shared_bytes =
@@ -741,14 +833,22 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
   auto element = [&](const BufferPtr& b, const std::vector<Expr>& idx, int64_t offset) {
     return ElementAddress(b, idx, v, n.min, offset);
   };
+  const bool stream = stream_stores_.count(store->buffer.get()) > 0;
   for (int64_t chunk = 0; chunk < width / lanes; ++chunk) {
     const int64_t first = chunk * lanes;
-    const std::string dst = absl::StrCat("*reinterpret_cast<", store_vec.name, "*>(",
+    const std::string ptr = absl::StrCat("reinterpret_cast<", store_vec.name, "*>(",
                                          element(store->buffer, store->indices, first), ")");
+    // The store statement is open + value + close.
+    const std::string open =
+        stream ? absl::StrCat("__stcs(", ptr, ", ") : absl::StrCat("*", ptr, " = ");
+    const std::string close = stream ? ");" : ";";
     if (plain_copy) {
       const LoadNode& l = *loads[0].first;
-      Line(absl::StrCat(dst, " = *reinterpret_cast<const ", store_vec.name, "*>(",
-                        element(l.buffer, l.indices, first), ");"));
+      Line(absl::StrCat(
+          open,
+          VectorLoad(l.buffer.get(), absl::StrCat("reinterpret_cast<const ", store_vec.name, "*>(",
+                                                  element(l.buffer, l.indices, first), ")")),
+          close));
       continue;
     }
     // Temporaries get a scope of their own.
@@ -765,14 +865,15 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
     }
     ClearLaneOverrides(v, loads);
     if (store_vec.natural) {
-      const std::string make = absl::StrCat(dst, " = make_", store_vec.name, "(");
+      const std::string make = absl::StrCat(open, "make_", store_vec.name, "(");
       const std::string joined = absl::StrJoin(lanes_out, ", ");
-      if (make.size() + joined.size() + 2 + 2 * indent() <= 100) {
-        Line(absl::StrCat(make, joined, ");"));
+      if (make.size() + joined.size() + close.size() + 1 + 2 * indent() <= 100) {
+        Line(absl::StrCat(make, joined, ")", close));
       } else {  // one lane per line
         Line(make);
         for (size_t k = 0; k < lanes_out.size(); ++k) {
-          Line(absl::StrCat("    ", lanes_out[k], k + 1 < lanes_out.size() ? "," : ");"));
+          Line(absl::StrCat("    ", lanes_out[k],
+                            k + 1 < lanes_out.size() ? "," : absl::StrCat(")", close)));
         }
       }
     } else {
@@ -781,7 +882,7 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
       for (int64_t k = 0; k < lanes; ++k) {
         Line(absl::StrCat(tmp, "[", k, "] = ", lanes_out[k], ";"));
       }
-      Line(absl::StrCat(dst, " = *reinterpret_cast<const ", store_vec.name, "*>(", tmp, ");"));
+      Line(absl::StrCat(open, "*reinterpret_cast<const ", store_vec.name, "*>(", tmp, ")", close));
     }
     if (scoped) CloseBlock();
   }
@@ -888,8 +989,9 @@ std::vector<std::vector<std::string>> CudaCodeGen::EmitLaneLoads(
     const LoadNode& l = *loads[i].first;
     const VecType vec = *CudaVecType(l.dtype, lanes);
     const std::string tmp = names_.Temp("vec");
-    const std::string src = absl::StrCat("*reinterpret_cast<const ", vec.name, "*>(",
-                                         ElementAddress(l.buffer, l.indices, v, min, first), ")");
+    const std::string src = VectorLoad(
+        l.buffer.get(), absl::StrCat("reinterpret_cast<const ", vec.name, "*>(",
+                                     ElementAddress(l.buffer, l.indices, v, min, first), ")"));
     if (vec.natural) {
       Line(absl::StrCat("const ", vec.name, " ", tmp, " = ", src, ";"));
       for (int64_t k = 0; k < lanes; ++k) lane_values[i].push_back(tmp + "." + kLaneNames[k]);

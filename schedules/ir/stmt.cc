@@ -90,7 +90,7 @@ Stmt MakeSeq(std::vector<Stmt> stmts) {
 Stmt MakeLet(VarPtr var, Expr value, Stmt body) {
   return std::make_shared<LetStmtNode>(std::move(var), std::move(value), std::move(body));
 }
-Stmt MakeBarrier() { return std::make_shared<BarrierNode>(); }
+Stmt MakeBarrier(BarrierScope scope) { return std::make_shared<BarrierNode>(scope); }
 Stmt MakeAllReduce(ReduceOp op, Expr value, BufferPtr result, ThreadTag thread, int64_t extent) {
   return std::make_shared<AllReduceNode>(op, std::move(value), std::move(result), thread, extent);
 }
@@ -162,7 +162,9 @@ void Print(std::ostream& os, const Stmt& s, int indent) {
       return;
     }
     case StmtKind::kBarrier:
-      os << pad << "barrier\n";
+      os << pad
+         << (static_cast<const BarrierNode&>(*s).scope == BarrierScope::kGrid ? "grid_barrier\n"
+                                                                              : "barrier\n");
       return;
     case StmtKind::kAllReduce: {
       const auto& n = static_cast<const AllReduceNode&>(*s);

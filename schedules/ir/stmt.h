@@ -139,10 +139,16 @@ struct LetStmtNode final : StmtNode {
   const Stmt body;
 };
 
-// A barrier among the threads of a block (__syncthreads); a no-op on the host.
+// Who waits at a barrier: the threads of a block (__syncthreads), or every thread of the grid
+// (a software grid barrier; the kernel is then launched cooperatively, LaunchConfig::cooperative).
+enum class BarrierScope : uint8_t { kBlock, kGrid };
+
+// A barrier; a no-op on the host. A grid barrier also orders global memory: what any block wrote
+// before it, every block reads after it.
 struct BarrierNode final : StmtNode {
   static constexpr StmtKind kKind = StmtKind::kBarrier;
-  BarrierNode() : StmtNode(kKind) {}
+  explicit BarrierNode(BarrierScope s) : StmtNode(kKind), scope(s) {}
+  const BarrierScope scope;
 };
 
 // Combines `value` across the `extent` threads of axis `thread` (each group of threads that share
@@ -173,7 +179,7 @@ Stmt MakeAllocate(BufferPtr buffer, Stmt body);
 Stmt MakeIf(Expr cond, Stmt then_case, Stmt else_case = nullptr);  // folds constant conditions
 Stmt MakeSeq(std::vector<Stmt> stmts);  // flattens nested sequences, drops nulls
 Stmt MakeLet(VarPtr var, Expr value, Stmt body);
-Stmt MakeBarrier();
+Stmt MakeBarrier(BarrierScope scope = BarrierScope::kBlock);
 Stmt MakeAllReduce(ReduceOp op, Expr value, BufferPtr result, ThreadTag thread, int64_t extent);
 Stmt MakeEvaluate(Expr value);
 

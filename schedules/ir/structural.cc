@@ -139,7 +139,8 @@ class EqualChecker {
                Equal(x.body, y.body);
       }
       case StmtKind::kBarrier:
-        return true;
+        return static_cast<const BarrierNode&>(*a).scope ==
+               static_cast<const BarrierNode&>(*b).scope;
       case StmtKind::kAllReduce: {
         const auto& x = static_cast<const AllReduceNode&>(*a);
         const auto& y = static_cast<const AllReduceNode&>(*b);
@@ -300,6 +301,8 @@ class Hasher {
         return;
       }
       case StmtKind::kBarrier:
+        // Block barriers hash as before grid barriers existed.
+        if (static_cast<const BarrierNode&>(*s).scope == BarrierScope::kGrid) Str("grid");
         return;
       case StmtKind::kAllReduce: {
         const auto& n = static_cast<const AllReduceNode&>(*s);

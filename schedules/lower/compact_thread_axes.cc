@@ -9,6 +9,9 @@ namespace tessel::schedules {
 
 namespace {
 
+// Bindings that are fixed for a thread: its thread indices, its rank in a cluster, its block.
+bool FixedForThread(ThreadTag t) { return IsPerThreadTag(t) || IsBlockTag(t); }
+
 // A local buffer and, per axis, the per-thread binding that indexes it at every access seen so
 // far (kNone before the first access), or kRuledOut once some access rules it out.
 constexpr ThreadTag kRuledOut = ThreadTag::kVThread;
@@ -21,7 +24,7 @@ class Scan {
  public:
   void Run(const Stmt& s) {
     if (!s) return;
-    if (const auto* f = As<ForNode>(s); f && IsPerThreadTag(f->thread)) {
+    if (const auto* f = As<ForNode>(s); f && FixedForThread(f->thread)) {
       thread_vars_[f->var.get()] = f->thread;
     }
     if (const auto* a = As<AllocateNode>(s);
@@ -46,7 +49,7 @@ class Scan {
       std::vector<size_t> keep;
       std::vector<int64_t> shape;
       for (size_t d = 0; d < tags.size(); ++d) {
-        const bool drop = IsPerThreadTag(tags[d]) && b->shape[d] > 1;
+        const bool drop = FixedForThread(tags[d]) && b->shape[d] > 1;
         if (!drop) {
           keep.push_back(d);
           shape.push_back(b->shape[d]);

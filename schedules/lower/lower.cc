@@ -1,6 +1,7 @@
 #include "schedules/lower/lower.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -76,6 +77,12 @@ class BufferCollector : public StmtMutator {
   }
 };
 
+void VisitStmts(const Stmt& s, const std::function<void(const Stmt&)>& f) {
+  if (!s) return;
+  f(s);
+  for (const Stmt& c : ChildStmts(s)) VisitStmts(c, f);
+}
+
 class Lowerer {
  public:
   // `wide_accumulation`: float reductions whose reduction loops are innermost accumulate in a
@@ -92,6 +99,13 @@ class Lowerer {
     bounds_ = std::move(*bounds);
     if (absl::Status st = Check(); !st.ok()) return st;
     if (absl::Status st = RealizeBuffers(); !st.ok()) return st;
+    for (const Stage& s : stages_) {
+      for (int leaf : s.leaves) {
+        if (IsBlockTag(s.iters[leaf].thread)) {
+          block_vars_[s.iters[leaf].var.get()] = s.iters[leaf].thread;
+        }
+      }
+    }
     // Loop variables range over their extents, thread indices over the kernel's block size
     // (a stage may use fewer threads than the kernel launches).
     for (size_t i = 0; i < stages_.size(); ++i) {
@@ -153,6 +167,7 @@ class Lowerer {
       // A local cache computed outside its readers' threadIdx loops holds one thread's share
       // (compact_thread_axes.h).
       k.body = InjectVirtualThreads(CompactThreadAxes(analyzer_.Simplify(*body)));
+      if (target_.is_cuda()) StreamingBuffers(static_cast<int>(i), &k);
       BufferCollector bc;
       bc.Visit(k.body);
       for (const ProgramBuffer& b : p.buffers) {
@@ -196,7 +211,8 @@ class Lowerer {
   }
 
   absl::Status Check() {
-    for (const Stage& s : stages_) {
+    for (size_t si = 0; si < stages_.size(); ++si) {
+      const Stage& s = stages_[si];
       if (s.inlined() || !s.computed_by.empty()) continue;
       const bool attached = s.attach.kind == AttachPoint::Kind::kAt;
       if (!attached && s.buffer->scope != MemScope::kGlobal) {
@@ -218,10 +234,7 @@ class Lowerer {
               " parallel, which is for the host target; bind it to blockIdx/threadIdx instead"));
         }
         if (attached && IsBlockTag(iv.thread)) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("stage ", s.name, " binds loop ", iv.var->name, " to ",
-                           ThreadTagName(iv.thread), " but is attached inside stage ",
-                           s.attach.stage, "; only a kernel's root stage can bind blocks"));
+          if (absl::Status st = CheckGridLoop(static_cast<int>(si), iv); !st.ok()) return st;
         }
       }
       if (s.reduce && s.init_at < 0) {
@@ -253,6 +266,118 @@ class Lowerer {
       }
     }
     return absl::OkStatus();
+  }
+
+  // An attached stage's loop bound to a block index splits that stage's work over the kernel's
+  // blocks, each block taking its own iteration: the kernel root binds the same index with the
+  // same extent (bind refuses reduction loops). A global stage's results are read by every block
+  // after a grid barrier; a local one's block axis is per thread anyway and is compacted away
+  // (compact_thread_axes.h).
+  absl::Status CheckGridLoop(int si, const IterVar& iv) const {
+    const Stage& s = stages_[si];
+    const Stage& root = stages_[KernelRootIndex(stages_, si)];
+    const std::string what =
+        absl::StrCat("stage ", s.name, " binds loop ", iv.var->name, " (extent ", iv.extent,
+                     ") to ", ThreadTagName(iv.thread), " inside stage ", root.name);
+    int64_t root_extent = 0;
+    bool cluster = false;
+    for (int leaf : root.leaves) {
+      if (root.iters[leaf].thread == iv.thread) root_extent = root.iters[leaf].extent;
+    }
+    for (int i : KernelStages(KernelRootIndex(stages_, si))) {
+      for (int leaf : stages_[i].leaves) {
+        cluster |= stages_[i].iters[leaf].thread == ThreadTag::kClusterX;
+      }
+    }
+    if (root_extent != iv.extent) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ", whose ",
+          root_extent == 0 ? absl::StrCat("loops bind no ", ThreadTagName(iv.thread))
+                           : absl::StrCat(ThreadTagName(iv.thread), " has extent ", root_extent),
+          "; an attached stage may bind a block index only to split its work over the kernel's "
+          "blocks: bind a loop of ",
+          root.name, " to it with the same extent"));
+    }
+    if (s.buffer->scope == MemScope::kShared) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ", but ", s.name,
+          " is in shared memory, of which each block has its own: the other blocks' parts would "
+          "stay unwritten; use local or global memory"));
+    }
+    if (cluster && s.buffer->scope == MemScope::kGlobal) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what,
+                       ", which needs a grid barrier, and the kernel uses thread-block "
+                       "clusters; the two do not combine"));
+    }
+    return absl::OkStatus();
+  }
+
+  // The stream_loads / stream_stores annotations of the kernel's stages: the global buffers a
+  // stage reads, or the one it writes, are accessed with evict-first cache hints.
+  void StreamingBuffers(int root, Kernel* k) const {
+    auto add = [](std::vector<BufferPtr>* v, const BufferPtr& b) {
+      if (b->scope == MemScope::kGlobal && std::find(v->begin(), v->end(), b) == v->end()) {
+        v->push_back(b);
+      }
+    };
+    for (int i : KernelStages(root)) {
+      const Stage& s = stages_[i];
+      auto on = [&](const char* key) {
+        auto it = s.annotations.find(key);
+        return it != s.annotations.end() && it->second > 0;
+      };
+      if (on("stream_stores")) add(&k->stream_stores, s.buffer);
+      if (on("stream_loads")) {
+        for (const LoadNode* l : CollectLoads(s.body)) add(&k->stream_loads, l->buffer);
+      }
+    }
+  }
+
+  // Whether stage `si` is attached and writes global memory from loops bound to block indices:
+  // what it writes, other blocks read, after a grid barrier.
+  bool WritesAcrossBlocks(int si) const {
+    const Stage& s = stages_[si];
+    if (s.attach.kind != AttachPoint::Kind::kAt || s.buffer->scope != MemScope::kGlobal) {
+      return false;
+    }
+    return std::any_of(s.leaves.begin(), s.leaves.end(),
+                       [&](int leaf) { return IsBlockTag(s.iters[leaf].thread); });
+  }
+
+  // Whether `reader` reads what `writer` writes to `buffer` only at its own block: some axis of the
+  // buffer is indexed at every store in `writer` and every load in `reader` by a variable bound to
+  // one block index (so a block barrier orders them).
+  bool SameBlockOnly(const Stmt& writer, const Stmt& reader, const Buffer* buffer) const {
+    std::vector<std::vector<Expr>> accesses;
+    VisitStmts(writer, [&](const Stmt& s) {
+      if (const auto* st = As<StoreNode>(s); st && st->buffer.get() == buffer) {
+        accesses.push_back(st->indices);
+      }
+    });
+    if (accesses.empty()) return false;
+    const size_t stores = accesses.size();
+    VisitStmts(reader, [&](const Stmt& s) {
+      for (const Expr& e : OwnExprs(s)) {
+        for (const LoadNode* l : CollectLoads(e, buffer)) accesses.push_back(l->indices);
+      }
+    });
+    if (accesses.size() == stores) return false;
+    for (size_t d = 0; d < accesses[0].size(); ++d) {
+      std::optional<ThreadTag> tag;
+      bool all = true;
+      for (const std::vector<Expr>& idx : accesses) {
+        const auto* v = d < idx.size() ? As<VarNode>(idx[d]) : nullptr;
+        auto it = v ? block_vars_.find(v) : block_vars_.end();
+        if (it == block_vars_.end() || (tag && *tag != it->second)) {
+          all = false;
+          break;
+        }
+        tag = it->second;
+      }
+      if (all) return true;
+    }
+    return false;
   }
 
   absl::Status RealizeBuffers() {
@@ -307,6 +432,7 @@ class Lowerer {
     LaunchConfig l;
     for (int i : KernelStages(root)) {
       const Stage& s = stages_[i];
+      l.cooperative |= WritesAcrossBlocks(i);
       for (int leaf : s.leaves) {
         const IterVar& iv = s.iters[leaf];
         const int64_t e = iv.extent;
@@ -564,6 +690,7 @@ class Lowerer {
         Stmt nest;
         const Stage* stage;
         bool shared;
+        bool grid;  // written by several blocks, read by all: a grid barrier follows
       };
       std::vector<Producer> producers;
       for (size_t ai = 0; ai < stages_.size(); ++ai) {
@@ -586,7 +713,7 @@ class Lowerer {
         if (a.attach.reverse) {
           after.push_back(*nest);
         } else {
-          producers.push_back({*nest, &a, shared});
+          producers.push_back({*nest, &a, shared, WritesAcrossBlocks(static_cast<int>(ai))});
         }
       }
       if (std::none_of(producers.begin(), producers.end(),
@@ -608,26 +735,50 @@ class Lowerer {
             }
           }
         }
+        // A global producer written across blocks is followed by a grid barrier instead (which
+        // also synchronizes the block). Its buffer is the whole tensor, so one iteration's
+        // writes never overwrite what another's readers still read: no grid barrier before.
         if (RunsRepeatedly(si, iter)) before.push_back(MakeBarrier());
+        auto barrier = [](bool grid) {
+          return MakeBarrier(grid ? BarrierScope::kGrid : BarrierScope::kBlock);
+        };
         if (!feeds_shared) {
+          bool grid = false;
           for (const Producer& x : producers) {
             if (x.shared) before.push_back(x.nest);
+            grid |= x.grid;
           }
-          before.push_back(MakeBarrier());
+          before.push_back(barrier(grid));
           for (const Producer& x : producers) {
             if (!x.shared) before.push_back(x.nest);
           }
         } else {
-          bool pending = false;  // a shared producer since the last barrier
+          // Each producer keeps its place. A barrier goes before a producer that reads what a
+          // shared producer since the last barrier wrote, and before any non-shared producer
+          // after one; it is a grid barrier when the producer reads, at other blocks' indices,
+          // what was written across blocks since the last grid barrier.
+          std::vector<const Producer*> since_barrier, since_grid_barrier;
+          auto reads = [](const Producer& r, const Producer& w) {
+            return !CollectLoads(r.stage->body, w.stage->buffer.get()).empty();
+          };
           for (const Producer& x : producers) {
-            if (!x.shared && pending) {
-              before.push_back(MakeBarrier());
-              pending = false;
+            bool grid = false, block = false;
+            for (const Producer* w : since_grid_barrier) {
+              grid |= reads(x, *w) && !SameBlockOnly(w->nest, x.nest, w->stage->buffer.get());
+            }
+            for (const Producer* w : since_barrier) block |= !x.shared || reads(x, *w);
+            if (grid || block) {
+              before.push_back(barrier(grid));
+              since_barrier.clear();
+              if (grid) since_grid_barrier.clear();
             }
             before.push_back(x.nest);
-            pending |= x.shared;
+            if (x.shared) since_barrier.push_back(&x);
+            if (x.grid) since_grid_barrier.push_back(&x);
           }
-          if (pending) before.push_back(MakeBarrier());
+          if (!since_grid_barrier.empty() || !since_barrier.empty()) {
+            before.push_back(barrier(!since_grid_barrier.empty()));
+          }
         }
       }
       if (!before.empty() || !after.empty()) {
@@ -735,6 +886,8 @@ class Lowerer {
   std::vector<StageBound> bounds_;
   std::unordered_map<const Buffer*, Realized> realized_;
   Analyzer analyzer_;
+  // Loop variables bound to block indices, with their binding.
+  std::unordered_map<const VarNode*, ThreadTag> block_vars_;
   LaunchConfig launch_;                 // of the kernel being built
   std::vector<LaunchConfig> launches_;  // per root stage
   const bool wide_;

@@ -21,6 +21,12 @@ struct LaunchConfig {
   int64_t dynamic_shared_bytes = 0;
   // CTAs per thread-block cluster along x (1: no cluster). grid[0] counts CTAs, a multiple of it.
   int64_t cluster = 1;
+  // The kernel synchronizes its whole grid (a grid barrier, for a loop bound to blockIdx inside an
+  // attached stage): every block must be resident at once, so it is launched cooperatively, and
+  // it takes one more parameter after its buffers, `unsigned int* tessel_grid_sync`: two words,
+  // zero before the first launch, that the barrier leaves with word 0 back at zero (word 1
+  // counts barriers). The runner owns that word pair.
+  bool cooperative = false;
   int64_t threads_per_block() const { return block[0] * block[1] * block[2]; }
 };
 
@@ -30,6 +36,10 @@ struct Kernel {
   LaunchConfig launch;
   // Global buffers the kernel touches, in Program::buffers order: its parameters.
   std::vector<BufferPtr> params;
+  // Global buffers whose loads, or stores, stream past the caches (evict first: read or written
+  // once, so they do not push out what is reused), from the stream_loads / stream_stores
+  // annotations of the kernel's stages.
+  std::vector<BufferPtr> stream_loads, stream_stores;
 };
 
 enum class BufferRole : uint8_t { kInput, kOutput, kWorkspace };

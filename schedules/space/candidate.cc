@@ -116,6 +116,7 @@ json CandidateToJson(const Candidate& c, const std::string& source_file) {
                        {"block", k.launch.block},
                        {"dynamic_shared_bytes", k.launch.dynamic_shared_bytes},
                        {"params", k.params}});
+    if (k.launch.cooperative) kernels.back()["cooperative"] = true;  // a grid-synchronized kernel
   }
   j["kernels"] = kernels;
   json buffers = json::array();
@@ -261,6 +262,7 @@ absl::StatusOr<CandidateFile> ReadCandidateFile(const std::string& path) {
     TESSEL_RETURN_IF_ERROR(dims("grid", &ks.launch.grid));
     TESSEL_RETURN_IF_ERROR(dims("block", &ks.launch.block));
     ks.launch.dynamic_shared_bytes = k.value("dynamic_shared_bytes", int64_t{0});
+    ks.launch.cooperative = k.value("cooperative", false);
     if (!k.contains("params") || !k["params"].is_array()) {
       return Malformed(path, absl::StrCat("kernel ", ks.entry, ": \"params\" must be an array"));
     }

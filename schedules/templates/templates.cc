@@ -387,8 +387,102 @@ absl::Status CenteredStatsCuda(Schedule* s, int64_t chunk, const TemplateOptions
   return absl::OkStatus();
 }
 
-absl::Status LayernormCuda(Schedule* s, const TemplateOptions& o) {
+// Layernorm in one grid-synchronized kernel: `grid` blocks of `threads` threads, each taking a
+// slice of `per_thread` x `threads` columns of every row (float4s: column
+// ((b * per_thread/4 + e) * threads + t) * 4 + v of block b, thread t). The block's slice of
+// the weight is cached in shared memory once; for each row in turn its slice of X is cached in
+// registers (split_buffer_axis as {grid, per_thread/4, threads, 4}: the block and thread axes are
+// compacted away), the block's partial sum and centred squares (rfactor, center_partials) are
+// written across blocks, and after the grid barrier every block combines all partials.
+absl::Status LayernormGridCuda(Schedule* s, int64_t grid, int64_t threads, int64_t per_thread) {
+  const std::vector<int64_t> layout = {grid, per_thread / 4, threads, 4};
+  const int64_t slice = threads * per_thread;
+  // Spreads a slice's loops (block, e, thread, v) or (e, thread, v) over the kernel.
+  auto bind_slice = [&](std::vector<LoopRV> p) -> absl::Status {
+    if (p.size() == 4) {
+      TESSEL_RETURN_IF_ERROR(s->Bind(p[0], "blockIdx.x"));
+      p.erase(p.begin());
+    }
+    TESSEL_RETURN_IF_ERROR(s->Unroll(p[0]));
+    TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
+    return s->Vectorize(p[2]);
+  };
+  std::vector<BlockRV> rf;
+  for (const char* name : {"x_sum", "sq_sum"}) {
+    TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
+    TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(b));
+    TESSEL_ASSIGN_OR_RETURN(auto ks, s->Split(loops.back(), {-1, slice}));
+    TESSEL_ASSIGN_OR_RETURN(auto r, s->RFactor(ks[0]));
+    rf.push_back(r);
+  }
+  TESSEL_RETURN_IF_ERROR(s->CenterPartials(rf[1], rf[0]));
+  // Y: (block, row, e, thread, v).
+  TESSEL_ASSIGN_OR_RETURN(auto y, s->GetBlock("Y"));
+  TESSEL_ASSIGN_OR_RETURN(auto yl, s->GetLoops(y));
+  TESSEL_ASSIGN_OR_RETURN(auto ys, s->Split(yl[1], {grid, per_thread / 4, threads, 4}));
+  TESSEL_RETURN_IF_ERROR(s->Reorder({ys[0], yl[0]}));
+  const LoopRV block = ys[0], row = yl[0];
+  TESSEL_RETURN_IF_ERROR(bind_slice(ys));
+  // The row's statistics, consumers first: every block combines the partials of the row.
+  for (const char* name : {"sq_sum", "x_sum"}) {
+    TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
+    TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
+    TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, row));
+    TESSEL_ASSIGN_OR_RETURN(auto bl, s->GetLoops(b));
+    TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(bl.back(), {-1, std::min(grid, threads)}));
+    TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
+  }
+  // The partials, the squares (consumer) first: this block's slice of the row, each with its
+  // chunk loop bound to the block.
+  for (int i : {1, 0}) {
+    TESSEL_RETURN_IF_ERROR(s->ComputeAt(rf[i], row));
+    TESSEL_ASSIGN_OR_RETURN(auto ql, s->GetLoops(rf[i]));
+    TESSEL_RETURN_IF_ERROR(s->Bind(ql[ql.size() - 2], "blockIdx.x"));
+    TESSEL_ASSIGN_OR_RETURN(auto qs, s->Split(ql.back(), {per_thread / 4, threads, 4}));
+    TESSEL_RETURN_IF_ERROR(bind_slice(qs));
+  }
+  // X's row slice in registers, read by the partials and by Y.
+  std::vector<BlockRV> readers = {rf[0], rf[1], y};
+  TESSEL_ASSIGN_OR_RETURN(auto xc, s->CacheRead("X", "local", readers));
+  TESSEL_RETURN_IF_ERROR(s->SplitBufferAxis(xc, 1, layout));
+  TESSEL_RETURN_IF_ERROR(s->ComputeAt(xc, row));
+  TESSEL_ASSIGN_OR_RETURN(auto cl, s->GetLoops(xc));
+  cl.erase(cl.begin());  // the row, extent 1 at the row loop
+  TESSEL_RETURN_IF_ERROR(bind_slice(cl));
+  // X read once and Y written once stream past L2, where the bias (re-read every row) stays:
+  // without the hints the bias came from DRAM each row (0.47 of the copy bandwidth on an H100).
+  TESSEL_RETURN_IF_ERROR(s->Annotate(xc, "stream_loads", 1));
+  TESSEL_RETURN_IF_ERROR(s->Annotate(y, "stream_stores", 1));
+  // The block's slice of the weight in shared memory, once.
+  TESSEL_ASSIGN_OR_RETURN(auto wc, s->CacheRead("weight", "shared", {y}));
+  TESSEL_RETURN_IF_ERROR(s->ComputeAt(wc, block));
+  TESSEL_ASSIGN_OR_RETURN(auto wl, s->GetLoops(wc));
+  TESSEL_ASSIGN_OR_RETURN(auto ws, s->Split(wl.back(), {per_thread / 4, threads, 4}));
+  return bind_slice(ws);
+}
+
+absl::Status LayernormCuda(Schedule* s, const Target& t, const TemplateOptions& o) {
   TESSEL_RETURN_IF_ERROR(InlineInjective(s));
+  if (o.grid_rows) {
+    TESSEL_ASSIGN_OR_RETURN(auto y, s->GetBlock("Y"));
+    TESSEL_ASSIGN_OR_RETURN(auto yl, s->GetLoops(y));
+    const int64_t rows = s->LoopExtent(yl[0]), cols = s->LoopExtent(yl[1]);
+    const int64_t threads = o.grid_row_threads;
+    // The most blocks, at most one an SM, that divide the row into float4s of every thread.
+    int64_t grid = 0;
+    for (int64_t g = t.sm_count; g >= 1 && grid == 0; --g) {
+      if (cols % (g * threads * 4) == 0) grid = g;
+    }
+    const int64_t per_thread = grid > 0 ? cols / (grid * threads) : 0;
+    int64_t weight_bytes = 0;
+    for (const TensorDef& td : s->workload().tensors) {
+      if (td.name == "weight") weight_bytes = per_thread * threads * DTypeBytes(td.buffer->dtype);
+    }
+    if (grid > 1 && rows < grid && per_thread <= o.row_register_elements && per_thread / 4 <= 16 &&
+        weight_bytes <= t.max_shared_bytes_optin) {
+      return LayernormGridCuda(s, grid, threads, per_thread);
+    }
+  }
   TESSEL_ASSIGN_OR_RETURN(auto xb, s->GetBlock("x_sum"));
   TESSEL_ASSIGN_OR_RETURN(auto xl, s->GetLoops(xb));
   if (o.center_variance && s->LoopExtent(xl.back()) > o.partial_chunk) {
@@ -540,7 +634,7 @@ absl::StatusOr<Schedule> HandwrittenSchedule(const Workload& workload, const Tar
     } else if (f == "softmax") {
       TESSEL_RETURN_IF_ERROR(SoftmaxCuda(&s, target, o));
     } else if (f == "layernorm") {
-      TESSEL_RETURN_IF_ERROR(LayernormCuda(&s, o));
+      TESSEL_RETURN_IF_ERROR(LayernormCuda(&s, target, o));
     } else if (f == "reduce") {
       TESSEL_RETURN_IF_ERROR(ReduceCuda(&s, o));
     } else if (f == "conv2d" || f == "conv2d_bias_relu") {

@@ -1,9 +1,11 @@
 // GPU tests (CTest label `gpu`): each one skips itself, with the reason, where no GPU is usable.
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #ifdef TESSEL_HAVE_CUDA
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -187,6 +189,141 @@ TEST(CudaRunnerTest, LaunchOverTheDeviceLimitsIsRejected) {
   exe = Prepare(smem);
   ASSERT_FALSE(exe.ok());
   EXPECT_EQ(GetFailureKind(exe.status()), FailureKind::kDeviceLimitExceeded) << exe.status();
+}
+
+// A grid barrier as LaunchConfig::cooperative specifies it: word 0 of `s` counts arrivals and is
+// back at zero once every block has passed; word 1 is the generation, which only increments.
+constexpr char kGridBarrier[] = R"(
+__device__ void grid_barrier(unsigned int* s) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    volatile unsigned int* vs = s;
+    const unsigned int gen = vs[1];
+    __threadfence();  // this block's writes, and the read of `gen`, before arriving
+    const unsigned int blocks = gridDim.x * gridDim.y * gridDim.z;
+    if (atomicAdd(&s[0], 1u) == blocks - 1) {
+      atomicExch(&s[0], 0u);
+      __threadfence();
+      atomicAdd(&s[1], 1u);
+    } else {
+      while (vs[1] == gen) {
+      }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+)";
+
+constexpr int kCoopBlocks = 8;
+constexpr int kCoopThreads = 64;
+constexpr int kCoopSlots = kCoopBlocks * kCoopThreads;
+
+// Three phases over `out` ([3][blocks][threads]), a grid barrier between each: every block
+// reads what other blocks wrote in the phase before.
+GeneratedSource CooperativeExchange() {
+  const std::string code = std::string(kGridBarrier) + R"(
+extern "C" __global__ void exchange(float* out, unsigned int* tessel_grid_sync) {
+  const int n = gridDim.x * blockDim.x;
+  const int b = blockIdx.x, t = threadIdx.x, T = blockDim.x;
+  volatile float* v = out;  // other blocks' writes: not through a stale L1 line
+  v[b * T + t] = (float)(b * T + t + 1);
+  grid_barrier(tessel_grid_sync);
+  v[n + b * T + t] = v[((b + 1) % gridDim.x) * T + (T - 1 - t)] * 2.0f;
+  grid_barrier(tessel_grid_sync);
+  v[2 * n + b * T + t] = v[n + ((b + 3) % gridDim.x) * T + t] + 0.5f;
+})";
+  KernelSource k = Kernel("exchange", {0}, kCoopBlocks, kCoopThreads);
+  k.launch.cooperative = true;
+  return Source(schedules::TargetKind::kCuda, code, {k},
+                {{MakeBuffer("out", DType::kFloat32, {3 * kCoopSlots}), BufferRole::kOutput}});
+}
+
+std::vector<float> CooperativeExchangeExpected() {
+  std::vector<float> out(3 * kCoopSlots);
+  for (int b = 0; b < kCoopBlocks; ++b) {
+    for (int t = 0; t < kCoopThreads; ++t) {
+      out[b * kCoopThreads + t] = static_cast<float>(b * kCoopThreads + t + 1);
+    }
+  }
+  for (int b = 0; b < kCoopBlocks; ++b) {
+    for (int t = 0; t < kCoopThreads; ++t) {
+      out[kCoopSlots + b * kCoopThreads + t] =
+          out[((b + 1) % kCoopBlocks) * kCoopThreads + (kCoopThreads - 1 - t)] * 2.0f;
+    }
+  }
+  for (int b = 0; b < kCoopBlocks; ++b) {
+    for (int t = 0; t < kCoopThreads; ++t) {
+      out[2 * kCoopSlots + b * kCoopThreads + t] =
+          out[kCoopSlots + ((b + 3) % kCoopBlocks) * kCoopThreads + t] + 0.5f;
+    }
+  }
+  return out;
+}
+
+// The runner launches it cooperatively with its grid barrier words, which stay consistent from
+// one launch to the next: one at a time (each on freshly poisoned output) and back to back.
+TEST(CudaRunnerTest, CooperativeKernelSynchronizesItsGridOnEveryLaunch) {
+  SKIP_WITHOUT_GPU();
+  absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Open(0);
+  ASSERT_TRUE(device.ok()) << device.status();
+  CudaDevice& d = **device;
+  if (!d.info().cooperative_launch) GTEST_SKIP() << d.info().name << " has no cooperative launch";
+  const GeneratedSource source = CooperativeExchange();
+  NvrtcOptions nvrtc;
+  nvrtc.arch = d.info().arch;
+  absl::StatusOr<CudaBinary> binary = CompileCuda(source, nvrtc);
+  ASSERT_TRUE(binary.ok()) << binary.status();
+  absl::StatusOr<std::unique_ptr<CudaProgram>> program = d.Load(source, *binary);
+  ASSERT_TRUE(program.ok()) << program.status();
+  absl::StatusOr<std::unique_ptr<CudaBuffers>> buffers = d.Allocate(source.buffers);
+  ASSERT_TRUE(buffers.ok()) << buffers.status();
+  absl::StatusOr<HostBuffers> host = AllocateHostBuffers(source.buffers);
+  ASSERT_TRUE(host.ok()) << host.status();
+  const std::vector<float> expected = CooperativeExchangeExpected();
+
+  auto run_and_check = [&](int launch) {
+    float* out = reinterpret_cast<float*>(host->data[0].data());
+    std::fill(out, out + expected.size(), -1.0f);
+    ASSERT_TRUE(d.Upload(*host, buffers->get()).ok());
+    absl::Status s = d.Run(**program, **buffers);
+    ASSERT_TRUE(s.ok()) << "launch " << launch << ": " << s;
+    ASSERT_TRUE(d.Download(**buffers, &*host).ok());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      ASSERT_EQ(out[i], expected[i]) << "launch " << launch << ", element " << i;
+    }
+  };
+  for (int launch = 0; launch < 5; ++launch) run_and_check(launch);
+  TimingOptions timing;
+  timing.warmup_runs = 3;
+  timing.min_repeats = 20;
+  timing.max_repeats = 20;
+  timing.min_total_ms = 0;
+  timing.kernel_times = false;
+  timing.flush_cache = false;  // launches back to back
+  absl::StatusOr<Timings> t = d.Time(**program, **buffers, timing);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->repeats_ms.size(), 20u);
+  run_and_check(5);
+}
+
+// A grid barrier with more blocks than the GPU can hold at once would deadlock: refused at load.
+TEST(CudaRunnerTest, CooperativeGridLargerThanTheGpuHoldsIsRejected) {
+  SKIP_WITHOUT_GPU();
+  GeneratedSource source = CooperativeExchange();
+  source.kernels[0].launch.grid = {100000, 1, 1};
+  source.kernels[0].launch.block = {1024, 1, 1};
+  absl::StatusOr<std::unique_ptr<Executable>> exe = Prepare(source);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_EQ(GetFailureKind(exe.status()), FailureKind::kDeviceLimitExceeded) << exe.status();
+  const std::string message(exe.status().message());
+  EXPECT_THAT(message, ::testing::HasSubstr("kernel 'exchange' (grid 100000x1x1, block 1024x1x1"));
+  EXPECT_THAT(message, ::testing::HasSubstr(
+                           "synchronizes its whole grid, so all 100000 blocks must be resident "
+                           "at once, but GPU 0 holds at most "));
+  EXPECT_THAT(message, ::testing::HasSubstr(" per SM x "));
+  EXPECT_THAT(message, ::testing::HasSubstr(
+                           "use fewer blocks, or fewer registers or less shared memory per block"));
 }
 
 TEST(CudaRunnerTest, DeviceInfoIsFilled) {

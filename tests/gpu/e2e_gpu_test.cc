@@ -118,5 +118,40 @@ TEST(GpuE2ECluster, ClusterSoftmaxMatchesReference) {
 #endif
 }
 
+// The layernorm template in one grid-synchronized kernel (cooperative launch, a grid barrier a
+// row, each block's slice of the row in registers and of the weight in shared memory): small
+// grids, and the (16, 4194304) of the benchmark with the default 128 x 512.
+TEST(GpuE2EGridSync, GridSynchronizedLayernormMatchesReference) {
+#ifndef TESSEL_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA toolkit";
+#else
+  if (!worker::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA GPU";
+  const auto target = schedules::CudaTarget("sm_90");
+  for (const auto& [spec, threads] :
+       std::vector<std::pair<std::string, int64_t> >{{"layernorm(rows=3, cols=8192)", 64},
+                                                     {"layernorm(rows=5, cols=65536)", 256},
+                                                     {"layernorm(rows=16, cols=4194304)", 512}}) {
+    SCOPED_TRACE(spec);
+    auto w = schedules::ParseWorkloadSpec(spec);
+    ASSERT_TRUE(w.ok()) << w.status();
+    schedules::TemplateOptions o;
+    o.grid_rows = true;
+    o.grid_row_threads = threads;
+    auto sch = schedules::HandwrittenSchedule(*w, target, o);
+    ASSERT_TRUE(sch.ok()) << sch.status();
+    auto ref = GenerateReference(*w, target);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    auto src = Generate(*sch, target);
+    ASSERT_TRUE(src.ok()) << src.status();
+    ASSERT_EQ(src->kernels.size(), 1u);
+    ASSERT_TRUE(src->kernels[0].launch.cooperative);
+    for (uint64_t seed : {3, 4}) {  // twice: the barrier's word pair is reused
+      absl::Status v = worker::RunAndVerify(*src, *ref, seed);
+      EXPECT_TRUE(v.ok()) << v << "\n" << src->code;
+    }
+  }
+#endif
+}
+
 }  // namespace
 }  // namespace tessel::testing

@@ -41,6 +41,7 @@ TEST(ProtoConvert, GeneratedSourceRoundTrips) {
     EXPECT_EQ(out->kernels[i].launch.block, in.kernels[i].launch.block);
     EXPECT_EQ(out->kernels[i].launch.dynamic_shared_bytes,
               in.kernels[i].launch.dynamic_shared_bytes);
+    EXPECT_EQ(out->kernels[i].launch.cooperative, in.kernels[i].launch.cooperative);
   }
   ASSERT_EQ(out->buffers.size(), in.buffers.size());
   for (size_t i = 0; i < in.buffers.size(); ++i) {
@@ -49,6 +50,20 @@ TEST(ProtoConvert, GeneratedSourceRoundTrips) {
     EXPECT_EQ(out->buffers[i].buffer->dtype, in.buffers[i].buffer->dtype);
     EXPECT_EQ(out->buffers[i].buffer->shape, in.buffers[i].buffer->shape);
     EXPECT_EQ(out->buffers[i].buffer->Strides(), in.buffers[i].buffer->Strides());
+  }
+}
+
+TEST(ProtoConvert, CooperativeLaunchRoundTrips) {
+  schedules::GeneratedSource in = CudaSoftmax();
+  ASSERT_FALSE(in.kernels.empty());
+  for (bool cooperative : {true, false}) {
+    in.kernels[0].launch.cooperative = cooperative;
+    proto::Source p;
+    proto::ToProto(in, &p);
+    EXPECT_EQ(p.kernels(0).launch().cooperative(), cooperative);
+    absl::StatusOr<schedules::GeneratedSource> out = proto::FromProto(p);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->kernels[0].launch.cooperative, cooperative);
   }
 }
 
@@ -169,10 +184,10 @@ TEST(ProtocolVersion, MismatchesNameBothVersionsAndTheFix) {
   EXPECT_TRUE(proto::CheckServerProtocol(proto::kWorkerProtocolVersion, "s:1").ok());
   EXPECT_EQ(std::string(proto::CheckWorkerProtocol(7, "gpu-node-3:12").message()),
             "worker protocol version mismatch: worker 'gpu-node-3:12' speaks version 7, this "
-            "server speaks version 1: run the same Tessel release on the server and its workers");
+            "server speaks version 2: run the same Tessel release on the server and its workers");
   EXPECT_EQ(std::string(proto::CheckServerProtocol(7, "tuner:7070").message()),
             "worker protocol version mismatch: the server at tuner:7070 speaks version 7, this "
-            "worker speaks version 1: run the same Tessel release on the server and its workers");
+            "worker speaks version 2: run the same Tessel release on the server and its workers");
 }
 
 }  // namespace

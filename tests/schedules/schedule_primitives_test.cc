@@ -2178,8 +2178,9 @@ TEST(LowerErrors, BlockBindingInAttachedStage) {
   auto prog = Lower(sch, CudaT());
   ASSERT_FALSE(prog.ok());
   ExpectError(prog.status(), kInvalid,
-              "stage B binds loop j to blockIdx.x but is attached inside stage C; only a "
-              "kernel's root stage can bind blocks");
+              "stage B binds loop j (extent 8) to blockIdx.x inside stage C, whose loops bind no "
+              "blockIdx.x; an attached stage may bind a block index only to split its work over "
+              "the kernel's blocks: bind a loop of C to it with the same extent");
 }
 
 TEST(LowerErrors, ParallelOnCuda) {

@@ -22,42 +22,44 @@ namespace tessel::worker {
 // cuMemAlloc_v2 pick the ABI; the symbol is requested by its base name). Not cuCtxSynchronize:
 // asked for by name at CUDA 13 it resolves to cuCtxSynchronize_v2, which takes a context, and a
 // call through the old signature crashes; wait on a stream instead.
-#define TESSEL_CUDA_DRIVER_FUNCTIONS(X) \
-  X(cuInit)                             \
-  X(cuDriverGetVersion)                 \
-  X(cuGetErrorName)                     \
-  X(cuGetErrorString)                   \
-  X(cuDeviceGetCount)                   \
-  X(cuDeviceGet)                        \
-  X(cuDeviceGetName)                    \
-  X(cuDeviceGetAttribute)               \
-  X(cuDeviceTotalMem)                   \
-  X(cuDevicePrimaryCtxRetain)           \
-  X(cuDevicePrimaryCtxRelease)          \
-  X(cuCtxSetCurrent)                    \
-  X(cuCtxGetCurrent)                    \
-  X(cuModuleLoadDataEx)                 \
-  X(cuModuleUnload)                     \
-  X(cuModuleGetFunction)                \
-  X(cuFuncGetAttribute)                 \
-  X(cuFuncSetAttribute)                 \
-  X(cuMemAlloc)                         \
-  X(cuMemFree)                          \
-  X(cuMemGetInfo)                       \
-  X(cuMemcpyHtoD)                       \
-  X(cuMemcpyDtoH)                       \
-  X(cuMemcpyDtoDAsync)                  \
-  X(cuMemsetD8)                         \
-  X(cuMemsetD32Async)                   \
-  X(cuStreamCreate)                     \
-  X(cuStreamDestroy)                    \
-  X(cuStreamSynchronize)                \
-  X(cuEventCreate)                      \
-  X(cuEventDestroy)                     \
-  X(cuEventRecord)                      \
-  X(cuEventSynchronize)                 \
-  X(cuEventElapsedTime)                 \
-  X(cuLaunchKernel)
+#define TESSEL_CUDA_DRIVER_FUNCTIONS(X)          \
+  X(cuInit)                                      \
+  X(cuDriverGetVersion)                          \
+  X(cuGetErrorName)                              \
+  X(cuGetErrorString)                            \
+  X(cuDeviceGetCount)                            \
+  X(cuDeviceGet)                                 \
+  X(cuDeviceGetName)                             \
+  X(cuDeviceGetAttribute)                        \
+  X(cuDeviceTotalMem)                            \
+  X(cuDevicePrimaryCtxRetain)                    \
+  X(cuDevicePrimaryCtxRelease)                   \
+  X(cuCtxSetCurrent)                             \
+  X(cuCtxGetCurrent)                             \
+  X(cuModuleLoadDataEx)                          \
+  X(cuModuleUnload)                              \
+  X(cuModuleGetFunction)                         \
+  X(cuFuncGetAttribute)                          \
+  X(cuFuncSetAttribute)                          \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
+  X(cuMemAlloc)                                  \
+  X(cuMemFree)                                   \
+  X(cuMemGetInfo)                                \
+  X(cuMemcpyHtoD)                                \
+  X(cuMemcpyDtoH)                                \
+  X(cuMemcpyDtoDAsync)                           \
+  X(cuMemsetD8)                                  \
+  X(cuMemsetD32Async)                            \
+  X(cuStreamCreate)                              \
+  X(cuStreamDestroy)                             \
+  X(cuStreamSynchronize)                         \
+  X(cuEventCreate)                               \
+  X(cuEventDestroy)                              \
+  X(cuEventRecord)                               \
+  X(cuEventSynchronize)                          \
+  X(cuEventElapsedTime)                          \
+  X(cuLaunchKernel)                              \
+  X(cuLaunchCooperativeKernel)
 
 // One pointer per function, named `<name>_` (e.g. `driver.cuMemAlloc_(&ptr, bytes)`).
 struct CudaDriver {

@@ -19,6 +19,8 @@ using schedules::LaunchConfig;
 
 constexpr int64_t kDefaultSharedLimit = 48 * 1024;
 constexpr size_t kMaxBatch = 128;  // timed repeats enqueued before waiting for them
+// A cooperative kernel's `tessel_grid_sync` words (two are used; the rest is room to grow).
+constexpr int64_t kGridSyncBytes = 64;
 
 // Errors that leave the context unusable: every later call fails with them too.
 bool IsStickyError(CUresult r) {
@@ -44,11 +46,18 @@ std::string Dims(const std::array<int64_t, 3>& d) { return absl::StrJoin(d, "x")
 
 std::string LaunchString(const LaunchConfig& l) {
   return absl::StrCat("grid ", Dims(l.grid), ", block ", Dims(l.block), ", dynamic shared ",
-                      l.dynamic_shared_bytes, " bytes");
+                      l.dynamic_shared_bytes, " bytes", l.cooperative ? ", cooperative" : "");
 }
 
 absl::Status DeviceLimit(const std::string& message) {
   return WithFailureKind(absl::ResourceExhaustedError(message), FailureKind::kDeviceLimitExceeded);
+}
+
+absl::Status CheckBufferCount(const CudaProgram& program, const CudaBuffers& buffers) {
+  if (static_cast<int>(buffers.size()) == program.num_buffers()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("the program takes ", program.num_buffers(),
+                                                 " buffers but got ", buffers.size(),
+                                                 ": allocate them from the same GeneratedSource"));
 }
 
 }  // namespace
@@ -69,9 +78,12 @@ absl::Status CudaDeviceStatus() {
 bool CudaDeviceAvailable() { return CudaDeviceStatus().ok(); }
 
 CudaProgram::~CudaProgram() {
-  if (module_ == nullptr) return;
+  if (driver_ == nullptr) return;
   driver_->cuCtxSetCurrent_(context_);
-  driver_->cuModuleUnload_(module_);
+  for (CUdeviceptr p : grid_syncs_) {
+    if (p != 0) driver_->cuMemFree_(p);
+  }
+  if (module_ != nullptr) driver_->cuModuleUnload_(module_);
 }
 
 CudaBuffers::~CudaBuffers() {
@@ -112,7 +124,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
     *out = v;
     return absl::OkStatus();
   };
-  int64_t major = 0, minor = 0;
+  int64_t major = 0, minor = 0, cooperative = 0;
   for (auto [a, out] : std::vector<std::pair<CUdevice_attribute, int64_t*>>{
            {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &major},
            {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &minor},
@@ -127,12 +139,14 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
            {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, &info.max_block[2]},
            {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, &info.max_grid[0]},
            {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, &info.max_grid[1]},
-           {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, &info.max_grid[2]}}) {
+           {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, &info.max_grid[2]},
+           {CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, &cooperative}}) {
     if (absl::Status s = attr(a, out); !s.ok()) return s;
   }
   info.cc_major = static_cast<int>(major);
   info.cc_minor = static_cast<int>(minor);
   info.arch = absl::StrCat("sm_", major, minor);
+  info.cooperative_launch = cooperative != 0;
   size_t total = 0;
   TESSEL_CU_RETURN_IF_ERROR(d, cuDeviceTotalMem, (&total, device->device_));
   info.total_memory_bytes = static_cast<int64_t>(total);
@@ -279,12 +293,58 @@ absl::StatusOr<std::unique_ptr<CudaProgram>> CudaDevice::Load(
         return s;
       }
     }
+    if (l.cooperative) {
+      // A grid barrier deadlocks unless every block is resident at once (checked after the
+      // shared memory opt-in, which the occupancy calculation needs).
+      if (!info_.cooperative_launch) {
+        return DeviceLimit(absl::StrCat(
+            where, ": synchronizes its whole grid, which needs cooperative launch, but GPU ",
+            info_.ordinal, " (", info_.name,
+            ") does not support it: tune without grid synchronization for this GPU"));
+      }
+      int per_sm = 0;
+      if (absl::Status s = Check(driver_->cuOccupancyMaxActiveBlocksPerMultiprocessor_(
+                                     &per_sm, fn, static_cast<int>(threads),
+                                     static_cast<size_t>(l.dynamic_shared_bytes)),
+                                 "cuOccupancyMaxActiveBlocksPerMultiprocessor", where);
+          !s.ok()) {
+        return s;
+      }
+      const int64_t blocks = l.grid[0] * l.grid[1] * l.grid[2];
+      const int64_t resident = per_sm * info_.sm_count;
+      if (blocks > resident) {
+        return DeviceLimit(absl::StrCat(
+            where, ": synchronizes its whole grid, so all ", blocks,
+            " blocks must be resident at once, but GPU ", info_.ordinal, " holds at most ",
+            resident, " (", per_sm, " per SM x ", info_.sm_count,
+            " SMs): use fewer blocks, or fewer registers or less shared memory per block"));
+      }
+    }
     for (int p : k.params) {
       if (p < 0 || p >= static_cast<int>(source.buffers.size())) {
         return absl::InvalidArgumentError(
             absl::StrCat(where, ": parameter refers to buffer ", p, " but the program has ",
                          source.buffers.size(), " buffers: fix KernelSource::params"));
       }
+    }
+    CUdeviceptr grid_sync = 0;
+    if (l.cooperative) {
+      // Ordered before every launch: they all go on stream_ (cuMemsetD8 would run on the legacy
+      // stream, which the non-blocking stream_ does not wait for).
+      if (absl::Status s = Check(driver_->cuMemAlloc_(&grid_sync, kGridSyncBytes), "cuMemAlloc",
+                                 absl::StrCat(where, ": its grid barrier words"));
+          !s.ok()) {
+        return s;
+      }
+      program->grid_syncs_.push_back(grid_sync);  // owned by `program` from here on
+      if (absl::Status s =
+              Check(driver_->cuMemsetD32Async_(grid_sync, 0, kGridSyncBytes / 4, stream_),
+                    "cuMemsetD32Async", absl::StrCat(where, ": its grid barrier words"));
+          !s.ok()) {
+        return s;
+      }
+    } else {
+      program->grid_syncs_.push_back(0);
     }
     program->functions_.push_back(fn);
     program->kernels_.push_back(std::move(ki));
@@ -371,50 +431,48 @@ absl::Status CudaDevice::Download(const CudaBuffers& device, HostBuffers* host,
   return absl::OkStatus();
 }
 
+absl::Status CudaDevice::LaunchKernel(const CudaProgram& program, size_t k,
+                                      const CudaBuffers& buffers) {
+  const CudaKernelInfo& ki = program.kernels_[k];
+  const LaunchConfig& l = ki.launch;
+  std::vector<CUdeviceptr> values;
+  values.reserve(ki.params.size() + 1);
+  for (int p : ki.params) values.push_back(buffers.ptrs_[static_cast<size_t>(p)]);
+  if (l.cooperative) values.push_back(program.grid_syncs_[k]);  // `tessel_grid_sync`
+  std::vector<void*> args;
+  args.reserve(values.size());
+  for (CUdeviceptr& v : values) args.push_back(&v);
+  const auto u = [](int64_t v) { return static_cast<unsigned>(v); };
+  const CUresult r =
+      l.cooperative ? driver_->cuLaunchCooperativeKernel_(
+                          program.functions_[k], u(l.grid[0]), u(l.grid[1]), u(l.grid[2]),
+                          u(l.block[0]), u(l.block[1]), u(l.block[2]), u(l.dynamic_shared_bytes),
+                          stream_, args.empty() ? nullptr : args.data())
+                    : driver_->cuLaunchKernel_(program.functions_[k], u(l.grid[0]), u(l.grid[1]),
+                                               u(l.grid[2]), u(l.block[0]), u(l.block[1]),
+                                               u(l.block[2]), u(l.dynamic_shared_bytes), stream_,
+                                               args.empty() ? nullptr : args.data(), nullptr);
+  absl::Status s = Check(r, l.cooperative ? "cuLaunchCooperativeKernel" : "cuLaunchKernel",
+                         absl::StrCat("kernel '", ki.entry, "' (", LaunchString(l), ")"));
+  return s.code() == absl::StatusCode::kInternal && !GetFailureKind(s).has_value()
+             ? WithFailureKind(std::move(s), FailureKind::kRuntimeError)
+             : s;
+}
+
 absl::Status CudaDevice::LaunchAsync(const CudaProgram& program, const CudaBuffers& buffers) {
-  if (static_cast<int>(buffers.size()) != program.num_buffers_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the program takes ", program.num_buffers_, " buffers but got ",
-                     buffers.size(), ": allocate them from the same GeneratedSource"));
-  }
+  if (absl::Status s = CheckBufferCount(program, buffers); !s.ok()) return s;
   for (size_t k = 0; k < program.functions_.size(); ++k) {
-    const CudaKernelInfo& ki = program.kernels_[k];
-    std::vector<CUdeviceptr> values;
-    values.reserve(ki.params.size());
-    for (int p : ki.params) values.push_back(buffers.ptrs_[static_cast<size_t>(p)]);
-    std::vector<void*> args;
-    args.reserve(values.size());
-    for (CUdeviceptr& v : values) args.push_back(&v);
-    const LaunchConfig& l = ki.launch;
-    if (absl::Status s = Check(
-            driver_->cuLaunchKernel_(
-                program.functions_[k], static_cast<unsigned>(l.grid[0]),
-                static_cast<unsigned>(l.grid[1]), static_cast<unsigned>(l.grid[2]),
-                static_cast<unsigned>(l.block[0]), static_cast<unsigned>(l.block[1]),
-                static_cast<unsigned>(l.block[2]), static_cast<unsigned>(l.dynamic_shared_bytes),
-                stream_, args.empty() ? nullptr : args.data(), nullptr),
-            "cuLaunchKernel", absl::StrCat("kernel '", ki.entry, "' (", LaunchString(l), ")"));
-        !s.ok()) {
-      return s.code() == absl::StatusCode::kInternal && !GetFailureKind(s).has_value()
-                 ? WithFailureKind(std::move(s), FailureKind::kRuntimeError)
-                 : s;
-    }
+    if (absl::Status s = LaunchKernel(program, k, buffers); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
 absl::Status CudaDevice::Run(const CudaProgram& program, const CudaBuffers& buffers) {
   if (absl::Status s = Usable(); !s.ok()) return s;
-  if (static_cast<int>(buffers.size()) != program.num_buffers_) {
-    return LaunchAsync(program, buffers);  // the error message
-  }
+  if (absl::Status s = CheckBufferCount(program, buffers); !s.ok()) return s;
   // One kernel at a time, so that an asynchronous fault is attributed to its kernel.
   for (size_t k = 0; k < program.functions_.size(); ++k) {
-    CudaProgram one;  // a view of kernel k; owns nothing (module_ stays null)
-    one.functions_ = {program.functions_[k]};
-    one.kernels_ = {program.kernels_[k]};
-    one.num_buffers_ = program.num_buffers_;
-    if (absl::Status s = LaunchAsync(one, buffers); !s.ok()) return s;
+    if (absl::Status s = LaunchKernel(program, k, buffers); !s.ok()) return s;
     if (absl::Status s = Check(driver_->cuStreamSynchronize_(stream_), "cuStreamSynchronize",
                                absl::StrCat("running kernel '", program.kernels_[k].entry, "'"));
         !s.ok()) {
@@ -460,9 +518,7 @@ absl::Status CudaDevice::EnsureEvents(size_t pairs) {
 
 absl::StatusOr<Timings> CudaDevice::Time(const CudaProgram& program, const CudaBuffers& buffers,
                                          const TimingOptions& options) {
-  if (static_cast<int>(buffers.size()) != program.num_buffers_) {
-    return LaunchAsync(program, buffers);  // the error message
-  }
+  if (absl::Status s = CheckBufferCount(program, buffers); !s.ok()) return s;
   absl::StatusOr<Timings> timings =
       TimeRegion([&] { return LaunchAsync(program, buffers); }, options);
   if (!timings.ok() || !options.hardware_counters) return timings;

@@ -54,7 +54,8 @@ struct CudaDeviceInfo {
   int64_t max_shared_per_block_optin = 0;  // after CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
   std::array<int64_t, 3> max_block{0, 0, 0};
   std::array<int64_t, 3> max_grid{0, 0, 0};
-  int driver_version = 0;  // 13000 for CUDA 13.0
+  bool cooperative_launch = false;  // can launch kernels that synchronize their whole grid
+  int driver_version = 0;           // 13000 for CUDA 13.0
 };
 
 // What the loader found out about one kernel (cuFuncGetAttribute).
@@ -85,8 +86,13 @@ class CudaProgram {
   const CudaDriver* driver_ = nullptr;
   CUcontext context_ = nullptr;
   CUmodule module_ = nullptr;
+  // Per kernel, in launch order.
   std::vector<CUfunction> functions_;
   std::vector<CudaKernelInfo> kernels_;
+  // A cooperative kernel's grid barrier words (LaunchConfig::cooperative), passed after its
+  // buffers on every launch; 0 for the other kernels. Zeroed at load; each complete launch leaves
+  // them ready for the next.
+  std::vector<CUdeviceptr> grid_syncs_;
   int num_buffers_ = 0;
 };
 
@@ -132,9 +138,11 @@ class CudaDevice {
 
   // Loads `binary` (from CompileCuda(source, ...)) and resolves every kernel of `source`. Checks
   // each launch against the device and the kernel's attributes (threads per block after register
-  // allocation, static + dynamic shared memory, grid and block extents): a launch over a limit
-  // returns ResourceExhausted with FailureKind::kDeviceLimitExceeded. Raises the kernel's dynamic
-  // shared memory limit when it asks for more than 48 KiB.
+  // allocation, static + dynamic shared memory, grid and block extents, and for a cooperative
+  // kernel that the device can launch one and hold all of its blocks at once): a launch over a
+  // limit returns ResourceExhausted with FailureKind::kDeviceLimitExceeded. Raises the kernel's
+  // dynamic shared memory limit when it asks for more than 48 KiB. Allocates each cooperative
+  // kernel's grid barrier words.
   absl::StatusOr<std::unique_ptr<CudaProgram>> Load(const schedules::GeneratedSource& source,
                                                     const CudaBinary& binary);
 
@@ -148,7 +156,8 @@ class CudaDevice {
 
   // Launches every kernel in order and waits for each, so that a fault names its kernel.
   absl::Status Run(const CudaProgram& program, const CudaBuffers& buffers);
-  // Enqueues every kernel in order on stream() without waiting.
+  // Enqueues every kernel in order on stream() without waiting. A cooperative kernel is launched
+  // with cuLaunchCooperativeKernel and gets its grid barrier words after its buffers.
   absl::Status LaunchAsync(const CudaProgram& program, const CudaBuffers& buffers);
   // Waits for stream(); reports a fault of anything enqueued.
   absl::Status Synchronize();
@@ -178,6 +187,8 @@ class CudaDevice {
   absl::Status Check(CUresult result, const char* call, const std::string& context = "");
   absl::Status Usable() const;
   absl::Status EnsureEvents(size_t pairs);
+  // Enqueues kernel `k` of `program` on stream(): the one place that launches a loaded kernel.
+  absl::Status LaunchKernel(const CudaProgram& program, size_t k, const CudaBuffers& buffers);
 
   const CudaDriver* driver_ = nullptr;
   CudaDeviceInfo info_;
