@@ -235,6 +235,18 @@ absl::Status ContractionCuda(Schedule* s, const std::string& gemm, const Templat
   return absl::OkStatus();
 }
 
+// Spreads the parts of a row split over the kernel: (outer, e, t, v) or (e, t, v), the outer
+// part bound to `outer`, e unrolled, t bound to threadIdx.x and v (float4) vectorized.
+absl::Status BindRowSplit(Schedule* s, std::vector<LoopRV> p, const char* outer) {
+  if (p.size() == 4) {
+    TESSEL_RETURN_IF_ERROR(s->Bind(p[0], outer));
+    p.erase(p.begin());
+  }
+  TESSEL_RETURN_IF_ERROR(s->Unroll(p[0]));
+  TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
+  return s->Vectorize(p[2]);
+}
+
 // Softmax with X read once into registers: each row taken by a block of `threads` threads (a
 // cluster of `c` such CTAs when c > 1), a thread holding `per_thread` elements. Every pass and
 // the register cache of X split the row the same way, col = r * (J * T * 4) + j * (T * 4) +
@@ -245,15 +257,7 @@ absl::Status SoftmaxRowInRegistersCuda(Schedule* s, int64_t c, int64_t threads,
   std::vector<int64_t> layout = {per_thread / 4, threads, 4};
   if (c > 1) layout.insert(layout.begin(), c);
   const std::vector<Factor> split(layout.begin(), layout.end());
-  auto bind_row_split = [&](std::vector<LoopRV> p) -> absl::Status {
-    if (c > 1) {
-      TESSEL_RETURN_IF_ERROR(s->Bind(p[0], "cluster.x"));
-      p.erase(p.begin());
-    }
-    TESSEL_RETURN_IF_ERROR(s->Unroll(p[0]));
-    TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
-    return s->Vectorize(p[2]);
-  };
+  auto bind_row_split = [&](std::vector<LoopRV> p) { return BindRowSplit(s, p, "cluster.x"); };
   TESSEL_ASSIGN_OR_RETURN(auto y, s->GetBlock("Y"));
   TESSEL_ASSIGN_OR_RETURN(auto yl, s->GetLoops(y));
   TESSEL_ASSIGN_OR_RETURN(auto ys, s->Split(yl[1], split));
@@ -358,10 +362,9 @@ absl::Status PartialRowReduceCuda(Schedule* s, const std::string& name, int64_t 
   return CrossThreadReduce(s, b, ThreadsFor(s->LoopExtent(bl.back()), 256), true, o.reduce_unroll);
 }
 
-// Layernorm statistics in one read of the input: the row sums and the centred squares of each
-// chunk in one kernel (rfactor both, center_partials, the sums computed at the squares' block),
-// then one block per row combines each.
-absl::Status CenteredStatsCuda(Schedule* s, int64_t chunk, const TemplateOptions& o) {
+// Layernorm's row sum and sum of squares split into chunks and rfactored, the squares' partials
+// centred on their own chunk's mean (center_partials): {sum partials, squares partials}.
+absl::StatusOr<std::vector<BlockRV>> CenteredPartials(Schedule* s, int64_t chunk) {
   std::vector<BlockRV> rf;
   for (const char* name : {"x_sum", "sq_sum"}) {
     TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
@@ -371,6 +374,14 @@ absl::Status CenteredStatsCuda(Schedule* s, int64_t chunk, const TemplateOptions
     rf.push_back(r);
   }
   TESSEL_RETURN_IF_ERROR(s->CenterPartials(rf[1], rf[0]));
+  return rf;
+}
+
+// Layernorm statistics in one read of the input: the row sums and the centred squares of each
+// chunk in one kernel (rfactor both, center_partials, the sums computed at the squares' block),
+// then one block per row combines each.
+absl::Status CenteredStatsCuda(Schedule* s, int64_t chunk, const TemplateOptions& o) {
+  TESSEL_ASSIGN_OR_RETURN(auto rf, CenteredPartials(s, chunk));
   TESSEL_ASSIGN_OR_RETURN(auto ql, s->GetLoops(rf[1]));
   TESSEL_ASSIGN_OR_RETURN(auto fused, s->Fuse({ql[0], ql[1]}));
   TESSEL_RETURN_IF_ERROR(s->Bind(fused, "blockIdx.x"));
@@ -397,25 +408,8 @@ absl::Status CenteredStatsCuda(Schedule* s, int64_t chunk, const TemplateOptions
 absl::Status LayernormGridCuda(Schedule* s, int64_t grid, int64_t threads, int64_t per_thread) {
   const std::vector<int64_t> layout = {grid, per_thread / 4, threads, 4};
   const int64_t slice = threads * per_thread;
-  // Spreads a slice's loops (block, e, thread, v) or (e, thread, v) over the kernel.
-  auto bind_slice = [&](std::vector<LoopRV> p) -> absl::Status {
-    if (p.size() == 4) {
-      TESSEL_RETURN_IF_ERROR(s->Bind(p[0], "blockIdx.x"));
-      p.erase(p.begin());
-    }
-    TESSEL_RETURN_IF_ERROR(s->Unroll(p[0]));
-    TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
-    return s->Vectorize(p[2]);
-  };
-  std::vector<BlockRV> rf;
-  for (const char* name : {"x_sum", "sq_sum"}) {
-    TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
-    TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(b));
-    TESSEL_ASSIGN_OR_RETURN(auto ks, s->Split(loops.back(), {-1, slice}));
-    TESSEL_ASSIGN_OR_RETURN(auto r, s->RFactor(ks[0]));
-    rf.push_back(r);
-  }
-  TESSEL_RETURN_IF_ERROR(s->CenterPartials(rf[1], rf[0]));
+  auto bind_slice = [&](std::vector<LoopRV> p) { return BindRowSplit(s, p, "blockIdx.x"); };
+  TESSEL_ASSIGN_OR_RETURN(auto rf, CenteredPartials(s, slice));
   // Y: (block, row, e, thread, v).
   TESSEL_ASSIGN_OR_RETURN(auto y, s->GetBlock("Y"));
   TESSEL_ASSIGN_OR_RETURN(auto yl, s->GetLoops(y));
