@@ -167,6 +167,7 @@ class Lowerer {
       // A local cache computed outside its readers' threadIdx loops holds one thread's share
       // (compact_thread_axes.h).
       k.body = InjectVirtualThreads(CompactThreadAxes(analyzer_.Simplify(*body)));
+      if (absl::Status st = CheckBlockAxesCompacted(k.body); !st.ok()) return st;
       if (target_.is_cuda()) StreamingBuffers(static_cast<int>(i), &k);
       BufferCollector bc;
       bc.Visit(k.body);
@@ -311,6 +312,33 @@ class Lowerer {
                        "clusters; the two do not combine"));
     }
     return absl::OkStatus();
+  }
+
+  // A local stage written from a loop bound to a block index holds only its own block's part:
+  // every access must index that axis with a block index so that compaction drops it. One that
+  // is still indexed by a block index after compaction is also read another way (an unbound
+  // loop over the blocks' parts), which would read parts no thread of this block wrote.
+  absl::Status CheckBlockAxesCompacted(const Stmt& body) const {
+    const Buffer* bad = nullptr;
+    VisitStmts(body, [&](const Stmt& s) {
+      auto check = [&](const BufferPtr& b, const std::vector<Expr>& idx) {
+        if (b->scope != MemScope::kLocal || bad != nullptr) return;
+        for (const Expr& e : idx) {
+          const auto* v = As<VarNode>(e);
+          if (v != nullptr && block_vars_.count(v)) bad = b.get();
+        }
+      };
+      if (const auto* st = As<StoreNode>(s)) check(st->buffer, st->indices);
+      for (const Expr& e : OwnExprs(s)) {
+        for (const LoadNode* l : CollectLoads(e)) check(l->buffer, l->indices);
+      }
+    });
+    if (bad == nullptr) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "local buffer ", bad->name,
+        " is written from a loop bound to a block index, so each block holds only its own part, "
+        "but it is also read at other blocks' parts; bind the readers' loop over that axis to "
+        "the same block index, or keep the writer's loop serial"));
   }
 
   // The stream_loads / stream_stores annotations of the kernel's stages: the global buffers a

@@ -181,6 +181,17 @@ TEST(GridErrors, AnAttachedBlockLoopHasTheKernelsExtent) {
                         "the kernel's blocks: bind a loop of Y to it with the same extent"));
 }
 
+TEST(GridErrors, ALocalStageSplitOverBlocksIsReadOnlyAtItsBlock) {
+  // The partials in registers, each block computing its chunk, but Y sums all four chunks.
+  Partials p = RowPartials("local");
+  ASSERT_TRUE(p.s.Bind(p.loops[1], "blockIdx.x").ok());
+  EXPECT_THAT(LowerError(p.s),
+              HasSubstr("is written from a loop bound to a block index, so each block holds only "
+                        "its own part, but it is also read at other blocks' parts; bind the "
+                        "readers' loop over that axis to the same block index, or keep the "
+                        "writer's loop serial"));
+}
+
 TEST(GridErrors, NotInSharedMemory) {
   Partials p = RowPartials("shared");
   ASSERT_TRUE(p.s.Bind(p.loops[1], "blockIdx.x").ok());
