@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "schedules/ir/expr_functor.h"
@@ -103,6 +104,9 @@ class Lowerer {
       for (int leaf : s.leaves) {
         if (IsBlockTag(s.iters[leaf].thread)) {
           block_vars_[s.iters[leaf].var.get()] = s.iters[leaf].thread;
+          if (s.attach.kind == AttachPoint::Kind::kAt) {
+            attached_block_vars_.insert(s.iters[leaf].var.get());
+          }
         }
       }
     }
@@ -325,7 +329,7 @@ class Lowerer {
         if (b->scope != MemScope::kLocal || bad != nullptr) return;
         for (const Expr& e : idx) {
           const auto* v = As<VarNode>(e);
-          if (v != nullptr && block_vars_.count(v)) bad = b.get();
+          if (v != nullptr && attached_block_vars_.count(v)) bad = b.get();
         }
       };
       if (const auto* st = As<StoreNode>(s)) check(st->buffer, st->indices);
@@ -914,8 +918,9 @@ class Lowerer {
   std::vector<StageBound> bounds_;
   std::unordered_map<const Buffer*, Realized> realized_;
   Analyzer analyzer_;
-  // Loop variables bound to block indices, with their binding.
+  // Loop variables bound to block indices, with their binding; those of attached stages.
   std::unordered_map<const VarNode*, ThreadTag> block_vars_;
+  std::unordered_set<const VarNode*> attached_block_vars_;
   LaunchConfig launch_;                 // of the kernel being built
   std::vector<LaunchConfig> launches_;  // per root stage
   const bool wide_;
