@@ -16,12 +16,6 @@ namespace tessel::schedules::codegen {
 
 // ---- Tree walks.
 
-void WalkStmt(const Stmt& s, const std::function<void(const Stmt&)>& fn) {
-  if (!s) return;
-  fn(s);
-  for (const Stmt& c : ChildStmts(s)) WalkStmt(c, fn);
-}
-
 void CollectWrittenBuffers(const Stmt& s, std::unordered_set<const Buffer*>* out) {
   WalkStmt(s, [&](const Stmt& x) {
     if (const auto* st = As<StoreNode>(x)) out->insert(st->buffer.get());

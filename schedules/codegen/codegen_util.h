@@ -27,8 +27,6 @@ namespace tessel::schedules::codegen {
 // accumulator: the iterations of a loop over `v` then depend on each other).
 bool StoresIndependentOf(const Stmt& s, const VarNode* v);
 
-// Calls `fn` on every statement of `s`, parents first.
-void WalkStmt(const Stmt& s, const std::function<void(const Stmt&)>& fn);
 // Adds to `out` the buffers that `s` writes: those it stores to, and (conservatively) those
 // loaded in the arguments of intrinsic calls evaluated for their effect.
 void CollectWrittenBuffers(const Stmt& s, std::unordered_set<const Buffer*>* out);

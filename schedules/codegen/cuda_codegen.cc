@@ -30,7 +30,6 @@ using codegen::kPrecAdd;
 using codegen::kPrecAnd;
 using codegen::SplitAffine;
 using codegen::ToAffine;
-using codegen::WalkStmt;
 
 constexpr int64_t kStaticSharedLimit = 48 * 1024;
 constexpr int64_t kSharedAlign = 16;
@@ -231,7 +230,7 @@ class CudaCodeGen final : public CodeGenC {
                              const std::string& value) override {
     return stream_stores_.count(n.buffer.get())
                ? absl::StrCat("__stcs(&", access, ", ", value, ");")
-               : absl::StrCat(access, " = ", value, ";");
+               : CodeGenC::StoreStatement(n, access, value);
   }
   // __ldcg, __ldcs, or nullptr for a plain load of buffer `b`.
   const char* LoadIntrinsic(const Buffer* b) const {
@@ -1017,7 +1016,7 @@ bool CudaCodeGen::TryEmitVectorizedReduction(const ForNode& n, const std::vector
   // The body: lets and stores to registers at indices free of the loop variable.
   std::vector<Expr> values;
   bool shape_ok = true;
-  codegen::WalkStmt(body, [&](const Stmt& x) {
+  WalkStmt(body, [&](const Stmt& x) {
     if (!shape_ok) return;
     if (const auto* st = As<StoreNode>(x)) {
       bool lane_index = st->buffer->scope != MemScope::kLocal;

@@ -210,6 +210,12 @@ std::vector<Stmt> ChildStmts(const Stmt& s) {
   return {};
 }
 
+void WalkStmt(const Stmt& s, const std::function<void(const Stmt&)>& fn) {
+  if (!s) return;
+  fn(s);
+  for (const Stmt& c : ChildStmts(s)) WalkStmt(c, fn);
+}
+
 std::vector<Expr> OwnExprs(const Stmt& s) {
   switch (s->kind) {
     case StmtKind::kFor: {

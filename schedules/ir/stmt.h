@@ -4,6 +4,7 @@
 // definition of the statement kinds; stmt_functor.h generates the mutator from it.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -189,6 +190,8 @@ std::vector<Stmt> ChildStmts(const Stmt& s);
 // The expressions `s` holds itself, not those of its children: a loop's bounds, a store's
 // indices and value, a condition, a let's value, an all-reduce's or evaluate's value.
 std::vector<Expr> OwnExprs(const Stmt& s);
+// Calls `fn` on every statement of `s`, parents first.
+void WalkStmt(const Stmt& s, const std::function<void(const Stmt&)>& fn);
 
 // Indented pseudo-code, used by `tessel lower --emit ir`.
 std::string ToString(const Stmt& s);

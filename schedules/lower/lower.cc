@@ -1,7 +1,6 @@
 #include "schedules/lower/lower.h"
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -77,12 +76,6 @@ class BufferCollector : public StmtMutator {
     return StmtMutator::VisitStore(n, self);
   }
 };
-
-void VisitStmts(const Stmt& s, const std::function<void(const Stmt&)>& f) {
-  if (!s) return;
-  f(s);
-  for (const Stmt& c : ChildStmts(s)) VisitStmts(c, f);
-}
 
 class Lowerer {
  public:
@@ -324,7 +317,7 @@ class Lowerer {
   // loop over the blocks' parts), which would read parts no thread of this block wrote.
   absl::Status CheckBlockAxesCompacted(const Stmt& body) const {
     const Buffer* bad = nullptr;
-    VisitStmts(body, [&](const Stmt& s) {
+    WalkStmt(body, [&](const Stmt& s) {
       auto check = [&](const BufferPtr& b, const std::vector<Expr>& idx) {
         if (b->scope != MemScope::kLocal || bad != nullptr) return;
         for (const Expr& e : idx) {
@@ -382,14 +375,14 @@ class Lowerer {
   // one block index (so a block barrier orders them).
   bool SameBlockOnly(const Stmt& writer, const Stmt& reader, const Buffer* buffer) const {
     std::vector<std::vector<Expr>> accesses;
-    VisitStmts(writer, [&](const Stmt& s) {
+    WalkStmt(writer, [&](const Stmt& s) {
       if (const auto* st = As<StoreNode>(s); st && st->buffer.get() == buffer) {
         accesses.push_back(st->indices);
       }
     });
     if (accesses.empty()) return false;
     const size_t stores = accesses.size();
-    VisitStmts(reader, [&](const Stmt& s) {
+    WalkStmt(reader, [&](const Stmt& s) {
       for (const Expr& e : OwnExprs(s)) {
         for (const LoadNode* l : CollectLoads(e, buffer)) accesses.push_back(l->indices);
       }
@@ -755,9 +748,8 @@ class Lowerer {
         // Everyone waits for the shared producers to be written before anything reads them (the
         // body, or a producer attached here such as a register copy of a shared tile), and
         // (when this nest runs repeatedly) for the previous iteration's readers to finish. The
-        // shared producers go first, then one barrier, then the others; unless a shared producer
-        // reads what another producer here writes, then each keeps its place and a barrier
-        // follows every run of shared producers.
+        // shared producers go first, unless one reads what a non-shared producer here writes;
+        // then each keeps its place.
         bool feeds_shared = false;
         for (const Producer& sp : producers) {
           if (!sp.shared) continue;
@@ -767,50 +759,42 @@ class Lowerer {
             }
           }
         }
-        // A global producer written across blocks is followed by a grid barrier instead (which
-        // also synchronizes the block). Its buffer is the whole tensor, so one iteration's
-        // writes never overwrite what another's readers still read: no grid barrier before.
+        if (!feeds_shared) {
+          std::stable_partition(producers.begin(), producers.end(),
+                                [](const Producer& x) { return x.shared; });
+        }
+        // A barrier goes before a producer that reads what a shared producer since the last
+        // barrier wrote, and before any non-shared producer after one, and one follows the last
+        // shared producer. It is a grid barrier (which also synchronizes the block) when what
+        // was written across blocks since the last grid barrier is read at other blocks' indices
+        // or may be read after the producers. A global buffer is the whole tensor, so one
+        // iteration's writes never overwrite what another's readers still read: no grid barrier
+        // before.
         if (RunsRepeatedly(si, iter)) before.push_back(MakeBarrier());
         auto barrier = [](bool grid) {
           return MakeBarrier(grid ? BarrierScope::kGrid : BarrierScope::kBlock);
         };
-        if (!feeds_shared) {
-          bool grid = false;
-          for (const Producer& x : producers) {
-            if (x.shared) before.push_back(x.nest);
-            grid |= x.grid;
+        auto reads = [](const Producer& r, const Producer& w) {
+          return !CollectLoads(r.stage->body, w.stage->buffer.get()).empty();
+        };
+        std::vector<const Producer*> since_barrier, since_grid_barrier;
+        for (const Producer& x : producers) {
+          bool grid = false, block = false;
+          for (const Producer* w : since_grid_barrier) {
+            grid |= reads(x, *w) && !SameBlockOnly(w->nest, x.nest, w->stage->buffer.get());
           }
-          before.push_back(barrier(grid));
-          for (const Producer& x : producers) {
-            if (!x.shared) before.push_back(x.nest);
+          for (const Producer* w : since_barrier) block |= !x.shared || reads(x, *w);
+          if (grid || block) {
+            before.push_back(barrier(grid));
+            since_barrier.clear();
+            if (grid) since_grid_barrier.clear();
           }
-        } else {
-          // Each producer keeps its place. A barrier goes before a producer that reads what a
-          // shared producer since the last barrier wrote, and before any non-shared producer
-          // after one; it is a grid barrier when the producer reads, at other blocks' indices,
-          // what was written across blocks since the last grid barrier.
-          std::vector<const Producer*> since_barrier, since_grid_barrier;
-          auto reads = [](const Producer& r, const Producer& w) {
-            return !CollectLoads(r.stage->body, w.stage->buffer.get()).empty();
-          };
-          for (const Producer& x : producers) {
-            bool grid = false, block = false;
-            for (const Producer* w : since_grid_barrier) {
-              grid |= reads(x, *w) && !SameBlockOnly(w->nest, x.nest, w->stage->buffer.get());
-            }
-            for (const Producer* w : since_barrier) block |= !x.shared || reads(x, *w);
-            if (grid || block) {
-              before.push_back(barrier(grid));
-              since_barrier.clear();
-              if (grid) since_grid_barrier.clear();
-            }
-            before.push_back(x.nest);
-            if (x.shared) since_barrier.push_back(&x);
-            if (x.grid) since_grid_barrier.push_back(&x);
-          }
-          if (!since_grid_barrier.empty() || !since_barrier.empty()) {
-            before.push_back(barrier(!since_grid_barrier.empty()));
-          }
+          before.push_back(x.nest);
+          if (x.shared) since_barrier.push_back(&x);
+          if (x.grid) since_grid_barrier.push_back(&x);
+        }
+        if (!since_grid_barrier.empty() || !since_barrier.empty()) {
+          before.push_back(barrier(!since_grid_barrier.empty()));
         }
       }
       if (!before.empty() || !after.empty()) {
