@@ -481,6 +481,162 @@ __global__ void __launch_bounds__(T, (G + SMS_ASSUMED - 1) / SMS_ASSUMED)
   }
 }
 
+// ------------------------------------------------------------------ the IR's kernel, by parts
+// ln_ir is the kernel Tessel generates from tests/data/layernorm_16x4194304_f32.grid512 (same
+// loads, reductions, barriers and stores), with switches that replace one part each by the fast
+// kernel's form, to find which parts of the IR cost what:
+//   ROWSYNC  the __syncthreads at the top of each row (lowering's "runs repeatedly" barrier);
+//   REGSUM   the squares' partial reads the block's sum from the all-reduce's register, not back
+//            from global memory (__ldcg) after a __syncthreads;
+//   WARPCOMB every warp combines the G partials by itself (lane l takes l, l+32, ...; shuffles
+//            only), instead of a guarded 512-thread all-reduce for each of the two statistics;
+//   CHAN     the block's sum and centred squares in one all-reduce of (mean, M2) pairs.
+template <int T>
+__device__ __forceinline__ float ir_allreduce(float v, float* scratch) {
+#pragma unroll
+  for (int o = 16; o >= 1; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = scratch[0];
+#pragma unroll
+  for (int w = 1; w < T / 32; ++w) v += scratch[w];
+  return v;
+}
+
+__device__ __forceinline__ void ir_grid_barrier(unsigned* sync, unsigned blocks) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned gen, old;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(gen) : "l"(sync + 1) : "memory");
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                 : "=r"(old)
+                 : "l"(sync)
+                 : "memory");
+    if (old == blocks - 1) {
+      asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(sync) : "memory");
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(sync + 1) : "memory");
+    } else {
+      unsigned cur;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(cur) : "l"(sync + 1) : "memory");
+      } while (cur == gen);
+    }
+  }
+  __syncthreads();
+}
+
+template <int G, int T, int E, bool ROWSYNC, bool REGSUM, bool WARPCOMB, bool CHAN>
+__global__ void __launch_bounds__(T)
+    ln_ir(const float* __restrict__ X, const float* __restrict__ weight,
+          const float* __restrict__ bias, float* __restrict__ Y, float* __restrict__ x_sum_rf,
+          float* __restrict__ sq_sum_rf, unsigned* __restrict__ sync) {
+  static_assert((long long)G * T * E == COLS && G % 32 == 0 && G <= T, "config");
+  constexpr int V = E / 4, SLICE = COLS / G;
+  constexpr float N = (float)COLS, NS = (float)SLICE;
+  extern __shared__ __align__(16) unsigned char smem[];
+  float* const weight_shared = reinterpret_cast<float*>(smem);
+  __shared__ float red[32];
+  __shared__ float2 wpart[32];
+  const int b = blockIdx.x, t = threadIdx.x, lane = t & 31, warp = t >> 5;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    *reinterpret_cast<float4*>(&weight_shared[j * T * 4 + t * 4]) =
+        *reinterpret_cast<const float4*>(&weight[b * SLICE + j * T * 4 + t * 4]);
+  }
+  __syncthreads();
+  for (int r = 0; r < ROWS; ++r) {
+    float xl[E];
+    if (ROWSYNC) __syncthreads();
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float4 v =
+          __ldcs(reinterpret_cast<const float4*>(&X[(size_t)r * COLS + b * SLICE + j * T * 4 + t * 4]));
+      xl[j * 4] = v.x;
+      xl[j * 4 + 1] = v.y;
+      xl[j * 4 + 2] = v.z;
+      xl[j * 4 + 3] = v.w;
+    }
+    if (CHAN) {
+      float s = 0.f;
+#pragma unroll
+      for (int k = 0; k < E; ++k) s += xl[k];
+      float m = s * (1.f / E), q = 0.f;
+#pragma unroll
+      for (int k = 0; k < E; ++k) q += (xl[k] - m) * (xl[k] - m);
+      float n = E;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1, n *= 2) chan_equal(m, q, n, o);
+      __syncthreads();
+      if (lane == 0) wpart[warp] = make_float2(m, q);
+      __syncthreads();
+      const float2 w0 = wpart[lane < T / 32 ? lane : 0];
+      m = lane < T / 32 ? w0.x : 0.f;
+      q = lane < T / 32 ? w0.y : 0.f;
+      float nn = 32.f * E;
+#pragma unroll
+      for (int o = 1; o < T / 32; o <<= 1, nn *= 2) chan_equal(m, q, nn, o);
+      if (t == 0) {
+        x_sum_rf[r * G + b] = m * NS;
+        sq_sum_rf[r * G + b] = q;
+      }
+    } else {
+      float acc = 0.f;
+#pragma unroll
+      for (int k = 0; k < E; ++k) acc += xl[k];
+      const float s = ir_allreduce<T>(acc, red);
+      if (t == 0) x_sum_rf[r * G + b] = s;
+      __syncthreads();
+      float q = 0.f;
+#pragma unroll
+      for (int k = 0; k < E; ++k) {
+        const float m = REGSUM ? s / NS : __ldcg(&x_sum_rf[r * G + b]) / NS;
+        q += (xl[k] - m) * (xl[k] - m);
+      }
+      q = ir_allreduce<T>(q, red);
+      if (t == 0) sq_sum_rf[r * G + b] = q;
+    }
+    ir_grid_barrier(sync, G);
+    float x_sum, sq_sum;
+    if (WARPCOMB) {
+      float s = 0.f;
+#pragma unroll
+      for (int k = 0; k < G / 32; ++k) s += __ldcg(&x_sum_rf[r * G + k * 32 + lane]);
+#pragma unroll
+      for (int o = 16; o >= 1; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+      x_sum = s;
+      float q = 0.f;
+#pragma unroll
+      for (int k = 0; k < G / 32; ++k) {
+        const float d = __ldcg(&x_sum_rf[r * G + k * 32 + lane]) / NS - x_sum / N;
+        q += __ldcg(&sq_sum_rf[r * G + k * 32 + lane]) + NS * (d * d);
+      }
+#pragma unroll
+      for (int o = 16; o >= 1; o /= 2) q += __shfl_xor_sync(0xffffffffu, q, o);
+      sq_sum = q;
+    } else {
+      float acc = t < G ? __ldcg(&x_sum_rf[r * G + t]) : 0.f;
+      x_sum = ir_allreduce<T>(acc, red);
+      acc = 0.f;
+      if (t < G) {
+        const float d = __ldcg(&x_sum_rf[r * G + t]) / NS - x_sum / N;
+        acc = __ldcg(&sq_sum_rf[r * G + t]) + NS * (d * d);
+      }
+      sq_sum = ir_allreduce<T>(acc, red);
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float4 w = *reinterpret_cast<const float4*>(&weight_shared[j * T * 4 + t * 4]);
+      const float4 bb = *reinterpret_cast<const float4*>(&bias[b * SLICE + j * T * 4 + t * 4]);
+      const float mean = x_sum / N, rs = rsqrtf(sq_sum / N + EPS);
+      __stcs(reinterpret_cast<float4*>(&Y[(size_t)r * COLS + b * SLICE + j * T * 4 + t * 4]),
+             make_float4((xl[j * 4] - mean) * rs * w.x + bb.x, (xl[j * 4 + 1] - mean) * rs * w.y + bb.y,
+                         (xl[j * 4 + 2] - mean) * rs * w.z + bb.z,
+                         (xl[j * 4 + 3] - mean) * rs * w.w + bb.w));
+    }
+  }
+}
+
 // ------------------------------------------------------------------ two-kernel baseline
 constexpr int CHUNK = 32768, NCHUNK = COLS / CHUNK, TB = 256,
               PER_T = CHUNK / 4 / TB;  // 128 chunks, 32 float4/thread
@@ -710,6 +866,42 @@ static void run_wsmem() {
             verify_y(), regs);
 }
 
+#ifdef LNP_IRGEN
+#include "ln_ir_generated.cuh"
+#endif
+template <int G, int T, int E, bool ROWSYNC, bool REGSUM, bool WARPCOMB, bool CHAN, int GEN = 0>
+static void run_ir() {
+  char name[80];
+  snprintf(name, sizeof name, "ir<%d,%d,%d>%s%s%s%s", G, T, E, ROWSYNC ? "" : "-rowsync",
+           REGSUM ? "+regsum" : "", WARPCOMB ? "+warpcomb" : "", CHAN ? "+chan" : "");
+  auto k = ln_ir<G, T, E, ROWSYNC, REGSUM, WARPCOMB, CHAN>;
+  int smem = E * T * 4;
+#ifdef LNP_IRGEN
+  if (GEN) {
+    k = tessel_layernorm_Y;
+    smem = 131136;
+    snprintf(name, sizeof name, "ir_generated");
+  }
+#endif
+  CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  cudaFuncAttributes fa;
+  CK(cudaFuncGetAttributes(&fa, k));
+  char regs[48];
+  snprintf(regs, sizeof regs, "%d (spill %dB)", fa.numRegs, (int)fa.localSizeBytes);
+  CK(cudaMemset(dY, 0xFF, X_BYTES));
+  const float *x = reinterpret_cast<const float*>(dX), *w = reinterpret_cast<const float*>(dW),
+              *bi = reinterpret_cast<const float*>(dB);
+  float* y = reinterpret_cast<float*>(dY);
+  float* ps = reinterpret_cast<float*>(dP);
+  float* pq = ps + ROWS * MAX_G;
+  unsigned* bar = dBar;
+  void* args[] = {(void*)&x, (void*)&w, (void*)&bi, (void*)&y, (void*)&ps, (void*)&pq, (void*)&bar};
+  const float ms = time_median(
+      [&] { CK(cudaLaunchCooperativeKernel((const void*)k, dim3(G), dim3(T), args, smem, 0)); });
+  print_row(name, ms, COMPULSORY_BYTES, copyMs * (COMPULSORY_BYTES / (2.0 * X_BYTES)) / ms,
+            verify_y(), regs);
+}
+
 int main() {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -784,7 +976,22 @@ int main() {
   }
 
   // 2) persistent, grid-synchronized, row slice in registers.
-  if (!coop) {
+  const char* only = getenv("LNP_ONLY");
+  if (coop && only != nullptr && strcmp(only, "ir") == 0) {
+    run_wsmem<128, 512, 64, 0, true>();
+    run_ir<128, 512, 64, true, false, false, false>();
+    run_ir<128, 512, 64, false, false, false, false>();
+    run_ir<128, 512, 64, true, true, false, false>();
+    run_ir<128, 512, 64, true, false, true, false>();
+    run_ir<128, 512, 64, true, true, true, false>();
+    run_ir<128, 512, 64, true, false, false, true>();
+    run_ir<128, 512, 64, true, false, true, true>();
+    run_ir<128, 512, 64, false, true, true, false>();
+    run_ir<128, 512, 64, false, false, true, true>();
+    run_ir<128, 512, 64, true, false, false, false>();
+    run_ir<128, 512, 64, true, false, false, false, 1>();
+    run_wsmem<128, 512, 64, 0, true>();
+  } else if (!coop) {
     printf("cooperative launch unsupported: persistent kernels skipped\n");
   } else {
     run_persistent<128, 1024, 32, false>();

@@ -866,7 +866,7 @@ std::string CodeGenC::StoredValue(DType t, const Expr& value) {
   // An element copied unchanged keeps its storage type (no round trip through float).
   if (const auto* l = As<LoadNode>(value);
       l && l->dtype == t && load_override_.count(value.get()) == 0) {
-    return Access(l->buffer, l->indices);
+    return LoadAccess(*l);
   }
   // A value cast to the half type it is stored as is converted once.
   if (const auto* c = As<CastNode>(value);

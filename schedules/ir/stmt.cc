@@ -94,6 +94,12 @@ Stmt MakeBarrier(BarrierScope scope) { return std::make_shared<BarrierNode>(scop
 Stmt MakeAllReduce(ReduceOp op, Expr value, BufferPtr result, ThreadTag thread, int64_t extent) {
   return std::make_shared<AllReduceNode>(op, std::move(value), std::move(result), thread, extent);
 }
+Stmt MakeCenteredAllReduce(Expr sum, Expr m2, Expr count, BufferPtr sum_result, BufferPtr m2_result,
+                           ThreadTag thread, int64_t extent) {
+  return std::make_shared<AllReduceNode>(ReduceOp::kSum, std::move(sum), std::move(sum_result),
+                                         thread, extent, std::move(m2), std::move(count),
+                                         std::move(m2_result));
+}
 Stmt MakeEvaluate(Expr value) { return std::make_shared<EvaluateNode>(std::move(value)); }
 
 namespace {
@@ -168,6 +174,13 @@ void Print(std::ostream& os, const Stmt& s, int indent) {
       return;
     case StmtKind::kAllReduce: {
       const auto& n = static_cast<const AllReduceNode&>(*s);
+      if (n.centered()) {
+        os << pad << n.result->name << "[0], " << n.m2_result->name
+           << "[0] = allreduce_centered(sum " << ToString(n.value) << ", m2 " << ToString(n.m2)
+           << ", count " << ToString(n.count) << ") over " << ThreadTagName(n.thread) << " x"
+           << n.extent << "\n";
+        return;
+      }
       os << pad << n.result->name << "[0] = allreduce_" << ReduceOpName(n.op) << "("
          << ToString(n.value) << ") over " << ThreadTagName(n.thread) << " x" << n.extent << "\n";
       return;
@@ -232,8 +245,11 @@ std::vector<Expr> OwnExprs(const Stmt& s) {
       return {static_cast<const IfThenElseNode&>(*s).cond};
     case StmtKind::kLetStmt:
       return {static_cast<const LetStmtNode&>(*s).value};
-    case StmtKind::kAllReduce:
-      return {static_cast<const AllReduceNode&>(*s).value};
+    case StmtKind::kAllReduce: {
+      const auto& n = static_cast<const AllReduceNode&>(*s);
+      if (n.centered()) return {n.value, n.m2, n.count};
+      return {n.value};
+    }
     case StmtKind::kEvaluate:
       return {static_cast<const EvaluateNode&>(*s).value};
     case StmtKind::kAllocate:

@@ -155,15 +155,33 @@ struct BarrierNode final : StmtNode {
 // Combines `value` across the `extent` threads of axis `thread` (each group of threads that share
 // the other thread indices separately) and writes the result to result[0] in every thread.
 // Every thread of the block must execute it.
+//
+// A centred pair (`m2` set, op kSum; MakeCenteredAllReduce): each thread holds the sum `value` of
+// `count` elements and `m2`, the sum of their squared deviations from value / count; result[0]
+// gets the group's sum and m2_result[0] the sum of the group's squared deviations from its own
+// mean (Chan et al.'s pairwise combination: one reduction for a sum and the variance around it).
 struct AllReduceNode final : StmtNode {
   static constexpr StmtKind kKind = StmtKind::kAllReduce;
-  AllReduceNode(ReduceOp o, Expr v, BufferPtr r, ThreadTag t, int64_t e)
-      : StmtNode(kKind), op(o), value(std::move(v)), result(std::move(r)), thread(t), extent(e) {}
+  AllReduceNode(ReduceOp o, Expr v, BufferPtr r, ThreadTag t, int64_t e, Expr m = nullptr,
+                Expr n = nullptr, BufferPtr mr = nullptr)
+      : StmtNode(kKind),
+        op(o),
+        value(std::move(v)),
+        result(std::move(r)),
+        thread(t),
+        extent(e),
+        m2(std::move(m)),
+        count(std::move(n)),
+        m2_result(std::move(mr)) {}
+  bool centered() const { return m2 != nullptr; }
   const ReduceOp op;
   const Expr value;
   const BufferPtr result;
   const ThreadTag thread;
   const int64_t extent;
+  const Expr m2;              // centred pair only
+  const Expr count;           // centred pair only: the thread's number of elements (float)
+  const BufferPtr m2_result;  // centred pair only
 };
 
 // Evaluates an expression for its effect (tensor-core intrinsic calls).
@@ -182,6 +200,8 @@ Stmt MakeSeq(std::vector<Stmt> stmts);  // flattens nested sequences, drops null
 Stmt MakeLet(VarPtr var, Expr value, Stmt body);
 Stmt MakeBarrier(BarrierScope scope = BarrierScope::kBlock);
 Stmt MakeAllReduce(ReduceOp op, Expr value, BufferPtr result, ThreadTag thread, int64_t extent);
+Stmt MakeCenteredAllReduce(Expr sum, Expr m2, Expr count, BufferPtr sum_result, BufferPtr m2_result,
+                           ThreadTag thread, int64_t extent);
 Stmt MakeEvaluate(Expr value);
 
 // The statements directly inside `s` (a loop's, allocation's or let's body, both branches of

@@ -73,6 +73,11 @@ class StmtMutator {
   virtual Stmt VisitBarrier(const BarrierNode&, const Stmt& self) { return self; }
   virtual Stmt VisitAllReduce(const AllReduceNode& n, const Stmt& self) {
     Expr v = VisitExpr(n.value);
+    if (n.centered()) {
+      Expr m = VisitExpr(n.m2), c = VisitExpr(n.count);
+      if (v == n.value && m == n.m2 && c == n.count) return self;
+      return MakeCenteredAllReduce(v, m, c, n.result, n.m2_result, n.thread, n.extent);
+    }
     return v == n.value ? self : MakeAllReduce(n.op, v, n.result, n.thread, n.extent);
   }
   virtual Stmt VisitEvaluate(const EvaluateNode& n, const Stmt& self) {

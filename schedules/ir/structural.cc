@@ -144,6 +144,11 @@ class EqualChecker {
       case StmtKind::kAllReduce: {
         const auto& x = static_cast<const AllReduceNode&>(*a);
         const auto& y = static_cast<const AllReduceNode&>(*b);
+        if (x.centered() != y.centered()) return false;
+        if (x.centered() && !(Equal(x.m2, y.m2) && Equal(x.count, y.count) &&
+                              EqualBuffer(x.m2_result, y.m2_result))) {
+          return false;
+        }
         return x.op == y.op && Equal(x.value, y.value) && EqualBuffer(x.result, y.result) &&
                x.thread == y.thread && x.extent == y.extent;
       }
@@ -311,6 +316,12 @@ class Hasher {
         HashBuffer(n.result);
         Str(ThreadTagName(n.thread));
         Int(n.extent);
+        if (n.centered()) {  // plain all-reduces hash as before centred pairs existed
+          Str("centered");
+          Hash(n.m2);
+          Hash(n.count);
+          HashBuffer(n.m2_result);
+        }
         return;
       }
       case StmtKind::kEvaluate:

@@ -166,8 +166,10 @@ bool StmtUsesVar(const Stmt& s, const VarNode* v) {
     }
     case StmtKind::kBarrier:
       return false;
-    case StmtKind::kAllReduce:
-      return uses(static_cast<const AllReduceNode&>(*s).value);
+    case StmtKind::kAllReduce: {
+      const auto& n = static_cast<const AllReduceNode&>(*s);
+      return uses(n.value) || (n.centered() && (uses(n.m2) || uses(n.count)));
+    }
     case StmtKind::kEvaluate:
       return uses(static_cast<const EvaluateNode&>(*s).value);
   }

@@ -34,7 +34,10 @@ class Scan {
           Candidate{a->buffer, std::vector<ThreadTag>(a->buffer->shape.size(), ThreadTag::kNone)});
     }
     if (const auto* st = As<StoreNode>(s)) Access(st->buffer.get(), st->indices);
-    if (const auto* r = As<AllReduceNode>(s)) RuleOut(r->result.get());
+    if (const auto* r = As<AllReduceNode>(s)) {
+      RuleOut(r->result.get());
+      if (r->centered()) RuleOut(r->m2_result.get());
+    }
     for (const Expr& e : OwnExprs(s)) {
       for (const LoadNode* l : CollectLoads(e)) Access(l->buffer.get(), l->indices);
     }

@@ -32,6 +32,39 @@ struct Realized {
   std::vector<Expr> offset;  // empty: no offset
 };
 
+// fuse_centered_sum's first pass: the squares' thread-local nest with each accumulation
+// acc += [select(c,] (e - mean) * (e - mean) [, 0)] replaced by sum += [select(c,] e [, 0)], and
+// count += [select(c,] 1 [, 0)] when `count` is set (a thread's count that varies).
+class CenteredSumPass : public StmtMutator {
+ public:
+  CenteredSumPass(const Buffer* acc, BufferPtr sum, BufferPtr count)
+      : acc_(acc), sum_(std::move(sum)), count_(std::move(count)) {}
+  bool ok() const { return ok_; }
+
+ protected:
+  Stmt VisitStore(const StoreNode& n, const Stmt& self) override {
+    if (n.buffer.get() != acc_) return self;
+    const auto* add = As<BinaryNode>(n.value);
+    const std::optional<CenteredSquare> sq =
+        add != nullptr && add->op == BinaryOp::kAdd ? MatchCenteredSquare(add->b) : std::nullopt;
+    if (!sq) {
+      ok_ = false;
+      return self;
+    }
+    const DType t = sq->e->dtype;
+    auto select = [&](Expr x) { return sq->cond ? MakeSelect(sq->cond, x, MakeFloat(0, t)) : x; };
+    auto add_to = [&](const BufferPtr& b, Expr x) {
+      return MakeStore(b, {MakeInt(0)}, MakeLoad(b, {MakeInt(0)}) + select(std::move(x)));
+    };
+    return MakeSeq({add_to(sum_, sq->e), count_ ? add_to(count_, MakeFloat(1, t)) : Stmt()});
+  }
+
+ private:
+  const Buffer* acc_;
+  BufferPtr sum_, count_;
+  bool ok_ = true;
+};
+
 // Rewrites loads of logical buffers to their realized buffers.
 class AccessRewriter : public ExprMutator {
  public:
@@ -522,6 +555,15 @@ class Lowerer {
                    iv.annotations);
   }
 
+  // The buffers a stage's nest writes: its own, and a stage it computes in the same pass.
+  std::vector<const Buffer*> WrittenBuffers(const Stage& s) const {
+    std::vector<const Buffer*> out = {s.buffer.get()};
+    for (const std::string* fused : {&s.online_max, &s.centered_sum}) {
+      if (!fused->empty()) out.push_back(stages_[FindStageIndex(stages_, *fused)].buffer.get());
+    }
+    return out;
+  }
+
   // Whether the nest at (stage, iter) runs more than once per thread (so a shared producer there
   // needs a barrier before it too).
   bool RunsRepeatedly(int si, int iter) {
@@ -568,6 +610,25 @@ class Lowerer {
                          m.name, "[...]); do not cache_read ", m.name, " for it"));
       }
       online_x = term->e;
+    }
+    // fuse_centered_sum: these squares of deviations from each chunk's mean also compute the
+    // chunk sums, in one cross-thread reduction of (sum, squares) pairs.
+    const bool centered = !s.centered_sum.empty();
+    BufferPtr sum_out;
+    std::vector<Expr> sum_idx;
+    std::optional<CenteredSquare> centered_term;
+    if (centered) {
+      const Stage& ps = stages_[FindStageIndex(stages_, s.centered_sum)];
+      sum_out = rw.Target(ps.buffer);
+      sum_idx = rw.Indices(ps.buffer.get(), idx);
+      centered_term = MatchCenteredSquare(value);
+      if (!centered_term || CollectLoads(centered_term->m, sum_out.get()).empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "stage ", s.name, " computes ", ps.name,
+            " in the same reduction (fuse_centered_sum), but its body no longer squares "
+            "deviations from ",
+            ps.name, "[...]; do not cache_read ", ps.name, " for it"));
+      }
     }
     // One step of the online normalizer on (sum, max) held at the given places:
     //   d = x - max; e = exp(-|d|); sum = d > 0 ? sum * e + 1 : sum + e; max = max(max, x).
@@ -634,6 +695,15 @@ class Lowerer {
       return absl::FailedPreconditionError(
           absl::StrCat("stage ", s.name, " is local but not attached"));
     }
+    if (centered &&
+        (cross < 0 || cluster >= 0 || s.iters[s.leaves[cross]].thread != ThreadTag::kThreadX ||
+         !IsFloat(value->dtype))) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "stage ", s.name, " computes ", s.centered_sum,
+          " in the same reduction (fuse_centered_sum), which combines (sum, squares) pairs "
+          "across the threads of threadIdx.x: bind a reduction loop of ",
+          s.name, " to threadIdx.x (and none to the cluster)"));
+    }
     if (cluster >= 0 && cross < 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           "stage ", s.name, " reduces loop ", s.iters[s.leaves[cluster]].var->name,
@@ -668,6 +738,9 @@ class Lowerer {
     Stmt body;
     const bool wide = wide_ && s.reduce && !online && cross < 0 && s.init_at < 0 && IsFloat(vt);
     BufferPtr max_acc;  // online, cross-thread: the thread's running maximum
+    // centered: the thread's sum, its element count when that varies, and the count.
+    BufferPtr sum_acc, count_acc;
+    Expr thread_count;
     if (wide) {
       acc_buf = MakeBuffer(Sanitize(s.name) + "_acc", DType::kFloat64, {1}, MemScope::kLocal);
       Expr acc = MakeLoad(acc_buf, {MakeInt(0)});
@@ -681,6 +754,29 @@ class Lowerer {
       max_acc = MakeBuffer(Sanitize(s.name) + "_max", max_out->dtype, {1}, MemScope::kLocal);
       body = MakeIf(MakeAnd(spatial_cond, reduce_cond),
                     online_step(acc_buf, {MakeInt(0)}, max_acc, {MakeInt(0)}));
+    } else if (cross >= 0 && centered) {
+      // Each thread sums its elements first (CenteredSumPass), then squares their deviations
+      // from its own mean. With no guard every thread has the same number of elements, the
+      // product of its reduction loops' extents; otherwise it counts them.
+      acc_buf = MakeBuffer(Sanitize(s.name) + "_acc", vt, {1}, MemScope::kLocal);
+      sum_acc = MakeBuffer(Sanitize(s.name) + "_sum", vt, {1}, MemScope::kLocal);
+      Expr guard = MakeAnd(spatial_cond, reduce_cond);
+      if (guard || centered_term->cond) {
+        count_acc = MakeBuffer(Sanitize(s.name) + "_count", vt, {1}, MemScope::kLocal);
+        thread_count = MakeLoad(count_acc, {MakeInt(0)});
+      } else {
+        int64_t n = 1;
+        for (size_t q = 0; q < s.leaves.size(); ++q) {
+          const IterVar& iv = s.iters[s.leaves[q]];
+          if (iv.reduce && static_cast<int>(q) != cross) n *= iv.extent;
+        }
+        thread_count = MakeFloat(static_cast<double>(n), vt);
+      }
+      Expr dev = centered_term->e - MakeLoad(sum_acc, {MakeInt(0)}) / thread_count;
+      Expr square = dev * dev;
+      if (centered_term->cond) square = MakeSelect(centered_term->cond, square, MakeFloat(0, vt));
+      Expr acc = MakeLoad(acc_buf, {MakeInt(0)});
+      body = MakeIf(guard, MakeStore(acc_buf, {MakeInt(0)}, acc + square));
     } else if (cross >= 0) {
       acc_buf = MakeBuffer(Sanitize(s.name) + "_acc", vt, {1}, MemScope::kLocal);
       Expr acc = MakeLoad(acc_buf, {MakeInt(0)});
@@ -770,20 +866,31 @@ class Lowerer {
         // or may be read after the producers. A global buffer is the whole tensor, so one
         // iteration's writes never overwrite what another's readers still read: no grid barrier
         // before.
-        if (RunsRepeatedly(si, iter)) before.push_back(MakeBarrier());
+        // Only shared memory is overwritten by the next iteration while others may still read
+        // it: a global stage writes each element of its tensor once.
+        if (RunsRepeatedly(si, iter) &&
+            std::any_of(producers.begin(), producers.end(), [](const Producer& x) {
+              return x.stage->buffer->scope == MemScope::kShared;
+            })) {
+          before.push_back(MakeBarrier());
+        }
         auto barrier = [](bool grid) {
           return MakeBarrier(grid ? BarrierScope::kGrid : BarrierScope::kBlock);
         };
-        auto reads = [](const Producer& r, const Producer& w) {
-          return !CollectLoads(r.stage->body, w.stage->buffer.get()).empty();
+        auto reads = [](const Producer& r, const Buffer* b) {
+          return !CollectLoads(r.stage->body, b).empty();
         };
         std::vector<const Producer*> since_barrier, since_grid_barrier;
         for (const Producer& x : producers) {
           bool grid = false, block = false;
           for (const Producer* w : since_grid_barrier) {
-            grid |= reads(x, *w) && !SameBlockOnly(w->nest, x.nest, w->stage->buffer.get());
+            for (const Buffer* b : WrittenBuffers(*w->stage)) {
+              grid |= reads(x, b) && !SameBlockOnly(w->nest, x.nest, b);
+            }
           }
-          for (const Producer* w : since_barrier) block |= !x.shared || reads(x, *w);
+          for (const Producer* w : since_barrier) {
+            for (const Buffer* b : WrittenBuffers(*w->stage)) block |= !x.shared || reads(x, b);
+          }
           if (grid || block) {
             before.push_back(barrier(grid));
             since_barrier.clear();
@@ -840,7 +947,31 @@ class Lowerer {
         }
         Stmt reduce_and_store;
         Stmt init = MakeStore(acc_buf, {MakeInt(0)}, ReduceIdentity(*s.reduce, vt));
-        if (online) {
+        if (centered) {
+          // The sums pass, then the squares pass, then one all-reduce of the pairs.
+          CenteredSumPass sums(acc_buf.get(), sum_acc, count_acc);
+          Stmt sum_loop = sums.Visit(loop);
+          if (!sums.ok()) {
+            return absl::InternalError(absl::StrCat("stage ", s.name,
+                                                    ": the accumulation of its squares did not "
+                                                    "keep the form (e - mean) * (e - mean)"));
+          }
+          BufferPtr sum_res = MakeBuffer(Sanitize(s.name) + "_sum_red", vt, {1}, MemScope::kLocal);
+          std::vector<Stmt> first = {MakeStore(sum_acc, {MakeInt(0)}, MakeFloat(0, vt))};
+          if (count_acc) first.push_back(MakeStore(count_acc, {MakeInt(0)}, MakeFloat(0, vt)));
+          first.push_back(sum_loop);
+          init = MakeSeq({MakeSeq(first), init});
+          reduce_and_store = MakeAllocate(
+              sum_res,
+              MakeAllocate(
+                  res,
+                  MakeSeq({MakeCenteredAllReduce(MakeLoad(sum_acc, {MakeInt(0)}), acc, thread_count,
+                                                 sum_res, res, tv.thread, BlockDim(tv.thread)),
+                           MakeIf(store_cond,
+                                  MakeSeq({MakeStore(out, out_idx, MakeLoad(res, {MakeInt(0)})),
+                                           MakeStore(sum_out, sum_idx,
+                                                     MakeLoad(sum_res, {MakeInt(0)}))}))})));
+        } else if (online) {
           // The block's maximum first; each thread's sum rescaled to it, then summed.
           BufferPtr max_res =
               MakeBuffer(Sanitize(s.name) + "_max_red", max_out->dtype, {1}, MemScope::kLocal);
@@ -878,6 +1009,8 @@ class Lowerer {
         }
         Stmt block = MakeAllocate(acc_buf, MakeSeq({init, loop, reduce_and_store}));
         if (online) block = MakeAllocate(max_acc, block);
+        if (count_acc) block = MakeAllocate(count_acc, block);
+        if (sum_acc) block = MakeAllocate(sum_acc, block);
         loop = MakeFor(tv.var, MakeInt(0), MakeInt(BlockDim(tv.thread)), ForKind::kThreadBinding,
                        tv.thread, block, tv.annotations);
         if (cv != nullptr) {

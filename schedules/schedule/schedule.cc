@@ -224,9 +224,13 @@ absl::StatusOr<Stage*> Schedule::HandleStage(int id, char kind, const char* prim
     return Precondition(prim, absl::StrCat("stage ", s->name, " was inlined and has no loops"));
   }
   if (!s->computed_by.empty()) {
-    return Precondition(prim,
-                        absl::StrCat("stage ", s->name, " is computed by stage ", s->computed_by,
-                                     " (fuse_online_max); schedule that stage instead"));
+    const Stage* by = FindStage(s->computed_by);
+    const char* how =
+        by != nullptr && by->centered_sum == s->name ? "fuse_centered_sum" : "fuse_online_max";
+    return Precondition(
+        prim, absl::StrCat("stage ", s->name, " is computed by stage ", s->computed_by, " (", how,
+                           "); schedule that stage "
+                           "instead"));
   }
   return s;
 }
@@ -881,6 +885,8 @@ absl::StatusOr<BlockRV> Schedule::CacheRead(std::string tensor, const std::strin
     }
     src = stages_[i].buffer;
     insert_at = i + 1;
+    // A stage computed in another's pass is there when that stage has run.
+    if (int by = StageIndex(stages_[i].computed_by); by > i) insert_at = by + 1;
   } else {
     for (const BufferPtr& b : inputs_) {
       if (b->name == tensor) src = b;
@@ -897,10 +903,11 @@ absl::StatusOr<BlockRV> Schedule::CacheRead(std::string tensor, const std::strin
     if (!Reads(**st, src.get())) {
       return Precondition(prim, absl::StrCat("stage ", (*st)->name, " does not read ", tensor));
     }
-    if ((*st)->online_max == tensor) {
-      return Precondition(prim, absl::StrCat("stage ", (*st)->name, " computes ", tensor,
-                                             " in the same pass (fuse_online_max); it holds ",
-                                             tensor, " in a register already"));
+    if ((*st)->online_max == tensor || (*st)->centered_sum == tensor) {
+      return Precondition(
+          prim, absl::StrCat("stage ", (*st)->name, " computes ", tensor, " in the same pass (",
+                             (*st)->online_max == tensor ? "fuse_online_max" : "fuse_centered_sum",
+                             "); it holds ", tensor, " in a register already"));
     }
     reader_idx.push_back(StageIndex((*st)->name));
   }
@@ -949,6 +956,11 @@ absl::StatusOr<BlockRV> Schedule::CacheWrite(BlockRV block, const std::string& s
     return Precondition(prim, absl::StrCat("stage ", s->name, " computes ", s->online_max,
                                            " in the same pass (fuse_online_max); cache_write "
                                            "it before fusing"));
+  }
+  if (!s->centered_sum.empty()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " computes ", s->centered_sum,
+                                           " in the same reduction (fuse_centered_sum); "
+                                           "cache_write it before fusing"));
   }
   // cache_write resets the stage's loops: a binding, loop kind, annotation or decomposed
   // initialization would be dropped silently while the trace still holds it.
@@ -1026,16 +1038,18 @@ absl::Status Schedule::AttachAt(Stage* s, AttachPoint at, BlockRV block, LoopRV 
     return Precondition(prim, std::string(region.status().message()));
   }
   ResetLoops(s, *region);
-  SyncOnlineMax(*s);
+  SyncFused(*s);
   Record(Instruction{prim, {RVName(block.id), RVName(loop.id)}, {}, {}, {}});
   return absl::OkStatus();
 }
 
-void Schedule::SyncOnlineMax(const Stage& s) {
-  if (s.online_max.empty()) return;
-  const int m = StageIndex(s.online_max);
-  TESSEL_CHECK(m >= 0) << "stage " << s.online_max << " fused into " << s.name << " is gone";
-  stages_[m].attach = s.attach;
+void Schedule::SyncFused(const Stage& s) {
+  for (const std::string* fused : {&s.online_max, &s.centered_sum}) {
+    if (fused->empty()) continue;
+    const int m = StageIndex(*fused);
+    TESSEL_CHECK(m >= 0) << "stage " << *fused << " fused into " << s.name << " is gone";
+    stages_[m].attach = s.attach;
+  }
 }
 
 absl::Status Schedule::CheckComputeAt(const Stage* s, const Stage* t, const char* prim) const {
@@ -1085,7 +1099,7 @@ absl::Status Schedule::ComputeAt(BlockRV block, LoopRV loop) {
         if (iv.reduce && static_cast<int>(ext.size()) < s->num_root()) ext.push_back(iv.extent);
       }
       ResetLoops(s, ext);
-      SyncOnlineMax(*s);
+      SyncFused(*s);
     }
     Record(Instruction{prim, {RVName(block.id), "root"}, {}, {}, {}});
     return absl::OkStatus();
@@ -1324,10 +1338,10 @@ absl::Status Schedule::SplitBufferAxis(BlockRV block, int axis,
     return Precondition(
         prim, absl::StrCat("stage ", s->name, " is an output; its layout is the workload's"));
   }
-  if (!s->online_max.empty() || !s->computed_by.empty()) {
+  if (!s->online_max.empty() || !s->centered_sum.empty() || !s->computed_by.empty()) {
     return Precondition(prim, absl::StrCat("stage ", s->name,
-                                           " is part of a fuse_online_max pair; split its axis "
-                                           "before fuse_online_max"));
+                                           " is part of a fused pair (fuse_online_max or "
+                                           "fuse_centered_sum); split its axis before fusing"));
   }
   bool fresh = s->relations.empty() && s->attach.kind == AttachPoint::Kind::kRoot &&
                s->init_at < 0 && static_cast<int>(s->leaves.size()) == s->num_root();
@@ -1495,30 +1509,93 @@ absl::Status Schedule::FuseOnlineMax(BlockRV block) {
     return Precondition(prim, absl::StrCat("stage ", m->name, " is not the max of the exponent ",
                                            "that stage ", s->name, " uses", form));
   }
-  // Every other reader of m must run after s: it reads s too. s's attachment must be a place
-  // where m is visible to all of them.
+  // Every other reader of m must run after s: it reads s too.
   for (int c : Consumers(m->buffer.get())) {
     const Stage& cs = stages_[c];
-    if (&cs == s) continue;
-    if (!Reads(cs, s->buffer.get())) {
+    if (&cs != s && !Reads(cs, s->buffer.get())) {
       return Precondition(prim, absl::StrCat("stage ", cs.name, " reads ", m->name, " but not ",
                                              s->name, ", so it could run before the fused pass"));
     }
-    if (s->attach.kind == AttachPoint::Kind::kAt && cs.name != s->attach.stage &&
-        !IsAttachedWithin(cs, s->attach.stage)) {
-      return Precondition(prim,
-                          absl::StrCat("stage ", cs.name, " reads ", m->name, " outside stage ",
-                                       s->attach.stage, ", where ", s->name, " is computed"));
-    }
   }
-  if (const Stage* o = AttachedTo(m->name)) {
-    return Precondition(prim, absl::StrCat("stage ", o->name, " is attached to a loop of ", m->name,
-                                           "; move it first"));
-  }
+  TESSEL_RETURN_IF_ERROR(CheckFusable(*s, *m, prim));
   m->computed_by = s->name;
   s->online_max = m->name;
-  SyncOnlineMax(*s);
+  SyncFused(*s);
   Record(Instruction{prim, {RVName(block.id)}, {}, {}, {}});
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::CheckFusable(const Stage& s, const Stage& m, const char* prim) const {
+  // s's attachment must be a place where m is visible to all of m's other readers.
+  for (int c : Consumers(m.buffer.get())) {
+    const Stage& cs = stages_[c];
+    if (&cs == &s) continue;
+    if (s.attach.kind == AttachPoint::Kind::kAt && cs.name != s.attach.stage &&
+        !IsAttachedWithin(cs, s.attach.stage)) {
+      return Precondition(prim,
+                          absl::StrCat("stage ", cs.name, " reads ", m.name, " outside stage ",
+                                       s.attach.stage, ", where ", s.name, " is computed"));
+    }
+  }
+  if (const Stage* o = AttachedTo(m.name)) {
+    return Precondition(prim, absl::StrCat("stage ", o->name, " is attached to a loop of ", m.name,
+                                           "; move it first"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Schedule::FuseCenteredSum(BlockRV sq_block) {
+  const char* prim = "fuse_centered_sum";
+  auto qs = MutableStage(sq_block, prim);
+  if (!qs.ok()) return qs.status();
+  Stage* q = *qs;
+  if (q->centered_on.empty()) {
+    return Precondition(prim, absl::StrCat("stage ", q->name,
+                                           " is not centred on the sums of its chunks; apply "
+                                           "center_partials to it and its sum stage first"));
+  }
+  if (!q->centered_sum.empty()) {
+    return Precondition(
+        prim, absl::StrCat("stage ", q->name, " already computes stage ", q->centered_sum));
+  }
+  const int pi = StageIndex(q->centered_on);
+  if (pi < 0 || stages_[pi].inlined() || !stages_[pi].computed_by.empty()) {
+    return Precondition(prim, absl::StrCat("stage ", q->centered_on, " that stage ", q->name,
+                                           " is centred on can no longer be scheduled"));
+  }
+  Stage* p = &stages_[pi];
+  // q still squares deviations from p's chunk mean, read at q's own indices.
+  const std::optional<CenteredSquare> sq = MatchCenteredSquare(q->body);
+  const std::vector<const LoadNode*> loads =
+      sq ? CollectLoads(sq->m, p->buffer.get()) : std::vector<const LoadNode*>{};
+  auto at_own_indices = [&](const LoadNode* l) {
+    if (l->indices.size() != q->axes.size()) return false;
+    for (size_t d = 0; d < q->axes.size(); ++d) {
+      if (l->indices[d].get() != q->axes[d].get()) return false;
+    }
+    return true;
+  };
+  if (loads.empty() || !std::all_of(loads.begin(), loads.end(), at_own_indices)) {
+    return Precondition(
+        prim, absl::StrCat("stage ", q->name, " no longer squares deviations from ", p->name,
+                           "'s chunk mean at its own indices; fuse "
+                           "before caching ",
+                           p->name, " for it"));
+  }
+  // p's other readers (the stage that sums it over chunks) run after q: later in stage order.
+  const int qi = StageIndex(q->name);
+  for (int c : Consumers(p->buffer.get())) {
+    if (c != qi && c < qi) {
+      return Precondition(
+          prim, absl::StrCat("stage ", stages_[c].name, " reads ", p->name, " before stage ",
+                             q->name, " runs, so it could not see the fused pass"));
+    }
+  }
+  TESSEL_RETURN_IF_ERROR(CheckFusable(*q, *p, prim));
+  p->computed_by = q->name;
+  q->centered_sum = p->name;
+  SyncFused(*q);
+  Record(Instruction{prim, {RVName(sq_block.id)}, {}, {}, {}});
   return absl::OkStatus();
 }
 
@@ -1545,19 +1622,12 @@ absl::Status Schedule::CenterPartials(BlockRV sq_block, BlockRV sum_block) {
                                            " do not have the same chunks", form));
   }
   // q: [select(cond,] (e - M) * (e - M) [, 0)].
-  Expr body = q->body, cond;
-  if (const auto* sel = As<SelectNode>(body)) {
-    cond = sel->cond;
-    body = sel->true_value;
-  }
-  const auto* mul = As<BinaryNode>(body);
-  const auto* sub = mul ? As<BinaryNode>(mul->a) : nullptr;
-  if (!mul || mul->op != BinaryOp::kMul || !Identical(mul->a, mul->b) || !sub ||
-      sub->op != BinaryOp::kSub) {
+  const std::optional<CenteredSquare> square_of = MatchCenteredSquare(q->body);
+  if (!square_of) {
     return Precondition(prim, absl::StrCat("the body of stage ", q->name,
                                            " is not a square (e - M) * (e - M)", form));
   }
-  const Expr e = sub->a, m = sub->b;
+  const Expr e = square_of->e, m = square_of->m, cond = square_of->cond;
   const VarPtr c = q->axes.back();
   if (UsesVar(m, c.get()) || UsesVar(m, q->reduce_axes[0].get())) {
     return Precondition(
@@ -1621,6 +1691,7 @@ absl::Status Schedule::CenterPartials(BlockRV sq_block, BlockRV sum_block) {
   Expr dev = e - MakeLoad(p->buffer, q_idx) / n_of(c);
   Expr square = dev * dev;
   q->body = cond ? MakeSelect(cond, square, MakeFloat(0, t)) : square;
+  q->centered_on = p->name;
   Stage& gs = stages_[g];
   std::vector<Expr> g_idx(gs.axes.begin(), gs.axes.end());
   g_idx.push_back(gs.reduce_axes[0]);
@@ -1974,9 +2045,10 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
       TESSEL_RETURN_IF_ERROR(input(1, 'b', &b2));
       return sch.CenterPartials(BlockRV{b}, BlockRV{b2});
     }
-    if (k == "fuse_online_max") {
+    if (k == "fuse_online_max" || k == "fuse_centered_sum") {
       TESSEL_RETURN_IF_ERROR(input(0, 'b', &b));
-      return sch.FuseOnlineMax(BlockRV{b});
+      return k == "fuse_online_max" ? sch.FuseOnlineMax(BlockRV{b})
+                                    : sch.FuseCenteredSum(BlockRV{b});
     }
     if (k == "compute_inline" || k == "reverse_compute_inline") {
       TESSEL_RETURN_IF_ERROR(input(0, 'b', &b));

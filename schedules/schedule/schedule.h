@@ -162,6 +162,12 @@ class Schedule {
   // arithmetic). q then reads p of its own chunk only, so both can run in one kernel and read
   // the input once (compute_at p into q's chunk loop).
   absl::Status CenterPartials(BlockRV sq_block, BlockRV sum_block);
+  // fuse_centered_sum: stage `sq_block` (the centred squares of center_partials) also computes the
+  // chunk sums it is centred on, in one cross-thread reduction: each thread sums its elements,
+  // squares their deviations from its own mean, and one all-reduce combines the (sum, squares)
+  // pairs (Chan et al.). The sum stage then has no loops of its own; every other reader of it
+  // must come later in stage order. Lowering needs the squares' reduction bound to threadIdx.x.
+  absl::Status FuseCenteredSum(BlockRV sq_block);
 
   // Annotation keys with a meaning for lowering: stage "auto_unroll_max_step" (unroll inner loops
   // whose total trip count is at most the value), a kernel's root stage "max_blocks_per_sm" (CUDA:
@@ -184,8 +190,11 @@ class Schedule {
   // The stage a handle of `kind` ('b' stage, 'l' loop) names, if it can still be scheduled.
   absl::StatusOr<Stage*> HandleStage(int id, char kind, const char* prim);
   absl::StatusOr<Stage*> MutableStage(BlockRV b, const char* prim);
-  // A stage fused into another by fuse_online_max follows that stage's attachment.
-  void SyncOnlineMax(const Stage& s);
+  // A stage fused into another (fuse_online_max, fuse_centered_sum) follows its attachment.
+  void SyncFused(const Stage& s);
+  // Fusing stage m into s: m's other readers can see it where s is attached, and nothing is
+  // attached to m's loops.
+  absl::Status CheckFusable(const Stage& s, const Stage& m, const char* prim) const;
   // The first stage attached to a loop of stage `name`, or nullptr.
   const Stage* AttachedTo(const std::string& name) const;
   // compute_at / reverse_compute_at: attaches `s`, sizes its fresh loops to the region it must

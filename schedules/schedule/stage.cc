@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "schedules/ir/structural.h"
 #include "schedules/ir/substitute.h"
 
 namespace tessel::schedules {
@@ -65,6 +66,23 @@ std::optional<ExpOfDifference> MatchExpOfDifference(const Expr& term) {
   const auto* load = As<LoadNode>(diff->b);
   if (!load) return std::nullopt;
   return ExpOfDifference{diff->a, load};
+}
+
+std::optional<CenteredSquare> MatchCenteredSquare(const Expr& term) {
+  Expr body = term, cond;
+  if (const auto* sel = As<SelectNode>(body)) {
+    const auto* zero = As<FloatImmNode>(sel->false_value);
+    if (!zero || zero->value != 0) return std::nullopt;
+    cond = sel->cond;
+    body = sel->true_value;
+  }
+  const auto* mul = As<BinaryNode>(body);
+  const auto* sub = mul ? As<BinaryNode>(mul->a) : nullptr;
+  if (!mul || mul->op != BinaryOp::kMul || !sub || sub->op != BinaryOp::kSub ||
+      !Identical(mul->a, mul->b)) {
+    return std::nullopt;
+  }
+  return CenteredSquare{sub->a, sub->b, cond};
 }
 
 }  // namespace tessel::schedules

@@ -80,6 +80,11 @@ struct Stage {
   // the sum stage's attachment.
   std::string online_max;
   std::string computed_by;
+  // center_partials, on the squares stage: the stage of chunk sums its squares are centred on.
+  // fuse_centered_sum, on the squares stage: that sum stage, computed in the same cross-thread
+  // reduction (its computed_by names this stage, and it follows this stage's attachment).
+  std::string centered_on;
+  std::string centered_sum;
   int loop_generation = 0;  // bumped whenever the loops are reset to the root iters
 
   int num_root() const { return static_cast<int>(axes.size() + reduce_axes.size()); }
@@ -107,5 +112,14 @@ struct ExpOfDifference {
   const LoadNode* max = nullptr;  // the load it subtracts
 };
 std::optional<ExpOfDifference> MatchExpOfDifference(const Expr& term);
+
+// A centred square [select(cond,] (e - m) * (e - m) [, 0)]: the squares stage of center_partials
+// (Schedule::CenterPartials, Schedule::FuseCenteredSum) and its lowering read it this way.
+struct CenteredSquare {
+  Expr e;     // the value squared
+  Expr m;     // the value it is centred on
+  Expr cond;  // the select's condition, or null
+};
+std::optional<CenteredSquare> MatchCenteredSquare(const Expr& term);
 
 }  // namespace tessel::schedules

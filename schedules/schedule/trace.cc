@@ -39,7 +39,8 @@ const std::vector<std::string>& InstructionKinds() {
                                                  "decompose_reduction",
                                                  "rfactor",
                                                  "fuse_online_max",
-                                                 "center_partials"};
+                                                 "center_partials",
+                                                 "fuse_centered_sum"};
   return kinds;
 }
 

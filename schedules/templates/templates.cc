@@ -403,8 +403,9 @@ absl::Status CenteredStatsCuda(Schedule* s, int64_t chunk, const TemplateOptions
 // ((b * per_thread/4 + e) * threads + t) * 4 + v of block b, thread t). The block's slice of
 // the weight is cached in shared memory once; for each row in turn its slice of X is cached in
 // registers (split_buffer_axis as {grid, per_thread/4, threads, 4}: the block and thread axes are
-// compacted away), the block's partial sum and centred squares (rfactor, center_partials) are
-// written across blocks, and after the grid barrier every block combines all partials.
+// compacted away), the block's partial sum and centred squares (rfactor, center_partials) come
+// from one all-reduce (fuse_centered_sum) and are written across blocks, and after the grid
+// barrier every block combines all partials.
 absl::Status LayernormGridCuda(Schedule* s, int64_t grid, int64_t threads, int64_t per_thread) {
   const std::vector<int64_t> layout = {grid, per_thread / 4, threads, 4};
   const int64_t slice = threads * per_thread;
@@ -426,17 +427,16 @@ absl::Status LayernormGridCuda(Schedule* s, int64_t grid, int64_t threads, int64
     TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(bl.back(), {-1, std::min(grid, threads)}));
     TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
   }
-  // The partials, the squares (consumer) first: this block's slice of the row, each with its
-  // chunk loop bound to the block.
-  for (int i : {1, 0}) {
-    TESSEL_RETURN_IF_ERROR(s->ComputeAt(rf[i], row));
-    TESSEL_ASSIGN_OR_RETURN(auto ql, s->GetLoops(rf[i]));
-    TESSEL_RETURN_IF_ERROR(s->Bind(ql[ql.size() - 2], "blockIdx.x"));
-    TESSEL_ASSIGN_OR_RETURN(auto qs, s->Split(ql.back(), {per_thread / 4, threads, 4}));
-    TESSEL_RETURN_IF_ERROR(bind_slice(qs));
-  }
+  // The partials: this block's slice of the row, its chunk loop bound to the block; the squares
+  // compute the sums in the same reduction (fuse_centered_sum).
+  TESSEL_RETURN_IF_ERROR(s->ComputeAt(rf[1], row));
+  TESSEL_ASSIGN_OR_RETURN(auto ql, s->GetLoops(rf[1]));
+  TESSEL_RETURN_IF_ERROR(s->Bind(ql[ql.size() - 2], "blockIdx.x"));
+  TESSEL_ASSIGN_OR_RETURN(auto qs, s->Split(ql.back(), {per_thread / 4, threads, 4}));
+  TESSEL_RETURN_IF_ERROR(bind_slice(qs));
+  TESSEL_RETURN_IF_ERROR(s->FuseCenteredSum(rf[1]));
   // X's row slice in registers, read by the partials and by Y.
-  std::vector<BlockRV> readers = {rf[0], rf[1], y};
+  std::vector<BlockRV> readers = {rf[1], y};
   TESSEL_ASSIGN_OR_RETURN(auto xc, s->CacheRead("X", "local", readers));
   TESSEL_RETURN_IF_ERROR(s->SplitBufferAxis(xc, 1, layout));
   TESSEL_RETURN_IF_ERROR(s->ComputeAt(xc, row));

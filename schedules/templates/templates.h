@@ -58,14 +58,13 @@ struct TemplateOptions {
   // Layernorm over few long rows: one grid-synchronized kernel of `grid_row_threads`-thread
   // blocks, as many as the SMs allow (one a block's slice), in which each block keeps its slice
   // of the current row in registers (row_register_elements at most a thread) and its slice of
-  // the weight in shared memory; per row, the blocks' partial sums and centred squares meet
-  // after a grid barrier. X is read once. Taken when the row divides that way, the slice of the
-  // weight fits in shared memory and the rows are fewer than the blocks; else two passes. Off:
-  // layernorm (16, 4194304) on an H100 ran at 0.600 of the copy bandwidth this way (0.603 with
-  // 1024 threads) against 0.624 for the two passes; a hand-written kernel of the same structure
-  // reaches 0.745 with a one-pass (Chan) block reduction of mean and centred squares and one
-  // warp combining the partials (bench/RESULTS.md).
-  bool grid_rows = false;
+  // the weight in shared memory; per row, each block's sum and centred squares come from one
+  // all-reduce of (mean, squares) pairs (fuse_centered_sum), and the blocks' partials meet after
+  // a grid barrier. X is read once. Taken when the row divides that way, the slice of the
+  // weight fits in shared memory and the rows are fewer than the blocks; else two passes.
+  // Layernorm (16, 4194304) on an H100: 0.714 of the copy bandwidth (0.703 with 1024 threads)
+  // against 0.624 for the two passes (bench/RESULTS.md).
+  bool grid_rows = true;
   int64_t grid_row_threads = 512;
   // CUDA row reductions: at most this many blocks per SM (0: no limit), see max_blocks_per_sm.
   int64_t row_blocks_per_sm_limit = 0;

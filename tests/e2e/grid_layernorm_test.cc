@@ -61,10 +61,14 @@ TEST(GridLayernorm, OneKernelOneGridBarrierARow) {
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(w->buffer->shape, (std::vector<int64_t>{256}));
   const std::string ir = schedules::ToString(*p);
-  // The partial sum feeds the centred squares within the block (a block barrier); the squares
-  // and sums of all blocks meet after the one grid barrier of each row.
+  // The block's sum and centred squares come from one all-reduce (fuse_centered_sum); the
+  // squares and sums of all blocks meet after the one grid barrier of each row. The only block
+  // barrier follows the weight's copy to shared memory: nothing at the top of each row.
+  EXPECT_EQ(Count(ir, "allreduce_centered("), 1) << ir;
   EXPECT_EQ(Count(ir, "grid_barrier"), 1) << ir;
-  EXPECT_LT(ir.find("x_sum_rf[Y_i, j_0] = "), ir.find("grid_barrier")) << ir;
+  EXPECT_EQ(Count(ir, " barrier\n"), 1) << ir;
+  EXPECT_LT(ir.find(" barrier\n"), ir.find("for Y_i in")) << ir;
+  EXPECT_LT(ir.find("x_sum_rf[Y_i, sq_sum_rf_j_0] = "), ir.find("grid_barrier")) << ir;
   EXPECT_LT(ir.find("sq_sum_rf[Y_i, sq_sum_rf_j_0] = "), ir.find("grid_barrier")) << ir;
   EXPECT_LT(ir.find("grid_barrier"), ir.find("x_sum_acc[0] + x_sum_rf[")) << ir;
   auto src = Generate(*s, t);
@@ -95,6 +99,28 @@ TEST(GridLayernorm, OneKernelOneGridBarrierARow) {
     }
   }
 #endif
+}
+
+TEST(GridLayernorm, CopiesOfWhatOtherBlocksWroteReadL2) {
+  // A register copy of all blocks' partials (a scalar copy statement) reads them with __ldcg
+  // like any other load: L1 is not coherent across SMs.
+  const auto t = schedules::CudaTarget("sm_90");
+  auto s =
+      schedules::HandwrittenSchedule(LoadSpec("layernorm(rows=3, cols=8192)"), t, GridThreads(64));
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::vector<schedules::BlockRV> readers = {BlockNamed(&*s, "x_sum"), BlockNamed(&*s, "sq_sum")};
+  auto copy = s->CacheRead("x_sum_rf", "local", readers);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  auto rows = s->GetLoops(BlockNamed(&*s, "Y"));
+  ASSERT_TRUE(rows.ok());
+  ASSERT_TRUE(s->ComputeAt(*copy, (*rows)[1]).ok());
+  auto loops = s->GetLoops(*copy);
+  auto parts = s->Split(loops->back(), {-1, 32});
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  ASSERT_TRUE(s->Bind((*parts)[1], "threadIdx.x").ok());
+  auto src = Generate(*s, t);
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_THAT(src->code, HasSubstr("x_sum_rf_local[0] = __ldcg(&x_sum_rf[")) << src->code;
 }
 
 TEST(GridLayernorm, FallsBackToTwoPassesWhenTheRowsDoNotFit) {

@@ -271,7 +271,8 @@ TEST(CompactThreadAxes, RegisterCachedSoftmaxHoldsOneThreadsShare) {
   ASSERT_TRUE(src.ok()) << src.status() << schedules::ToString(*p);
   // The fill reads 16 bytes at a time and stores the lanes to registers one by one.
   EXPECT_THAT(src->code, HasSubstr("4-lane loads, stored lane by lane to registers"));
-  EXPECT_THAT(src->code, HasSubstr("const float4 tessel_vec = *reinterpret_cast<const float4*>"));
+  EXPECT_THAT(src->code,
+              HasSubstr("const float4 tessel_vec = __ldg(reinterpret_cast<const float4*>"));
   EXPECT_THAT(src->code, HasSubstr("X_local[ax1_0 * 4 + 3] = tessel_vec.w;")) << src->code;
   // X is read once: only the fill loads it.
   EXPECT_EQ(src->code.find("&X["), src->code.rfind("&X[")) << src->code;

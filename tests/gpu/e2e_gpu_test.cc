@@ -11,6 +11,7 @@
 #include "schedules/templates/templates.h"
 #include "schedules/workload/builtins.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/schedules/test_workloads.h"
 #include "worker/verify_run.h"
 #ifdef TESSEL_HAVE_CUDA
 #include "worker/cuda/cuda_runner.h"
@@ -149,6 +150,35 @@ TEST(GpuE2EGridSync, GridSynchronizedLayernormMatchesReference) {
       absl::Status v = worker::RunAndVerify(*src, *ref, seed);
       EXPECT_TRUE(v.ok()) << v << "\n" << src->code;
     }
+  }
+#endif
+}
+
+TEST(GpuE2EFusedCenteredSum, FusedCenteredSumMatchesReference) {
+#ifndef TESSEL_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA toolkit";
+#else
+  if (!worker::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA GPU";
+  const auto target = schedules::CudaTarget("sm_90");
+  // Equal counts over 4 warps; ragged chunks over 2 warps (every thread counts); 16 lanes.
+  struct Case {
+    const char* spec;
+    int64_t chunk, threads;
+  };
+  for (const Case& c : {Case{"layernorm(rows=2, cols=4096)", 512, 128},
+                        Case{"layernorm(rows=3, cols=1000)", 300, 64},
+                        Case{"layernorm(rows=2, cols=300)", 100, 16}}) {
+    SCOPED_TRACE(c.spec);
+    auto w = schedules::ParseWorkloadSpec(c.spec);
+    ASSERT_TRUE(w.ok()) << w.status();
+    schedules::Schedule sch =
+        schedules::test_workloads::CenteredLayernormCuda(*w, c.chunk, c.threads, true);
+    auto ref = GenerateReference(*w, target);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    auto src = Generate(sch, target);
+    ASSERT_TRUE(src.ok()) << src.status();
+    absl::Status v = worker::RunAndVerify(*src, *ref, 7);
+    EXPECT_TRUE(v.ok()) << v << "\n" << src->code;
   }
 #endif
 }

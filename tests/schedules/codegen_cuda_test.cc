@@ -313,7 +313,7 @@ TEST(CodegenCuda, VectorizedCopyUsesFloat4) {
   GeneratedSource src = Generate(VectorCopy("vcopy", 4, 0, false));
   EXPECT_TRUE(Contains(src.code,
                        "*reinterpret_cast<float4*>(&C[(bx * 256 + tx) * 4]) = "
-                       "*reinterpret_cast<const float4*>(&A[(bx * 256 + tx) * 4]);"))
+                       "__ldg(reinterpret_cast<const float4*>(&A[(bx * 256 + tx) * 4]));"))
       << src.code;
   EXPECT_NVRTC_COMPILES(src);
 }
@@ -413,8 +413,8 @@ TEST(CodegenCuda, LocalArraysKeepScalarAccessesInVectorizedLoops) {
                        "registers"))
       << src.code;
   EXPECT_TRUE(Contains(src.code,
-                       "const float4 tessel_vec = *reinterpret_cast<const "
-                       "float4*>(&A[tx * 4]);"))
+                       "const float4 tessel_vec = __ldg(reinterpret_cast<const "
+                       "float4*>(&A[tx * 4]));"))
       << src.code;
   EXPECT_TRUE(Contains(src.code, "r[3] = tessel_vec.w * 2.0f;")) << src.code;
   EXPECT_TRUE(Contains(src.code, "*reinterpret_cast<float4*>(&C[tx * 4]) = make_float4("))
@@ -443,8 +443,10 @@ TEST(CodegenCuda, VectorizedReductionLoadsVectorsAndAccumulatesLanesInOrder) {
       "vred", {{a, BufferRole::kInput}, {c, BufferRole::kOutput}}, {1, 1, 1}, {128, 1, 1}, body));
   EXPECT_TRUE(Contains(src.code, "// vectorized v (accumulated lane by lane): 2 x float4 per load"))
       << src.code;
-  EXPECT_TRUE(Contains(src.code, "*reinterpret_cast<const float4*>(&A[tx * 8])")) << src.code;
-  EXPECT_TRUE(Contains(src.code, "*reinterpret_cast<const float4*>(&A[tx * 8 + 4])")) << src.code;
+  // A is read-only in the kernel: through the read-only data cache.
+  EXPECT_TRUE(Contains(src.code, "__ldg(reinterpret_cast<const float4*>(&A[tx * 8]))")) << src.code;
+  EXPECT_TRUE(Contains(src.code, "__ldg(reinterpret_cast<const float4*>(&A[tx * 8 + 4]))"))
+      << src.code;
   // Lanes in order: .x .y .z .w of the first vector, then of the second.
   const size_t x0 = src.code.find(".x)"), w0 = src.code.find(".w)");
   ASSERT_NE(x0, std::string::npos) << src.code;

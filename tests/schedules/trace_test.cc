@@ -160,6 +160,13 @@ Schedule HostCenteredLayernorm(uint64_t seed) {
   return sch;
 }
 
+// CUDA layernorm statistics in one reduction: ragged chunks of 100 columns over 16 threads.
+Schedule CudaFusedLayernormStats(uint64_t) {
+  auto w = schedules::ParseWorkloadSpec("layernorm(rows=2, cols=300)");
+  if (!w.ok()) throw std::runtime_error("workload");
+  return CenteredLayernormCuda(*w, 100, 16, true);
+}
+
 struct Recorded {
   std::string name;
   std::function<Schedule(uint64_t)> make;
@@ -173,7 +180,8 @@ std::vector<Recorded> AllRecorded() {
           {"HostChainScoped", HostChainScoped, false},
           {"HostChainMerged", HostChainMerged, false},
           {"HostOnlineSoftmax", HostOnlineSoftmax, false},
-          {"HostCenteredLayernorm", HostCenteredLayernorm, false}};
+          {"HostCenteredLayernorm", HostCenteredLayernorm, false},
+          {"CudaFusedLayernormStats", CudaFusedLayernormStats, true}};
 }
 
 std::string ProgramText(const Schedule& sch, bool cuda) {
