@@ -250,6 +250,9 @@ class CudaCodeGen final : public CodeGenC {
   void EmitAllReduce(const AllReduceNode& n) override;
   // An AllReduce over cluster.x: one value a CTA, combined through distributed shared memory.
   void EmitClusterAllReduce(const AllReduceNode& n);
+  // The first of this thread's row's `warps` per-warp entries in an all-reduce's scratch, as a
+  // prefix of an index ("" for a one-dimensional block).
+  std::string WarpRowPrefix(int64_t warps) const;
   // A centred (sum, squares) pair over threadIdx.x (AllReduceNode::centered).
   void EmitCenteredAllReduce(const AllReduceNode& n);
 
@@ -1085,6 +1088,15 @@ bool CudaCodeGen::TryEmitVectorizedReduction(const ForNode& n, const std::vector
   return true;
 }
 
+std::string CudaCodeGen::WarpRowPrefix(int64_t warps) const {
+  const auto& block = kernel_->launch.block;
+  if (block[2] > 1) {
+    return absl::StrCat("(threadIdx.y + ", block[1], " * threadIdx.z) * ", warps, " + ");
+  }
+  if (block[1] > 1) return absl::StrCat("threadIdx.y * ", warps, " + ");
+  return "";
+}
+
 std::string CudaCodeGen::LinearThreadIndex() const {
   const auto& b = kernel_->launch.block;
   std::string s = "threadIdx.x";
@@ -1157,12 +1169,7 @@ void CudaCodeGen::EmitAllReduce(const AllReduceNode& n) {
     // Warp butterflies, one partial per warp through shared memory, then every thread combines
     // its row's partials in the same order.
     const int64_t warps = e / 32;
-    std::string row;  // the first partial of this thread's row, as a prefix of an index
-    if (block[2] > 1) {
-      row = absl::StrCat("(threadIdx.y + ", block[1], " * threadIdx.z) * ", warps, " + ");
-    } else if (block[1] > 1) {
-      row = absl::StrCat("threadIdx.y * ", warps, " + ");
-    }
+    const std::string row = WarpRowPrefix(warps);
     const std::string warp = row.empty() ? "threadIdx.x >> 5" : "(threadIdx.x >> 5)";
     Line(absl::StrCat(type, " ", red, " = ", value, ";"));
     for (int off = 16; off >= 1; off /= 2) {
@@ -1274,12 +1281,7 @@ void CudaCodeGen::EmitCenteredAllReduce(const AllReduceNode& n) {
   if (e > 32) {
     const std::string& scratch = red_scratch_.at(type);
     const int64_t warps = e / 32;
-    std::string row;  // the first entry of this thread's row, as a prefix of an index
-    if (block[2] > 1) {
-      row = absl::StrCat("(threadIdx.y + ", block[1], " * threadIdx.z) * ", warps, " + ");
-    } else if (block[1] > 1) {
-      row = absl::StrCat("threadIdx.y * ", warps, " + ");
-    }
+    const std::string row = WarpRowPrefix(warps);
     const int64_t plane = block[1] * block[2] * warps;  // means, then squares, then counts
     auto at = [&](int64_t p, const std::string& w) {
       return absl::StrCat(scratch, "[", p > 0 ? absl::StrCat(p * plane, " + ") : "", row, w, "]");
