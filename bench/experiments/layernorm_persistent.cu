@@ -509,10 +509,7 @@ __device__ __forceinline__ void ir_grid_barrier(unsigned* sync, unsigned blocks)
   if (threadIdx.x == 0) {
     unsigned gen, old;
     asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(gen) : "l"(sync + 1) : "memory");
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
-                 : "=r"(old)
-                 : "l"(sync)
-                 : "memory");
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(sync) : "memory");
     if (old == blocks - 1) {
       asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(sync) : "memory");
       asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(sync + 1) : "memory");
@@ -550,8 +547,8 @@ __global__ void __launch_bounds__(T)
     if (ROWSYNC) __syncthreads();
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const float4 v =
-          __ldcs(reinterpret_cast<const float4*>(&X[(size_t)r * COLS + b * SLICE + j * T * 4 + t * 4]));
+      const float4 v = __ldcs(
+          reinterpret_cast<const float4*>(&X[(size_t)r * COLS + b * SLICE + j * T * 4 + t * 4]));
       xl[j * 4] = v.x;
       xl[j * 4 + 1] = v.y;
       xl[j * 4 + 2] = v.z;
@@ -630,7 +627,8 @@ __global__ void __launch_bounds__(T)
       const float4 bb = *reinterpret_cast<const float4*>(&bias[b * SLICE + j * T * 4 + t * 4]);
       const float mean = x_sum / N, rs = rsqrtf(sq_sum / N + EPS);
       __stcs(reinterpret_cast<float4*>(&Y[(size_t)r * COLS + b * SLICE + j * T * 4 + t * 4]),
-             make_float4((xl[j * 4] - mean) * rs * w.x + bb.x, (xl[j * 4 + 1] - mean) * rs * w.y + bb.y,
+             make_float4((xl[j * 4] - mean) * rs * w.x + bb.x,
+                         (xl[j * 4 + 1] - mean) * rs * w.y + bb.y,
                          (xl[j * 4 + 2] - mean) * rs * w.z + bb.z,
                          (xl[j * 4 + 3] - mean) * rs * w.w + bb.w));
     }

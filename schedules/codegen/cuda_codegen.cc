@@ -250,6 +250,9 @@ class CudaCodeGen final : public CodeGenC {
   void EmitAllReduce(const AllReduceNode& n) override;
   // An AllReduce over cluster.x: one value a CTA, combined through distributed shared memory.
   void EmitClusterAllReduce(const AllReduceNode& n);
+  // The shuffle mask of this thread's group of `lanes` (a power of two up to 32) lanes along
+  // threadIdx.x.
+  std::string LaneMask(int64_t lanes) const;
   // The first of this thread's row's `warps` per-warp entries in an all-reduce's scratch, as a
   // prefix of an index ("" for a one-dimensional block).
   std::string WarpRowPrefix(int64_t warps) const;
@@ -1088,6 +1091,14 @@ bool CudaCodeGen::TryEmitVectorizedReduction(const ForNode& n, const std::vector
   return true;
 }
 
+std::string CudaCodeGen::LaneMask(int64_t lanes) const {
+  if (lanes >= 32) return Hex32(0xffffffffu);
+  const auto& block = kernel_->launch.block;
+  if (block[1] * block[2] == 1) return Hex32((1u << lanes) - 1);
+  return absl::StrCat("(", Hex32((1u << lanes) - 1), " << ((", LinearThreadIndex(), ") & ",
+                      32 - lanes, "))");
+}
+
 std::string CudaCodeGen::WarpRowPrefix(int64_t warps) const {
   const auto& block = kernel_->launch.block;
   if (block[2] > 1) {
@@ -1142,16 +1153,7 @@ void CudaCodeGen::EmitAllReduce(const AllReduceNode& n) {
     // Butterfly within each group of e lanes: every lane ends with the same value.
     Line(absl::StrCat(type, " ", red, " = ", value, ";"));
     if (e > 1) {
-      std::string mask;
-      if (e == 32) {
-        mask = Hex32(0xffffffffu);
-      } else if (block[1] * block[2] == 1) {
-        mask = Hex32((1u << e) - 1);
-      } else {
-        mask = absl::StrCat("(", Hex32((1u << e) - 1), " << ((", LinearThreadIndex(), ") & ",
-                            32 - e, "))");
-      }
-      Line("const unsigned tessel_mask = " + mask + ";");
+      Line("const unsigned tessel_mask = " + LaneMask(e) + ";");
       for (int64_t off = e / 2; off >= 1; off /= 2) {
         Line(absl::StrCat(red, " = ",
                           Combine(n.op, t, red,
@@ -1259,13 +1261,7 @@ void CudaCodeGen::EmitCenteredAllReduce(const AllReduceNode& n) {
     Line("tessel_n = tessel_t;");
   };
   const int64_t lanes = std::min<int64_t>(e, 32);
-  std::string mask = Hex32(0xffffffffu);
-  if (lanes < 32) {
-    mask = block[1] * block[2] == 1 ? Hex32((1u << lanes) - 1)
-                                    : absl::StrCat("(", Hex32((1u << lanes) - 1), " << ((",
-                                                   LinearThreadIndex(), ") & ", 32 - lanes, "))");
-  }
-  if (lanes > 1) Line("const unsigned tessel_mask = " + mask + ";");
+  if (lanes > 1) Line("const unsigned tessel_mask = " + LaneMask(lanes) + ";");
   double group = fixed != nullptr ? fixed->value : 0;
   for (int64_t off = 1; off < lanes; off *= 2, group *= 2) {
     OpenBlock("");

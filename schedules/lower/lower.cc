@@ -558,8 +558,8 @@ class Lowerer {
   // The buffers a stage's nest writes: its own, and a stage it computes in the same pass.
   std::vector<const Buffer*> WrittenBuffers(const Stage& s) const {
     std::vector<const Buffer*> out = {s.buffer.get()};
-    for (const std::string* fused : {&s.online_max, &s.centered_sum}) {
-      if (!fused->empty()) out.push_back(stages_[FindStageIndex(stages_, *fused)].buffer.get());
+    for (const std::string& fused : s.FusedStages()) {
+      out.push_back(stages_[FindStageIndex(stages_, fused)].buffer.get());
     }
     return out;
   }

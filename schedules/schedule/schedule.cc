@@ -1044,10 +1044,9 @@ absl::Status Schedule::AttachAt(Stage* s, AttachPoint at, BlockRV block, LoopRV 
 }
 
 void Schedule::SyncFused(const Stage& s) {
-  for (const std::string* fused : {&s.online_max, &s.centered_sum}) {
-    if (fused->empty()) continue;
-    const int m = StageIndex(*fused);
-    TESSEL_CHECK(m >= 0) << "stage " << *fused << " fused into " << s.name << " is gone";
+  for (const std::string& fused : s.FusedStages()) {
+    const int m = StageIndex(fused);
+    TESSEL_CHECK(m >= 0) << "stage " << fused << " fused into " << s.name << " is gone";
     stages_[m].attach = s.attach;
   }
 }
@@ -1566,16 +1565,8 @@ absl::Status Schedule::FuseCenteredSum(BlockRV sq_block) {
   Stage* p = &stages_[pi];
   // q still squares deviations from p's chunk mean, read at q's own indices.
   const std::optional<CenteredSquare> sq = MatchCenteredSquare(q->body);
-  const std::vector<const LoadNode*> loads =
-      sq ? CollectLoads(sq->m, p->buffer.get()) : std::vector<const LoadNode*>{};
-  auto at_own_indices = [&](const LoadNode* l) {
-    if (l->indices.size() != q->axes.size()) return false;
-    for (size_t d = 0; d < q->axes.size(); ++d) {
-      if (l->indices[d].get() != q->axes[d].get()) return false;
-    }
-    return true;
-  };
-  if (loads.empty() || !std::all_of(loads.begin(), loads.end(), at_own_indices)) {
+  if (!sq || CollectLoads(sq->m, p->buffer.get()).empty() ||
+      !ReadsAtIdentity(*q, p->buffer.get())) {
     return Precondition(
         prim, absl::StrCat("stage ", q->name, " no longer squares deviations from ", p->name,
                            "'s chunk mean at its own indices; fuse "

@@ -87,6 +87,14 @@ struct Stage {
   std::string centered_sum;
   int loop_generation = 0;  // bumped whenever the loops are reset to the root iters
 
+  // The stages this one computes in its own pass (fuse_online_max, fuse_centered_sum).
+  std::vector<std::string> FusedStages() const {
+    std::vector<std::string> out;
+    for (const std::string* s : {&online_max, &centered_sum}) {
+      if (!s->empty()) out.push_back(*s);
+    }
+    return out;
+  }
   int num_root() const { return static_cast<int>(axes.size() + reduce_axes.size()); }
   bool inlined() const { return attach.kind == AttachPoint::Kind::kInline; }
   // Position of `iter` in the leaf order, or -1.
