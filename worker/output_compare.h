@@ -1,8 +1,10 @@
 #pragma once
 
-// Backend-independent verification (DESIGN.md section 6): host copies of a program's buffers,
-// random inputs from a seeded engine, NaN-poisoned outputs, and the comparison of a candidate's
-// outputs with the reference's under dtype-dependent tolerances.
+// The numeric comparison of a candidate's outputs with the reference's (DESIGN.md section 6),
+// independent of the backend, and the host buffers it compares: host copies of a program's
+// buffers, random inputs from a seeded engine, NaN-poisoned outputs, and the comparison under
+// dtype-dependent tolerances. (The backends that run the programs: backend.h; the check against
+// a target's limits: schedules/.)
 //
 // The tolerance rule, for each floating-point output buffer (f32, f16, bf16, f64):
 //
