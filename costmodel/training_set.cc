@@ -12,27 +12,28 @@
 
 namespace tessel::costmodel {
 
-absl::StatusOr<Example> ExampleFromTrace(const measure::MeasuredTrace& record,
+absl::StatusOr<Example> ExampleFromTrace(const measure::MeasuredTrace& measured,
                                          const schedules::Workload& workload,
                                          const schedules::Target& target) {
   std::optional<schedules::Trace> trace;
-  if (record.trace_json != "null") {
-    absl::StatusOr<schedules::Trace> t = schedules::Trace::Parse(record.trace_json);
+  if (measured.trace_json != "null") {
+    absl::StatusOr<schedules::Trace> t = schedules::Trace::Parse(measured.trace_json);
     if (!t.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "record ", record.uid, " has a trace this build cannot read: ", t.status().message()));
+          "record ", measured.uid, " has a trace this build cannot read: ", t.status().message()));
     }
     trace = std::move(*t);
   }
   absl::StatusOr<schedules::Candidate> c = schedules::BuildCandidate(workload, target, trace);
   if (!c.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("record ", record.uid, " no longer builds for ",
-                                                   target.ToString(), ": ", c.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat("record ", measured.uid,
+                                                   " no longer builds for ", target.ToString(),
+                                                   ": ", c.status().message()));
   }
   Example e;
-  e.workload_key = record.workload_key;
+  e.workload_key = measured.workload_key;
   e.features = ExtractFeatures(c->program, target);
-  e.median_ms = record.measurement.latency_ms();
+  e.median_ms = measured.measurement.latency_ms();
   return e;
 }
 

@@ -28,7 +28,7 @@ namespace tessel::costmodel {
 
 // The example of one measured trace of `workload` on `target`. Errors (InvalidArgument) name the
 // record and say whether its trace does not parse or its candidate does not build.
-absl::StatusOr<Example> ExampleFromTrace(const measure::MeasuredTrace& trace,
+absl::StatusOr<Example> ExampleFromTrace(const measure::MeasuredTrace& measured,
                                          const schedules::Workload& workload,
                                          const schedules::Target& target);
 

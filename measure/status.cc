@@ -7,7 +7,7 @@
 namespace tessel::measure {
 namespace {
 
-constexpr char kMeasureStatusUrl[] = "type.tessel.dev/tessel.worker.FailureKind";
+constexpr char kMeasureStatusUrl[] = "type.tessel.dev/tessel.measure.MeasureStatus";
 
 constexpr MeasureStatus kAllStatuses[] = {
     MeasureStatus::kOk,           MeasureStatus::kCompileError, MeasureStatus::kVerifyFailed,
