@@ -51,29 +51,29 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "measure/measurement.h"
 #include "schedules/codegen/source.h"
 #include "schedules/ir/buffer.h"
 #include "schedules/schedule/schedule.h"
 #include "schedules/space/space_generator.h"
 #include "schedules/workload/builtins.h"
+#include "worker/backend.h"
 #include "worker/cuda/cuda_driver.h"
 #include "worker/cuda/cuda_runner.h"
 #include "worker/cuda/nvrtc_compiler.h"
-#include "worker/verify.h"
-#include "worker/verify_run.h"
-#include "worker/verify_types.h"
+#include "worker/output_compare.h"
 
 namespace tessel::bench {
 namespace {
 
+using measure::TimingOptions;
+using measure::Timings;
 using schedules::BufferRole;
 using schedules::DType;
 using schedules::GeneratedSource;
 using schedules::MakeBuffer;
 using schedules::ProgramBuffer;
 using worker::CudaDevice;
-using worker::TimingOptions;
-using worker::Timings;
 
 struct Flags {
   int device = 0;

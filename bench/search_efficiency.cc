@@ -31,12 +31,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "costmodel/training_set.h"
+#include "measure/timing.h"
 #include "schedules/target/target.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
 #include "search/replay.h"
+#include "server/log_readers.h"
 #include "store/tuning_log.h"
-#include "worker/verify_types.h"
 
 namespace {
 
@@ -98,15 +99,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tessel_bench_search: %s\n", log.status().ToString().c_str());
     return 2;
   }
-  auto space = tessel::search::LoadReplaySpace(log->get(),
-                                               tessel::schedules::WorkloadKey(*workload), *target);
+  auto space = tessel::server::ReplaySpaceOfLog(log->get(),
+                                                tessel::schedules::WorkloadKey(*workload), *target);
   if (!space.ok()) {
     std::fprintf(stderr, "tessel_bench_search: %s\n", space.status().ToString().c_str());
     return 2;
   }
   std::vector<tessel::costmodel::Example> others;
   if (!transfer.empty()) {
-    auto set = tessel::costmodel::LoadTrainingSet(
+    auto set = tessel::server::TrainingSetOfLog(
         log->get(), *target, 20000,
         transfer == "family" ? tessel::costmodel::WorkloadFamily(workload->name) : "");
     if (!set.ok()) {
@@ -178,7 +179,7 @@ int main(int argc, char** argv) {
       search_s += t->search_s;
       trials_run += t->trials;
     }
-    row.median = tessel::worker::MedianOf(row.reach);
+    row.median = tessel::measure::MedianOf(row.reach);
     row.ms_per_trial = trials_run > 0 ? 1000 * search_s / static_cast<double>(trials_run) : 0;
     if (name == "random") random_median = row.median;
     rows.push_back(std::move(row));

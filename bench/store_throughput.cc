@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -51,24 +52,26 @@ Record MakeRecord(int64_t i, const std::vector<std::string>& traces,
   r.target_key = "cuda -arch=sm_90";
   r.candidate_id = static_cast<uint64_t>(i);
   r.trace_json = traces[i % traces.size()];
+  tessel::measure::Measurement& m = r.measurement;
   if (i % 10 == 9) {
-    r.status = "compile_error";
-    r.error = "nvrtc: error: too many resources requested for launch";
+    m.status = tessel::measure::MeasureStatus::kCompileError;
+    m.error = "nvrtc: error: too many resources requested for launch";
   } else {
-    r.status = "ok";
     const double base = 0.5 + static_cast<double>((i * 7919) % 10007) / 1000.0;
-    for (int k = 0; k < 10; ++k) r.repeats_ms.push_back(base * (1.0 + 0.001 * ((k * 37) % 11)));
-    std::vector<double> sorted = r.repeats_ms;
+    std::vector<double> repeats;
+    for (int k = 0; k < 10; ++k) repeats.push_back(base * (1.0 + 0.001 * ((k * 37) % 11)));
+    m.timings = tessel::measure::MakeTimings(std::move(repeats));
+    std::vector<double> sorted = m.timings.repeats_ms;
     std::sort(sorted.begin(), sorted.end());
-    r.median_ms = sorted[5];
+    m.timings.median_ms = sorted[5];
   }
-  r.compile_ms = 180.0 + i % 50;
-  r.verify_ms = 2.5;
-  r.registers = 64 + i % 128;
-  r.shared_bytes = 16384 + 1024 * (i % 32);
-  r.worker_id = "gpu-node-3/worker-" + std::to_string(i % 8);
-  r.device_name = "NVIDIA H100 80GB HBM3";
-  r.device = static_cast<int>(i % 8);
+  m.compile_ms = 180.0 + i % 50;
+  m.verify_ms = 2.5;
+  m.kernels =
+      tessel::measure::KernelsOfPeak({static_cast<int>(64 + i % 128), 16384 + 1024 * (i % 32), 0});
+  m.worker_id = "gpu-node-3/worker-" + std::to_string(i % 8);
+  m.device_name = "NVIDIA H100 80GB HBM3";
+  m.device = static_cast<int>(i % 8);
   return r;
 }
 

@@ -44,13 +44,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/worker_driver.h"
+#include "measure/measurement.h"
 #include "proto/convert.h"
 #include "schedules/space/candidate.h"
 #include "schedules/space/space_generator.h"
 #include "schedules/target/target.h"
 #include "schedules/templates/templates.h"
 #include "schedules/workload/builtins.h"
-#include "worker/verify_types.h"
 
 namespace tessel::bench {
 namespace {
@@ -504,7 +504,7 @@ int Fidelity(const Flags& f) {
                   m.kernel_median_ms(),
                   m.kernel_median_ms() > 0 ? m.kernel_median_ms() / m.median_ms() : 0.0);
     }
-    const double med = tessel::worker::MedianOf(event_medians);
+    const double med = tessel::measure::MedianOf(event_medians);
     const double cv = Cv(event_medians);
     const double kcv = Cv(kernel_medians);
     const bool long_enough = med >= 0.020;
@@ -517,11 +517,11 @@ int Fidelity(const Flags& f) {
         long_enough ? (cv < 0.02 ? " (< 2%: ok)" : " (>= 2%: FAIL)")
                     : " (kernel under 20 us: no bar)",
         kernel_medians.size(), 100 * kcv,
-        kernel_medians.empty() ? 0.0 : tessel::worker::MedianOf(kernel_medians) / med);
+        kernel_medians.empty() ? 0.0 : tessel::measure::MedianOf(kernel_medians) / med);
     if (!note.empty()) std::printf("  timing note: %s\n", note.c_str());
     summary.push_back(absl::StrFormat(
         "%-34s median %.5f ms  CV %.2f%%  CUPTI/event %.4f", spec, med, 100 * cv,
-        kernel_medians.empty() ? 0.0 : tessel::worker::MedianOf(kernel_medians) / med));
+        kernel_medians.empty() ? 0.0 : tessel::measure::MedianOf(kernel_medians) / med));
   }
   std::printf("\n");
   for (const std::string& line : summary) std::printf("%s\n", line.c_str());

@@ -94,11 +94,11 @@ absl::StatusOr<std::optional<BestRecord>> FetchBestFromServer(const std::string&
   r.workload_key = b->workload_key();
   r.target_key = b->target();
   r.trace_json = b->trace_json();
-  r.status = "ok";
-  r.median_ms = b->median_ms();
-  r.repeats_ms.assign(b->repeats_ms().begin(), b->repeats_ms().end());
-  r.worker_id = b->worker_id();
-  r.device_name = b->device_name();
+  measure::Measurement& m = r.measurement;
+  m.timings = measure::MakeTimings({b->repeats_ms().begin(), b->repeats_ms().end()});
+  m.timings.median_ms = b->median_ms();
+  m.worker_id = b->worker_id();
+  m.device_name = b->device_name();
   r.unix_ms = b->unix_ms();
   return std::optional<BestRecord>(std::move(best));
 }
@@ -129,6 +129,7 @@ absl::StatusOr<std::string> ResolveBestEmit(const std::string& emit,
 absl::Status PrintBestRecord(const schedules::Workload& workload, const schedules::Target& target,
                              const BestRecord& best, const std::string& emit, std::ostream& out) {
   const store::Record& r = best.record;
+  const measure::Measurement& m = r.measurement;
   std::optional<schedules::Trace> trace;
   nlohmann::json trace_json = nlohmann::json::parse(r.trace_json, nullptr, false);
   if (trace_json.is_discarded()) {
@@ -158,12 +159,11 @@ absl::Status PrintBestRecord(const schedules::Workload& workload, const schedule
         "repeat%s (%.4f to %.4f ms), measured on %s (device %d) by worker %s at %s; uid %s.\n",
         best.ok_records, best.ok_records == 1 ? "" : "s", WorkloadLabel(workload),
         schedules::WorkloadKey(workload), target.ToString(), best.source,
-        trace ? "a tuned schedule" : "the reference lowering", r.median_ms,
-        static_cast<int>(r.repeats_ms.size()), r.repeats_ms.size() == 1 ? "" : "s",
-        r.repeats_ms.empty() ? 0.0 : *std::min_element(r.repeats_ms.begin(), r.repeats_ms.end()),
-        r.repeats_ms.empty() ? 0.0 : *std::max_element(r.repeats_ms.begin(), r.repeats_ms.end()),
-        r.device_name.empty() ? "an unnamed device" : r.device_name, r.device,
-        r.worker_id.empty() ? "(none)" : r.worker_id, FormatUnixMs(r.unix_ms), r.uid);
+        trace ? "a tuned schedule" : "the reference lowering", m.timings.median_ms,
+        static_cast<int>(m.timings.repeats_ms.size()), m.timings.repeats_ms.size() == 1 ? "" : "s",
+        m.timings.min_ms, m.timings.max_ms,
+        m.device_name.empty() ? "an unnamed device" : m.device_name, m.device,
+        m.worker_id.empty() ? "(none)" : m.worker_id, FormatUnixMs(r.unix_ms), r.uid);
   } else {
     out << c->source.code;
   }

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "worker/daemon/worker_daemon.h"
+#include "proto/protocol.h"
 
 namespace tessel::cli {
 
@@ -20,7 +20,7 @@ std::string DefaultServerAddress() {
 }
 
 absl::StatusOr<Client> Client::Connect(const std::string& address) {
-  if (absl::Status s = worker::CheckServerAddress(address); !s.ok()) return s;
+  if (absl::Status s = proto::CheckServerAddress(address); !s.ok()) return s;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);

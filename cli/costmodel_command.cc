@@ -10,6 +10,7 @@
 #include "costmodel/evaluation.h"
 #include "costmodel/training_set.h"
 #include "schedules/target/target.h"
+#include "server/log_readers.h"
 #include "store/tuning_log.h"
 
 namespace tessel::cli {
@@ -67,7 +68,7 @@ int RunCostModelEval(const CostModelEvalOptions& o) {
   log_options.read_only = true;
   auto log = store::OpenTuningLog(o.db, log_options);
   if (!log.ok()) return fail(log.status());
-  auto set = costmodel::LoadTrainingSet(log->get(), *target, /*max_records=*/INT64_MAX);
+  auto set = server::TrainingSetOfLog(log->get(), *target, /*max_records=*/INT64_MAX);
   if (!set.ok()) return fail(set.status());
   const costmodel::TrainingSetStats& st = set->stats;
   if (st.records == 0) {

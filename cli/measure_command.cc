@@ -9,12 +9,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/exit_code.h"
+#include "measure/measurement.h"
 #include "proto/convert.h"
 #include "proto/measure_child.pb.h"
 #include "schedules/space/candidate.h"
 #include "worker/compile_pool.h"
 #include "worker/isolation/measure_child.h"
-#include "worker/measure_result.h"
 
 namespace tessel::cli {
 namespace {
@@ -27,7 +27,7 @@ struct MeasureFlags {
   uint64_t seed = 1;
   double timeout_s = 120;
   // A repeat of a tiny kernel is cheap but the cache flush before it is not: at most 100.
-  worker::TimingOptions timing = {.max_repeats = 100};
+  measure::TimingOptions timing = {.max_repeats = 100};
   bool skip_verify = false;
 };
 
@@ -41,10 +41,10 @@ std::string DefaultCacheDir() {
   return "/tmp/tessel-cache";
 }
 
-void Print(const worker::CandidateResult& r, const std::string& path) {
-  std::cout << "status: " << worker::MeasureStatusName(r.status) << "\n";
+void Print(const measure::Measurement& r, const std::string& path) {
+  std::cout << "status: " << measure::MeasureStatusName(r.status) << "\n";
   std::cout << "candidate: " << path << "\n";
-  if (r.status == worker::MeasureStatus::kOk) {
+  if (r.status == measure::MeasureStatus::kOk) {
     std::cout << absl::StrFormat("median_ms: %.6f\nmin_ms: %.6f\nmax_ms: %.6f\n",
                                  r.timings.median_ms, r.timings.min_ms, r.timings.max_ms);
     std::cout << "repeats_ms (" << r.timings.repeats_ms.size() << "): "
@@ -67,7 +67,7 @@ void Print(const worker::CandidateResult& r, const std::string& path) {
   std::cout << absl::StrFormat("compile_ms: %.1f%s\n", r.compile_ms,
                                r.compile_cache_hit ? " (cache hit)" : "");
   if (r.verify_ms > 0) std::cout << absl::StrFormat("verify_ms: %.1f\n", r.verify_ms);
-  for (const worker::KernelResources& k : r.kernels) {
+  for (const measure::KernelResources& k : r.kernels) {
     std::cout << absl::StrFormat(
         "kernel %s: %d registers, %d bytes static shared, %d bytes dynamic shared, %d bytes "
         "local per thread\n",
@@ -117,7 +117,7 @@ int RunMeasure(const MeasureFlags& f) {
   worker::CompileFuture cand_future = pool.Compile(file->source, arch);
   worker::CompileFuture ref_future = pool.Compile(reference->source, arch);
 
-  worker::CandidateResult result;
+  measure::Measurement result;
   const absl::StatusOr<worker::CompileOutput>& ref = ref_future.get();
   const absl::StatusOr<worker::CompileOutput>& cand = cand_future.get();
   if (!ref.ok()) {
@@ -126,7 +126,7 @@ int RunMeasure(const MeasureFlags& f) {
         " does not compile (a Tessel bug; please report it): ", ref.status().message()));
   }
   if (!cand.ok()) {
-    result = worker::CandidateResult::FromStatus(cand.status());
+    result = measure::Measurement::FromStatus(cand.status());
     result.device = f.device;
     result.device_name = child.device().name();
   } else {
@@ -141,9 +141,9 @@ int RunMeasure(const MeasureFlags& f) {
     result = child.Measure(request, f.timeout_s);
   }
   Print(result, f.candidate);
-  return result.status == worker::MeasureStatus::kOk
+  return result.status == measure::MeasureStatus::kOk
              ? 0
-             : (result.status == worker::MeasureStatus::kWorkerError ? 1 : 2);
+             : (result.status == measure::MeasureStatus::kWorkerError ? 1 : 2);
 }
 
 }  // namespace

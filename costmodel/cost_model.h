@@ -11,8 +11,9 @@
 // the last training (CostModelOptions). Until the first training (fewer than warmup_examples
 // examples) Predict ranks by the roofline prior (roofline_prior.h) with a little seeded jitter
 // to break ties, or at random when the prior is off.
-// Serialize/Deserialize carry the trained model through the tuning log (store::CostModelRow);
-// ModelForTarget starts a job from a model trained on every record of its target (transfer).
+// Serialize/Deserialize turn the trained model into bytes and back (the tuning log keeps them as
+// a store::CostModelRow); ModelForTarget starts a job from a model trained on every record of
+// its target (transfer, training_set.h).
 //
 // Threads: a CostModel is not thread-safe; its owner serializes the calls. The factories may be
 // called from any thread.
@@ -26,7 +27,6 @@
 #include "absl/status/statusor.h"
 #include "costmodel/features.h"
 #include "schedules/target/target.h"
-#include "store/tuning_log.h"
 
 namespace tessel::costmodel {
 
@@ -49,6 +49,15 @@ struct CostModelOptions {
   int64_t retrain_min_new = 16;
 };
 
+// A trained model as bytes: what Serialize returns and Deserialize loads (the tuning log stores
+// these fields in a store::CostModelRow).
+struct SavedModel {
+  std::string kind;         // "xgboost", ...
+  int feature_version = 0;  // of the features it was trained on
+  std::string bytes;        // the model itself
+  std::string meta_json;    // what it was trained on (examples, workloads, training time)
+};
+
 class CostModel {
  public:
   virtual ~CostModel() = default;
@@ -63,11 +72,12 @@ class CostModel {
   virtual bool trained() const = 0;
   virtual int64_t num_examples() const = 0;
 
-  // The trained model as a row of the tuning log (kind, feature version, bytes, meta JSON).
-  virtual absl::StatusOr<store::CostModelRow> Serialize(const std::string& target_key) const = 0;
-  // Loads a row written by Serialize. InvalidArgument when its kind or feature version is not
-  // this model's; the model is unchanged then.
-  virtual absl::Status Deserialize(const store::CostModelRow& row) = 0;
+  // The trained model as bytes, with its kind and feature version.
+  virtual absl::StatusOr<SavedModel> Serialize() const = 0;
+  // Loads what Serialize wrote; `name` names it in errors ("cost model 3 of host").
+  // InvalidArgument when its kind or feature version is not this model's; the model is unchanged
+  // then.
+  virtual absl::Status Deserialize(const SavedModel& saved, const std::string& name) = 0;
 };
 
 // The model kinds MakeCostModel knows: "xgboost" (the default) and "random".

@@ -16,20 +16,18 @@ std::vector<double> RandomCostModel::Predict(const std::vector<Features>& featur
   return out;
 }
 
-absl::StatusOr<store::CostModelRow> RandomCostModel::Serialize(
-    const std::string& target_key) const {
-  store::CostModelRow row;
-  row.target_key = target_key;
-  row.kind = kind();
-  row.feature_version = kFeatureVersion;
-  row.meta_json = absl::StrCat("{\"examples\":", examples_, "}");
-  return row;
+absl::StatusOr<SavedModel> RandomCostModel::Serialize() const {
+  SavedModel saved;
+  saved.kind = kind();
+  saved.feature_version = kFeatureVersion;
+  saved.meta_json = absl::StrCat("{\"examples\":", examples_, "}");
+  return saved;
 }
 
-absl::Status RandomCostModel::Deserialize(const store::CostModelRow& row) {
-  if (row.kind != kind()) {
+absl::Status RandomCostModel::Deserialize(const SavedModel& saved, const std::string& /*name*/) {
+  if (saved.kind != kind()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "cost model of kind '", row.kind, "' cannot be loaded into a '", kind(), "' model"));
+        "cost model of kind '", saved.kind, "' cannot be loaded into a '", kind(), "' model"));
   }
   return absl::OkStatus();
 }

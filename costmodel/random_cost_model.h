@@ -20,8 +20,8 @@ class RandomCostModel final : public CostModel {
   std::vector<double> Predict(const std::vector<Features>& features) override;
   bool trained() const override { return false; }
   int64_t num_examples() const override { return examples_; }
-  absl::StatusOr<store::CostModelRow> Serialize(const std::string& target_key) const override;
-  absl::Status Deserialize(const store::CostModelRow& row) override;
+  absl::StatusOr<SavedModel> Serialize() const override;
+  absl::Status Deserialize(const SavedModel& saved, const std::string& name) override;
 
  private:
   std::mt19937_64 rng_;

@@ -232,8 +232,7 @@ std::vector<double> XGBoostCostModel::Predict(const std::vector<Features>& featu
   return out;
 }
 
-absl::StatusOr<store::CostModelRow> XGBoostCostModel::Serialize(
-    const std::string& target_key) const {
+absl::StatusOr<SavedModel> XGBoostCostModel::Serialize() const {
   if (!booster_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the xgboost cost model is not trained yet (", num_examples(), " examples of the ",
@@ -247,11 +246,10 @@ absl::StatusOr<store::CostModelRow> XGBoostCostModel::Serialize(
   int rounds = 0;
   TESSEL_RETURN_IF_ERROR(
       XgbError(XGBoosterBoostedRounds(booster_->h, &rounds), "XGBoosterBoostedRounds"));
-  store::CostModelRow row;
-  row.target_key = target_key;
-  row.kind = kind();
-  row.feature_version = kFeatureVersion;
-  row.blob.assign(bytes, len);
+  SavedModel saved;
+  saved.kind = kind();
+  saved.feature_version = kFeatureVersion;
+  saved.bytes.assign(bytes, len);
   std::unordered_set<std::string> workloads;
   for (const Example& e : examples_) workloads.insert(e.workload_key);
   nlohmann::json meta = {{"examples", num_examples()},
@@ -262,39 +260,37 @@ absl::StatusOr<store::CostModelRow> XGBoostCostModel::Serialize(
                          {"rounds", rounds},
                          {"format", "ubj"},
                          {"continued_from_loaded_model", !base_model_.empty()}};
-  row.meta_json = meta.dump();
-  return row;
+  saved.meta_json = meta.dump();
+  return saved;
 }
 
-absl::Status XGBoostCostModel::Deserialize(const store::CostModelRow& row) {
-  if (row.kind != kind()) {
+absl::Status XGBoostCostModel::Deserialize(const SavedModel& saved, const std::string& name) {
+  if (saved.kind != kind()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cost model of kind '", row.kind, "' cannot be loaded into an '", kind(),
-                     "' model; load it with MakeCostModel(\"", row.kind, "\")"));
+        absl::StrCat("cost model of kind '", saved.kind, "' cannot be loaded into an '", kind(),
+                     "' model; load it with MakeCostModel(\"", saved.kind, "\")"));
   }
-  if (row.feature_version != kFeatureVersion) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cost model ", row.id, " of ", row.target_key, " was trained on features of version ",
-        row.feature_version, " but this build computes version ", kFeatureVersion,
-        "; retrain it from the tuning log (costmodel::ModelForTarget)"));
-  }
-  if (row.blob.empty()) {
+  if (saved.feature_version != kFeatureVersion) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cost model ", row.id, " of ", row.target_key, " holds no model bytes"));
+        absl::StrCat(name, " was trained on features of version ", saved.feature_version,
+                     " but this build computes version ", kFeatureVersion,
+                     "; retrain it from the tuning log (costmodel::ModelForTarget)"));
+  }
+  if (saved.bytes.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " holds no model bytes"));
   }
   auto booster = std::make_unique<Handle>();
   TESSEL_RETURN_IF_ERROR(XgbError(XGBoosterCreate(nullptr, 0, &booster->h), "XGBoosterCreate"));
   absl::Status loaded = XgbError(
-      XGBoosterLoadModelFromBuffer(booster->h, row.blob.data(), row.blob.size()), "loading");
+      XGBoosterLoadModelFromBuffer(booster->h, saved.bytes.data(), saved.bytes.size()), "loading");
   if (!loaded.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("cost model ", row.id, " of ", row.target_key,
-                                                   " does not load: ", loaded.message()));
+    return absl::InvalidArgumentError(absl::StrCat(name, " does not load: ", loaded.message()));
   }
   TESSEL_RETURN_IF_ERROR(XgbError(
       XGBoosterSetParam(booster->h, "nthread", std::to_string(std::max(1, xgb_.nthread)).c_str()),
       "setting nthread"));
   booster_ = std::move(booster);
-  base_model_ = row.blob;
+  base_model_ = saved.bytes;
   return absl::OkStatus();
 }
 

@@ -84,8 +84,8 @@ class XGBoostCostModel final : public CostModel {
   bool trained() const override { return booster_ != nullptr; }
   int64_t num_examples() const override { return static_cast<int64_t>(examples_.size()); }
   // FailedPrecondition while untrained (nothing to save).
-  absl::StatusOr<store::CostModelRow> Serialize(const std::string& target_key) const override;
-  absl::Status Deserialize(const store::CostModelRow& row) override;
+  absl::StatusOr<SavedModel> Serialize() const override;
+  absl::Status Deserialize(const SavedModel& saved, const std::string& name) override;
 
   // Predict's scores, or XGBoost's error.
   absl::StatusOr<std::vector<double>> PredictOrError(const std::vector<Features>& features);

@@ -136,7 +136,7 @@ absl::StatusOr<schedules::GeneratedSource> FromProto(const Source& in) {
   return out;
 }
 
-void ToProto(const worker::TimingOptions& in, TimingOptions* out) {
+void ToProto(const measure::TimingOptions& in, TimingOptions* out) {
   out->set_warmup_runs(in.warmup_runs);
   out->set_min_repeats(in.min_repeats);
   out->set_max_repeats(in.max_repeats);
@@ -147,14 +147,14 @@ void ToProto(const worker::TimingOptions& in, TimingOptions* out) {
   out->set_hardware_counters(in.hardware_counters);
 }
 
-absl::StatusOr<worker::TimingOptions> FromProto(const TimingOptions& in) {
+absl::StatusOr<measure::TimingOptions> FromProto(const TimingOptions& in) {
   if (in.max_repeats() < 1 || in.min_repeats() > in.max_repeats() || in.warmup_runs() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "TimingOptions: warmup_runs ", in.warmup_runs(), ", min_repeats ", in.min_repeats(),
         ", max_repeats ", in.max_repeats(),
         ": max_repeats must be at least 1 and at least min_repeats, warmup_runs at least 0"));
   }
-  worker::TimingOptions out;
+  measure::TimingOptions out;
   out.warmup_runs = in.warmup_runs();
   out.min_repeats = in.min_repeats();
   out.max_repeats = in.max_repeats();
@@ -166,46 +166,46 @@ absl::StatusOr<worker::TimingOptions> FromProto(const TimingOptions& in) {
   return out;
 }
 
-MeasureStatus ToProto(worker::MeasureStatus in) {
+MeasureStatus ToProto(measure::MeasureStatus in) {
   switch (in) {
-    case worker::MeasureStatus::kOk:
+    case measure::MeasureStatus::kOk:
       return MEASURE_STATUS_OK;
-    case worker::MeasureStatus::kCompileError:
+    case measure::MeasureStatus::kCompileError:
       return MEASURE_STATUS_COMPILE_ERROR;
-    case worker::MeasureStatus::kVerifyFailed:
+    case measure::MeasureStatus::kVerifyFailed:
       return MEASURE_STATUS_VERIFY_FAILED;
-    case worker::MeasureStatus::kRuntimeError:
+    case measure::MeasureStatus::kRuntimeError:
       return MEASURE_STATUS_RUNTIME_ERROR;
-    case worker::MeasureStatus::kTimeout:
+    case measure::MeasureStatus::kTimeout:
       return MEASURE_STATUS_TIMEOUT;
-    case worker::MeasureStatus::kDeviceLimitExceeded:
+    case measure::MeasureStatus::kDeviceLimitExceeded:
       return MEASURE_STATUS_DEVICE_LIMIT_EXCEEDED;
-    case worker::MeasureStatus::kWorkerError:
+    case measure::MeasureStatus::kWorkerError:
       return MEASURE_STATUS_WORKER_ERROR;
   }
   return MEASURE_STATUS_UNSPECIFIED;
 }
 
-worker::MeasureStatus FromProto(MeasureStatus in) {
+measure::MeasureStatus FromProto(MeasureStatus in) {
   switch (in) {
     case MEASURE_STATUS_OK:
-      return worker::MeasureStatus::kOk;
+      return measure::MeasureStatus::kOk;
     case MEASURE_STATUS_COMPILE_ERROR:
-      return worker::MeasureStatus::kCompileError;
+      return measure::MeasureStatus::kCompileError;
     case MEASURE_STATUS_VERIFY_FAILED:
-      return worker::MeasureStatus::kVerifyFailed;
+      return measure::MeasureStatus::kVerifyFailed;
     case MEASURE_STATUS_RUNTIME_ERROR:
-      return worker::MeasureStatus::kRuntimeError;
+      return measure::MeasureStatus::kRuntimeError;
     case MEASURE_STATUS_TIMEOUT:
-      return worker::MeasureStatus::kTimeout;
+      return measure::MeasureStatus::kTimeout;
     case MEASURE_STATUS_DEVICE_LIMIT_EXCEEDED:
-      return worker::MeasureStatus::kDeviceLimitExceeded;
+      return measure::MeasureStatus::kDeviceLimitExceeded;
     default:
-      return worker::MeasureStatus::kWorkerError;
+      return measure::MeasureStatus::kWorkerError;
   }
 }
 
-void ToProto(const worker::CandidateResult& in, MeasureResult* out) {
+void ToProto(const measure::Measurement& in, MeasureResult* out) {
   out->set_status(ToProto(in.status));
   out->set_error(in.error);
   out->clear_repeats_ms();
@@ -227,7 +227,7 @@ void ToProto(const worker::CandidateResult& in, MeasureResult* out) {
   out->set_compile_cache_hit(in.compile_cache_hit);
   out->set_verify_ms(in.verify_ms);
   out->clear_kernels();
-  for (const worker::KernelResources& k : in.kernels) {
+  for (const measure::KernelResources& k : in.kernels) {
     KernelResources* pk = out->add_kernels();
     pk->set_entry(k.entry);
     pk->set_registers(k.registers);
@@ -240,8 +240,8 @@ void ToProto(const worker::CandidateResult& in, MeasureResult* out) {
   out->set_device_name(in.device_name);
 }
 
-worker::CandidateResult FromProto(const MeasureResult& in) {
-  worker::CandidateResult out;
+measure::Measurement FromProto(const MeasureResult& in) {
+  measure::Measurement out;
   out.status = FromProto(in.status());
   out.error = in.error();
   out.timings.repeats_ms.assign(in.repeats_ms().begin(), in.repeats_ms().end());
@@ -254,16 +254,16 @@ worker::CandidateResult FromProto(const MeasureResult& in) {
   out.timings.note = in.timing_note();
   if (in.has_counters()) {
     out.timings.counters =
-        worker::HardwareCounters{in.counters().dram_read_bytes(), in.counters().dram_write_bytes(),
-                                 in.counters().achieved_occupancy()};
+        measure::HardwareCounters{in.counters().dram_read_bytes(), in.counters().dram_write_bytes(),
+                                  in.counters().achieved_occupancy()};
   }
   out.compile_ms = in.compile_ms();
   out.compile_cache_hit = in.compile_cache_hit();
   out.verify_ms = in.verify_ms();
   for (const KernelResources& k : in.kernels()) {
-    out.kernels.push_back(worker::KernelResources{k.entry(), k.registers(), k.static_shared_bytes(),
-                                                  k.dynamic_shared_bytes(),
-                                                  k.local_bytes_per_thread()});
+    out.kernels.push_back(
+        measure::KernelResources{k.entry(), k.registers(), k.static_shared_bytes(),
+                                 k.dynamic_shared_bytes(), k.local_bytes_per_thread()});
   }
   out.worker_id = in.worker_id();
   out.device = in.device();

@@ -5,10 +5,9 @@
 // the domain types. Threads: every function is pure and may run on any thread.
 
 #include "absl/status/statusor.h"
+#include "measure/measurement.h"
 #include "proto/tessel.pb.h"
 #include "schedules/codegen/source.h"
-#include "worker/measure_result.h"
-#include "worker/verify_types.h"
 
 namespace tessel::proto {
 
@@ -17,16 +16,16 @@ void ToProto(const schedules::GeneratedSource& in, Source* out);
 // launch without 3 extents) and says which field.
 absl::StatusOr<schedules::GeneratedSource> FromProto(const Source& in);
 
-void ToProto(const worker::TimingOptions& in, TimingOptions* out);
+void ToProto(const measure::TimingOptions& in, TimingOptions* out);
 // Fails for max_repeats < 1 or min_repeats > max_repeats.
-absl::StatusOr<worker::TimingOptions> FromProto(const TimingOptions& in);
+absl::StatusOr<measure::TimingOptions> FromProto(const TimingOptions& in);
 
-MeasureStatus ToProto(worker::MeasureStatus in);
+MeasureStatus ToProto(measure::MeasureStatus in);
 // MEASURE_STATUS_UNSPECIFIED (a peer that did not set it) becomes kWorkerError.
-worker::MeasureStatus FromProto(MeasureStatus in);
+measure::MeasureStatus FromProto(MeasureStatus in);
 
 // The batch and candidate ids are the caller's to set.
-void ToProto(const worker::CandidateResult& in, MeasureResult* out);
-worker::CandidateResult FromProto(const MeasureResult& in);
+void ToProto(const measure::Measurement& in, MeasureResult* out);
+measure::Measurement FromProto(const MeasureResult& in);
 
 }  // namespace tessel::proto

@@ -1,6 +1,6 @@
 #pragma once
 
-// The worker protocol's version and the checks both peers make (proto/tessel.proto).
+// The worker protocol's version and the checks the peers make (proto/tessel.proto).
 
 #include <cstdint>
 #include <string>
@@ -20,5 +20,10 @@ absl::Status CheckWorkerProtocol(uint32_t worker_version, const std::string& wor
 
 // The worker's check of the server's Registered message, likewise.
 absl::Status CheckServerProtocol(uint32_t server_version, const std::string& server_address);
+
+// How a client or a worker checks the server address it was given (--server) before dialling
+// it: OK when `address` is HOST:PORT (a name or IPv4 address, or [IPv6], and a port 1-65535);
+// otherwise InvalidArgument saying what is wrong and what to pass.
+absl::Status CheckServerAddress(const std::string& address);
 
 }  // namespace tessel::proto

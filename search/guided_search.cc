@@ -42,7 +42,7 @@ absl::Status GuidedSearch::Init() {
   std::vector<costmodel::Example> examples;
   for (size_t i = 0; i < measured.size(); ++i) {
     if (!built[i]) continue;
-    const double ms = measured[i].status == "ok" ? measured[i].median_ms : 0;
+    const double ms = measured[i].measurement.latency_ms();
     Remember(MeasuredId(measured[i]), *built[i]->candidate.trace, built[i]->features, ms);
     examples.push_back({workload_key_, built[i]->features, ms});
   }
@@ -234,7 +234,7 @@ void GuidedSearch::NotifyResults(const std::vector<MeasuredResult>& results) {
   for (const MeasuredResult& r : results) {
     const uint64_t id = MeasuredId(r);
     seen_.insert(id);
-    const double ms = r.status == "ok" ? r.median_ms : 0;
+    const double ms = r.measurement.latency_ms();
     auto it = proposed_.find(id);
     if (it != proposed_.end()) {
       Remember(id, it->second.first, it->second.second, ms);

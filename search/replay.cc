@@ -5,45 +5,26 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "costmodel/training_set.h"
 
 namespace tessel::search {
 
-absl::StatusOr<ReplaySpace> LoadReplaySpace(store::TuningLog* log, const std::string& workload_key,
-                                            const schedules::Target& target) {
-  absl::StatusOr<std::optional<store::WorkloadRow>> row = log->GetWorkload(workload_key);
-  if (!row.ok()) return row.status();
-  if (!row->has_value()) {
-    return absl::NotFoundError(
-        absl::StrCat("the tuning log ", log->path(), " has no workload with key ", workload_key,
-                     ": record some with `tessel tune --db ", log->path(), "` first"));
-  }
-  absl::StatusOr<schedules::Workload> workload = costmodel::WorkloadFromLog(log, workload_key);
-  if (!workload.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(log->path(), ": ", workload.status().message()));
-  }
-  ReplaySpace space{std::move(*workload), target, nullptr, {}, 0, 0};
+ReplaySpace MakeReplaySpace(schedules::Workload workload, const schedules::Target& target,
+                            const std::vector<measure::MeasuredTrace>& traces) {
+  ReplaySpace space{std::move(workload), target, nullptr, {}, 0, 0};
   auto pool = std::make_shared<CandidatePool>();
-  const std::string target_key = target.ToString();
-  absl::Status s = log->ForEachRecordOfTarget(target_key, [&](const store::Record& r) {
-    if (r.workload_key != workload_key || r.trace_json == "null") return true;
-    std::string json = NormalizeTraceJson(r.trace_json);
+  for (const measure::MeasuredTrace& t : traces) {
+    if (t.trace_json == "null") continue;
+    std::string json = NormalizeTraceJson(t.trace_json);
     const uint64_t id = CandidateIdOf(json);
-    if (!pool->ids.insert(id).second) return true;  // the first record answers
+    if (!pool->ids.insert(id).second) continue;  // the first record answers
     pool->trace_jsons.push_back(std::move(json));
-    space.answers[id] = {r.status, r.status == "ok" ? r.median_ms : 0};
-    if (r.status == "ok" && r.median_ms > 0) {
+    space.answers[id] = t.measurement;
+    if (t.measurement.latency_ms() > 0) {
       ++space.ok;
-      if (space.best_ms == 0 || r.median_ms < space.best_ms) space.best_ms = r.median_ms;
+      if (space.best_ms == 0 || t.measurement.latency_ms() < space.best_ms) {
+        space.best_ms = t.measurement.latency_ms();
+      }
     }
-    return true;
-  });
-  if (!s.ok()) return s;
-  if (pool->trace_jsons.empty()) {
-    return absl::NotFoundError(
-        absl::StrCat("the tuning log ", log->path(), " has no records of ", (*row)->spec, " on ",
-                     target_key, ": record some with `tessel tune --db ", log->path(), "` first"));
   }
   space.pool = std::move(pool);
   return space;
@@ -86,12 +67,9 @@ absl::StatusOr<ReplayTrajectory> RunReplay(const ReplaySpace& space, const Repla
             "strategy ", (*strategy)->name(), " proposed candidate ", p.candidate_id,
             " which is not in the replay pool: a strategy given a pool must draw from it"));
       }
-      results.push_back(
-          {p.candidate_id, std::move(p.trace_json), it->second.status, it->second.median_ms});
-      if (it->second.status == "ok" && it->second.median_ms > 0 &&
-          (best == 0 || it->second.median_ms < best)) {
-        best = it->second.median_ms;
-      }
+      results.push_back({p.candidate_id, std::move(p.trace_json), it->second});
+      const double ms = it->second.latency_ms();
+      if (ms > 0 && (best == 0 || ms < best)) best = ms;
       out.best_ms.push_back(best);
       ++out.trials;
     }

@@ -1,7 +1,8 @@
 #pragma once
 
 // Replay mode (DESIGN.md section 5, "measuring the search itself"): a search strategy runs
-// against the measurements already in a tuning log instead of a GPU. The log's records of one
+// against the measurements already in a tuning log instead of a GPU (the caller reads them:
+// store/measured_traces.h). The log's records of one
 // (workload, target) are the whole design space: the strategy gets them as its pool
 // (SearchContext::pool), so it draws and keeps only candidates the log can answer, and every
 // proposal is answered with the recorded status and median latency. A trial is one answered
@@ -22,10 +23,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "costmodel/cost_model.h"
+#include "measure/measured_trace.h"
 #include "schedules/target/target.h"
 #include "schedules/workload/workload.h"
 #include "search/search_strategy.h"
-#include "store/tuning_log.h"
 
 namespace tessel::search {
 
@@ -34,21 +35,17 @@ struct ReplaySpace {
   schedules::Workload workload;
   schedules::Target target;
   std::shared_ptr<const CandidatePool> pool;
-  // The answer for each pool member, by candidate id.
-  struct Answer {
-    std::string status;    // "ok", "compile_error", ...
-    double median_ms = 0;  // 0 unless ok
-  };
-  absl::flat_hash_map<uint64_t, Answer> answers;
+  // The answer for each pool member, by candidate id: its recorded measurement.
+  absl::flat_hash_map<uint64_t, measure::Measurement> answers;
   double best_ms = 0;  // the fastest ok record (0 when none)
   int64_t ok = 0;
 };
 
-// The records of `workload_key` on `target` in `log` (the reference lowering excluded; a trace
-// recorded twice counts once, the first record answering). NotFound naming the workload and
-// target, with how to record some, when the log has none.
-absl::StatusOr<ReplaySpace> LoadReplaySpace(store::TuningLog* log, const std::string& workload_key,
-                                            const schedules::Target& target);
+// The replay space of `traces`, the recorded measurements of `workload` on `target` (e.g.
+// store::LoadRecordedWorkload's): the reference lowering is excluded, and a trace recorded twice
+// counts once, the first record answering.
+ReplaySpace MakeReplaySpace(schedules::Workload workload, const schedules::Target& target,
+                            const std::vector<measure::MeasuredTrace>& traces);
 
 struct ReplayOptions {
   std::string strategy;  // as MakeSearchStrategy ("" = the default)

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "costmodel/cost_model.h"
+#include "measure/measurement.h"
 #include "schedules/space/candidate.h"
 #include "schedules/target/target.h"
 #include "schedules/workload/workload.h"
@@ -39,8 +40,7 @@ struct Proposal {
 struct MeasuredResult {
   uint64_t candidate_id = 0;
   std::string trace_json;
-  std::string status;    // worker::MeasureStatusName: "ok", "compile_error", ...
-  double median_ms = 0;  // 0 unless ok
+  measure::Measurement measurement;
 };
 
 // Replay mode (search/replay.h): the candidates of a tuning log are the whole design space. A

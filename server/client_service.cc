@@ -190,10 +190,10 @@ grpc::Status ClientService::QueryBest(grpc::ServerContext*, const proto::QueryBe
   response->set_job_id(r.job_id);
   response->set_trace_json(r.trace_json);
   proto::ToProto(c->source, response->mutable_source());
-  response->set_median_ms(r.median_ms);
-  for (double ms : r.repeats_ms) response->add_repeats_ms(ms);
-  response->set_worker_id(r.worker_id);
-  response->set_device_name(r.device_name);
+  response->set_median_ms(r.measurement.timings.median_ms);
+  for (double ms : r.measurement.timings.repeats_ms) response->add_repeats_ms(ms);
+  response->set_worker_id(r.measurement.worker_id);
+  response->set_device_name(r.measurement.device_name);
   response->set_unix_ms(r.unix_ms);
   response->set_records(count.ok() ? *count : 0);
   return grpc::Status::OK;

@@ -30,11 +30,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "measure/measurement.h"
 #include "schedules/codegen/source.h"
 #include "schedules/target/target.h"
 #include "server/event_log.h"
 #include "server/worker_registry.h"
-#include "worker/verify_types.h"
 
 namespace tessel::server {
 
@@ -52,7 +52,7 @@ struct TaskDispatch {
   std::string arch;
   int batch_size = 16;
   std::shared_ptr<const schedules::GeneratedSource> reference;
-  worker::TimingOptions timing;
+  measure::TimingOptions timing;
   uint64_t verify_seed = 0;
   double timeout_s = 0;
 };

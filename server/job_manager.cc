@@ -12,9 +12,12 @@
 #include "costmodel/training_set.h"
 #include "nlohmann/json.hpp"
 #include "schedules/space/candidate.h"
+#include "schedules/util/status_macros.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
 #include "schedules/workload/parser.h"
+#include "server/log_readers.h"
+#include "store/measured_traces.h"
 
 namespace tessel::server {
 namespace {
@@ -42,9 +45,9 @@ absl::StatusOr<std::shared_ptr<costmodel::CostModel>> JobManager::ModelFor(
   if (m) return m;
   costmodel::CostModelOptions o;
   o.seed = 1;
-  costmodel::TrainingSetStats stats;
+  absl::StatusOr<costmodel::TrainingSet> set = TrainingSetOfLog(log_, target, 20000, family);
   absl::StatusOr<std::unique_ptr<costmodel::CostModel>> made =
-      costmodel::ModelForTarget(log_, target, options_.cost_model, o, 20000, &stats, family);
+      set.ok() ? costmodel::ModelForTarget(*set, options_.cost_model, o) : set.status();
   if (!made.ok()) {
     models_.erase(key);
     return made.status();
@@ -53,8 +56,8 @@ absl::StatusOr<std::shared_ptr<costmodel::CostModel>> JobManager::ModelFor(
   events_->Log(absl::StrFormat(
       "cost model %s for %s workloads on %s: trained on %d records of %d workloads (%d skipped) "
       "in %.0f ms",
-      options_.cost_model, family, target.ToString(), stats.examples, stats.workloads,
-      stats.skipped_trace + stats.skipped_workload, stats.features_ms));
+      options_.cost_model, family, target.ToString(), set->stats.examples, set->stats.workloads,
+      set->stats.skipped_trace + set->stats.skipped_workload, set->stats.features_ms));
   return m;
 }
 
@@ -67,14 +70,16 @@ void JobManager::SaveModelsLocked(const std::string& target_key) {
     }
   }
   for (const auto& [family, m] : ms) {
-    absl::StatusOr<store::CostModelRow> row = m->Serialize(target_key);
-    if (row.ok()) {
-      nlohmann::json meta = nlohmann::json::parse(row->meta_json, nullptr, false);
+    absl::StatusOr<costmodel::SavedModel> saved = m->Serialize();
+    store::CostModelRow row;
+    if (saved.ok()) {
+      nlohmann::json meta = nlohmann::json::parse(saved->meta_json, nullptr, false);
       if (!meta.is_object()) meta = nlohmann::json::object();
       meta["family"] = family;
-      row->meta_json = meta.dump();
+      row = {0,           target_key, saved->kind, saved->feature_version, std::move(saved->bytes),
+             meta.dump(), 0};
     }
-    absl::Status s = row.ok() ? log_->SaveCostModel(&*row).status() : row.status();
+    absl::Status s = saved.ok() ? log_->SaveCostModel(&row).status() : saved.status();
     if (!s.ok()) {
       events_->Log(absl::StrCat("the cost model of ", family, " workloads on ", target_key,
                                 " was not saved: ", s.message()));
@@ -152,8 +157,7 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
       return absl::DataLossError(absl::StrCat("workload ", tasks[i].workload_key, " of task ",
                                               tasks[i].id, " is not in the log"));
     }
-    absl::StatusOr<schedules::Workload> wl =
-        costmodel::WorkloadFromLog(log_, tasks[i].workload_key);
+    absl::StatusOr<schedules::Workload> wl = store::WorkloadFromLog(log_, tasks[i].workload_key);
     if (!wl.ok()) return wl.status();
     task->workload = *wl;
     task->workload_name = (*w)->name;
@@ -174,16 +178,12 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
       }
     }
     for (const store::Record& r : measured[i]) {
-      search::MeasuredResult m;
-      m.candidate_id = r.candidate_id;
-      m.trace_json = r.trace_json;
-      m.status = r.status;
-      m.median_ms = r.median_ms;
-      context.measured.push_back(std::move(m));
+      context.measured.push_back({r.candidate_id, r.trace_json, r.measurement});
       ++task->done;
-      if (r.status == "ok") {
+      if (r.measurement.ok()) {
         ++task->ok;
-        if (task->best_ms == 0 || r.median_ms < task->best_ms) task->best_ms = r.median_ms;
+        const double ms = r.measurement.timings.median_ms;
+        if (task->best_ms == 0 || ms < task->best_ms) task->best_ms = ms;
       }
       if (job->scheduler) job->scheduler->Recorded(task->index, task->best_ms);
     }
@@ -438,7 +438,7 @@ void JobManager::ChangedLocked(Job& job) {
   changed_.SignalAll();
 }
 
-void JobManager::OnResult(const QueuedCandidate& candidate, const worker::CandidateResult& result) {
+void JobManager::OnResult(const QueuedCandidate& candidate, const measure::Measurement& result) {
   store::Record r;
   {
     absl::MutexLock lock(&mu_);
@@ -457,22 +457,8 @@ void JobManager::OnResult(const QueuedCandidate& candidate, const worker::Candid
   }
   r.candidate_id = candidate.candidate_id;
   r.trace_json = candidate.trace_json;
-  r.status = worker::MeasureStatusName(result.status);
-  r.error = result.error;
-  if (result.status == worker::MeasureStatus::kOk) {
-    r.repeats_ms = result.timings.repeats_ms;
-    r.median_ms = result.timings.median_ms;
-  }
-  r.compile_ms = result.compile_ms;
-  r.verify_ms = result.verify_ms;
-  for (const worker::KernelResources& k : result.kernels) {
-    r.registers = std::max(r.registers, k.registers);
-    r.shared_bytes = std::max(r.shared_bytes, k.static_shared_bytes + k.dynamic_shared_bytes);
-    r.local_bytes = std::max(r.local_bytes, k.local_bytes_per_thread);
-  }
-  r.worker_id = result.worker_id;
-  r.device_name = result.device_name;
-  r.device = result.device;
+  r.measurement = result;
+  if (!result.ok()) r.measurement.timings = {};
   r.unix_ms = NowMs();
   // Committed before it counts.
   absl::StatusOr<int64_t> id = log_->AddRecord(&r);
@@ -496,22 +482,18 @@ void JobManager::OnResult(const QueuedCandidate& candidate, const worker::Candid
   Job& job = *it->second.first;
   Task& task = *it->second.second;
   ++task.done;
-  if (result.status == worker::MeasureStatus::kOk) {
+  if (result.ok()) {
     ++task.ok;
-    if (task.best_ms == 0 || r.median_ms < task.best_ms) task.best_ms = r.median_ms;
+    const double ms = result.timings.median_ms;
+    if (task.best_ms == 0 || ms < task.best_ms) task.best_ms = ms;
   }
   const int64_t now = NowMs();
   job.result_unix_ms.push_back(now);
   while (!job.result_unix_ms.empty() && job.result_unix_ms.front() < now - 60000) {
     job.result_unix_ms.pop_front();
   }
-  search::MeasuredResult m;
-  m.candidate_id = r.candidate_id;
-  m.trace_json = r.trace_json;
-  m.status = r.status;
-  m.median_ms = r.median_ms;
   const absl::Time t0 = absl::Now();
-  task.strategy->NotifyResults({m});
+  task.strategy->NotifyResults({{r.candidate_id, r.trace_json, r.measurement}});
   job.search_s += absl::ToDoubleSeconds(absl::Now() - t0);
   if (job.row.state == store::JobState::kQueued) {
     job.row.state = store::JobState::kRunning;

@@ -36,6 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "costmodel/cost_model.h"
+#include "measure/measurement.h"
 #include "schedules/target/target.h"
 #include "schedules/workload/workload.h"
 #include "search/search_strategy.h"
@@ -43,8 +44,6 @@
 #include "server/dispatcher.h"
 #include "server/event_log.h"
 #include "store/tuning_log.h"
-#include "worker/measure_result.h"
-#include "worker/verify_types.h"
 
 namespace tessel::server {
 
@@ -53,7 +52,7 @@ struct JobManagerOptions {
   // The cost model of the guided strategies ("xgboost" or "random"), one per target, shared by
   // every job of that target (costmodel/cost_model.h).
   std::string cost_model = "xgboost";
-  worker::TimingOptions timing;    // sent with every batch
+  measure::TimingOptions timing;   // sent with every batch
   double candidate_timeout_s = 0;  // per candidate; 0: the worker's default
 };
 
@@ -117,7 +116,7 @@ class JobManager {
                                           absl::Duration timeout);
 
   // A result the dispatcher accepted: recorded, then counted. `session` measured it.
-  void OnResult(const QueuedCandidate& candidate, const worker::CandidateResult& result);
+  void OnResult(const QueuedCandidate& candidate, const measure::Measurement& result);
 
   // Tops up the tasks' queues. Returns the candidates enqueued.
   int Pump();

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "worker/verify_types.h"
+#include "measure/measurement.h"
 
 namespace tessel::server {
 
@@ -25,7 +25,7 @@ struct ServerOptions {
   bool quiet = false;                  // no log lines on stderr
   // How workers time each candidate (sent with every batch) and the time limit per candidate
   // (0: the worker's default).
-  worker::TimingOptions timing;
+  measure::TimingOptions timing;
   double candidate_timeout_s = 0;
   double tick_s = 0.2;  // the maintenance thread's period (deadlines, heartbeats)
 };

@@ -16,9 +16,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "measure/measurement.h"
 #include "schedules/codegen/source.h"
 #include "schedules/target/target.h"
-#include "worker/verify_types.h"
 
 namespace tessel::server {
 
@@ -31,7 +31,7 @@ struct OutgoingBatch {
   };
   std::vector<Item> candidates;
   std::shared_ptr<const schedules::GeneratedSource> reference;
-  worker::TimingOptions timing;
+  measure::TimingOptions timing;
   uint64_t verify_seed = 0;
   double timeout_s = 0;
 };

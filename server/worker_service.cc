@@ -136,10 +136,10 @@ grpc::Status WorkerService::Connect(grpc::ServerContext* context, Stream* stream
         break;
       case proto::WorkerMessage::kResult: {
         const proto::MeasureResult& r = m.result();
-        worker::CandidateResult result = proto::FromProto(r);
+        measure::Measurement result = proto::FromProto(r);
         std::optional<QueuedCandidate> accepted =
             dispatcher_->OnResult(session, r.batch_id(), r.candidate_id(),
-                                  result.status == worker::MeasureStatus::kWorkerError);
+                                  result.status == measure::MeasureStatus::kWorkerError);
         if (accepted.has_value()) jobs_->OnResult(*accepted, result);
         break;
       }

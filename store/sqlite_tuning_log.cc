@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "measure/measurement.h"
 #include "nlohmann/json.hpp"
 #include "schedules/util/check.h"
 #include "schedules/util/status_macros.h"
@@ -148,18 +149,20 @@ absl::StatusOr<Record> ReadRecord(const Statement& s) {
   r.task_id = s.Int(5);
   r.candidate_id = static_cast<uint64_t>(s.Int(6));
   r.trace_json = s.Text(7);
-  r.status = s.Text(8);
-  r.error = s.Text(9);
-  TESSEL_ASSIGN_OR_RETURN(r.repeats_ms, RepeatsFromJson(s.Text(10)));
-  r.median_ms = s.Double(11);
-  r.compile_ms = s.Double(12);
-  r.verify_ms = s.Double(13);
-  r.registers = static_cast<int>(s.Int(14));
-  r.shared_bytes = s.Int(15);
-  r.local_bytes = s.Int(16);
-  r.worker_id = s.Text(17);
-  r.device_name = s.Text(18);
-  r.device = static_cast<int>(s.Int(19));
+  measure::Measurement& m = r.measurement;
+  const std::optional<measure::MeasureStatus> status = measure::ParseMeasureStatus(s.Text(8));
+  if (!status) return absl::DataLossError("unknown status in the tuning log: " + s.Text(8));
+  m.status = *status;
+  m.error = s.Text(9);
+  TESSEL_ASSIGN_OR_RETURN(std::vector<double> repeats, RepeatsFromJson(s.Text(10)));
+  m.timings = measure::MakeTimings(std::move(repeats));
+  m.timings.median_ms = s.Double(11);
+  m.compile_ms = s.Double(12);
+  m.verify_ms = s.Double(13);
+  m.kernels = measure::KernelsOfPeak({static_cast<int>(s.Int(14)), s.Int(15), s.Int(16)});
+  m.worker_id = s.Text(17);
+  m.device_name = s.Text(18);
+  m.device = static_cast<int>(s.Int(19));
   r.unix_ms = s.Int(20);
   return r;
 }
@@ -186,6 +189,8 @@ absl::StatusOr<JobRow> ReadJob(const Statement& s) {
 
 // The JSON-lines form of a record (tuning_log.h): job and task ids are left out.
 json RecordToJson(const Record& r) {
+  const measure::Measurement& m = r.measurement;
+  const measure::PeakResources peak = measure::PeakOf(m.kernels);
   json trace = json::parse(r.trace_json, nullptr, /*allow_exceptions=*/false);
   return json{{"type", "record"},
               {"uid", r.uid},
@@ -193,18 +198,18 @@ json RecordToJson(const Record& r) {
               {"target_key", r.target_key},
               {"candidate_id", r.candidate_id},
               {"trace", trace.is_discarded() ? json(r.trace_json) : trace},
-              {"status", r.status},
-              {"error", r.error},
-              {"repeats_ms", r.repeats_ms},
-              {"median_ms", r.median_ms},
-              {"compile_ms", r.compile_ms},
-              {"verify_ms", r.verify_ms},
-              {"registers", r.registers},
-              {"shared_bytes", r.shared_bytes},
-              {"local_bytes", r.local_bytes},
-              {"worker_id", r.worker_id},
-              {"device_name", r.device_name},
-              {"device", r.device},
+              {"status", measure::MeasureStatusName(m.status)},
+              {"error", m.error},
+              {"repeats_ms", m.timings.repeats_ms},
+              {"median_ms", m.timings.median_ms},
+              {"compile_ms", m.compile_ms},
+              {"verify_ms", m.verify_ms},
+              {"registers", peak.registers},
+              {"shared_bytes", peak.shared_bytes},
+              {"local_bytes", peak.local_bytes},
+              {"worker_id", m.worker_id},
+              {"device_name", m.device_name},
+              {"device", m.device},
               {"unix_ms", r.unix_ms}};
 }
 
@@ -270,18 +275,32 @@ absl::Status RecordFromJson(const json& j, Record* r) {
   TESSEL_RETURN_IF_ERROR(f.String("target_key", true, &r->target_key));
   TESSEL_RETURN_IF_ERROR(f.Number("candidate_id", false, &r->candidate_id));
   TESSEL_RETURN_IF_ERROR(f.Json("trace", &r->trace_json));
-  TESSEL_RETURN_IF_ERROR(f.String("status", true, &r->status));
-  TESSEL_RETURN_IF_ERROR(f.String("error", false, &r->error));
-  TESSEL_RETURN_IF_ERROR(f.Repeats("repeats_ms", true, &r->repeats_ms));
-  TESSEL_RETURN_IF_ERROR(f.Number("median_ms", true, &r->median_ms));
-  TESSEL_RETURN_IF_ERROR(f.Number("compile_ms", false, &r->compile_ms));
-  TESSEL_RETURN_IF_ERROR(f.Number("verify_ms", false, &r->verify_ms));
-  TESSEL_RETURN_IF_ERROR(f.Number("registers", false, &r->registers));
-  TESSEL_RETURN_IF_ERROR(f.Number("shared_bytes", false, &r->shared_bytes));
-  TESSEL_RETURN_IF_ERROR(f.Number("local_bytes", false, &r->local_bytes));
-  TESSEL_RETURN_IF_ERROR(f.String("worker_id", false, &r->worker_id));
-  TESSEL_RETURN_IF_ERROR(f.String("device_name", false, &r->device_name));
-  TESSEL_RETURN_IF_ERROR(f.Number("device", false, &r->device));
+  measure::Measurement& m = r->measurement;
+  std::string status;
+  TESSEL_RETURN_IF_ERROR(f.String("status", true, &status));
+  const std::optional<measure::MeasureStatus> parsed = measure::ParseMeasureStatus(status);
+  if (!parsed) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("field 'status' is '", status, "', expected a measurement status (\"ok\", ",
+                     "\"compile_error\", \"verify_failed\", \"runtime_error\", \"timeout\", ",
+                     "\"device_limit_exceeded\" or \"worker_error\")"));
+  }
+  m.status = *parsed;
+  TESSEL_RETURN_IF_ERROR(f.String("error", false, &m.error));
+  std::vector<double> repeats;
+  TESSEL_RETURN_IF_ERROR(f.Repeats("repeats_ms", true, &repeats));
+  m.timings = measure::MakeTimings(std::move(repeats));
+  TESSEL_RETURN_IF_ERROR(f.Number("median_ms", true, &m.timings.median_ms));
+  TESSEL_RETURN_IF_ERROR(f.Number("compile_ms", false, &m.compile_ms));
+  TESSEL_RETURN_IF_ERROR(f.Number("verify_ms", false, &m.verify_ms));
+  measure::PeakResources peak;
+  TESSEL_RETURN_IF_ERROR(f.Number("registers", false, &peak.registers));
+  TESSEL_RETURN_IF_ERROR(f.Number("shared_bytes", false, &peak.shared_bytes));
+  TESSEL_RETURN_IF_ERROR(f.Number("local_bytes", false, &peak.local_bytes));
+  m.kernels = measure::KernelsOfPeak(peak);
+  TESSEL_RETURN_IF_ERROR(f.String("worker_id", false, &m.worker_id));
+  TESSEL_RETURN_IF_ERROR(f.String("device_name", false, &m.device_name));
+  TESSEL_RETURN_IF_ERROR(f.Number("device", false, &m.device));
   TESSEL_RETURN_IF_ERROR(f.Number("unix_ms", true, &r->unix_ms));
   return absl::OkStatus();
 }
@@ -692,7 +711,6 @@ class SqliteTuningLog final : public TuningLog {
     if (r->workload_key.empty() || r->target_key.empty()) {
       return absl::InvalidArgumentError("a record needs its workload_key and target_key");
     }
-    if (r->status.empty()) return absl::InvalidArgumentError("a record needs its status");
     if (r->trace_json.empty() || !json::accept(r->trace_json)) {
       return absl::InvalidArgumentError(
           "a record's trace_json must be a trace's JSON, or \"null\" for the reference lowering");
@@ -705,6 +723,8 @@ class SqliteTuningLog final : public TuningLog {
   // Inserts one record inside the current transaction: false when a uniqueness constraint
   // (uid, or task and candidate) already holds it; its id is then 0.
   absl::StatusOr<bool> InsertRecord(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const measure::Measurement& m = r->measurement;
+    const measure::PeakResources peak = measure::PeakOf(m.kernels);
     TESSEL_ASSIGN_OR_RETURN(Statement s, stmts_.Get(kInsertRecord));
     s.Bind(r->uid)
         .Bind(r->workload_key)
@@ -713,18 +733,18 @@ class SqliteTuningLog final : public TuningLog {
         .BindId(r->task_id)
         .Bind(static_cast<int64_t>(r->candidate_id))
         .Bind(r->trace_json)
-        .Bind(r->status)
-        .Bind(r->error)
-        .Bind(RepeatsToJson(r->repeats_ms))
-        .Bind(r->median_ms)
-        .Bind(r->compile_ms)
-        .Bind(r->verify_ms)
-        .Bind(r->registers)
-        .Bind(r->shared_bytes)
-        .Bind(r->local_bytes)
-        .Bind(r->worker_id)
-        .Bind(r->device_name)
-        .Bind(r->device)
+        .Bind(measure::MeasureStatusName(m.status))
+        .Bind(m.error)
+        .Bind(RepeatsToJson(m.timings.repeats_ms))
+        .Bind(m.timings.median_ms)
+        .Bind(m.compile_ms)
+        .Bind(m.verify_ms)
+        .Bind(peak.registers)
+        .Bind(peak.shared_bytes)
+        .Bind(peak.local_bytes)
+        .Bind(m.worker_id)
+        .Bind(m.device_name)
+        .Bind(m.device)
         .Bind(r->unix_ms);
     absl::Status st = s.Run();
     if (!st.ok()) {

@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "measure/measurement.h"
 
 namespace tessel::store {
 
@@ -72,19 +73,12 @@ struct Record {
   int64_t task_id = 0;        // 0 likewise
   uint64_t candidate_id = 0;  // unique within its task: (task_id, candidate_id) is stored once
   std::string trace_json;     // schedules::Trace JSON; "null" for the reference lowering
-  std::string status;         // worker::MeasureStatusName: "ok", "compile_error", ...
-  std::string error;
-  std::vector<double> repeats_ms;  // every repeat, in order (empty unless ok)
-  double median_ms = 0;            // 0 unless ok
-  double compile_ms = 0;
-  double verify_ms = 0;
-  int registers = 0;         // the most any of its kernels uses per thread
-  int64_t shared_bytes = 0;  // the most static + dynamic shared memory of any kernel
-  int64_t local_bytes = 0;   // the most local memory (spills) per thread of any kernel
-  std::string worker_id;
-  std::string device_name;
-  int device = 0;
-  int64_t unix_ms = 0;  // when measured; set to now when 0
+  int64_t unix_ms = 0;        // when measured; set to now when 0
+  // What was measured. The log keeps its status, error, every repeat and the median (empty and 0
+  // unless ok), compile and verify times, worker and device, and of the kernels' resources the
+  // peak (measure::PeakOf); read back, the timings' min and max are the repeats' and the kernels
+  // are one unnamed kernel with the peak (measure::KernelsOfPeak).
+  measure::Measurement measurement;
 };
 
 struct TaskCounts {

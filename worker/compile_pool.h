@@ -33,9 +33,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "schedules/codegen/source.h"
+#include "worker/backend.h"
 #include "worker/cuda/nvrtc_compiler.h"
 #include "worker/host/host_compiler.h"
-#include "worker/verify_run.h"
 
 namespace tessel::worker {
 
@@ -69,7 +69,8 @@ class CompilePool {
   ~CompilePool();
 
   // Queues `source` (or finds it in the cache). `cuda_arch` ("sm_90") is required for CUDA
-  // sources and ignored for host ones. Errors carry a FailureKind (compile_error with the log).
+  // sources and ignored for host ones. Errors carry a measure::MeasureStatus (compile_error with
+  // the log).
   CompileFuture Compile(const schedules::GeneratedSource& source, const std::string& cuda_arch);
 
   CompilePoolStats Stats() const;

@@ -65,24 +65,24 @@ Filled FillLog() {
     r.target_key = target->ToString();
     r.candidate_id = i;
     r.trace_json = samples[i].trace->ToJson().dump();
-    r.status = "ok";
-    r.repeats_ms = {medians[i] * 0.9, medians[i], medians[i] * 1.2};
-    r.median_ms = medians[i];
-    r.worker_id = "worker-" + std::to_string(i);
-    r.device_name = "Test CPU";
+    r.measurement.status = measure::MeasureStatus::kOk;
+    r.measurement.timings.repeats_ms = {medians[i] * 0.9, medians[i], medians[i] * 1.2};
+    r.measurement.timings.median_ms = medians[i];
+    r.measurement.worker_id = "worker-" + std::to_string(i);
+    r.measurement.device_name = "Test CPU";
     r.unix_ms = 1700000000000;
     rs.push_back(r);
   }
   f.best_code = samples[1].source.code;
   store::Record ref = rs[0];
   ref.trace_json = "null";
-  ref.median_ms = 0.5;
-  ref.repeats_ms = {0.5};
+  ref.measurement.timings.median_ms = 0.5;
+  ref.measurement.timings.repeats_ms = {0.5};
   rs.push_back(ref);
   store::Record failed = rs[0];
-  failed.status = "compile_error";
-  failed.median_ms = 0;
-  failed.repeats_ms.clear();
+  failed.measurement.status = measure::MeasureStatus::kCompileError;
+  failed.measurement.timings.median_ms = 0;
+  failed.measurement.timings.repeats_ms.clear();
   rs.push_back(failed);
 
   auto sm = schedules::ParseWorkloadSpec("softmax(rows=4, cols=32)");

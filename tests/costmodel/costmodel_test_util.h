@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "costmodel/cost_model.h"
 #include "schedules/ir/stmt.h"
 #include "schedules/space/space_generator.h"
 #include "schedules/workload/builtins.h"
@@ -112,16 +113,26 @@ inline store::Record RecordOf(const schedules::Candidate& c, uint64_t candidate_
   r.target_key = c.target.ToString();
   r.candidate_id = candidate_id;
   r.trace_json = c.trace ? c.trace->ToJson().dump() : "null";
-  r.status = ms > 0 ? "ok" : "compile_error";
+  r.measurement.status =
+      ms > 0 ? measure::MeasureStatus::kOk : measure::MeasureStatus::kCompileError;
   if (ms > 0) {
-    r.repeats_ms = {ms};
-    r.median_ms = ms;
+    r.measurement.timings.repeats_ms = {ms};
+    r.measurement.timings.median_ms = ms;
   } else {
-    r.error = "synthetic failure";
+    r.measurement.error = "synthetic failure";
   }
-  r.worker_id = "test";
-  r.device_name = "synthetic";
+  r.measurement.worker_id = "test";
+  r.measurement.device_name = "synthetic";
   return r;
+}
+
+// A saved model as the tuning log's row of `target_key`, and back.
+inline store::CostModelRow RowOf(const costmodel::SavedModel& saved,
+                                 const std::string& target_key) {
+  return {0, target_key, saved.kind, saved.feature_version, saved.bytes, saved.meta_json, 0};
+}
+inline costmodel::SavedModel SavedOf(const store::CostModelRow& row) {
+  return {row.kind, row.feature_version, row.blob, row.meta_json};
 }
 
 inline store::WorkloadRow WorkloadRowOf(const schedules::Workload& w) {

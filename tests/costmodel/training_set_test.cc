@@ -9,6 +9,9 @@
 #include <sstream>
 
 #include "costmodel/evaluation.h"
+#include "schedules/util/status_macros.h"
+#include "server/log_readers.h"
+#include "store/measured_traces.h"
 #include "tests/costmodel/costmodel_test_util.h"
 #include "tests/test_util.h"
 
@@ -19,19 +22,30 @@ using ::testing::HasSubstr;
 
 constexpr char kSpec[] = "matmul(M=64, N=64, K=64)";
 
+// Transfer as the job manager does it: the log's training set, then a model of `kind`.
+absl::StatusOr<std::unique_ptr<costmodel::CostModel>> ModelOfLog(
+    store::TuningLog* log, const schedules::Target& target, const std::string& kind,
+    const costmodel::CostModelOptions& options, int64_t max_records = 20000,
+    costmodel::TrainingSetStats* stats = nullptr) {
+  TESSEL_ASSIGN_OR_RETURN(costmodel::TrainingSet set,
+                          server::TrainingSetOfLog(log, target, max_records));
+  if (stats != nullptr) *stats = set.stats;
+  return costmodel::ModelForTarget(set, kind, options);
+}
+
 std::unique_ptr<store::TuningLog> OpenLog(const std::string& prefix) {
   auto log = store::OpenTuningLog(MakeTempDir(prefix) + "/log.db");
   EXPECT_TRUE(log.ok()) << log.status();
   return log.ok() ? *std::move(log) : nullptr;
 }
 
-TEST(CostModelTrainingSet, ExampleFromRecord) {
+TEST(CostModelTrainingSet, ExampleFromTrace) {
   const schedules::Target host = schedules::HostTarget();
   auto cs = SampleCandidates(kSpec, host, 1);
   ASSERT_EQ(cs.size(), 1u);
   store::Record r = RecordOf(cs[0], 1, 0.5);
   r.uid = "u1";
-  auto e = costmodel::ExampleFromRecord(r, cs[0].workload, host);
+  auto e = costmodel::ExampleFromTrace(store::MeasuredTraceOf(r), cs[0].workload, host);
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(e->workload_key, r.workload_key);
   EXPECT_EQ(e->median_ms, 0.5);
@@ -39,15 +53,15 @@ TEST(CostModelTrainingSet, ExampleFromRecord) {
 
   // A failure keeps its features and has no latency.
   store::Record failed = RecordOf(cs[0], 2, 0);
-  failed.median_ms = 3;  // ignored: not ok
-  e = costmodel::ExampleFromRecord(failed, cs[0].workload, host);
+  failed.measurement.timings.median_ms = 3;  // ignored: not ok
+  e = costmodel::ExampleFromTrace(store::MeasuredTraceOf(failed), cs[0].workload, host);
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->median_ms, 0);
 
   // "null": the reference lowering.
   store::Record ref = RecordOf(cs[0], 3, 2.0);
   ref.trace_json = "null";
-  e = costmodel::ExampleFromRecord(ref, cs[0].workload, host);
+  e = costmodel::ExampleFromTrace(store::MeasuredTraceOf(ref), cs[0].workload, host);
   ASSERT_TRUE(e.ok()) << e.status();
   auto lowered = schedules::BuildCandidate(cs[0].workload, host, std::nullopt);
   ASSERT_TRUE(lowered.ok());
@@ -55,7 +69,7 @@ TEST(CostModelTrainingSet, ExampleFromRecord) {
 
   store::Record broken = r;
   broken.trace_json = "{\"version\": 1, \"insts\": [{\"kind\": \"no_such_inst\"}]}";
-  e = costmodel::ExampleFromRecord(broken, cs[0].workload, host);
+  e = costmodel::ExampleFromTrace(store::MeasuredTraceOf(broken), cs[0].workload, host);
   EXPECT_THAT(e.status().message(), HasSubstr("record u1"));
   EXPECT_THAT(e.status().message(), HasSubstr("cannot read"));
 
@@ -64,7 +78,7 @@ TEST(CostModelTrainingSet, ExampleFromRecord) {
   ASSERT_EQ(other.size(), 1u);
   store::Record mismatch = RecordOf(other[0], 4, 1.0);
   mismatch.uid = "u4";
-  e = costmodel::ExampleFromRecord(mismatch, cs[0].workload, host);
+  e = costmodel::ExampleFromTrace(store::MeasuredTraceOf(mismatch), cs[0].workload, host);
   EXPECT_THAT(e.status().message(), HasSubstr("record u4 no longer builds for host"));
 }
 
@@ -73,17 +87,15 @@ TEST(CostModelTrainingSet, ModelForTargetOnAnEmptyLogIsUntrained) {
   ASSERT_TRUE(log);
   costmodel::TrainingSetStats stats;
   stats.records = -1;
-  auto m =
-      costmodel::ModelForTarget(log.get(), schedules::HostTarget(), "xgboost", {}, 20000, &stats);
+  auto m = ModelOfLog(log.get(), schedules::HostTarget(), "xgboost", {}, 20000, &stats);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ((*m)->kind(), "xgboost");
   EXPECT_FALSE((*m)->trained());
   EXPECT_EQ((*m)->num_examples(), 0);
   EXPECT_EQ(stats.records, 0);
   EXPECT_EQ(stats.examples, 0);
-  EXPECT_THAT(
-      costmodel::ModelForTarget(log.get(), schedules::HostTarget(), "nope", {}).status().message(),
-      HasSubstr("unknown cost model 'nope'"));
+  EXPECT_THAT(ModelOfLog(log.get(), schedules::HostTarget(), "nope", {}).status().message(),
+              HasSubstr("unknown cost model 'nope'"));
 }
 
 TEST(CostModelTrainingSet, ModelForTargetTrainsOnEveryRecordOfItsTarget) {
@@ -126,7 +138,7 @@ TEST(CostModelTrainingSet, ModelForTargetTrainsOnEveryRecordOfItsTarget) {
   costmodel::CostModelOptions o;
   o.warmup_examples = 64;
   costmodel::TrainingSetStats stats;
-  auto m = costmodel::ModelForTarget(log.get(), host, "xgboost", o, 20000, &stats);
+  auto m = ModelOfLog(log.get(), host, "xgboost", o, 20000, &stats);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(stats.records, static_cast<int64_t>(cs.size()) + 2 + 3);
   EXPECT_EQ(stats.examples, static_cast<int64_t>(cs.size()) + 2);
@@ -147,19 +159,19 @@ TEST(CostModelTrainingSet, ModelForTargetTrainsOnEveryRecordOfItsTarget) {
   EXPECT_GT(costmodel::PairwiseAccuracy((*m)->Predict(f), ms), 0.75);
 
   // The model is saved and comes back through the log.
-  auto row = (*m)->Serialize(host.ToString());
-  ASSERT_TRUE(row.ok()) << row.status();
-  ASSERT_TRUE(log->SaveCostModel(&*row).ok());
+  auto saved = (*m)->Serialize();
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  store::CostModelRow row = RowOf(*saved, host.ToString());
+  ASSERT_TRUE(log->SaveCostModel(&row).ok());
   auto latest = log->LatestCostModel(host.ToString(), "xgboost");
   ASSERT_TRUE(latest.ok() && latest->has_value());
   auto loaded = costmodel::MakeCostModel("xgboost", {});
-  ASSERT_TRUE((*loaded)->Deserialize(**latest).ok());
+  ASSERT_TRUE((*loaded)->Deserialize(SavedOf(**latest), "the latest cost model").ok());
   EXPECT_EQ((*loaded)->Predict(f), (*m)->Predict(f));
 
   // The cuda target sees only its 5 records (its workload is the same matmul).
   costmodel::TrainingSetStats cuda_stats;
-  auto cm = costmodel::ModelForTarget(log.get(), schedules::CudaTarget("sm_90"), "xgboost", o,
-                                      20000, &cuda_stats);
+  auto cm = ModelOfLog(log.get(), schedules::CudaTarget("sm_90"), "xgboost", o, 20000, &cuda_stats);
   ASSERT_TRUE(cm.ok());
   EXPECT_EQ(cuda_stats.records, 5);
   EXPECT_FALSE((*cm)->trained());
@@ -167,7 +179,7 @@ TEST(CostModelTrainingSet, ModelForTargetTrainsOnEveryRecordOfItsTarget) {
   // max_records keeps the most recent: the host's last 4 records are the reference lowering, the
   // orphan and the two broken traces.
   costmodel::TrainingSetStats last4;
-  auto m4 = costmodel::ModelForTarget(log.get(), host, "xgboost", o, 4, &last4);
+  auto m4 = ModelOfLog(log.get(), host, "xgboost", o, 4, &last4);
   ASSERT_TRUE(m4.ok());
   EXPECT_EQ(last4.records, 4);
   EXPECT_EQ(last4.examples, 1);
@@ -194,11 +206,11 @@ TEST(TrainingSetFamily, AFamilyKeepsOnlyItsWorkloadsRecords) {
   ASSERT_TRUE(log.ok()) << log.status();
   std::istringstream in(testing::ReplayFixtureJsonl());
   ASSERT_TRUE((*log)->ImportJsonl(in).ok());
-  auto none = costmodel::LoadTrainingSet(log->get(), schedules::HostTarget(), 20000, "softmax");
+  auto none = server::TrainingSetOfLog(log->get(), schedules::HostTarget(), 20000, "softmax");
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE(none->examples.empty());
   EXPECT_EQ(none->stats.other_family, 1200);
-  auto mine = costmodel::LoadTrainingSet(log->get(), schedules::HostTarget(), 20000, "matmul");
+  auto mine = server::TrainingSetOfLog(log->get(), schedules::HostTarget(), 20000, "matmul");
   ASSERT_TRUE(mine.ok()) << mine.status();
   EXPECT_EQ(mine->examples.size(), 1200u);
   EXPECT_EQ(mine->stats.other_family, 0);

@@ -106,7 +106,7 @@ TEST(XGBoostCostModel, WarmsUpWithSeededRandomScoresThenRetrainsAsTheDataGrows) 
     EXPECT_GE(x, 0);
     EXPECT_LT(x, 1);
   }
-  EXPECT_THAT(a.Serialize("host").status().message(), HasSubstr("not trained yet"));
+  EXPECT_THAT(a.Serialize().status().message(), HasSubstr("not trained yet"));
 
   // The 40th example reaches the warm-up: trained.
   ASSERT_TRUE(a.Update({all[39]}).ok());
@@ -178,19 +178,18 @@ TEST(XGBoostCostModel, SerializeDeserializeGivesBitIdenticalPredictions) {
   o.warmup_examples = 1;
   XGBoostCostModel m(o);
   ASSERT_TRUE(m.Update({all.begin(), all.begin() + 120}).ok());
-  auto row = m.Serialize("host");
+  auto row = m.Serialize();
   ASSERT_TRUE(row.ok()) << row.status();
   EXPECT_EQ(row->kind, "xgboost");
-  EXPECT_EQ(row->target_key, "host");
   EXPECT_EQ(row->feature_version, costmodel::kFeatureVersion);
-  EXPECT_FALSE(row->blob.empty());
+  EXPECT_FALSE(row->bytes.empty());
   const nlohmann::json meta = nlohmann::json::parse(row->meta_json);
   EXPECT_EQ(meta["examples"], 120);
   EXPECT_EQ(meta["workloads"], 1);
   EXPECT_GT(meta["train_ms"].get<double>(), 0);
 
   XGBoostCostModel loaded(CostModelOptions{});
-  ASSERT_TRUE(loaded.Deserialize(*row).ok());
+  ASSERT_TRUE(loaded.Deserialize(*row, "cost model 7 of host").ok());
   EXPECT_TRUE(loaded.trained());
   EXPECT_EQ(loaded.num_examples(), 0);
   const std::vector<Features> probe = FeaturesOf({all.begin() + 120, all.end()});
@@ -206,24 +205,24 @@ TEST(XGBoostCostModel, ALoadedModelContinuesBoostingOnItsOwnExamples) {
   o.warmup_examples = 1;
   XGBoostCostModel base(o);
   ASSERT_TRUE(base.Update({all.begin(), all.begin() + 100}).ok());
-  auto row = base.Serialize("host");
+  auto row = base.Serialize();
   ASSERT_TRUE(row.ok()) << row.status();
   CostModelOptions o2;
   o2.warmup_examples = 30;
   XGBoostCostModel next(o2);
-  ASSERT_TRUE(next.Deserialize(*row).ok());
+  ASSERT_TRUE(next.Deserialize(*row, "cost model 7 of host").ok());
   ASSERT_TRUE(next.Update({all.begin() + 100, all.begin() + 129}).ok());
   EXPECT_EQ(next.trained_on(), 0);  // below its warm-up: still the loaded booster
   ASSERT_TRUE(next.Update({all[129]}).ok());
   EXPECT_EQ(next.trained_on(), 30);
-  auto row2 = next.Serialize("host");
+  auto row2 = next.Serialize();
   ASSERT_TRUE(row2.ok());
   const nlohmann::json meta = nlohmann::json::parse(row2->meta_json);
   EXPECT_EQ(meta["rounds"], 2 * XGBoostOptions{}.rounds);  // loaded trees + one training's
   EXPECT_EQ(meta["continued_from_loaded_model"], true);
   // Retraining again starts from the loaded trees, not from the last training.
   ASSERT_TRUE(next.Train().ok());
-  EXPECT_EQ(nlohmann::json::parse(next.Serialize("host")->meta_json)["rounds"],
+  EXPECT_EQ(nlohmann::json::parse(next.Serialize()->meta_json)["rounds"],
             2 * XGBoostOptions{}.rounds);
   const std::vector<Example> te(all.begin() + 160, all.end());
   EXPECT_GT(costmodel::PairwiseAccuracy(next.Predict(FeaturesOf(te)), MsOf(te)), 0.8);
@@ -234,37 +233,39 @@ TEST(XGBoostCostModel, DeserializeNamesAWrongKindOrFeatureVersion) {
   o.warmup_examples = 1;
   XGBoostCostModel m(o);
   ASSERT_TRUE(m.Update({MatmulExamples().begin(), MatmulExamples().begin() + 50}).ok());
-  auto row = m.Serialize("cuda -arch=sm_90");
+  auto row = m.Serialize();
   ASSERT_TRUE(row.ok());
 
   XGBoostCostModel fresh({});
-  store::CostModelRow wrong_kind = *row;
+  costmodel::SavedModel wrong_kind = *row;
   wrong_kind.kind = "random";
-  absl::Status s = fresh.Deserialize(wrong_kind);
+  absl::Status s = fresh.Deserialize(wrong_kind, "cost model 7 of host");
   EXPECT_TRUE(absl::IsInvalidArgument(s));
   EXPECT_THAT(s.message(), HasSubstr("kind 'random'"));
   EXPECT_THAT(s.message(), HasSubstr("'xgboost'"));
 
-  store::CostModelRow old = *row;
+  costmodel::SavedModel old = *row;
   old.feature_version = costmodel::kFeatureVersion + 7;
-  s = fresh.Deserialize(old);
+  s = fresh.Deserialize(old, "cost model 7 of host");
   EXPECT_TRUE(absl::IsInvalidArgument(s));
   EXPECT_THAT(s.message(),
               HasSubstr(absl::StrCat("features of version ", costmodel::kFeatureVersion + 7)));
   EXPECT_THAT(s.message(),
               HasSubstr(absl::StrCat("this build computes version ", costmodel::kFeatureVersion)));
   EXPECT_THAT(s.message(), HasSubstr("retrain"));
+  EXPECT_THAT(s.message(), HasSubstr("cost model 7 of host was trained on"));
 
-  store::CostModelRow garbage = *row;
-  garbage.blob = "not a model";
-  s = fresh.Deserialize(garbage);
+  costmodel::SavedModel garbage = *row;
+  garbage.bytes = "not a model";
+  s = fresh.Deserialize(garbage, "cost model 7 of host");
   EXPECT_TRUE(absl::IsInvalidArgument(s));
   EXPECT_THAT(s.message(), HasSubstr("does not load"));
   EXPECT_FALSE(fresh.trained());  // unchanged by the failures
 
   // And the random model refuses an xgboost row.
   costmodel::RandomCostModel random(1);
-  EXPECT_THAT(random.Deserialize(*row).message(), HasSubstr("kind 'xgboost'"));
+  EXPECT_THAT(random.Deserialize(*row, "cost model 7 of host").message(),
+              HasSubstr("kind 'xgboost'"));
 }
 
 TEST(XGBoostCostModel, MakeCostModelKnowsXgboost) {

@@ -12,7 +12,7 @@
 #include "schedules/schedule/schedule.h"
 #include "schedules/workload/builtins.h"
 #include "tests/e2e/e2e_util.h"
-#include "worker/verify_run.h"
+#include "worker/backend.h"
 
 namespace tessel::testing {
 namespace {

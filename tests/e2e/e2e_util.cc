@@ -9,7 +9,7 @@
 #include "schedules/lower/lower.h"
 #include "schedules/lower/verify.h"
 #include "schedules/workload/builtins.h"
-#include "worker/verify_run.h"
+#include "worker/backend.h"
 
 namespace tessel::testing {
 

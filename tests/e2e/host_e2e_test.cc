@@ -9,7 +9,7 @@
 #include "schedules/templates/templates.h"
 #include "schedules/workload/builtins.h"
 #include "tests/e2e/e2e_util.h"
-#include "worker/verify_run.h"
+#include "worker/backend.h"
 
 namespace tessel::testing {
 namespace {

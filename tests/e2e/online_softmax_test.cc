@@ -14,7 +14,7 @@
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/parser.h"
 #include "tests/e2e/e2e_util.h"
-#include "worker/verify_run.h"
+#include "worker/backend.h"
 
 namespace tessel::testing {
 namespace {

@@ -8,8 +8,8 @@
 #include "schedules/space/space_generator.h"
 #include "schedules/workload/builtins.h"
 #include "tests/e2e/e2e_util.h"
+#include "worker/backend.h"
 #include "worker/cuda/nvrtc_compiler.h"
-#include "worker/verify_run.h"
 
 namespace tessel::testing {
 namespace {

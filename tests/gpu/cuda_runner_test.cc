@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "measure/measurement.h"
 #include "schedules/codegen/source.h"
 #include "schedules/ir/buffer.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "worker/backend.h"
 #include "worker/cuda/cuda_runner.h"
 #include "worker/cuda/nvrtc_compiler.h"
-#include "worker/verify.h"
-#include "worker/verify_run.h"
-#include "worker/verify_types.h"
+#include "worker/output_compare.h"
 
 namespace tessel::worker {
 namespace {
@@ -87,7 +87,7 @@ TEST(CudaRunnerTest, WrongKernelFailsVerification) {
   SKIP_WITHOUT_GPU();
   absl::Status s = RunAndVerify(CudaVadd("x[i] - y[i]"), HostVadd(), 2);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(GetFailureKind(s), FailureKind::kVerifyFailed);
+  EXPECT_EQ(measure::AttachedMeasureStatus(s), measure::MeasureStatus::kVerifyFailed);
   EXPECT_NE(s.message().find("output 'z'"), absl::string_view::npos) << s;
 }
 
@@ -138,7 +138,7 @@ TEST(CudaRunnerTest, TimingReturnsRepeats) {
   MeasureOptions options;
   options.timing.min_repeats = 10;
   options.timing.min_total_ms = 20;
-  absl::StatusOr<Timings> t = Measure(CudaVadd("x[i] + y[i]"), options);
+  absl::StatusOr<measure::Timings> t = Measure(CudaVadd("x[i] + y[i]"), options);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_GE(t->repeats_ms.size(), 10u);
   EXPECT_GT(t->median_ms, 0.0);
@@ -183,12 +183,16 @@ TEST(CudaRunnerTest, LaunchOverTheDeviceLimitsIsRejected) {
   big.kernels[0].launch.block = {2048, 1, 1};
   absl::StatusOr<std::unique_ptr<Executable>> exe = Prepare(big);
   ASSERT_FALSE(exe.ok());
-  EXPECT_EQ(GetFailureKind(exe.status()), FailureKind::kDeviceLimitExceeded) << exe.status();
+  EXPECT_EQ(measure::AttachedMeasureStatus(exe.status()),
+            measure::MeasureStatus::kDeviceLimitExceeded)
+      << exe.status();
   GeneratedSource smem = CudaVadd("x[i] + y[i]");
   smem.kernels[0].launch.dynamic_shared_bytes = 1 << 20;
   exe = Prepare(smem);
   ASSERT_FALSE(exe.ok());
-  EXPECT_EQ(GetFailureKind(exe.status()), FailureKind::kDeviceLimitExceeded) << exe.status();
+  EXPECT_EQ(measure::AttachedMeasureStatus(exe.status()),
+            measure::MeasureStatus::kDeviceLimitExceeded)
+      << exe.status();
 }
 
 // A grid barrier as LaunchConfig::cooperative specifies it: word 0 of `s` counts arrivals and is
@@ -294,14 +298,14 @@ TEST(CudaRunnerTest, CooperativeKernelSynchronizesItsGridOnEveryLaunch) {
     }
   };
   for (int launch = 0; launch < 5; ++launch) run_and_check(launch);
-  TimingOptions timing;
+  measure::TimingOptions timing;
   timing.warmup_runs = 3;
   timing.min_repeats = 20;
   timing.max_repeats = 20;
   timing.min_total_ms = 0;
   timing.kernel_times = false;
   timing.flush_cache = false;  // launches back to back
-  absl::StatusOr<Timings> t = d.Time(**program, **buffers, timing);
+  absl::StatusOr<measure::Timings> t = d.Time(**program, **buffers, timing);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->repeats_ms.size(), 20u);
   run_and_check(5);
@@ -315,7 +319,9 @@ TEST(CudaRunnerTest, CooperativeGridLargerThanTheGpuHoldsIsRejected) {
   source.kernels[0].launch.block = {1024, 1, 1};
   absl::StatusOr<std::unique_ptr<Executable>> exe = Prepare(source);
   ASSERT_FALSE(exe.ok());
-  EXPECT_EQ(GetFailureKind(exe.status()), FailureKind::kDeviceLimitExceeded) << exe.status();
+  EXPECT_EQ(measure::AttachedMeasureStatus(exe.status()),
+            measure::MeasureStatus::kDeviceLimitExceeded)
+      << exe.status();
   const std::string message(exe.status().message());
   EXPECT_THAT(message, ::testing::HasSubstr("kernel 'exchange' (grid 100000x1x1, block 1024x1x1"));
   EXPECT_THAT(message, ::testing::HasSubstr(
@@ -337,10 +343,11 @@ TEST(CudaRunnerTest, DeviceInfoIsFilled) {
   EXPECT_GT(info.l2_bytes, 0);
   EXPECT_GE(info.max_shared_per_block_optin, info.max_shared_per_block);
   // Timing an empty region works and gives non-negative times.
-  TimingOptions timing;
+  measure::TimingOptions timing;
   timing.min_repeats = 3;
   timing.min_total_ms = 0;
-  absl::StatusOr<Timings> t = (*device)->TimeRegion([] { return absl::OkStatus(); }, timing);
+  absl::StatusOr<measure::Timings> t =
+      (*device)->TimeRegion([] { return absl::OkStatus(); }, timing);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->repeats_ms.size(), 3u);
 }

@@ -15,14 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "measure/measurement.h"
 #include "schedules/codegen/source.h"
 #include "schedules/ir/buffer.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "worker/backend.h"
 #include "worker/cuda/cuda_runner.h"
 #include "worker/cuda/cuda_verifier.h"
-#include "worker/verify.h"
-#include "worker/verify_run.h"
-#include "worker/verify_types.h"
+#include "worker/output_compare.h"
 
 namespace tessel::worker {
 namespace {
@@ -62,7 +62,7 @@ class CudaVerifierTest : public ::testing::Test {
     const absl::Status on_gpu = verifier_->CompareBuffer(b, (*dev)->ptr(0), (*dev)->ptr(1), tol);
     EXPECT_EQ(on_gpu.code(), on_host.code()) << on_gpu << "\nhost: " << on_host;
     EXPECT_EQ(on_gpu.message(), on_host.message());
-    EXPECT_EQ(GetFailureKind(on_gpu), GetFailureKind(on_host));
+    EXPECT_EQ(measure::AttachedMeasureStatus(on_gpu), measure::AttachedMeasureStatus(on_host));
   }
 
   std::unique_ptr<CudaDevice> device_;
@@ -295,7 +295,7 @@ class GpuVerifyPreparedTest : public CudaVerifierTest {
     EXPECT_FALSE(host_profile.on_device);
     EXPECT_EQ(on_gpu.code(), on_host.code());
     EXPECT_EQ(on_gpu.message(), on_host.message());
-    EXPECT_EQ(GetFailureKind(on_gpu), GetFailureKind(on_host));
+    EXPECT_EQ(measure::AttachedMeasureStatus(on_gpu), measure::AttachedMeasureStatus(on_host));
     return on_gpu;
   }
 };
@@ -307,14 +307,14 @@ TEST_F(GpuVerifyPreparedTest, AcceptsACorrectCandidate) {
 
 TEST_F(GpuVerifyPreparedTest, RejectsAWrongAnswer) {
   absl::Status s = Verify(Vadd(kConstParams, "z[i] = x[i] - y[i];"));
-  EXPECT_EQ(GetFailureKind(s), FailureKind::kVerifyFailed);
+  EXPECT_EQ(measure::AttachedMeasureStatus(s), measure::MeasureStatus::kVerifyFailed);
   EXPECT_THAT(s.message(), HasSubstr("verification failed: output 'z' (f32[1048576])"));
   EXPECT_THAT(s.message(), HasSubstr("wrong values, first at index"));
 }
 
 TEST_F(GpuVerifyPreparedTest, RejectsAnUnwrittenElement) {
   absl::Status s = Verify(Vadd(kConstParams, "if (i != 12345) z[i] = x[i] + y[i];"));
-  EXPECT_EQ(GetFailureKind(s), FailureKind::kVerifyFailed);
+  EXPECT_EQ(measure::AttachedMeasureStatus(s), measure::MeasureStatus::kVerifyFailed);
   EXPECT_THAT(s.message(), HasSubstr("1 of 1048576 elements differ"));
   EXPECT_THAT(s.message(), HasSubstr("1 never written (still the NaN poison written before the "
                                      "run), first at index 12345 [12345]"));
@@ -323,14 +323,14 @@ TEST_F(GpuVerifyPreparedTest, RejectsAnUnwrittenElement) {
 TEST_F(GpuVerifyPreparedTest, RejectsANan) {
   absl::Status s =
       Verify(Vadd(kConstParams, "z[i] = i == 77 ? __int_as_float(0x7fc00000) : x[i] + y[i];"));
-  EXPECT_EQ(GetFailureKind(s), FailureKind::kVerifyFailed);
+  EXPECT_EQ(measure::AttachedMeasureStatus(s), measure::MeasureStatus::kVerifyFailed);
   EXPECT_THAT(s.message(), HasSubstr("1 NaN computed by the program, first at index 77 [77]"));
 }
 
 TEST_F(GpuVerifyPreparedTest, RejectsACandidateThatWritesIntoItsInputs) {
   absl::Status s = Verify(
       Vadd("float* x, const float* y, float* z", "z[i] = x[i] + y[i]; if (i == 1000) x[i] = 0;"));
-  EXPECT_EQ(GetFailureKind(s), FailureKind::kVerifyFailed);
+  EXPECT_EQ(measure::AttachedMeasureStatus(s), measure::MeasureStatus::kVerifyFailed);
   EXPECT_THAT(s.message(),
               HasSubstr("the candidate wrote into input buffer 'x' (first changed byte at "
                         "offset 400"));
@@ -343,10 +343,11 @@ TEST_F(GpuVerifyPreparedTest, TimesOnInputsFilledOnTheGpu) {
   const GeneratedSource source = Vadd(kConstParams, "z[i] = x[i] + y[i];");
   absl::StatusOr<std::unique_ptr<Executable>> exe = Prepare(source, run);
   ASSERT_TRUE(exe.ok()) << exe.status();
-  TimingOptions timing;
+  measure::TimingOptions timing;
   timing.min_total_ms = 1;
   double fill_ms = -1;
-  absl::StatusOr<Timings> t = TimePrepared(source, **exe, 3, FillOptions(), timing, &fill_ms);
+  absl::StatusOr<measure::Timings> t =
+      TimePrepared(source, **exe, 3, FillOptions(), timing, &fill_ms);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_GE(t->repeats_ms.size(), 5u);
   EXPECT_GE(fill_ms, 0);

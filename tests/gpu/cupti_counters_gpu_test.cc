@@ -119,7 +119,7 @@ TEST(CuptiCountersGpu, CopyReadsAndWritesItsBytesOnceFromDram) {
       return absl::OkStatus();
     });
     ASSERT_TRUE(values.ok()) << values.status();
-    absl::StatusOr<HardwareCounters> hw = HardwareCountersFromValues(*values);
+    absl::StatusOr<measure::HardwareCounters> hw = HardwareCountersFromValues(*values);
     ASSERT_TRUE(hw.ok()) << hw.status();
     const double expected = copies * kBytes;
     std::printf(
@@ -141,7 +141,7 @@ TEST(CuptiCountersGpu, CollectHardwareCountersInOneCall) {
   CopyOnGpu gpu;
   absl::Status prepared = Prepare(&gpu);
   ASSERT_TRUE(prepared.ok()) << prepared;
-  absl::StatusOr<HardwareCounters> hw =
+  absl::StatusOr<measure::HardwareCounters> hw =
       CollectHardwareCounters(gpu.ctx, [&] { return gpu.device->Run(*gpu.program, *gpu.buffers); });
   if (hw.status().code() == absl::StatusCode::kPermissionDenied) GTEST_SKIP() << hw.status();
   ASSERT_TRUE(hw.ok()) << hw.status();

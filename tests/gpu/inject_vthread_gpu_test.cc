@@ -11,7 +11,7 @@
 #include "schedules/lower/lower.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/schedules/vthread_matmul.h"
-#include "worker/verify_run.h"
+#include "worker/backend.h"
 #ifdef TESSEL_HAVE_CUDA
 #include "worker/cuda/cuda_runner.h"
 #endif

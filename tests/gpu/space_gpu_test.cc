@@ -6,7 +6,7 @@
 #include "schedules/space/space_generator.h"
 #include "schedules/workload/builtins.h"
 #include "tests/e2e/e2e_util.h"
-#include "worker/verify_run.h"
+#include "worker/backend.h"
 #ifdef TESSEL_HAVE_CUDA
 #include "worker/cuda/cuda_runner.h"
 #endif

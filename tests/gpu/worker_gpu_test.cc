@@ -23,7 +23,7 @@
 #include "tests/worker/worker_test_util.h"
 #include "worker/cuda/cuda_runner.h"
 #include "worker/cuda/nvrtc_compiler.h"
-#include "worker/verify.h"
+#include "worker/output_compare.h"
 
 namespace tessel::testing {
 namespace {
@@ -318,12 +318,12 @@ TEST(WorkerGpu, CuptiKernelTimesSumTheProgramsKernelsPerRepeat) {
   absl::StatusOr<worker::HostBuffers> host = worker::MakeVerificationBuffers(src.buffers, 1);
   ASSERT_TRUE(host.ok());
   ASSERT_TRUE(dev.Upload(*host, buffers->get()).ok());
-  worker::TimingOptions t;
+  measure::TimingOptions t;
   t.min_repeats = 20;
   t.max_repeats = 20;
-  absl::StatusOr<worker::Timings> one = dev.Time(**program, **buffers, t);
+  absl::StatusOr<measure::Timings> one = dev.Time(**program, **buffers, t);
   ASSERT_TRUE(one.ok()) << one.status();
-  absl::StatusOr<worker::Timings> two = dev.TimeRegion(
+  absl::StatusOr<measure::Timings> two = dev.TimeRegion(
       [&]() -> absl::Status {
         if (absl::Status s = dev.LaunchAsync(**program, **buffers); !s.ok()) return s;
         return dev.LaunchAsync(**program, **buffers);
@@ -337,7 +337,7 @@ TEST(WorkerGpu, CuptiKernelTimesSumTheProgramsKernelsPerRepeat) {
   EXPECT_LT(two->kernel_median_ms, 2.2 * one->kernel_median_ms)
       << "one launch " << one->kernel_median_ms << " ms, two " << two->kernel_median_ms << " ms";
   t.kernel_times = false;
-  absl::StatusOr<worker::Timings> none = dev.Time(**program, **buffers, t);
+  absl::StatusOr<measure::Timings> none = dev.Time(**program, **buffers, t);
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE(none->kernel_repeats_ms.empty());
   EXPECT_EQ(none->repeats_ms.size(), 20u);

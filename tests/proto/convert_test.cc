@@ -103,7 +103,7 @@ TEST(ProtoConvert, MalformedSourcesNameTheField) {
 }
 
 TEST(ProtoConvert, TimingOptionsRoundTripAndAreChecked) {
-  worker::TimingOptions t;
+  measure::TimingOptions t;
   t.warmup_runs = 3;
   t.min_repeats = 4;
   t.max_repeats = 9;
@@ -114,7 +114,7 @@ TEST(ProtoConvert, TimingOptionsRoundTripAndAreChecked) {
   t.hardware_counters = true;
   proto::TimingOptions p;
   proto::ToProto(t, &p);
-  absl::StatusOr<worker::TimingOptions> back = proto::FromProto(p);
+  absl::StatusOr<measure::TimingOptions> back = proto::FromProto(p);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->warmup_runs, 3);
   EXPECT_EQ(back->min_repeats, 4);
@@ -128,9 +128,9 @@ TEST(ProtoConvert, TimingOptionsRoundTripAndAreChecked) {
   proto::TimingOptions older = p;
   older.clear_max_wall_ms();
   older.clear_no_kernel_times();
-  absl::StatusOr<worker::TimingOptions> defaults = proto::FromProto(older);
+  absl::StatusOr<measure::TimingOptions> defaults = proto::FromProto(older);
   ASSERT_TRUE(defaults.ok());
-  EXPECT_EQ(defaults->max_wall_ms, worker::TimingOptions().max_wall_ms);
+  EXPECT_EQ(defaults->max_wall_ms, measure::TimingOptions().max_wall_ms);
   EXPECT_TRUE(defaults->kernel_times);
   p.set_max_repeats(2);
   EXPECT_THAT(std::string(proto::FromProto(p).status().message()),
@@ -138,24 +138,24 @@ TEST(ProtoConvert, TimingOptionsRoundTripAndAreChecked) {
 }
 
 TEST(ProtoConvert, ResultsRoundTripWithEveryStatus) {
-  for (worker::MeasureStatus s :
-       {worker::MeasureStatus::kOk, worker::MeasureStatus::kCompileError,
-        worker::MeasureStatus::kVerifyFailed, worker::MeasureStatus::kRuntimeError,
-        worker::MeasureStatus::kTimeout, worker::MeasureStatus::kDeviceLimitExceeded,
-        worker::MeasureStatus::kWorkerError}) {
-    worker::CandidateResult r;
+  for (measure::MeasureStatus s :
+       {measure::MeasureStatus::kOk, measure::MeasureStatus::kCompileError,
+        measure::MeasureStatus::kVerifyFailed, measure::MeasureStatus::kRuntimeError,
+        measure::MeasureStatus::kTimeout, measure::MeasureStatus::kDeviceLimitExceeded,
+        measure::MeasureStatus::kWorkerError}) {
+    measure::Measurement r;
     r.status = s;
     r.error = "why";
-    r.timings = worker::MakeTimings({3, 1, 2});
+    r.timings = measure::MakeTimings({3, 1, 2});
     r.compile_ms = 5;
     r.compile_cache_hit = true;
-    r.kernels.push_back(worker::KernelResources{"k", 40, 1024, 2048, 16});
+    r.kernels.push_back(measure::KernelResources{"k", 40, 1024, 2048, 16});
     r.worker_id = "w";
     r.device = 1;
     r.device_name = "gpu";
     proto::MeasureResult p;
     proto::ToProto(r, &p);
-    const worker::CandidateResult back = proto::FromProto(p);
+    const measure::Measurement back = proto::FromProto(p);
     EXPECT_EQ(back.status, s);
     EXPECT_EQ(back.error, "why");
     EXPECT_EQ(back.timings.repeats_ms, (std::vector<double>{3, 1, 2}));
@@ -167,16 +167,16 @@ TEST(ProtoConvert, ResultsRoundTripWithEveryStatus) {
     EXPECT_EQ(back.device, 1);
   }
   EXPECT_EQ(proto::FromProto(proto::MEASURE_STATUS_UNSPECIFIED),
-            worker::MeasureStatus::kWorkerError);
+            measure::MeasureStatus::kWorkerError);
 }
 
 TEST(ProtoConvert, FailureKindsMapToStatuses) {
-  EXPECT_EQ(worker::MeasureStatusOf(absl::OkStatus()), worker::MeasureStatus::kOk);
-  EXPECT_EQ(worker::MeasureStatusOf(
-                worker::WithFailureKind(absl::InternalError("x"), worker::FailureKind::kTimeout)),
-            worker::MeasureStatus::kTimeout);
-  EXPECT_EQ(worker::MeasureStatusOf(absl::InternalError("no driver")),
-            worker::MeasureStatus::kWorkerError);
+  EXPECT_EQ(measure::MeasureStatusOf(absl::OkStatus()), measure::MeasureStatus::kOk);
+  EXPECT_EQ(measure::MeasureStatusOf(measure::WithMeasureStatus(absl::InternalError("x"),
+                                                                measure::MeasureStatus::kTimeout)),
+            measure::MeasureStatus::kTimeout);
+  EXPECT_EQ(measure::MeasureStatusOf(absl::InternalError("no driver")),
+            measure::MeasureStatus::kWorkerError);
 }
 
 TEST(ProtocolVersion, MismatchesNameBothVersionsAndTheFix) {

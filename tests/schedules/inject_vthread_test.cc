@@ -19,7 +19,7 @@
 #include "tests/e2e/e2e_util.h"
 #include "tests/schedules/test_workloads.h"
 #include "tests/schedules/vthread_matmul.h"
-#include "worker/verify_run.h"
+#include "worker/backend.h"
 
 namespace tessel::schedules {
 namespace {

@@ -17,7 +17,7 @@
 #include "tests/e2e/e2e_util.h"
 #include "tests/schedules/test_workloads.h"
 #include "tests/test_util.h"
-#include "worker/verify_run.h"
+#include "worker/backend.h"
 
 namespace tessel::testing {
 namespace {

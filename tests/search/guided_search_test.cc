@@ -87,8 +87,8 @@ TEST_P(GuidedSearchTest, NeverProposesTwiceNorWhatIsMeasured) {
     }
     // Half the results come back (one a failure); the rest stay in flight.
     results.resize(6);
-    results[0].status = "compile_error";
-    results[0].median_ms = 0;
+    results[0].measurement.status = measure::MeasureStatus::kCompileError;
+    results[0].measurement.timings.median_ms = 0;
     s->NotifyResults(results);
     for (const MeasuredResult& r : results) measured.insert(r.candidate_id);
   }

@@ -78,8 +78,8 @@ TEST(RandomSearchTest, ResumedStrategyNeverProposesWhatIsMeasured) {
     // As read back from the log: the trace JSON (possibly formatted otherwise), no id.
     MeasuredResult m;
     m.trace_json = nlohmann::json::parse(p.trace_json).dump(2);
-    m.status = "ok";
-    m.median_ms = 1;
+    m.measurement.status = measure::MeasureStatus::kOk;
+    m.measurement.timings.median_ms = 1;
     resumed.measured.push_back(m);
     measured.insert(p.candidate_id);
   }

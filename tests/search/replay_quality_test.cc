@@ -14,6 +14,7 @@
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
 #include "search/replay.h"
+#include "server/log_readers.h"
 #include "store/tuning_log.h"
 #include "tests/test_util.h"
 
@@ -68,8 +69,8 @@ TEST(ReplayQuality, GuidedEvolutionarySearchFindsTheBestInFewerTrialsThanRandom)
   ASSERT_EQ(imported->records_added, 1200);
   auto workload = schedules::ParseWorkloadText(testing::kReplayFixtureWorkload);
   ASSERT_TRUE(workload.ok());
-  auto space =
-      LoadReplaySpace(log->get(), schedules::WorkloadKey(*workload), schedules::HostTarget());
+  auto space = server::ReplaySpaceOfLog(log->get(), schedules::WorkloadKey(*workload),
+                                        schedules::HostTarget());
   ASSERT_TRUE(space.ok()) << space.status();
   ASSERT_GT(space->ok, 1000);
 
@@ -122,9 +123,9 @@ TEST(ReplayQuality, AModelOfASimilarWorkloadImprovesTheFirstRoundsOverAColdModel
   auto similar =
       schedules::ParseWorkloadText("matmul_bias_gelu(M=1024, N=1024, K=1024, dtype=f32)");
   ASSERT_TRUE(matmul.ok() && similar.ok());
-  auto space = LoadReplaySpace(log.get(), schedules::WorkloadKey(*matmul), h100);
+  auto space = server::ReplaySpaceOfLog(log.get(), schedules::WorkloadKey(*matmul), h100);
   ASSERT_TRUE(space.ok()) << space.status();
-  auto set = costmodel::LoadTrainingSet(log.get(), h100);
+  auto set = server::TrainingSetOfLog(log.get(), h100);
   ASSERT_TRUE(set.ok()) << set.status();
   std::vector<costmodel::Example> transfer;
   for (costmodel::Example& e : set->examples) {
@@ -167,8 +168,8 @@ TEST(ReplayQuality, TheRooflinePriorBeatsRandomScoresOnAColdStart) {
   ASSERT_NE(log, nullptr);
   auto softmax = schedules::ParseWorkloadText("softmax(rows=4096, cols=65536)");
   ASSERT_TRUE(softmax.ok()) << softmax.status();
-  auto space =
-      LoadReplaySpace(log.get(), schedules::WorkloadKey(*softmax), schedules::CudaTarget("sm_90"));
+  auto space = server::ReplaySpaceOfLog(log.get(), schedules::WorkloadKey(*softmax),
+                                        schedules::CudaTarget("sm_90"));
   ASSERT_TRUE(space.ok()) << space.status();
   double reach[2] = {0, 0};  // random scores, prior: summed over seeds
   constexpr int kSeeds = 4;

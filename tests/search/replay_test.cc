@@ -9,6 +9,8 @@
 #include "schedules/util/fnv1a.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
+#include "server/log_readers.h"
+#include "store/tuning_log.h"
 #include "tests/test_util.h"
 
 namespace tessel::search {
@@ -52,11 +54,11 @@ class ReplayTest : public ::testing::Test {
       r.candidate_id = CandidateIdOf(r.trace_json);
       const uint64_t h = schedules::Fnv1a64(r.trace_json);
       if (h % 8 == 0) {
-        r.status = "compile_error";
+        r.measurement.status = measure::MeasureStatus::kCompileError;
       } else {
-        r.status = "ok";
-        r.median_ms = 0.1 + static_cast<double>(h % 10007) / 1000.0;
-        r.repeats_ms = {r.median_ms};
+        r.measurement.status = measure::MeasureStatus::kOk;
+        r.measurement.timings.median_ms = 0.1 + static_cast<double>(h % 10007) / 1000.0;
+        r.measurement.timings.repeats_ms = {r.measurement.timings.median_ms};
       }
       r.job_id = 0;
       r.task_id = 0;
@@ -67,7 +69,7 @@ class ReplayTest : public ::testing::Test {
       if (added == 1) {
         store::Record again = r;
         again.uid.clear();
-        again.median_ms = 99;
+        again.measurement.timings.median_ms = 99;
         ASSERT_TRUE(log_->AddRecord(&again).ok());
       }
     }
@@ -82,7 +84,7 @@ class ReplayTest : public ::testing::Test {
 };
 
 TEST_F(ReplayTest, AWorkloadTheLogDoesNotHaveIsNotFoundSayingHowToRecordIt) {
-  auto space = LoadReplaySpace(log_.get(), "0123456789abcdef", target_);
+  auto space = server::ReplaySpaceOfLog(log_.get(), "0123456789abcdef", target_);
   ASSERT_FALSE(space.ok());
   EXPECT_EQ(space.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(space.status().message()),
@@ -92,7 +94,7 @@ TEST_F(ReplayTest, AWorkloadTheLogDoesNotHaveIsNotFoundSayingHowToRecordIt) {
 }
 
 TEST_F(ReplayTest, AWorkloadWithoutRecordsOfTheTargetIsNotFound) {
-  auto space = LoadReplaySpace(log_.get(), key_, target_);
+  auto space = server::ReplaySpaceOfLog(log_.get(), key_, target_);
   ASSERT_FALSE(space.ok());
   EXPECT_THAT(std::string(space.status().message()),
               HasSubstr("has no records of matmul(M=32, N=32, K=32, "));
@@ -101,7 +103,7 @@ TEST_F(ReplayTest, AWorkloadWithoutRecordsOfTheTargetIsNotFound) {
 
 TEST_F(ReplayTest, RandomSearchReplaysEveryRecordedCandidateOnceWithTheRecordedAnswers) {
   Record(60);
-  auto space = LoadReplaySpace(log_.get(), key_, target_);
+  auto space = server::ReplaySpaceOfLog(log_.get(), key_, target_);
   ASSERT_TRUE(space.ok()) << space.status();
   EXPECT_EQ(space->pool->trace_jsons.size(), 60u);
   EXPECT_GT(space->best_ms, 0);
@@ -134,7 +136,7 @@ TEST_F(ReplayTest, RandomSearchReplaysEveryRecordedCandidateOnceWithTheRecordedA
 
 TEST_F(ReplayTest, AReplayStopsAtTheGoalAndIsDeterministicForASeed) {
   Record(40);
-  auto space = LoadReplaySpace(log_.get(), key_, target_);
+  auto space = server::ReplaySpaceOfLog(log_.get(), key_, target_);
   ASSERT_TRUE(space.ok()) << space.status();
   for (const std::string strategy : {"random", "evolutionary"}) {
     ReplayOptions o;

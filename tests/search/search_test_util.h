@@ -58,8 +58,9 @@ inline MeasuredResult ResultOf(const Proposal& p, double ms) {
   MeasuredResult m;
   m.candidate_id = p.candidate_id;
   m.trace_json = p.trace_json;
-  m.status = ms > 0 ? "ok" : "runtime_error";
-  m.median_ms = ms > 0 ? ms : 0;
+  m.measurement.status =
+      ms > 0 ? measure::MeasureStatus::kOk : measure::MeasureStatus::kRuntimeError;
+  m.measurement.timings.median_ms = ms > 0 ? ms : 0;
   return m;
 }
 

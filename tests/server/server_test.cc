@@ -72,10 +72,12 @@ TEST_F(ServerTest, SubmitRecordsEveryTrialAndQueryBestReturnsTheFastest) {
   ASSERT_EQ(records.size(), 8u);
   double best = 0;
   for (const store::Record& r : records) {
-    if (r.workload_key != info.tasks(0).workload_key() || r.status != "ok") continue;
-    EXPECT_EQ(r.repeats_ms.size(), 3u);
-    EXPECT_EQ(r.worker_id, "w1");
-    if (best == 0 || r.median_ms < best) best = r.median_ms;
+    if (r.workload_key != info.tasks(0).workload_key() ||
+        r.measurement.status != measure::MeasureStatus::kOk)
+      continue;
+    EXPECT_EQ(r.measurement.timings.repeats_ms.size(), 3u);
+    EXPECT_EQ(r.measurement.worker_id, "w1");
+    if (best == 0 || r.measurement.timings.median_ms < best) best = r.measurement.timings.median_ms;
   }
   ASSERT_GT(best, 0);
   grpc::ClientContext ctx;
@@ -187,7 +189,7 @@ TEST_F(ServerTest, AKilledWorkersCandidatesAreMeasuredByAnotherAndCountedOnce) {
   std::map<std::string, int> by_worker;
   for (const store::Record& r : records) {
     ids.insert(r.candidate_id);
-    ++by_worker[r.worker_id];
+    ++by_worker[r.measurement.worker_id];
   }
   EXPECT_EQ(ids.size(), 8u) << "a candidate was recorded twice";
   EXPECT_GE(by_worker["a"], 1);
@@ -277,7 +279,7 @@ TEST_F(ServerTest, AKilledServerResumesItsJobWithoutLosingOrRecountingTrials) {
   for (const store::Record& r : before) {
     ASSERT_EQ(by_id.count(r.id), 1u) << "record " << r.id << " was lost";
     EXPECT_EQ(by_id[r.id]->candidate_id, r.candidate_id);
-    EXPECT_EQ(by_id[r.id]->median_ms, r.median_ms);
+    EXPECT_EQ(by_id[r.id]->measurement.timings.median_ms, r.measurement.timings.median_ms);
   }
   EXPECT_EQ(GetJob(client_.get(), job).trials_done(), 10);
   again->Signal(SIGTERM);

@@ -24,8 +24,8 @@
 namespace tessel::testing {
 
 // Timing that keeps host measurement short: a few repeats, no cache flush.
-inline worker::TimingOptions FastTiming() {
-  worker::TimingOptions t;
+inline measure::TimingOptions FastTiming() {
+  measure::TimingOptions t;
   t.warmup_runs = 1;
   t.min_repeats = 3;
   t.max_repeats = 3;

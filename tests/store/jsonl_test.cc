@@ -193,6 +193,12 @@ TEST(TuningLogJsonl, OtherMalformedLines) {
           "trace": null, "status": "ok", "repeats_ms": [1, "x"], "median_ms": 1, "unix_ms": 5})");
   EXPECT_EQ(ImportMustFailCleanly(rec.dump()).message(),
             "line 1: field 'repeats_ms' is array, expected an array of numbers");
+  rec["repeats_ms"] = {1};
+  rec["status"] = "fast";
+  EXPECT_EQ(ImportMustFailCleanly(rec.dump()).message(),
+            "line 1: field 'status' is 'fast', expected a measurement status (\"ok\", "
+            "\"compile_error\", \"verify_failed\", \"runtime_error\", \"timeout\", "
+            "\"device_limit_exceeded\" or \"worker_error\")");
 }
 
 }  // namespace

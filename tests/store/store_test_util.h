@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "store/tuning_log.h"
 
@@ -23,21 +24,22 @@ inline store::Record MakeTestRecord(int64_t i, const std::string& workload_key =
   r.candidate_id = static_cast<uint64_t>(i);
   r.trace_json = "{\"version\":1,\"insts\":[{\"kind\":\"sample_perfect_tile\",\"decision\":[" +
                  std::to_string(i % 7 + 1) + ",4,8]}]}";
-  r.status = i % 5 == 4 ? "compile_error" : "ok";
-  if (r.status == "ok") {
-    for (int k = 0; k < 10; ++k) r.repeats_ms.push_back(1.0 + 0.001 * i + 0.0001 * k);
-    r.median_ms = r.repeats_ms[5];
+  measure::Measurement& m = r.measurement;
+  m.status = i % 5 == 4 ? measure::MeasureStatus::kCompileError : measure::MeasureStatus::kOk;
+  if (m.ok()) {
+    std::vector<double> repeats;
+    for (int k = 0; k < 10; ++k) repeats.push_back(1.0 + 0.001 * i + 0.0001 * k);
+    m.timings = measure::MakeTimings(repeats);
+    m.timings.median_ms = repeats[5];
   } else {
-    r.error = "error of record " + std::to_string(i);
+    m.error = "error of record " + std::to_string(i);
   }
-  r.compile_ms = 100.5 + i;
-  r.verify_ms = 3.25;
-  r.registers = static_cast<int>(i % 255);
-  r.shared_bytes = 1024 * (i % 48);
-  r.local_bytes = i % 3;
-  r.worker_id = "worker-" + std::to_string(i % 4);
-  r.device_name = "Test CPU";
-  r.device = static_cast<int>(i % 2);
+  m.compile_ms = 100.5 + i;
+  m.verify_ms = 3.25;
+  m.kernels = measure::KernelsOfPeak({static_cast<int>(i % 255), 1024 * (i % 48), i % 3});
+  m.worker_id = "worker-" + std::to_string(i % 4);
+  m.device_name = "Test CPU";
+  m.device = static_cast<int>(i % 2);
   r.unix_ms = 1700000000000 + i;
   return r;
 }
@@ -48,17 +50,18 @@ inline std::string DiffTestRecord(const store::Record& got, int64_t i) {
   std::ostringstream d;
   if (got.candidate_id != want.candidate_id) d << "candidate_id ";
   if (got.trace_json != want.trace_json) d << "trace ";
-  if (got.status != want.status) d << "status ";
-  if (got.error != want.error) d << "error ";
-  if (got.repeats_ms != want.repeats_ms) d << "repeats ";
-  if (got.median_ms != want.median_ms) d << "median ";
-  if (got.compile_ms != want.compile_ms || got.verify_ms != want.verify_ms) d << "times ";
-  if (got.registers != want.registers || got.shared_bytes != want.shared_bytes ||
-      got.local_bytes != want.local_bytes) {
-    d << "resources ";
+  const measure::Measurement& g = got.measurement;
+  const measure::Measurement& w = want.measurement;
+  if (g.status != w.status) d << "status ";
+  if (g.error != w.error) d << "error ";
+  if (g.timings.repeats_ms != w.timings.repeats_ms || g.timings.min_ms != w.timings.min_ms ||
+      g.timings.max_ms != w.timings.max_ms) {
+    d << "repeats ";
   }
-  if (got.worker_id != want.worker_id || got.device_name != want.device_name ||
-      got.device != want.device) {
+  if (g.timings.median_ms != w.timings.median_ms) d << "median ";
+  if (g.compile_ms != w.compile_ms || g.verify_ms != w.verify_ms) d << "times ";
+  if (measure::PeakOf(g.kernels) != measure::PeakOf(w.kernels)) d << "resources ";
+  if (g.worker_id != w.worker_id || g.device_name != w.device_name || g.device != w.device) {
     d << "device ";
   }
   if (got.unix_ms != want.unix_ms) d << "unix_ms ";

@@ -313,28 +313,28 @@ TEST(TuningLog, TopKBestAndCountOk) {
   const double medians[] = {5.0, 2.0, 9.0, 1.5, 3.0, 2.0};
   for (int i = 0; i < 6; ++i) {
     Record r = MakeTestRecord(i, "w", "cuda -arch=sm_90");
-    r.status = "ok";
-    r.median_ms = medians[i];
+    r.measurement.status = measure::MeasureStatus::kOk;
+    r.measurement.timings.median_ms = medians[i];
     batch.push_back(r);
   }
   Record failed = MakeTestRecord(10, "w", "cuda -arch=sm_90");
-  failed.status = "timeout";
-  failed.median_ms = 0;
+  failed.measurement.status = measure::MeasureStatus::kTimeout;
+  failed.measurement.timings.median_ms = 0;
   batch.push_back(failed);
   Record other_target = MakeTestRecord(11, "w", "cuda -arch=sm_80");
-  other_target.median_ms = 0.1;
+  other_target.measurement.timings.median_ms = 0.1;
   batch.push_back(other_target);
   Record other_workload = MakeTestRecord(12, "v", "cuda -arch=sm_90");
-  other_workload.median_ms = 0.1;
+  other_workload.measurement.timings.median_ms = 0.1;
   batch.push_back(other_workload);
   ASSERT_TRUE(log->AddRecords(&batch).ok());
 
   auto top = log->TopK("w", "cuda -arch=sm_90", 3);
   ASSERT_TRUE(top.ok()) << top.status();
   ASSERT_EQ(top->size(), 3u);
-  EXPECT_EQ((*top)[0].median_ms, 1.5);
-  EXPECT_EQ((*top)[1].median_ms, 2.0);
-  EXPECT_EQ((*top)[2].median_ms, 2.0);
+  EXPECT_EQ((*top)[0].measurement.timings.median_ms, 1.5);
+  EXPECT_EQ((*top)[1].measurement.timings.median_ms, 2.0);
+  EXPECT_EQ((*top)[2].measurement.timings.median_ms, 2.0);
   EXPECT_LT((*top)[1].id, (*top)[2].id);  // ties: first measured first
   auto best = log->Best("w", "cuda -arch=sm_90");
   ASSERT_TRUE(best.ok() && best->has_value());
@@ -373,7 +373,7 @@ TEST(TuningLog, CountsOfATask) {
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->trials, 10);
   EXPECT_EQ(c->ok, 8);  // records 4 and 9 failed to compile
-  EXPECT_EQ(c->best_ms, MakeTestRecord(0).median_ms);
+  EXPECT_EQ(c->best_ms, MakeTestRecord(0).measurement.timings.median_ms);
 }
 
 TEST(TuningLog, ForEachRecordOfTargetStreamsInIdOrderAndStops) {
@@ -613,7 +613,7 @@ TEST(TuningLogMigration, Version1FileMigratesToVersion2AndKeepsItsRecords) {
     auto best = (*log)->Best("w", "host");
     ASSERT_TRUE(best.ok() && best->has_value()) << best.status();
     EXPECT_EQ((*best)->uid, "u1");
-    EXPECT_EQ((*best)->repeats_ms, (std::vector<double>{1.5, 2.5}));
+    EXPECT_EQ((*best)->measurement.timings.repeats_ms, (std::vector<double>{1.5, 2.5}));
     Record r = MakeTestRecord(1, "w", "host");
     EXPECT_TRUE((*log)->AddRecord(&r).ok());
   }

@@ -57,7 +57,7 @@ TEST(CompilePool, CompileErrorsCarryTheCompilerLog) {
   const absl::StatusOr<worker::CompileOutput>& out =
       pool.Compile(PlantHostFault(HostMatmulSource(), Plant::kCompileError, "bad"), "").get();
   ASSERT_FALSE(out.ok());
-  EXPECT_EQ(worker::MeasureStatusOf(out.status()), worker::MeasureStatus::kCompileError);
+  EXPECT_EQ(measure::MeasureStatusOf(out.status()), measure::MeasureStatus::kCompileError);
   EXPECT_THAT(std::string(out.status().message()), HasSubstr("compiler log:"));
   EXPECT_THAT(std::string(out.status().message()), HasSubstr("this is not C++"));
 }
@@ -93,12 +93,12 @@ TEST(MeasureChild, CrashIsARuntimeErrorAndTheNextCandidateMeasures) {
     m.set_candidate_id(id);
     return m;
   };
-  worker::CandidateResult crashed = child.Measure(request(segv, 1), 10);
-  EXPECT_EQ(crashed.status, worker::MeasureStatus::kRuntimeError) << crashed.error;
+  measure::Measurement crashed = child.Measure(request(segv, 1), 10);
+  EXPECT_EQ(crashed.status, measure::MeasureStatus::kRuntimeError) << crashed.error;
   EXPECT_THAT(crashed.error, HasSubstr("Segmentation fault"));
   EXPECT_FALSE(child.running());
-  worker::CandidateResult ok = child.Measure(request(good, 2), 10);
-  EXPECT_EQ(ok.status, worker::MeasureStatus::kOk) << ok.error;
+  measure::Measurement ok = child.Measure(request(good, 2), 10);
+  EXPECT_EQ(ok.status, measure::MeasureStatus::kOk) << ok.error;
   EXPECT_EQ(ok.timings.repeats_ms.size(), 3u);
   EXPECT_EQ(child.starts(), 2);
 }
@@ -110,8 +110,8 @@ TEST(MeasureChild, MissingExecutableSaysSo) {
   absl::Status s = child.Start();
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("cannot start the measuring process /nonexistent/tessel"));
-  worker::CandidateResult r = child.Measure(proto::ChildMeasure(), 1);
-  EXPECT_EQ(r.status, worker::MeasureStatus::kWorkerError);
+  measure::Measurement r = child.Measure(proto::ChildMeasure(), 1);
+  EXPECT_EQ(r.status, measure::MeasureStatus::kWorkerError);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // CUPTI hardware counters as far as they can be checked without a GPU: the arguments Create()
-// refuses before touching CUPTI, and turning metric values into HardwareCounters. The counts
-// themselves are checked in tests/gpu/cupti_counters_gpu_test.cc.
+// refuses before touching CUPTI, and turning metric values into measure::HardwareCounters. The
+// counts themselves are checked in tests/gpu/cupti_counters_gpu_test.cc.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -31,7 +31,7 @@ TEST(HardwareCounterMetrics, NamesTheThreeMetrics) {
 }
 
 TEST(HardwareCountersFromValues, TakesEachMetric) {
-  absl::StatusOr<HardwareCounters> c =
+  absl::StatusOr<measure::HardwareCounters> c =
       HardwareCountersFromValues({{kDramReadBytesMetric, 1.5e9},
                                   {kDramWriteBytesMetric, 2.5e8},
                                   {kAchievedOccupancyMetric, 87.5},
@@ -43,7 +43,7 @@ TEST(HardwareCountersFromValues, TakesEachMetric) {
 }
 
 TEST(HardwareCountersFromValues, MissingMetricIsNamed) {
-  absl::StatusOr<HardwareCounters> c =
+  absl::StatusOr<measure::HardwareCounters> c =
       HardwareCountersFromValues({{kDramReadBytesMetric, 1.0}, {kAchievedOccupancyMetric, 50.0}});
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
@@ -52,7 +52,7 @@ TEST(HardwareCountersFromValues, MissingMetricIsNamed) {
 }
 
 TEST(HardwareCountersFromValues, NanIsRefused) {
-  absl::StatusOr<HardwareCounters> c = HardwareCountersFromValues(
+  absl::StatusOr<measure::HardwareCounters> c = HardwareCountersFromValues(
       {{kDramReadBytesMetric, 1.0},
        {kDramWriteBytesMetric, 1.0},
        {kAchievedOccupancyMetric, std::numeric_limits<double>::quiet_NaN()}});

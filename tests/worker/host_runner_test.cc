@@ -5,13 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "measure/measurement.h"
 #include "schedules/codegen/source.h"
 #include "schedules/ir/buffer.h"
 #include "tests/test_util.h"
+#include "worker/backend.h"
 #include "worker/host/host_compiler.h"
-#include "worker/verify.h"
-#include "worker/verify_run.h"
-#include "worker/verify_types.h"
+#include "worker/output_compare.h"
 
 namespace tessel::worker {
 namespace {
@@ -116,7 +116,7 @@ TEST_F(WorkerHostRunnerTest, WrongAnswerFailsNamingTheBuffer) {
       Vadd("for (int i = 0; i < 1000; ++i) z[i] = x[i] + y[i] + (i == 123 ? 0.5f : 0.0f);"),
       VaddReference(), 3, options_);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(GetFailureKind(s), FailureKind::kVerifyFailed);
+  EXPECT_EQ(measure::AttachedMeasureStatus(s), measure::MeasureStatus::kVerifyFailed);
   EXPECT_NE(s.message().find("output 'z'"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("1 of 1000 elements differ"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("index 123"), absl::string_view::npos) << s;
@@ -126,7 +126,7 @@ TEST_F(WorkerHostRunnerTest, UnwrittenOutputIsReported) {
   absl::Status s = RunAndVerify(Vadd("for (int i = 0; i < 600; ++i) z[i] = x[i] + y[i];"),
                                 VaddReference(), 4, options_);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(GetFailureKind(s), FailureKind::kVerifyFailed);
+  EXPECT_EQ(measure::AttachedMeasureStatus(s), measure::MeasureStatus::kVerifyFailed);
   EXPECT_NE(s.message().find("400 never written"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("first at index 600"), absl::string_view::npos) << s;
 }
@@ -144,7 +144,7 @@ TEST_F(WorkerHostRunnerTest, CompileErrorReturnsTheCompilerLog) {
                                 VaddReference(), 6, options_);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(GetFailureKind(s), FailureKind::kCompileError);
+  EXPECT_EQ(measure::AttachedMeasureStatus(s), measure::MeasureStatus::kCompileError);
   EXPECT_NE(s.message().find("compiler log"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("undeclared_w"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("error"), absl::string_view::npos) << s;
@@ -153,7 +153,7 @@ TEST_F(WorkerHostRunnerTest, CompileErrorReturnsTheCompilerLog) {
 TEST_F(WorkerHostRunnerTest, BrokenReferenceIsNotTheCandidatesFault) {
   absl::Status s = RunAndVerify(Vadd(kVaddCandidate), Vadd("syntax error here"), 7, options_);
   ASSERT_FALSE(s.ok());
-  EXPECT_FALSE(GetFailureKind(s).has_value());
+  EXPECT_FALSE(measure::AttachedMeasureStatus(s).has_value());
   EXPECT_NE(s.message().find("the reference program failed"), absl::string_view::npos) << s;
 }
 
@@ -195,12 +195,12 @@ TEST_F(WorkerHostRunnerTest, TimingReturnsEveryRepeat) {
   ASSERT_TRUE(module.ok()) << module.status();
   absl::StatusOr<HostBuffers> buffers = MakeVerificationBuffers(VaddBuffers(), 9);
   ASSERT_TRUE(buffers.ok());
-  TimingOptions timing;
+  measure::TimingOptions timing;
   timing.warmup_runs = 1;
   timing.min_repeats = 4;
   timing.max_repeats = 6;
   timing.min_total_ms = 1e9;  // never reached: stops at max_repeats
-  absl::StatusOr<Timings> t = TimeHostModule(*module, &*buffers, timing);
+  absl::StatusOr<measure::Timings> t = TimeHostModule(*module, &*buffers, timing);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->repeats_ms.size(), 6u);
   for (double ms : t->repeats_ms) EXPECT_GE(ms, 0.0);
@@ -211,7 +211,7 @@ TEST_F(WorkerHostRunnerTest, TimingReturnsEveryRepeat) {
   measure.run = options_.run;
   measure.timing.min_repeats = 3;
   measure.timing.min_total_ms = 0;
-  absl::StatusOr<Timings> m = Measure(Vadd(kVaddCandidate), measure);
+  absl::StatusOr<measure::Timings> m = Measure(Vadd(kVaddCandidate), measure);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->repeats_ms.size(), 3u);
 }
@@ -223,12 +223,12 @@ TEST_F(WorkerHostRunnerTest, TimingStopsAtTheWallClockLimit) {
   ASSERT_TRUE(module.ok()) << module.status();
   absl::StatusOr<HostBuffers> buffers = MakeVerificationBuffers(VaddBuffers(), 9);
   ASSERT_TRUE(buffers.ok());
-  TimingOptions timing;
+  measure::TimingOptions timing;
   timing.min_repeats = 3;
   timing.max_repeats = 1000000;
   timing.min_total_ms = 1e9;
   timing.max_wall_ms = 0;  // stop as soon as min_repeats are done
-  absl::StatusOr<Timings> t = TimeHostModule(*module, &*buffers, timing);
+  absl::StatusOr<measure::Timings> t = TimeHostModule(*module, &*buffers, timing);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->repeats_ms.size(), 3u);
 }

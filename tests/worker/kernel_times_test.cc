@@ -4,8 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "measure/measurement.h"
 #include "proto/convert.h"
-#include "worker/measure_result.h"
 #ifdef TESSEL_HAVE_CUDA
 #include "worker/cuda/cupti_kernel_timer.h"
 #endif
@@ -75,8 +75,8 @@ TEST(CuptiKernelTimer, TurnedOffByTheEnvironmentSaysHowToTurnItOn) {
 #endif  // TESSEL_HAVE_CUDA
 
 TEST(KernelTimesProto, SurviveTheTripThroughMeasureResult) {
-  CandidateResult in;
-  in.timings = MakeTimings({1.0, 3.0, 2.0});
+  measure::Measurement in;
+  in.timings = measure::MakeTimings({1.0, 3.0, 2.0});
   in.timings.kernel_repeats_ms = {0.9, 2.9, 1.9};
   in.timings.kernel_median_ms = 1.9;
   proto::MeasureResult m;
@@ -84,15 +84,15 @@ TEST(KernelTimesProto, SurviveTheTripThroughMeasureResult) {
   EXPECT_THAT(m.kernel_repeats_ms(), ElementsAre(0.9, 2.9, 1.9));
   EXPECT_EQ(m.kernel_median_ms(), 1.9);
   EXPECT_EQ(m.timing_note(), "");
-  CandidateResult out = proto::FromProto(m);
+  measure::Measurement out = proto::FromProto(m);
   EXPECT_THAT(out.timings.kernel_repeats_ms, ElementsAre(0.9, 2.9, 1.9));
   EXPECT_EQ(out.timings.kernel_median_ms, 1.9);
   EXPECT_THAT(out.timings.repeats_ms, ElementsAre(1.0, 3.0, 2.0));
 }
 
 TEST(KernelTimesProto, ANoteTravelsWhenThereAreNoKernelTimes) {
-  CandidateResult in;
-  in.timings = MakeTimings({1.0});
+  measure::Measurement in;
+  in.timings = measure::MakeTimings({1.0});
   in.timings.note = "CUPTI dropped 3 activity records";
   proto::MeasureResult m;
   proto::ToProto(in, &m);
@@ -101,13 +101,13 @@ TEST(KernelTimesProto, ANoteTravelsWhenThereAreNoKernelTimes) {
 }
 
 TEST(KernelTimesProto, HardwareCountersTravelOnlyWhenCollected) {
-  worker::CandidateResult in;
+  measure::Measurement in;
   in.timings.repeats_ms = {1.0};
-  in.timings.counters = worker::HardwareCounters{1.5e9, 0.5e9, 87.5};
+  in.timings.counters = measure::HardwareCounters{1.5e9, 0.5e9, 87.5};
   proto::MeasureResult m;
   proto::ToProto(in, &m);
   ASSERT_TRUE(m.has_counters());
-  worker::CandidateResult out = proto::FromProto(m);
+  measure::Measurement out = proto::FromProto(m);
   ASSERT_TRUE(out.timings.counters.has_value());
   EXPECT_EQ(out.timings.counters->dram_read_bytes, 1.5e9);
   EXPECT_EQ(out.timings.counters->dram_write_bytes, 0.5e9);
@@ -117,12 +117,6 @@ TEST(KernelTimesProto, HardwareCountersTravelOnlyWhenCollected) {
   proto::ToProto(in, &none);
   EXPECT_FALSE(none.has_counters());
   EXPECT_FALSE(proto::FromProto(none).timings.counters.has_value());
-}
-
-TEST(MedianOf, MatchesMakeTimings) {
-  EXPECT_EQ(MedianOf({}), 0);
-  EXPECT_EQ(MedianOf({3, 1, 2}), 2);
-  EXPECT_EQ(MedianOf({4, 1, 2, 3}), 2.5);
 }
 
 }  // namespace

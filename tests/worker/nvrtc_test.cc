@@ -6,11 +6,11 @@
 
 #include <string>
 
+#include "measure/measurement.h"
 #include "schedules/codegen/source.h"
 #include "schedules/ir/buffer.h"
 #include "worker/cuda/cuda_runner.h"
 #include "worker/cuda/nvrtc_compiler.h"
-#include "worker/verify_types.h"
 
 namespace tessel::worker {
 namespace {
@@ -50,7 +50,7 @@ TEST(NvrtcCompilerTest, SyntaxErrorReturnsTheLog) {
   ASSERT_FALSE(bin.ok());
   const absl::Status& s = bin.status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(GetFailureKind(s), FailureKind::kCompileError);
+  EXPECT_EQ(measure::AttachedMeasureStatus(s), measure::MeasureStatus::kCompileError);
   EXPECT_NE(s.message().find("broken.cu"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("oops_undefined"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("error"), absl::string_view::npos) << s;

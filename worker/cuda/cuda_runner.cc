@@ -50,7 +50,8 @@ std::string LaunchString(const LaunchConfig& l) {
 }
 
 absl::Status DeviceLimit(const std::string& message) {
-  return WithFailureKind(absl::ResourceExhaustedError(message), FailureKind::kDeviceLimitExceeded);
+  return measure::WithMeasureStatus(absl::ResourceExhaustedError(message),
+                                    measure::MeasureStatus::kDeviceLimitExceeded);
 }
 
 absl::Status CheckBufferCount(const CudaProgram& program, const CudaBuffers& buffers) {
@@ -170,20 +171,21 @@ absl::Status CudaDevice::Check(CUresult result, const char* call, const std::str
     poisoned_ = true;
     s = absl::InternalError(absl::StrCat(s.message(), "; the CUDA context of GPU ", info_.ordinal,
                                          " is unusable from now on: restart the process"));
-    return WithFailureKind(std::move(s), result == CUDA_ERROR_LAUNCH_TIMEOUT
-                                             ? FailureKind::kTimeout
-                                             : FailureKind::kRuntimeError);
+    return measure::WithMeasureStatus(std::move(s), result == CUDA_ERROR_LAUNCH_TIMEOUT
+                                                        ? measure::MeasureStatus::kTimeout
+                                                        : measure::MeasureStatus::kRuntimeError);
   }
   return s;
 }
 
 absl::Status CudaDevice::Usable() const {
   if (poisoned_) {
-    return WithFailureKind(absl::FailedPreconditionError(absl::StrCat(
-                               "GPU ", info_.ordinal,
-                               "'s CUDA context was broken by an earlier kernel fault: "
-                               "restart the process before running anything else on it")),
-                           FailureKind::kRuntimeError);
+    return measure::WithMeasureStatus(
+        absl::FailedPreconditionError(
+            absl::StrCat("GPU ", info_.ordinal,
+                         "'s CUDA context was broken by an earlier kernel fault: "
+                         "restart the process before running anything else on it")),
+        measure::MeasureStatus::kRuntimeError);
   }
   return MakeCurrent();
 }
@@ -454,8 +456,8 @@ absl::Status CudaDevice::LaunchKernel(const CudaProgram& program, size_t k,
                                                args.empty() ? nullptr : args.data(), nullptr);
   absl::Status s = Check(r, l.cooperative ? "cuLaunchCooperativeKernel" : "cuLaunchKernel",
                          absl::StrCat("kernel '", ki.entry, "' (", LaunchString(l), ")"));
-  return s.code() == absl::StatusCode::kInternal && !GetFailureKind(s).has_value()
-             ? WithFailureKind(std::move(s), FailureKind::kRuntimeError)
+  return s.code() == absl::StatusCode::kInternal && !measure::AttachedMeasureStatus(s).has_value()
+             ? measure::WithMeasureStatus(std::move(s), measure::MeasureStatus::kRuntimeError)
              : s;
 }
 
@@ -516,13 +518,14 @@ absl::Status CudaDevice::EnsureEvents(size_t pairs) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Timings> CudaDevice::Time(const CudaProgram& program, const CudaBuffers& buffers,
-                                         const TimingOptions& options) {
+absl::StatusOr<measure::Timings> CudaDevice::Time(const CudaProgram& program,
+                                                  const CudaBuffers& buffers,
+                                                  const measure::TimingOptions& options) {
   if (absl::Status s = CheckBufferCount(program, buffers); !s.ok()) return s;
-  absl::StatusOr<Timings> timings =
+  absl::StatusOr<measure::Timings> timings =
       TimeRegion([&] { return LaunchAsync(program, buffers); }, options);
   if (!timings.ok() || !options.hardware_counters) return timings;
-  absl::StatusOr<HardwareCounters> counters = CollectCounters(
+  absl::StatusOr<measure::HardwareCounters> counters = CollectCounters(
       [&]() -> absl::Status {
         if (absl::Status s = LaunchAsync(program, buffers); !s.ok()) return s;
         return Synchronize();
@@ -537,7 +540,7 @@ absl::StatusOr<Timings> CudaDevice::Time(const CudaProgram& program, const CudaB
   return timings;
 }
 
-absl::StatusOr<HardwareCounters> CudaDevice::CollectCounters(
+absl::StatusOr<measure::HardwareCounters> CudaDevice::CollectCounters(
     const std::function<absl::Status()>& run, bool flush_l2) {
   if (absl::Status s = MakeCurrent(); !s.ok()) return s;
   CUcontext ctx = nullptr;
@@ -555,8 +558,8 @@ absl::StatusOr<HardwareCounters> CudaDevice::CollectCounters(
   return CollectHardwareCounters(ctx, run, flush);
 }
 
-absl::StatusOr<Timings> CudaDevice::TimeRegion(const std::function<absl::Status()>& enqueue,
-                                               const TimingOptions& options) {
+absl::StatusOr<measure::Timings> CudaDevice::TimeRegion(
+    const std::function<absl::Status()>& enqueue, const measure::TimingOptions& options) {
   if (options.max_repeats < 1 || options.min_repeats > options.max_repeats) {
     return absl::InvalidArgumentError(
         absl::StrCat("timing repeats: min ", options.min_repeats, ", max ", options.max_repeats,
@@ -634,7 +637,7 @@ absl::StatusOr<Timings> CudaDevice::TimeRegion(const std::function<absl::Status(
     batch = std::min(batch, kMaxBatch);
   }
   const size_t timed = repeats.size();
-  Timings timings = MakeTimings(std::move(repeats));
+  measure::Timings timings = measure::MakeTimings(std::move(repeats));
   if (cupti != nullptr) {
     absl::StatusOr<std::vector<CuptiKernelRecord>> kernels = cupti->End();
     absl::StatusOr<std::vector<double>> per_repeat =
@@ -642,7 +645,7 @@ absl::StatusOr<Timings> CudaDevice::TimeRegion(const std::function<absl::Status(
                      : absl::StatusOr<std::vector<double>>(kernels.status());
     if (per_repeat.ok()) {
       timings.kernel_repeats_ms = std::move(*per_repeat);
-      timings.kernel_median_ms = MedianOf(timings.kernel_repeats_ms);
+      timings.kernel_median_ms = measure::MedianOf(timings.kernel_repeats_ms);
     } else {
       note = std::string(per_repeat.status().message());
     }

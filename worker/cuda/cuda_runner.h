@@ -25,11 +25,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "measure/measurement.h"
 #include "schedules/codegen/source.h"
 #include "worker/cuda/cuda_driver.h"
 #include "worker/cuda/nvrtc_compiler.h"
-#include "worker/verify.h"
-#include "worker/verify_types.h"
+#include "worker/output_compare.h"
 
 namespace tessel::worker {
 
@@ -140,9 +140,9 @@ class CudaDevice {
   // each launch against the device and the kernel's attributes (threads per block after register
   // allocation, static + dynamic shared memory, grid and block extents, and for a cooperative
   // kernel that the device can launch one and hold all of its blocks at once): a launch over a
-  // limit returns ResourceExhausted with FailureKind::kDeviceLimitExceeded. Raises the kernel's
-  // dynamic shared memory limit when it asks for more than 48 KiB. Allocates each cooperative
-  // kernel's grid barrier words.
+  // limit returns ResourceExhausted with measure::MeasureStatus::kDeviceLimitExceeded. Raises the
+  // kernel's dynamic shared memory limit when it asks for more than 48 KiB. Allocates each
+  // cooperative kernel's grid barrier words.
   absl::StatusOr<std::unique_ptr<CudaProgram>> Load(const schedules::GeneratedSource& source,
                                                     const CudaBinary& binary);
 
@@ -165,8 +165,8 @@ class CudaDevice {
   absl::Status FlushL2Async();
 
   // Times the program as described at the top of this file.
-  absl::StatusOr<Timings> Time(const CudaProgram& program, const CudaBuffers& buffers,
-                               const TimingOptions& options = {});
+  absl::StatusOr<measure::Timings> Time(const CudaProgram& program, const CudaBuffers& buffers,
+                                        const measure::TimingOptions& options = {});
   // The device's GPU verifier (cuda_verifier.h), compiled and loaded on first use; owned by the
   // device.
   absl::StatusOr<CudaVerifier*> Verifier();
@@ -174,11 +174,11 @@ class CudaDevice {
   // Runs `run` (which launches on stream() and waits) under the CUPTI range profiler, once per
   // pass the counters need (after an L2 flush when `flush_l2`, as before a timed repeat), and
   // returns DRAM bytes and achieved occupancy.
-  absl::StatusOr<HardwareCounters> CollectCounters(const std::function<absl::Status()>& run,
-                                                   bool flush_l2);
+  absl::StatusOr<measure::HardwareCounters> CollectCounters(
+      const std::function<absl::Status()>& run, bool flush_l2);
   // Times whatever `enqueue` puts on stream() (a cuBLAS call, a copy) the same way.
-  absl::StatusOr<Timings> TimeRegion(const std::function<absl::Status()>& enqueue,
-                                     const TimingOptions& options = {});
+  absl::StatusOr<measure::Timings> TimeRegion(const std::function<absl::Status()>& enqueue,
+                                              const measure::TimingOptions& options = {});
 
  private:
   friend class CudaVerifier;  // launches its own kernels on stream() (cuda_verifier.h)

@@ -9,14 +9,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
+#include "measure/measurement.h"
 #include "schedules/util/check.h"
 #include "worker/cuda/nvrtc_compiler.h"
-#include "worker/verify_types.h"
 
 namespace tessel::worker {
 
-// worker/verify_gen.h's text, embedded at build time (worker/CMakeLists.txt).
-extern const char kVerifyGenText[];
+// worker/input_gen.h's text, embedded at build time (worker/CMakeLists.txt).
+extern const char kInputGenText[];
 
 namespace {
 
@@ -383,7 +383,7 @@ absl::StatusOr<CudaBinary> VerifierBinary(const std::string& arch) {
 
 const std::string& CudaVerifierSource() {
   static const std::string* source = new std::string(
-      absl::StrCat(absl::StrReplaceAll(kVerifyGenText, {{"#pragma once", ""}}), kKernels));
+      absl::StrCat(absl::StrReplaceAll(kInputGenText, {{"#pragma once", ""}}), kKernels));
   return *source;
 }
 

@@ -1,12 +1,13 @@
 #pragma once
 
 // The GPU half of verification (DESIGN.md section 6) for CUDA programs: the same method as the
-// host functions of worker/verify.h, without moving the buffers through the host.
+// host functions of worker/output_compare.h, without moving the buffers through the host.
 //   - FillInputs writes exactly the bytes worker::FillInputs writes on the host (the generator of
-//     worker/verify_gen.h is compiled into both), fresh for every seed, never zeros;
+//     worker/input_gen.h is compiled into both), fresh for every seed, never zeros;
 //   - PoisonOutputs writes the poison NaN (or 0xa5 bytes) into every output and workspace buffer;
 //   - FirstChangedElement regenerates an input and finds the first element a program changed;
-//   - CompareBuffer applies CompareBuffer's rule (worker/verify.h) in two passes on the device
+//   - CompareBuffer applies CompareBuffer's rule (worker/output_compare.h) in two passes on the
+//   device
 //     (the reference's rms, then every element of the candidate) and downloads only per-block
 //     statistics and the few elements the message quotes, so its verdict and message are those of
 //     the host comparison.
@@ -27,11 +28,11 @@
 #include "absl/status/statusor.h"
 #include "schedules/lower/program.h"
 #include "worker/cuda/cuda_runner.h"
-#include "worker/verify.h"
+#include "worker/output_compare.h"
 
 namespace tessel::worker {
 
-// The CUDA C++ source of the verifier's kernels (the generator of verify_gen.h included).
+// The CUDA C++ source of the verifier's kernels (the generator of input_gen.h included).
 const std::string& CudaVerifierSource();
 // Its NVRTC options for `arch` (no fused multiply-add: the comparison's arithmetic is the host's).
 NvrtcOptions CudaVerifierNvrtcOptions(const std::string& arch);
@@ -60,7 +61,7 @@ class CudaVerifier {
   // Enqueues a device-to-device copy of `bytes` bytes.
   absl::Status Copy(CUdeviceptr to, CUdeviceptr from, size_t bytes);
   // worker::CompareBuffer on device buffers of `buffer`'s AllocatedBytes() each: the same
-  // verdict, status code, FailureKind and message.
+  // verdict, status code, measure::MeasureStatus and message.
   absl::Status CompareBuffer(const schedules::Buffer& buffer, CUdeviceptr reference,
                              CUdeviceptr candidate, const Tolerance& tolerance);
 

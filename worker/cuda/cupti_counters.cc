@@ -23,7 +23,7 @@ std::vector<std::string> HardwareCounterMetrics() {
   return {kDramReadBytesMetric, kDramWriteBytesMetric, kAchievedOccupancyMetric};
 }
 
-absl::StatusOr<HardwareCounters> HardwareCountersFromValues(
+absl::StatusOr<measure::HardwareCounters> HardwareCountersFromValues(
     const std::map<std::string, double>& values) {
   auto get = [&](const char* metric) -> absl::StatusOr<double> {
     auto it = values.find(metric);
@@ -39,7 +39,7 @@ absl::StatusOr<HardwareCounters> HardwareCountersFromValues(
     }
     return it->second;
   };
-  HardwareCounters c;
+  measure::HardwareCounters c;
   TESSEL_ASSIGN_OR_RETURN(c.dram_read_bytes, get(kDramReadBytesMetric));
   TESSEL_ASSIGN_OR_RETURN(c.dram_write_bytes, get(kDramWriteBytesMetric));
   TESSEL_ASSIGN_OR_RETURN(c.achieved_occupancy, get(kAchievedOccupancyMetric));
@@ -504,7 +504,7 @@ absl::StatusOr<std::map<std::string, double>> CuptiCounters::Collect(
   return Values();
 }
 
-absl::StatusOr<HardwareCounters> CollectHardwareCounters(
+absl::StatusOr<measure::HardwareCounters> CollectHardwareCounters(
     CUcontext ctx, const std::function<absl::Status()>& region,
     const std::function<absl::Status()>& before_pass) {
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<CuptiCounters> counters,

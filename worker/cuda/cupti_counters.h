@@ -11,7 +11,8 @@
 // one, the caller runs the same region again, Begin/End around each run, until done(). Then
 // Values() evaluates every metric over the whole region, and the object can collect again.
 // The region's kernels must be deterministic in the work they do (the same launches each pass);
-// metrics that fit in one pass (the three of HardwareCounters on Hopper and Ampere) need no replay.
+// metrics that fit in one pass (the three of measure::HardwareCounters on Hopper and Ampere) need
+// no replay.
 //
 // Profiling needs privileges: as a non-root user the driver must allow it
 // (NVreg_RestrictProfilingToAdminUsers=0); otherwise Create() returns PermissionDenied saying so.
@@ -32,23 +33,23 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/verify_types.h"
+#include "measure/measurement.h"
 
 namespace tessel::worker {
 
-// The metrics of HardwareCounters (names as Nsight Compute and CUPTI spell them).
+// The metrics of measure::HardwareCounters (names as Nsight Compute and CUPTI spell them).
 inline constexpr char kDramReadBytesMetric[] = "dram__bytes_read.sum";
 inline constexpr char kDramWriteBytesMetric[] = "dram__bytes_write.sum";
 // Achieved occupancy: active warps per active cycle over the SM's maximum, in percent.
 inline constexpr char kAchievedOccupancyMetric[] =
     "sm__warps_active.avg.pct_of_peak_sustained_active";
 
-// The metric names HardwareCounters is made of, in the order above.
+// The metric names measure::HardwareCounters is made of, in the order above.
 std::vector<std::string> HardwareCounterMetrics();
 
-// HardwareCounters from CuptiCounters::Values() of (at least) HardwareCounterMetrics(); fails,
-// naming the metric, when one is missing or not a finite number.
-absl::StatusOr<HardwareCounters> HardwareCountersFromValues(
+// measure::HardwareCounters from CuptiCounters::Values() of (at least) HardwareCounterMetrics();
+// fails, naming the metric, when one is missing or not a finite number.
+absl::StatusOr<measure::HardwareCounters> HardwareCountersFromValues(
     const std::map<std::string, double>& values);
 
 class CuptiCounters {
@@ -103,10 +104,10 @@ class CuptiCounters {
   bool done_ = false;
 };
 
-// The three HardwareCounters of `region` on `ctx` (current on this thread): Create, Collect,
-// HardwareCountersFromValues. `region` launches the kernels and waits for them; it runs once per
-// pass needed (once on Hopper and Ampere), each after `before_pass` when given.
-absl::StatusOr<HardwareCounters> CollectHardwareCounters(
+// The three measure::HardwareCounters of `region` on `ctx` (current on this thread): Create,
+// Collect, HardwareCountersFromValues. `region` launches the kernels and waits for them; it runs
+// once per pass needed (once on Hopper and Ampere), each after `before_pass` when given.
+absl::StatusOr<measure::HardwareCounters> CollectHardwareCounters(
     CUcontext ctx, const std::function<absl::Status()>& region,
     const std::function<absl::Status()>& before_pass = nullptr);
 

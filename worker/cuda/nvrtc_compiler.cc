@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "worker/verify_types.h"
+#include "measure/measurement.h"
 
 #ifndef TESSEL_CUDA_INCLUDE_DIR
 #define TESSEL_CUDA_INCLUDE_DIR ""
@@ -128,7 +128,7 @@ absl::StatusOr<CudaBinary> CompileCudaSource(const std::string& code, const Nvrt
         absl::StrCat(NvrtcVersionString(), " could not compile ", name, " for ", options.arch, " (",
                      nvrtcGetErrorString(compiled), ", options: ", absl::StrJoin(out.options, " "),
                      "); log:\n", out.log.empty() ? "(empty)" : out.log));
-    return WithFailureKind(std::move(s), FailureKind::kCompileError);
+    return measure::WithMeasureStatus(std::move(s), measure::MeasureStatus::kCompileError);
   }
   size_t cubin_size = 0;
   r = nvrtcGetCUBINSize(prog.get(), &cubin_size);
@@ -157,11 +157,11 @@ absl::StatusOr<CudaBinary> CompileCuda(const schedules::GeneratedSource& source,
   if (!bin.ok()) return bin;
   for (const schedules::KernelSource& k : source.kernels) {
     if (!HasSymbol(bin->cubin, k.entry)) {
-      return WithFailureKind(
+      return measure::WithMeasureStatus(
           absl::InvalidArgumentError(
               absl::StrCat("kernel '", k.entry, "' is not in the compiled CUBIN of ", name,
                            ": declare it extern \"C\" __global__ so that its name is not mangled")),
-          FailureKind::kCompileError);
+          measure::MeasureStatus::kCompileError);
     }
   }
   return bin;

@@ -32,7 +32,7 @@ struct CudaBinary {
 };
 
 // Compiles `code` (named `name` in messages). A compile error returns InvalidArgument with
-// FailureKind::kCompileError and NVRTC's log in the message.
+// measure::MeasureStatus::kCompileError and NVRTC's log in the message.
 // Threads: safe to call concurrently (each call has its own NVRTC program).
 absl::StatusOr<CudaBinary> CompileCudaSource(const std::string& code, const NvrtcOptions& options,
                                              const std::string& name = "tessel_kernel.cu");

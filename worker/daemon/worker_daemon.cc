@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -27,6 +26,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "measure/measurement.h"
 #include "proto/convert.h"
 #include "proto/measure_child.pb.h"
 #include "proto/protocol.h"
@@ -34,7 +34,6 @@
 #include "proto/tessel.pb.h"
 #include "worker/compile_pool.h"
 #include "worker/isolation/measure_child.h"
-#include "worker/measure_result.h"
 
 namespace tessel::worker {
 namespace {
@@ -202,7 +201,7 @@ absl::Status Daemon::StartDevices() {
 }
 
 absl::Status Daemon::Run() {
-  if (absl::Status s = CheckServerAddress(options_.server); !s.ok()) return s;
+  if (absl::Status s = proto::CheckServerAddress(options_.server); !s.ok()) return s;
   if (options_.max_batches < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max batches ", options_.max_batches, ": the worker must hold at least 1"));
@@ -511,7 +510,7 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
   const std::string arch = device->info.arch();
   const double timeout_s =
       batch.options().timeout_s() > 0 ? batch.options().timeout_s() : options_.candidate_timeout_s;
-  auto send_result = [&](size_t i, CandidateResult r) {
+  auto send_result = [&](size_t i, measure::Measurement r) {
     r.worker_id = worker_id_;
     r.device = device->info.ordinal();
     r.device_name = device->info.name();
@@ -522,8 +521,8 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
     pr->set_candidate_id(batch.candidates(static_cast<int>(i)).id());
     const bool sent = Send(session, m);
     std::string line = absl::StrCat("batch ", batch.batch_id(), " candidate ", pr->candidate_id(),
-                                    ": ", MeasureStatusName(r.status));
-    if (r.status == MeasureStatus::kOk) {
+                                    ": ", measure::MeasureStatusName(r.status));
+    if (r.status == measure::MeasureStatus::kOk) {
       absl::StrAppendFormat(&line, " median %.4f ms over %d repeats", r.timings.median_ms,
                             static_cast<int>(r.timings.repeats_ms.size()));
     } else {
@@ -539,8 +538,8 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
   };
   auto all_fail = [&](const std::string& error) {
     for (size_t i = 0; i < n; ++i) {
-      CandidateResult r;
-      r.status = MeasureStatus::kWorkerError;
+      measure::Measurement r;
+      r.status = measure::MeasureStatus::kWorkerError;
       r.error = error;
       send_result(i, std::move(r));
     }
@@ -611,22 +610,22 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
     }
     const proto::Candidate& candidate = batch.candidates(static_cast<int>(i));
     if (!futures[i].has_value()) {
-      CandidateResult r;
-      r.status = MeasureStatus::kWorkerError;
+      measure::Measurement r;
+      r.status = measure::MeasureStatus::kWorkerError;
       r.error = std::string(malformed[i].message());
       send_result(i, std::move(r));
       continue;
     }
     const absl::StatusOr<CompileOutput>& compiled = futures[i]->get();
     if (!compiled.ok()) {
-      send_result(i, CandidateResult::FromStatus(compiled.status()));
+      send_result(i, measure::Measurement::FromStatus(compiled.status()));
       continue;
     }
     *request.mutable_candidate() = candidate.source();
     request.set_candidate_id(candidate.id());
     ToArtifact(*compiled, request.mutable_candidate_artifact());
     const int starts = device->child->starts();
-    CandidateResult r = device->child->Measure(request, timeout_s);
+    measure::Measurement r = device->child->Measure(request, timeout_s);
     if (device->child->starts() != starts || !device->child->running()) {
       Log(absl::StrCat("device ", device->info.ordinal(), ": measuring process ",
                        device->child->running() ? "restarted" : "ended", " after batch ",
@@ -747,34 +746,6 @@ void Daemon::Drain(bool* force) {
 }
 
 }  // namespace
-
-absl::Status CheckServerAddress(const std::string& address) {
-  auto bad = [&](const std::string& why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--server '", address, "' ", why,
-                     ": pass the server's HOST:PORT, e.g. --server localhost:7070 or "
-                     "--server [::1]:7070"));
-  };
-  const size_t colon = address.rfind(':');
-  if (address.empty()) return bad("is empty");
-  if (colon == std::string::npos) return bad("has no port");
-  std::string host = address.substr(0, colon);
-  const std::string port = address.substr(colon + 1);
-  if (!host.empty() && host.front() == '[') {
-    if (host.back() != ']' || host.size() < 3) return bad("has an unterminated [IPv6] address");
-  } else if (host.find(':') != std::string::npos) {
-    return bad("has an IPv6 address without brackets");
-  }
-  if (host.empty()) return bad("has no host");
-  int p = 0;
-  if (!absl::SimpleAtoi(port, &p) || p < 1 || p > 65535) {
-    return bad(absl::StrCat("has port '", port, "', not a number from 1 to 65535"));
-  }
-  for (char c : host) {
-    if (c == ' ' || c == '/' || c == '\t') return bad("has a host with spaces or slashes");
-  }
-  return absl::OkStatus();
-}
 
 absl::Status RunWorker(const WorkerOptions& options) { return Daemon(options).Run(); }
 

@@ -50,10 +50,6 @@ struct WorkerOptions {
   absl::Notification* stop = nullptr;
 };
 
-// OK when `address` is HOST:PORT (a name or IPv4 address, or [IPv6], and a port 1-65535);
-// otherwise InvalidArgument saying what is wrong and what to pass.
-absl::Status CheckServerAddress(const std::string& address);
-
 // Runs the daemon until a SIGTERM or SIGINT has drained it (returns OK) or a fatal error: a bad
 // option, no usable device, the server rejected the registration or speaks another protocol
 // version (returns it; these do not get better by retrying). Blocks SIGTERM and SIGINT in the

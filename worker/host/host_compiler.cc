@@ -27,8 +27,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "measure/measurement.h"
 #include "schedules/util/fnv1a.h"
-#include "worker/verify_types.h"
 
 extern char** environ;
 
@@ -291,22 +291,23 @@ absl::StatusOr<HostObject> BuildHostObject(const schedules::GeneratedSource& sou
     const std::string command = absl::StrJoin(argv, " ");
     if (run->timed_out) {
       fs::remove(tmp_so, ec);
-      return WithFailureKind(
+      return measure::WithMeasureStatus(
           absl::DeadlineExceededError(absl::StrFormat(
               "host compiler ran past %.0f s and was killed: %s (source kept at %s); raise "
               "HostCompileOptions::timeout_s or simplify the program (less unrolling)",
               options.timeout_s, command, cc_path)),
-          FailureKind::kTimeout);
+          measure::MeasureStatus::kTimeout);
     }
     if (run->signaled || run->exit_code != 0) {
       fs::remove(tmp_so, ec);
       const std::string how = run->signaled ? absl::StrCat("was killed by signal ", run->signal)
                                             : absl::StrCat("exited with ", run->exit_code);
-      return WithFailureKind(absl::InvalidArgumentError(absl::StrCat(
-                                 "host compilation of '", entry, "' failed: ", options.compiler,
-                                 " ", how, " (source kept at ", cc_path, ", command: ", command,
-                                 "); compiler log:\n", Truncated(module.compile_log))),
-                             FailureKind::kCompileError);
+      return measure::WithMeasureStatus(
+          absl::InvalidArgumentError(
+              absl::StrCat("host compilation of '", entry, "' failed: ", options.compiler, " ", how,
+                           " (source kept at ", cc_path, ", command: ", command,
+                           "); compiler log:\n", Truncated(module.compile_log))),
+          measure::MeasureStatus::kCompileError);
     }
     fs::rename(tmp_so, so_path, ec);
     if (ec) {
@@ -346,11 +347,11 @@ absl::StatusOr<HostModule> LoadHostModule(const schedules::GeneratedSource& sour
   dlerror();
   void* sym = dlsym(module.handle_, entry.c_str());
   if (sym == nullptr) {
-    return WithFailureKind(
+    return measure::WithMeasureStatus(
         absl::InvalidArgumentError(absl::StrCat("entry '", entry, "' not found in ", so_path,
                                                 ": the host code must define extern \"C\" void ",
                                                 entry, "(void* const* buffers)")),
-        FailureKind::kCompileError);
+        measure::MeasureStatus::kCompileError);
   }
   module.entry_ = reinterpret_cast<HostModule::EntryFn>(sym);
   return module;

@@ -88,9 +88,9 @@ absl::StatusOr<HostModule> LoadHostModule(const schedules::GeneratedSource& sour
                                           const HostObject& object);
 
 // Compiles and loads `source` (target kHost, exactly one kernel whose `entry` is the function).
-// A compile error returns InvalidArgument with FailureKind::kCompileError and the compiler's log
-// in the message; a compiler that runs past the timeout returns DeadlineExceeded (kTimeout).
-// Threads: safe to call concurrently (each compilation writes its own temporary files).
+// A compile error returns InvalidArgument with measure::MeasureStatus::kCompileError and the
+// compiler's log in the message; a compiler that runs past the timeout returns DeadlineExceeded
+// (kTimeout). Threads: safe to call concurrently (each compilation writes its own temporary files).
 absl::StatusOr<HostModule> CompileHost(const schedules::GeneratedSource& source,
                                        const HostCompileOptions& options = {});
 

@@ -123,8 +123,8 @@ absl::Status RunHostModule(const HostModule& module, HostBuffers* buffers) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Timings> TimeHostModule(const HostModule& module, HostBuffers* buffers,
-                                       const TimingOptions& options) {
+absl::StatusOr<measure::Timings> TimeHostModule(const HostModule& module, HostBuffers* buffers,
+                                                const measure::TimingOptions& options) {
   if (options.max_repeats < 1 || options.min_repeats > options.max_repeats) {
     return absl::InvalidArgumentError(
         absl::StrCat("timing repeats: min ", options.min_repeats, ", max ", options.max_repeats,
@@ -150,7 +150,7 @@ absl::StatusOr<Timings> TimeHostModule(const HostModule& module, HostBuffers* bu
     repeats.push_back(ms);
     total += ms;
   }
-  return MakeTimings(std::move(repeats));
+  return measure::MakeTimings(std::move(repeats));
 }
 
 }  // namespace tessel::worker

@@ -12,9 +12,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "measure/measurement.h"
 #include "worker/host/host_compiler.h"
-#include "worker/verify.h"
-#include "worker/verify_types.h"
+#include "worker/output_compare.h"
 
 namespace tessel::worker {
 
@@ -24,8 +24,8 @@ namespace tessel::worker {
 absl::Status RunHostModule(const HostModule& module, HostBuffers* buffers);
 
 // Times the program on `buffers` as described above. Outputs hold the last run's results.
-absl::StatusOr<Timings> TimeHostModule(const HostModule& module, HostBuffers* buffers,
-                                       const TimingOptions& options = {});
+absl::StatusOr<measure::Timings> TimeHostModule(const HostModule& module, HostBuffers* buffers,
+                                                const measure::TimingOptions& options = {});
 
 // Total size of the last-level caches of this machine (every instance, from
 // /sys/devices/system/cpu), or 64 MiB when it cannot be read.

@@ -16,15 +16,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "measure/measurement.h"
 #include "proto/convert.h"
 #include "proto/measure_child.pb.h"
 #include "schedules/target/target.h"
 #include "schedules/util/fnv1a.h"
+#include "worker/backend.h"
 #include "worker/host/host_compiler.h"
 #include "worker/host/host_runner.h"
 #include "worker/isolation/frame_io.h"
-#include "worker/measure_result.h"
-#include "worker/verify_run.h"
 #ifdef TESSEL_HAVE_CUDA
 #include "worker/cuda/cuda_runner.h"
 #include "worker/cuda/nvrtc_compiler.h"
@@ -155,7 +155,7 @@ class Child {
   proto::ChildResult Measure(const proto::ChildMeasure& request) {
     proto::ChildResult out;
     out.set_token(request.token());
-    CandidateResult result = MeasureImpl(request);
+    measure::Measurement result = MeasureImpl(request);
     result.device = options_.device;
     proto::ToProto(result, out.mutable_result());
 #ifdef TESSEL_HAVE_CUDA
@@ -165,18 +165,18 @@ class Child {
   }
 
  private:
-  CandidateResult MeasureImpl(const proto::ChildMeasure& request) {
+  measure::Measurement MeasureImpl(const proto::ChildMeasure& request) {
     absl::StatusOr<schedules::GeneratedSource> candidate = proto::FromProto(request.candidate());
-    if (!candidate.ok()) return CandidateResult::FromStatus(candidate.status());
+    if (!candidate.ok()) return measure::Measurement::FromStatus(candidate.status());
     RunOptions run;
 #ifdef TESSEL_HAVE_CUDA
     run.device = device_.get();
 #endif
     absl::StatusOr<std::unique_ptr<Executable>> exe =
         PrepareCompiled(*candidate, FromArtifact(request.candidate_artifact()), run);
-    CandidateResult result;
+    measure::Measurement result;
     if (!exe.ok()) {
-      result = CandidateResult::FromStatus(exe.status());
+      result = measure::Measurement::FromStatus(exe.status());
     } else {
       result.kernels = (*exe)->Resources();
       result = Run(request, *candidate, **exe, run, std::move(result));
@@ -186,16 +186,16 @@ class Child {
     return result;
   }
 
-  CandidateResult Run(const proto::ChildMeasure& request,
-                      const schedules::GeneratedSource& candidate, Executable& exe,
-                      const RunOptions& run, CandidateResult result) {
+  measure::Measurement Run(const proto::ChildMeasure& request,
+                           const schedules::GeneratedSource& candidate, Executable& exe,
+                           const RunOptions& run, measure::Measurement result) {
     const uint64_t seed = CandidateSeed(request.options().verify_seed(), request.candidate_id());
     VerifyProfile profile;
     bool verified = false;
     if (!request.options().skip_verify()) {
       absl::Status ref = PrepareReference(request, run);
       if (!ref.ok()) {
-        result.status = MeasureStatus::kWorkerError;
+        result.status = measure::MeasureStatus::kWorkerError;
         result.error = std::string(ref.message());
         return result;
       }
@@ -209,17 +209,17 @@ class Child {
       verified = true;
       if (!s.ok()) {
         WriteProfile(request.candidate_id(), profile, result.verify_ms, -1, -1);
-        CandidateResult failed = CandidateResult::FromStatus(s);
+        measure::Measurement failed = measure::Measurement::FromStatus(s);
         failed.kernels = std::move(result.kernels);
         failed.verify_ms = result.verify_ms;
         return failed;
       }
     }
-    TimingOptions timing;
+    measure::TimingOptions timing;
     if (request.options().has_timing()) {
-      absl::StatusOr<TimingOptions> t = proto::FromProto(request.options().timing());
+      absl::StatusOr<measure::TimingOptions> t = proto::FromProto(request.options().timing());
       if (!t.ok()) {
-        result.status = MeasureStatus::kWorkerError;
+        result.status = measure::MeasureStatus::kWorkerError;
         result.error = std::string(t.status().message());
         return result;
       }
@@ -227,19 +227,19 @@ class Child {
     }
     double timing_fill_ms = 0;
     const auto timing_start = std::chrono::steady_clock::now();
-    absl::StatusOr<Timings> timings =
+    absl::StatusOr<measure::Timings> timings =
         TimePrepared(candidate, exe, seed, FillOptions(), timing, &timing_fill_ms);
     if (verified) {
       WriteProfile(request.candidate_id(), profile, result.verify_ms, timing_fill_ms,
                    MsSince(timing_start));
     }
     if (!timings.ok()) {
-      CandidateResult failed = CandidateResult::FromStatus(timings.status());
+      measure::Measurement failed = measure::Measurement::FromStatus(timings.status());
       failed.kernels = std::move(result.kernels);
       failed.verify_ms = result.verify_ms;
       return failed;
     }
-    result.status = MeasureStatus::kOk;
+    result.status = measure::MeasureStatus::kOk;
     result.timings = std::move(*timings);
     return result;
   }

@@ -140,10 +140,10 @@ absl::Status MeasureChild::Start() {
   return absl::OkStatus();
 }
 
-CandidateResult MeasureChild::Measure(const proto::ChildMeasure& request, double timeout_s) {
+measure::Measurement MeasureChild::Measure(const proto::ChildMeasure& request, double timeout_s) {
   if (absl::Status s = Start(); !s.ok()) {
-    CandidateResult r;
-    r.status = MeasureStatus::kWorkerError;
+    measure::Measurement r;
+    r.status = measure::MeasureStatus::kWorkerError;
     r.error = std::string(s.message());
     return r;
   }
@@ -158,7 +158,7 @@ CandidateResult MeasureChild::Measure(const proto::ChildMeasure& request, double
     s = ReadFrame(fd_, &response, deadline);
     if (s.ok() && response.has_result() && response.result().token() == token) break;
   }
-  CandidateResult result;
+  measure::Measurement result;
   result.device = options_.device;
   result.device_name = device_.name();
   result.compile_ms = request.candidate_artifact().compile_ms();
@@ -171,7 +171,7 @@ CandidateResult MeasureChild::Measure(const proto::ChildMeasure& request, double
   }
   if (absl::IsDeadlineExceeded(s)) {
     Reap(/*kill=*/true);
-    result.status = MeasureStatus::kTimeout;
+    result.status = measure::MeasureStatus::kTimeout;
     result.error = absl::StrFormat(
         "the candidate ran past the %.3g s time limit for verification and timing (a hang or an "
         "infinite loop); the measuring process was killed and is restarted; raise "
@@ -180,7 +180,7 @@ CandidateResult MeasureChild::Measure(const proto::ChildMeasure& request, double
     return result;
   }
   const std::string how = Reap(/*kill=*/false);
-  result.status = MeasureStatus::kRuntimeError;
+  result.status = measure::MeasureStatus::kRuntimeError;
   result.error = absl::StrCat("the candidate crashed the measuring process (", how,
                               "); the process is restarted for the next candidate");
   return result;

@@ -18,10 +18,10 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "measure/measurement.h"
 #include "proto/measure_child.pb.h"
 #include "proto/tessel.pb.h"
 #include "worker/compile_pool.h"
-#include "worker/measure_result.h"
 
 namespace tessel::worker {
 
@@ -53,7 +53,7 @@ class MeasureChild {
 
   // Measures one candidate. Never fails: problems of the child become the result's status
   // (runtime_error for a crash, timeout past `timeout_s`, worker_error when no child can start).
-  CandidateResult Measure(const proto::ChildMeasure& request, double timeout_s);
+  measure::Measurement Measure(const proto::ChildMeasure& request, double timeout_s);
 
   // How many times a child was started (1 after the first Start).
   int starts() const { return starts_; }

@@ -1,4 +1,4 @@
-#include "worker/verify.h"
+#include "worker/output_compare.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "measure/measurement.h"
 #include "schedules/util/check.h"
-#include "worker/verify_gen.h"
-#include "worker/verify_types.h"
+#include "worker/input_gen.h"
 
 namespace tessel::worker {
 namespace {
@@ -444,7 +444,7 @@ absl::Status ExactVerdict(const Buffer& b, const CompareStats& cs,
 
 absl::Status MarkVerifyFailed(absl::Status s) {
   if (s.code() == absl::StatusCode::kFailedPrecondition) {
-    s = WithFailureKind(std::move(s), FailureKind::kVerifyFailed);
+    s = measure::WithMeasureStatus(std::move(s), measure::MeasureStatus::kVerifyFailed);
   }
   return s;
 }
@@ -652,9 +652,9 @@ absl::Status CompareOutputs(const std::vector<ProgramBuffer>& buffers, const Hos
         "the program has no output buffer to compare: mark the results with BufferRole::kOutput");
   }
   if (failures.empty()) return absl::OkStatus();
-  return WithFailureKind(absl::FailedPreconditionError(
-                             absl::StrCat("verification failed: ", absl::StrJoin(failures, " | "))),
-                         FailureKind::kVerifyFailed);
+  return measure::WithMeasureStatus(absl::FailedPreconditionError(absl::StrCat(
+                                        "verification failed: ", absl::StrJoin(failures, " | "))),
+                                    measure::MeasureStatus::kVerifyFailed);
 }
 
 }  // namespace tessel::worker

@@ -1,8 +1,10 @@
 #pragma once
 
-// Backend-independent verification (DESIGN.md section 6): host copies of a program's buffers,
-// random inputs from a seeded engine, NaN-poisoned outputs, and the comparison of a candidate's
-// outputs with the reference's under dtype-dependent tolerances.
+// The numeric comparison of a candidate's outputs with the reference's (DESIGN.md section 6),
+// independent of the backend, and the host buffers it compares: host copies of a program's
+// buffers, random inputs from a seeded engine, NaN-poisoned outputs, and the comparison under
+// dtype-dependent tolerances. (The backends that run the programs: backend.h; the check against
+// a target's limits: schedules/.)
 //
 // The tolerance rule, for each floating-point output buffer (f32, f16, bf16, f64):
 //
@@ -45,7 +47,7 @@
 #include "absl/status/statusor.h"
 #include "schedules/ir/dtype.h"
 #include "schedules/lower/program.h"
-#include "worker/verify_gen.h"
+#include "worker/input_gen.h"
 
 namespace tessel::worker {
 
@@ -138,9 +140,9 @@ struct CompareOptions {
 };
 
 // Compares every kOutput buffer of `candidate` with `reference`. OK when all pass; otherwise a
-// status (with FailureKind::kVerifyFailed) whose message names each failing buffer, how many
-// elements differ, the first and the largest mismatch (index, multi-index, both values), how many
-// elements were never written (still poisoned) and the relative L2 error. A reference that
+// status (with measure::MeasureStatus::kVerifyFailed) whose message names each failing buffer, how
+// many elements differ, the first and the largest mismatch (index, multi-index, both values), how
+// many elements were never written (still poisoned) and the relative L2 error. A reference that
 // contains NaN or unwritten elements is an error too (the reference program is wrong).
 absl::Status CompareOutputs(const std::vector<schedules::ProgramBuffer>& buffers,
                             const HostBuffers& reference, const HostBuffers& candidate,
@@ -153,7 +155,7 @@ absl::Status CompareBuffer(const schedules::Buffer& buffer, const ByteVector& re
 // ---- The comparison's pieces, shared by CompareBuffer (host) and the GPU verifier
 // (worker/cuda/cuda_verifier.h), so that both apply the same rule and say the same thing.
 
-// The generator's dtype code (verify_gen.h) and parameters for FillOptions.
+// The generator's dtype code (input_gen.h) and parameters for FillOptions.
 int GenDTypeOf(schedules::DType dtype);
 tessel_gen::GenParams GenParamsOf(const FillOptions& options);
 // The storage bits FillInputs writes for element `element` (in allocation order, padding
@@ -197,7 +199,8 @@ absl::Status FloatVerdict(const schedules::Buffer& buffer, const Tolerance& tole
 // Integers and bool (bit-exact).
 absl::Status ExactVerdict(const schedules::Buffer& buffer, const CompareStats& candidate,
                           const std::function<int64_t(bool, int64_t)>& value);
-// Attaches FailureKind::kVerifyFailed to a FailedPrecondition (the candidate's mismatch).
+// Attaches measure::MeasureStatus::kVerifyFailed to a FailedPrecondition (the candidate's
+// mismatch).
 absl::Status MarkVerifyFailed(absl::Status status);
 
 }  // namespace tessel::worker

@@ -1,4 +1,4 @@
-#include "worker/verify_run.h"
+#include "worker/backend.h"
 
 #include <algorithm>
 #include <chrono>
@@ -29,7 +29,8 @@ class HostExecutable : public Executable {
   Backend backend() const override { return Backend::kHost; }
   double compile_ms() const override { return module_.compile_ms(); }
   absl::Status Run(HostBuffers* buffers) override { return RunHostModule(module_, buffers); }
-  absl::StatusOr<Timings> Time(HostBuffers* buffers, const TimingOptions& options) override {
+  absl::StatusOr<measure::Timings> Time(HostBuffers* buffers,
+                                        const measure::TimingOptions& options) override {
     return TimeHostModule(module_, buffers, options);
   }
 
@@ -61,18 +62,19 @@ class CudaExecutable : public Executable {
     return device_->Download(**dev, buffers, /*include_inputs=*/true);
   }
 
-  absl::StatusOr<Timings> Time(HostBuffers* buffers, const TimingOptions& options) override {
+  absl::StatusOr<measure::Timings> Time(HostBuffers* buffers,
+                                        const measure::TimingOptions& options) override {
     absl::StatusOr<std::unique_ptr<CudaBuffers>> dev = device_->Allocate(buffers_);
     if (!dev.ok()) return dev.status();
     if (absl::Status s = device_->Upload(*buffers, dev->get()); !s.ok()) return s;
     return device_->Time(*program_, **dev, options);
   }
 
-  std::vector<KernelResources> Resources() const override {
-    std::vector<KernelResources> out;
+  std::vector<measure::KernelResources> Resources() const override {
+    std::vector<measure::KernelResources> out;
     for (const CudaKernelInfo& k : program_->kernels()) {
-      out.push_back(KernelResources{k.entry, k.registers, k.static_shared_bytes,
-                                    k.launch.dynamic_shared_bytes, k.local_bytes});
+      out.push_back(measure::KernelResources{k.entry, k.registers, k.static_shared_bytes,
+                                             k.launch.dynamic_shared_bytes, k.local_bytes});
     }
     return out;
   }
@@ -154,7 +156,8 @@ absl::Status SameInterface(const GeneratedSource& candidate, const GeneratedSour
   return absl::OkStatus();
 }
 
-// A failure of the reference is not the candidate's: drop the FailureKind and say whose it is.
+// A failure of the reference is not the candidate's: drop the measure::MeasureStatus and say whose
+// it is.
 absl::Status ReferenceError(const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat("the reference program failed (fix the reference, "
                                              "not the candidate): ",
@@ -260,11 +263,12 @@ absl::Status RunAndVerify(const GeneratedSource& candidate, const GeneratedSourc
 namespace {
 
 absl::Status InputWritten(const GeneratedSource& candidate, size_t i, int64_t at) {
-  return WithFailureKind(absl::FailedPreconditionError(absl::StrCat(
-                             "verification failed: the candidate wrote into input buffer '",
-                             candidate.buffers[i].buffer->name, "' (first changed byte at offset ",
-                             at, "): inputs are read-only")),
-                         FailureKind::kVerifyFailed);
+  return measure::WithMeasureStatus(
+      absl::FailedPreconditionError(
+          absl::StrCat("verification failed: the candidate wrote into input buffer '",
+                       candidate.buffers[i].buffer->name, "' (first changed byte at offset ", at,
+                       "): inputs are read-only")),
+      measure::MeasureStatus::kVerifyFailed);
 }
 
 // VerifyPrepared on the host: fill, copy, run, copy back, compare.
@@ -405,9 +409,9 @@ absl::Status VerifyOnDevice(const GeneratedSource& candidate, CudaExecutable& ca
         "the program has no output buffer to compare: mark the results with BufferRole::kOutput");
   }
   if (failures.empty()) return absl::OkStatus();
-  return WithFailureKind(absl::FailedPreconditionError(
-                             absl::StrCat("verification failed: ", absl::StrJoin(failures, " | "))),
-                         FailureKind::kVerifyFailed);
+  return measure::WithMeasureStatus(absl::FailedPreconditionError(absl::StrCat(
+                                        "verification failed: ", absl::StrJoin(failures, " | "))),
+                                    measure::MeasureStatus::kVerifyFailed);
 }
 #endif
 
@@ -435,9 +439,10 @@ absl::Status VerifyPrepared(const GeneratedSource& candidate, Executable& candid
   return VerifyOnHost(candidate, candidate_exe, reference, reference_exe, seed, options, profile);
 }
 
-absl::StatusOr<Timings> TimePrepared(const GeneratedSource& source, Executable& exe, uint64_t seed,
-                                     const FillOptions& fill, const TimingOptions& timing,
-                                     double* fill_ms) {
+absl::StatusOr<measure::Timings> TimePrepared(const GeneratedSource& source, Executable& exe,
+                                              uint64_t seed, const FillOptions& fill,
+                                              const measure::TimingOptions& timing,
+                                              double* fill_ms) {
   const auto t = std::chrono::steady_clock::now();
 #ifdef TESSEL_HAVE_CUDA
   if (auto* cuda = dynamic_cast<CudaExecutable*>(&exe); cuda != nullptr) {
@@ -460,7 +465,8 @@ absl::StatusOr<Timings> TimePrepared(const GeneratedSource& source, Executable& 
   return exe.Time(&*buffers, timing);
 }
 
-absl::StatusOr<Timings> Measure(const GeneratedSource& source, const MeasureOptions& options) {
+absl::StatusOr<measure::Timings> Measure(const GeneratedSource& source,
+                                         const MeasureOptions& options) {
   absl::StatusOr<std::unique_ptr<Executable>> exe = Prepare(source, options.run);
   if (!exe.ok()) return exe.status();
   absl::StatusOr<HostBuffers> buffers =

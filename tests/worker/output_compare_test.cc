@@ -1,4 +1,4 @@
-#include "worker/verify.h"
+#include "worker/output_compare.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "measure/measurement.h"
 #include "schedules/ir/buffer.h"
-#include "worker/verify_types.h"
 
 namespace tessel::worker {
 namespace {
@@ -138,7 +138,7 @@ TEST(VerifyTest, F32SystematicErrorFails) {
   for (float& x : cand) x *= 1.0f + 5e-4f;  // 5x the f32 tolerance, everywhere
   absl::Status s = CompareF32(ref, cand);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(GetFailureKind(s), FailureKind::kVerifyFailed);
+  EXPECT_EQ(measure::AttachedMeasureStatus(s), measure::MeasureStatus::kVerifyFailed);
   EXPECT_NE(s.message().find("output 'C'"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("relative L2 error"), absl::string_view::npos) << s;
 }
@@ -193,7 +193,7 @@ TEST(VerifyTest, NaNNeverPasses) {
   absl::Status r = CompareBuffer(*buf, F32Bytes(cand), F32Bytes(ref), loose);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("reference"), absl::string_view::npos) << r;
-  EXPECT_FALSE(GetFailureKind(r).has_value());
+  EXPECT_FALSE(measure::AttachedMeasureStatus(r).has_value());
 }
 
 TEST(VerifyTest, UnwrittenElementsAreReported) {
@@ -271,18 +271,18 @@ TEST(VerifyTest, CompareOutputsNamesEveryFailingBuffer) {
   cand.data[2] = F32Bytes(vals);
   absl::Status s = CompareOutputs(buffers, *ref, cand);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(GetFailureKind(s), FailureKind::kVerifyFailed);
+  EXPECT_EQ(measure::AttachedMeasureStatus(s), measure::MeasureStatus::kVerifyFailed);
   EXPECT_NE(s.message().find("output 'Y'"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("output 'Z'"), absl::string_view::npos) << s;
 }
 
 TEST(VerifyTest, TimingsSummaries) {
-  Timings odd = MakeTimings({3, 1, 2});
+  measure::Timings odd = measure::MakeTimings({3, 1, 2});
   EXPECT_EQ(odd.median_ms, 2);
   EXPECT_EQ(odd.min_ms, 1);
   EXPECT_EQ(odd.max_ms, 3);
   EXPECT_EQ(odd.repeats_ms, (std::vector<double>{3, 1, 2}));  // measurement order kept
-  EXPECT_EQ(MakeTimings({4, 1, 2, 3}).median_ms, 2.5);
+  EXPECT_EQ(measure::MakeTimings({4, 1, 2, 3}).median_ms, 2.5);
 }
 
 }  // namespace

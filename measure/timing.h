@@ -1,35 +1,14 @@
 #pragma once
 
-// Types shared by every backend of the worker (host and CUDA): how a candidate failed, and what a
-// timing run asks for and returns. A leaf header: no backend depends on another through it.
+// What a timing run asks for (TimingOptions) and what it returns (Timings, with the hardware
+// counters when asked for): the timing vocabulary of every backend of the worker, of the server
+// that sets the options of a job, and of everything that reads a measurement back.
 
-#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
-
-namespace tessel::worker {
-
-// How a candidate failed, attached to an absl::Status as a payload so that the worker daemon can
-// map any error of this library to MeasureResult's status without parsing messages (DESIGN.md
-// section 3). Statuses without the payload are infrastructure errors (no driver, out of disk).
-enum class FailureKind : uint8_t {
-  kCompileError,         // the system compiler or NVRTC rejected the source
-  kVerifyFailed,         // the outputs differ from the reference (or were not all written)
-  kRuntimeError,         // a launch or the kernel itself failed (illegal address, trap, ...)
-  kTimeout,              // the kernel or the compiler ran past its time limit
-  kDeviceLimitExceeded,  // threads, shared memory or registers over what the device allows
-};
-
-// "compile_error", "verify_failed", "runtime_error", "timeout", "device_limit_exceeded".
-const char* FailureKindName(FailureKind kind);
-
-// Returns `status` with the failure kind attached (an OK status is returned unchanged).
-absl::Status WithFailureKind(absl::Status status, FailureKind kind);
-// The failure kind attached by WithFailureKind, if any.
-std::optional<FailureKind> GetFailureKind(const absl::Status& status);
+namespace tessel::measure {
 
 // How to time a program. Each repeat is timed alone (device events on the GPU, a steady clock on
 // the host) with the caches flushed before it; repeats go on until both `min_repeats` and
@@ -76,18 +55,9 @@ struct Timings {
   std::string note;
 };
 
-// What the loader found out about one compiled kernel (CUDA; the host reports none).
-struct KernelResources {
-  std::string entry;
-  int registers = 0;  // per thread
-  int64_t static_shared_bytes = 0;
-  int64_t dynamic_shared_bytes = 0;
-  int64_t local_bytes_per_thread = 0;  // spills and local arrays
-};
-
 // Fills median (the mean of the two middle values for an even count), min and max.
 Timings MakeTimings(std::vector<double> repeats_ms);
 // The median as MakeTimings computes it; 0 for none.
 double MedianOf(std::vector<double> values);
 
-}  // namespace tessel::worker
+}  // namespace tessel::measure

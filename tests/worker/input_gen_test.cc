@@ -1,8 +1,8 @@
-// The verification input generator shared by the host and the GPU (worker/verify_gen.h): the
+// The verification input generator shared by the host and the GPU (worker/input_gen.h): the
 // values are those of the original host FillInputs, every dtype, default and custom ranges; the
 // GPU verifier's source embeds the same generator and compiles with NVRTC (no GPU needed).
 
-#include "worker/verify_gen.h"
+#include "worker/input_gen.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "schedules/ir/buffer.h"
-#include "worker/verify.h"
+#include "worker/output_compare.h"
 
 #ifdef TESSEL_HAVE_CUDA
 #include "worker/cuda/cuda_verifier.h"
@@ -30,8 +30,8 @@ using schedules::DType;
 using schedules::MakeBuffer;
 using schedules::ProgramBuffer;
 
-// The host generator as it was written before it was shared (worker/verify.cc, FillBuffer): the
-// oracle that the shared generator must reproduce bit for bit.
+// The host generator as it was written before it was shared (worker/output_compare.cc, FillBuffer):
+// the oracle that the shared generator must reproduce bit for bit.
 constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ull;
 uint64_t Mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -224,7 +224,7 @@ TEST(VerifyGenTest, UnorderedMergeNamesTheSameFirstAndWorstElementsAsTheOrderedO
 
 #ifdef TESSEL_HAVE_CUDA
 TEST(VerifyGenTest, GpuVerifierSourceEmbedsThisGeneratorAndCompilesWithNvrtc) {
-  std::ifstream in(std::string(TESSEL_SOURCE_DIR) + "/worker/verify_gen.h");
+  std::ifstream in(std::string(TESSEL_SOURCE_DIR) + "/worker/input_gen.h");
   ASSERT_TRUE(in.good());
   std::stringstream text;
   text << in.rdbuf();

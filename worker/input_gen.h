@@ -1,8 +1,8 @@
 #pragma once
 
-// The verification input generator, shared by the host (worker/verify.cc FillInputs) and the GPU
-// (worker/cuda/cuda_verifier.cc compiles this very text with NVRTC, embedded at build time), so
-// that both produce bit-identical inputs: element i of input buffer b depends only on
+// The verification input generator, shared by the host (worker/output_compare.cc FillInputs) and
+// the GPU (worker/cuda/cuda_verifier.cc compiles this very text with NVRTC, embedded at build
+// time), so that both produce bit-identical inputs: element i of input buffer b depends only on
 // (seed, b, i), through SplitMix64's finalizer in counter mode.
 //
 // This file must compile as host C++ and as NVRTC device code: no #include, only built-in types,

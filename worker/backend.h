@@ -14,11 +14,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "measure/measurement.h"
 #include "schedules/codegen/source.h"
 #include "worker/cuda/nvrtc_compiler.h"
 #include "worker/host/host_compiler.h"
-#include "worker/verify.h"
-#include "worker/verify_types.h"
+#include "worker/output_compare.h"
 
 namespace tessel::worker {
 
@@ -51,12 +51,14 @@ class Executable {
   virtual absl::Status Run(HostBuffers* buffers) = 0;
   // Times the program on `buffers` (TimeHostModule / CudaDevice::Time). The host copies of the
   // outputs are left as they were on the GPU, and hold the last run's results on the host.
-  virtual absl::StatusOr<Timings> Time(HostBuffers* buffers, const TimingOptions& options) = 0;
+  virtual absl::StatusOr<measure::Timings> Time(HostBuffers* buffers,
+                                                const measure::TimingOptions& options) = 0;
   // Registers, shared and local memory per kernel where the backend knows them (CUDA).
-  virtual std::vector<KernelResources> Resources() const { return {}; }
+  virtual std::vector<measure::KernelResources> Resources() const { return {}; }
 };
 
-// Compiles `source` for its backend (and loads it onto the GPU). Errors carry a FailureKind.
+// Compiles `source` for its backend (and loads it onto the GPU). Errors carry a
+// measure::MeasureStatus.
 absl::StatusOr<std::unique_ptr<Executable>> Prepare(const schedules::GeneratedSource& source,
                                                     const RunOptions& options = {});
 
@@ -96,8 +98,8 @@ struct VerifyOptions {
 
 // Fills the inputs once from `seed` (random, never zeros), poisons the outputs, runs the
 // reference and the candidate each on its own copy, checks that the candidate left its inputs
-// alone, and compares every output (CompareOutputs; see verify.h for the tolerance rule).
-// OK when the candidate passes. Candidate failures carry a FailureKind (compile_error,
+// alone, and compares every output (CompareOutputs; see output_compare.h for the tolerance rule).
+// OK when the candidate passes. Candidate failures carry a measure::MeasureStatus (compile_error,
 // verify_failed, runtime_error, device_limit_exceeded, timeout); problems of the reference or of
 // the setup (different buffer lists, no GPU) carry none and say so.
 absl::Status RunAndVerify(const schedules::GeneratedSource& candidate,
@@ -112,7 +114,7 @@ absl::Status VerifyPrepared(const schedules::GeneratedSource& candidate, Executa
 
 struct MeasureOptions {
   RunOptions run;
-  TimingOptions timing;
+  measure::TimingOptions timing;
   uint64_t seed = 0;  // the inputs are random (timing on zeros flatters some kernels)
   FillOptions fill;
 };
@@ -120,12 +122,14 @@ struct MeasureOptions {
 // Times a prepared program on fresh inputs from `seed` (filled on the GPU for CUDA programs, as
 // FillInputs would on the host) and poisoned outputs. `fill_ms`, when set, receives the time spent
 // allocating and filling.
-absl::StatusOr<Timings> TimePrepared(const schedules::GeneratedSource& source, Executable& exe,
-                                     uint64_t seed, const FillOptions& fill,
-                                     const TimingOptions& timing, double* fill_ms = nullptr);
+absl::StatusOr<measure::Timings> TimePrepared(const schedules::GeneratedSource& source,
+                                              Executable& exe, uint64_t seed,
+                                              const FillOptions& fill,
+                                              const measure::TimingOptions& timing,
+                                              double* fill_ms = nullptr);
 
 // Compiles `source`, fills its inputs, and times it (every repeat and the median).
-absl::StatusOr<Timings> Measure(const schedules::GeneratedSource& source,
-                                const MeasureOptions& options = {});
+absl::StatusOr<measure::Timings> Measure(const schedules::GeneratedSource& source,
+                                         const MeasureOptions& options = {});
 
 }  // namespace tessel::worker

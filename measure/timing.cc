@@ -1,0 +1,23 @@
+#include "measure/timing.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace tessel::measure {
+
+Timings MakeTimings(std::vector<double> repeats_ms) {
+  Timings t;
+  t.repeats_ms = std::move(repeats_ms);
+  if (t.repeats_ms.empty()) return t;
+  std::vector<double> sorted = t.repeats_ms;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  t.median_ms = n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  t.min_ms = sorted.front();
+  t.max_ms = sorted.back();
+  return t;
+}
+
+double MedianOf(std::vector<double> values) { return MakeTimings(std::move(values)).median_ms; }
+
+}  // namespace tessel::measure
