@@ -12,9 +12,9 @@
 #include "schedules/ir/simplify.h"
 #include "schedules/ir/stmt_functor.h"
 #include "schedules/ir/substitute.h"
-#include "schedules/lower/bound.h"
 #include "schedules/lower/compact_thread_axes.h"
 #include "schedules/lower/inject_vthread.h"
+#include "schedules/schedule/region.h"
 
 namespace tessel::schedules {
 

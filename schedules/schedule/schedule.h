@@ -10,12 +10,19 @@
 //
 // Model (TVM tensor-expression style): a stage computes one tensor. Its loop nest is derived
 // from the tensor's axes by split/fuse relations; compute_at attaches a producer inside a loop of
-// a consumer and computes only the region that loop needs (region inference, lower/bound.h);
+// a consumer and computes only the region that loop needs (region inference, region.h);
 // cache_read/cache_write insert copy stages in shared or local memory. Binding a reduction loop
 // to threadIdx.* makes a cross-thread reduction (warp shuffles and shared memory); rfactor splits
 // a reduction in two stages so that several blocks can share one reduction.
 //
 // Threads: a Schedule is a value; use one from one thread at a time. Copies are independent.
+//
+// Code layout: Schedule is both the schedule state and the recording facade. schedule.cc holds
+// the state and its bookkeeping (handles, stage lookup, loop resets); the primitives are member
+// functions defined one family per file in primitive/ (sampling.cc, loop_transformation.cc,
+// loop_kind.cc, cache.cc, compute_at.cc, compute_inline.cc, layout.cc, annotation.cc,
+// reduction.cc, reduction_fusion.cc, lookup.cc). Each family file also names its instructions
+// once and registers how a trace applies them (instruction_table.h), which is what Replay uses.
 
 #include <cstdint>
 #include <optional>
@@ -175,8 +182,6 @@ class Schedule {
   // "pipeline_depth" (reserved).
 
  private:
-  friend absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace,
-                                         uint64_t seed);
   struct RVEntry {
     char kind;  // 'b', 'l', 'v'
     std::string stage;
@@ -197,11 +202,15 @@ class Schedule {
   absl::Status CheckFusable(const Stage& s, const Stage& m, const char* prim) const;
   // The first stage attached to a loop of stage `name`, or nullptr.
   const Stage* AttachedTo(const std::string& name) const;
+  // The root extents `s` would get attached at `at` (region inference); s->attach is unchanged.
+  absl::StatusOr<std::vector<int64_t>> RegionAt(Stage* s, const AttachPoint& at, const char* prim);
   // compute_at / reverse_compute_at: attaches `s`, sizes its fresh loops to the region it must
   // compute there and records the instruction; on failure the attachment is unchanged.
   absl::Status AttachAt(Stage* s, AttachPoint at, BlockRV block, LoopRV loop, const char* prim);
   // compute_at's checks of attaching `s` inside a loop of `t` (all but region inference).
   absl::Status CheckComputeAt(const Stage* s, const Stage* t, const char* prim) const;
+  // Whether compute_at accepts `s` at loop `iter` of `t` now: its checks and region inference.
+  absl::Status CheckComputeAtLoop(Stage* s, const Stage* t, int iter);
   void RecordAnnotate(const char* kind, const std::string& target, const std::string& key,
                       Factor value);
   // parallel / vectorize / unroll: marks the loop and records the instruction.

@@ -12,38 +12,6 @@ bool Instruction::operator==(const Instruction& o) const {
          decision == o.decision;
 }
 
-const std::vector<std::string>& InstructionKinds() {
-  static const std::vector<std::string> kinds = {"get_stage",
-                                                 "get_loops",
-                                                 "sample_perfect_tile",
-                                                 "sample_categorical",
-                                                 "sample_compute_location",
-                                                 "split",
-                                                 "fuse",
-                                                 "reorder",
-                                                 "bind",
-                                                 "parallel",
-                                                 "vectorize",
-                                                 "unroll",
-                                                 "cache_read",
-                                                 "cache_write",
-                                                 "compute_at",
-                                                 "reverse_compute_at",
-                                                 "compute_inline",
-                                                 "reverse_compute_inline",
-                                                 "storage_align",
-                                                 "split_buffer_axis",
-                                                 "set_scope",
-                                                 "annotate_loop",
-                                                 "annotate_stage",
-                                                 "decompose_reduction",
-                                                 "rfactor",
-                                                 "fuse_online_max",
-                                                 "center_partials",
-                                                 "fuse_centered_sum"};
-  return kinds;
-}
-
 nlohmann::json Trace::ToJson() const {
   nlohmann::json insts_json = nlohmann::json::array();
   for (const Instruction& i : insts) {

@@ -44,7 +44,8 @@ struct Trace {
   bool operator==(const Trace& o) const { return insts == o.insts; }
 };
 
-// The kinds a trace may contain (for validation and documentation).
+// The kinds a trace may contain (for validation and documentation): those of the built-in
+// instruction table (instruction_table.h), in registration order.
 const std::vector<std::string>& InstructionKinds();
 
 }  // namespace tessel::schedules

@@ -1,5 +1,6 @@
-// Tests of lowering (schedules/lower/lower.h, bound.h): region inference for attached stages,
-// guards, the reference schedules, and the Program's buffers and kernel parameters.
+// Tests of lowering (schedules/lower/lower.h, schedules/schedule/region.h): region inference for
+// attached stages, guards, the reference schedules, and the Program's buffers and kernel
+// parameters.
 
 #include "schedules/lower/lower.h"
 
@@ -9,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "schedules/lower/bound.h"
+#include "schedules/schedule/region.h"
 #include "schedules/schedule/schedule.h"
 #include "tests/schedules/test_workloads.h"
 

@@ -1,4 +1,4 @@
-#include "schedules/lower/bound.h"
+#include "schedules/schedule/region.h"
 
 #include <map>
 #include <optional>

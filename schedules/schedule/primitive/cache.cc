@@ -1,0 +1,206 @@
+// Cache stages: cache_read copies a tensor into shared or local memory for some of its readers;
+// cache_write moves a stage's computation into a shared or local stage that it then copies out.
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "schedules/ir/substitute.h"
+#include "schedules/schedule/instruction_table.h"
+#include "schedules/schedule/primitive/common.h"
+#include "schedules/schedule/primitive/register.h"
+#include "schedules/schedule/schedule.h"
+#include "schedules/util/status_macros.h"
+
+namespace tessel::schedules {
+
+namespace {
+
+constexpr char kCacheRead[] = "cache_read";
+constexpr char kCacheWrite[] = "cache_write";
+
+}  // namespace
+
+absl::StatusOr<BlockRV> Schedule::CacheRead(std::string tensor, const std::string& scope,
+                                            const std::vector<BlockRV>& readers) {
+  const char* prim = kCacheRead;
+  MemScope ms;
+  if (!ParseMemScope(scope, &ms) || ms == MemScope::kGlobal) {
+    return Invalid(prim, absl::StrCat("unknown cache scope '", scope, "'; use shared or local"));
+  }
+  BufferPtr src;
+  int insert_at = 0;
+  if (int i = StageIndex(tensor); i >= 0) {
+    if (stages_[i].inlined()) {
+      return Precondition(prim, absl::StrCat("stage ", tensor,
+                                             " was inlined; it has no buffer "
+                                             "to cache"));
+    }
+    src = stages_[i].buffer;
+    insert_at = i + 1;
+    // A stage computed in another's pass is there when that stage has run.
+    if (int by = StageIndex(stages_[i].computed_by); by > i) insert_at = by + 1;
+  } else {
+    for (const BufferPtr& b : inputs_) {
+      if (b->name == tensor) src = b;
+    }
+  }
+  if (!src) {
+    return Invalid(prim, absl::StrCat("no tensor named '", tensor, "' to cache"));
+  }
+  if (readers.empty()) return Invalid(prim, "needs at least one reader stage");
+  std::vector<int> reader_idx;
+  for (BlockRV r : readers) {
+    auto st = MutableStage(r, prim);
+    if (!st.ok()) return st.status();
+    if (!Reads(**st, src.get())) {
+      return Precondition(prim, absl::StrCat("stage ", (*st)->name, " does not read ", tensor));
+    }
+    if ((*st)->online_max == tensor || (*st)->centered_sum == tensor) {
+      return Precondition(
+          prim, absl::StrCat("stage ", (*st)->name, " computes ", tensor, " in the same pass (",
+                             (*st)->online_max == tensor ? "fuse_online_max" : "fuse_centered_sum",
+                             "); it holds ", tensor, " in a register already"));
+    }
+    reader_idx.push_back(StageIndex((*st)->name));
+  }
+  Stage c;
+  c.name = UniqueStageName(absl::StrCat(tensor, "_", scope));
+  c.buffer = MakeBuffer(c.name, src->dtype, src->shape, ms);
+  std::vector<Expr> idx;
+  for (size_t d = 0; d < src->shape.size(); ++d) {
+    c.axes.push_back(MakeVar(absl::StrCat("ax", d)));
+    c.iters.push_back(IterVar{c.axes.back(), src->shape[d]});
+    c.leaves.push_back(static_cast<int>(d));
+    idx.push_back(c.axes.back());
+  }
+  c.body = MakeLoad(src, idx);
+  c.origin = kCacheRead;
+  BufferReplacer rep(src.get(), c.buffer);
+  for (int i : reader_idx) stages_[i].body = rep.Visit(stages_[i].body);
+  // Readers keep their indices; insert the copy stage before its first reader.
+  int first_reader = *std::min_element(reader_idx.begin(), reader_idx.end());
+  insert_at = std::min(std::max(insert_at, 0), first_reader);
+  stages_.insert(stages_.begin() + insert_at, std::move(c));
+  const std::string& name = stages_[insert_at].name;
+  Instruction inst{prim, {}, {{"tensor", tensor}, {"scope", scope}}, {}, {}};
+  for (BlockRV r : readers) inst.inputs.push_back(RVName(r.id));
+  BlockRV out{static_cast<int>(rvs_.size())};
+  inst.outputs.push_back(NewRV('b', {0, name}));
+  Record(std::move(inst));
+  return out;
+}
+
+absl::StatusOr<BlockRV> Schedule::CacheWrite(BlockRV block, const std::string& scope) {
+  const char* prim = kCacheWrite;
+  MemScope ms;
+  if (!ParseMemScope(scope, &ms) || ms == MemScope::kGlobal) {
+    return Invalid(prim, absl::StrCat("unknown cache scope '", scope, "'; use shared or local"));
+  }
+  auto st = MutableStage(block, prim);
+  if (!st.ok()) return st.status();
+  Stage* s = *st;
+  if (!s->relations.empty() || s->attach.kind != AttachPoint::Kind::kRoot) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " has transformed loops or is attached; cache_write "
+                                           "must come before its loops are transformed"));
+  }
+  if (!s->online_max.empty()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " computes ", s->online_max,
+                                           " in the same pass (fuse_online_max); cache_write "
+                                           "it before fusing"));
+  }
+  if (!s->centered_sum.empty()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name, " computes ", s->centered_sum,
+                                           " in the same reduction (fuse_centered_sum); "
+                                           "cache_write it before fusing"));
+  }
+  // cache_write resets the stage's loops: a binding, loop kind, annotation or decomposed
+  // initialization would be dropped silently while the trace still holds it.
+  for (int leaf : s->leaves) {
+    const IterVar& iv = s->iters[leaf];
+    if (iv.thread != ThreadTag::kNone || iv.kind != ForKind::kSerial || !iv.annotations.empty()) {
+      const std::string what = iv.thread != ThreadTag::kNone
+                                   ? absl::StrCat("bound to ", ThreadTagName(iv.thread))
+                               : iv.kind != ForKind::kSerial ? std::string(ForKindName(iv.kind))
+                                                             : std::string("annotated");
+      return Precondition(prim, absl::StrCat(LoopDesc(*s, leaf), " is already ", what,
+                                             "; cache_write must come before its loops are "
+                                             "transformed"));
+    }
+  }
+  if (s->init_at >= 0) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " has a decomposed reduction; cache_write must come "
+                                           "before its loops are transformed"));
+  }
+  Stage c;
+  c.name = UniqueStageName(absl::StrCat(s->name, "_", scope));
+  c.buffer = MakeBuffer(c.name, s->buffer->dtype, s->buffer->shape, ms);
+  // The cache stage takes over the computation with fresh variables.
+  std::unordered_map<const VarNode*, Expr> map;
+  for (const VarPtr& a : s->axes) {
+    c.axes.push_back(MakeVar(a->name));
+    map[a.get()] = c.axes.back();
+  }
+  for (const VarPtr& a : s->reduce_axes) {
+    c.reduce_axes.push_back(MakeVar(a->name));
+    map[a.get()] = c.reduce_axes.back();
+  }
+  c.reduce = s->reduce;
+  c.body = Substitute(s->body, map);
+  for (int i = 0; i < s->num_root(); ++i) {
+    IterVar iv = s->iters[i];
+    iv.var = i < static_cast<int>(c.axes.size()) ? c.axes[i] : c.reduce_axes[i - c.axes.size()];
+    iv.kind = ForKind::kSerial;
+    iv.thread = ThreadTag::kNone;
+    c.iters.push_back(iv);
+    c.leaves.push_back(i);
+  }
+  c.annotations = s->annotations;
+  c.origin = kCacheWrite;
+  // The stage becomes a copy of the cache.
+  std::vector<Expr> idx(s->axes.begin(), s->axes.end());
+  s->body = MakeLoad(c.buffer, idx);
+  s->reduce.reset();
+  s->reduce_axes.clear();
+  std::vector<int64_t> extents(s->buffer->shape.begin(), s->buffer->shape.end());
+  ResetLoops(s, extents);
+  const int at = StageIndex(s->name);
+  stages_.insert(stages_.begin() + at, std::move(c));
+  const std::string name = stages_[at].name;
+  BlockRV out{static_cast<int>(rvs_.size())};
+  Record(Instruction{prim, {RVName(block.id)}, {{"scope", scope}}, {NewRV('b', {0, name})}, {}});
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Instruction table entries.
+
+namespace {
+
+absl::Status ApplyCacheRead(InstructionReader& in) {
+  TESSEL_ASSIGN_OR_RETURN(std::string tensor, in.AttrString("tensor"));
+  TESSEL_ASSIGN_OR_RETURN(std::string scope, in.AttrString("scope"));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<BlockRV> readers, in.BlocksFrom(0));
+  TESSEL_ASSIGN_OR_RETURN(BlockRV r, in.schedule().CacheRead(tensor, scope, readers));
+  return in.BindOutput(r);
+}
+
+absl::Status ApplyCacheWrite(InstructionReader& in) {
+  TESSEL_ASSIGN_OR_RETURN(BlockRV block, in.Block(0));
+  TESSEL_ASSIGN_OR_RETURN(std::string scope, in.AttrString("scope"));
+  TESSEL_ASSIGN_OR_RETURN(BlockRV r, in.schedule().CacheWrite(block, scope));
+  return in.BindOutput(r);
+}
+
+}  // namespace
+
+void RegisterCacheInstructions(InstructionTable* table) {
+  table->Register(kCacheRead, ApplyCacheRead);
+  table->Register(kCacheWrite, ApplyCacheWrite);
+}
+
+}  // namespace tessel::schedules

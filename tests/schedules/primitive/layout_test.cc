@@ -1,0 +1,141 @@
+// Tests of the layout (set_scope, storage_align) primitives
+// (schedules/schedule/primitive/layout.cc): what each does to the stage state and to the lowered
+// IR, and each of its errors (code and message), with the state left unchanged by a failed
+// primitive.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "schedules/lower/lower.h"
+#include "schedules/schedule/schedule.h"
+#include "tests/schedules/primitive/primitive_test_util.h"
+#include "tests/schedules/test_workloads.h"
+
+namespace tessel::schedules {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace test_workloads;  // NOLINT
+using namespace primitive_test;  // NOLINT
+
+// =============================================================================================
+// set_scope, storage_align
+
+TEST(ScheduleSetScope, ChangesTheBufferEverywhere) {
+  Schedule sch = NewSchedule(ElementwiseChain(8, 32));
+  BlockRV b = BlockOf(sch, "B");
+  TESSEL_ASSERT_OK(sch.SetScope(b, "shared"));
+  EXPECT_EQ(StageNamed(sch, "B").buffer->scope, MemScope::kShared);
+  EXPECT_EQ(sch.trace().insts.back().attrs["scope"], "shared");
+  // The reader's load refers to the new buffer.
+  const Stage& c = StageNamed(sch, "C");
+  EXPECT_EQ(ToString(c.body), "max(B[i, j], 0.0)");
+  EXPECT_THAT(LowerText(sch, CudaT()),
+              HasSubstr("stage B is in shared memory but not attached to any loop"));
+  std::vector<LoopRV> cl = LoopsOf(sch, "C");
+  TESSEL_ASSERT_OK(sch.Bind(cl[0], "blockIdx.x"));
+  TESSEL_ASSERT_OK(sch.Bind(cl[1], "threadIdx.x"));
+  TESSEL_ASSERT_OK(sch.ComputeAt(b, cl[0]));
+  auto prog = Lower(sch, CudaT());
+  TESSEL_ASSERT_OK(prog);
+  const std::string ir = ToString(prog->kernels[0].body);
+  // Threads are relaxed for a shared buffer: one row of 32 per block.
+  EXPECT_THAT(ir, HasSubstr("alloc shared f32 B[1, 32]"));
+  EXPECT_THAT(ir, HasSubstr("barrier"));
+  // B is not a global buffer any more.
+  for (const ProgramBuffer& pb : prog->buffers) EXPECT_NE(pb.buffer->name, "B");
+}
+
+TEST(ScheduleErrors, SetScopeUnknown) {
+  Schedule sch = NewSchedule(ElementwiseChain(8, 8));
+  BlockRV b = BlockOf(sch, "B");
+  ExpectFails(
+      sch, [&] { return sch.SetScope(b, "texture"); }, kInvalid,
+      "set_scope: unknown scope 'texture'; use global, shared or local");
+}
+
+TEST(ScheduleErrors, SetScopeOutput) {
+  Schedule sch = NewSchedule(ElementwiseChain(8, 8));
+  BlockRV c = BlockOf(sch, "C");
+  ExpectFails(
+      sch, [&] { return sch.SetScope(c, "local"); }, kPrecondition,
+      "set_scope: stage C is an output and must stay in global memory");
+}
+
+TEST(ScheduleStorageAlign, PadsRealizedStrides) {
+  TiledMatmul t = MakeTiledMatmul(64, 64, 64);
+  Schedule& sch = t.sch;
+  BlockRV as = ValueOrDie(sch.CacheRead("A", "shared", {t.c}));
+  TESSEL_ASSERT_OK(sch.ComputeAt(as, t.k0));
+  TESSEL_ASSERT_OK(sch.StorageAlign(as, 0, 32, 1));
+  const Stage& a = StageNamed(sch, "A_shared");
+  ASSERT_EQ(a.aligns.size(), 1u);
+  EXPECT_EQ(a.aligns[0].axis, 0);
+  EXPECT_EQ(a.aligns[0].factor, 32);
+  EXPECT_EQ(a.aligns[0].offset, 1);
+  const Instruction& inst = sch.trace().insts.back();
+  EXPECT_EQ(inst.kind, "storage_align");
+  EXPECT_EQ(inst.attrs, nlohmann::json::parse(R"({"axis": 0, "factor": 32, "offset": 1})"));
+  auto prog = Lower(sch, CudaT());
+  TESSEL_ASSERT_OK(prog);
+  const AllocateNode* alloc = FindAllocate(prog->kernels[0].body, "A_shared");
+  ASSERT_NE(alloc, nullptr);
+  EXPECT_EQ(alloc->buffer->shape, (std::vector<int64_t>{16, 8}));
+  // Row stride 8 padded to 33 (33 % 32 == 1).
+  EXPECT_EQ(alloc->buffer->strides, (std::vector<int64_t>{33, 1}));
+  EXPECT_EQ(alloc->buffer->AllocatedElements(), 15 * 33 + 8);
+}
+
+TEST(ScheduleStorageAlign, AlreadyAlignedStrideUnchanged) {
+  TiledMatmul t = MakeTiledMatmul(64, 64, 64);
+  Schedule& sch = t.sch;
+  BlockRV as = ValueOrDie(sch.CacheRead("A", "shared", {t.c}));
+  TESSEL_ASSERT_OK(sch.ComputeAt(as, t.k0));
+  TESSEL_ASSERT_OK(sch.StorageAlign(as, 0, 4, 0));  // 8 % 4 == 0 already
+  auto prog = Lower(sch, CudaT());
+  TESSEL_ASSERT_OK(prog);
+  const AllocateNode* alloc = FindAllocate(prog->kernels[0].body, "A_shared");
+  ASSERT_NE(alloc, nullptr);
+  EXPECT_EQ(alloc->buffer->Strides(), (std::vector<int64_t>{8, 1}));
+}
+
+TEST(ScheduleErrors, StorageAlignBadAxis) {
+  Schedule sch = NewSchedule(Matmul(8, 8, 8));
+  BlockRV c = BlockOf(sch, "C");
+  BlockRV as = ValueOrDie(sch.CacheRead("A", "shared", {c}));
+  ExpectFails(
+      sch, [&] { return sch.StorageAlign(as, 1, 32, 1); }, kInvalid,
+      "storage_align: axis 1 of stage A_shared (rank 2) must be an outer axis in [0, 1): "
+      "the innermost stride is always 1");
+  ExpectFails(
+      sch, [&] { return sch.StorageAlign(as, -1, 32, 1); }, kInvalid,
+      "axis -1 of stage A_shared (rank 2) must be an outer axis");
+}
+
+TEST(ScheduleErrors, StorageAlignBadFactorOrOffset) {
+  Schedule sch = NewSchedule(Matmul(8, 8, 8));
+  BlockRV c = BlockOf(sch, "C");
+  BlockRV as = ValueOrDie(sch.CacheRead("A", "shared", {c}));
+  ExpectFails(
+      sch, [&] { return sch.StorageAlign(as, 0, 0, 0); }, kInvalid,
+      "storage_align: needs factor > 0 and 0 <= offset < factor, got factor 0 offset 0");
+  ExpectFails(
+      sch, [&] { return sch.StorageAlign(as, 0, 32, 32); }, kInvalid, "got factor 32 offset 32");
+  ExpectFails(
+      sch, [&] { return sch.StorageAlign(as, 0, 32, -1); }, kInvalid, "got factor 32 offset -1");
+}
+
+TEST(ScheduleErrors, StorageAlignGlobal) {
+  Schedule sch = NewSchedule(MatmulRelu(8, 8, 8));
+  BlockRV c = BlockOf(sch, "C");
+  ExpectFails(
+      sch, [&] { return sch.StorageAlign(c, 0, 32, 1); }, kPrecondition,
+      "storage_align: stage C is in global memory; storage_align pads buffers the kernel "
+      "allocates (shared, local)");
+}
+
+}  // namespace
+}  // namespace tessel::schedules

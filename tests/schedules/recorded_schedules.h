@@ -1,0 +1,179 @@
+#pragma once
+
+// Recorded schedules that together use every instruction kind of the instruction table
+// (schedules/schedule/instruction_table.h), for the trace and instruction-table tests: each
+// builds a schedule with the public Schedule API, so its trace is what the primitives record.
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "schedules/lower/lower.h"
+#include "schedules/schedule/schedule.h"
+#include "schedules/workload/builtins.h"
+#include "tests/schedules/test_workloads.h"
+
+namespace tessel::schedules::recorded_schedules {
+
+using namespace test_workloads;  // NOLINT
+
+// CUDA matmul: sampled tiles, blocks and threads, shared caches at the reduction tile,
+// storage_align, a sampled unroll annotation.
+inline Schedule CudaTiledMatmul(uint64_t seed) {
+  Schedule sch = NewSchedule(Matmul(64, 64, 64), seed);
+  BlockRV c = BlockOf(sch, "C");
+  std::vector<LoopRV> l = LoopsOf(sch, c);
+  std::vector<IntRV> ti = ValueOrDie(sch.SamplePerfectTile(l[0], 2, 16));
+  std::vector<IntRV> tj = ValueOrDie(sch.SamplePerfectTile(l[1], 2, 16));
+  std::vector<LoopRV> i = ValueOrDie(sch.Split(l[0], {ti[0], ti[1]}));
+  std::vector<LoopRV> j = ValueOrDie(sch.Split(l[1], {tj[0], tj[1]}));
+  std::vector<LoopRV> k = ValueOrDie(sch.Split(l[2], {-1, 8}));
+  auto check = [](const absl::Status& st) {
+    if (!st.ok()) throw std::runtime_error(st.ToString());
+  };
+  check(sch.Reorder({i[0], j[0], i[1], j[1], k[0], k[1]}));
+  check(sch.Bind(i[0], "blockIdx.y"));
+  check(sch.Bind(j[0], "blockIdx.x"));
+  check(sch.Bind(i[1], "threadIdx.y"));
+  check(sch.Bind(j[1], "threadIdx.x"));
+  BlockRV as = ValueOrDie(sch.CacheRead("A", "shared", {c}));
+  BlockRV bs = ValueOrDie(sch.CacheRead("B", "shared", {c}));
+  check(sch.ComputeAt(as, k[0]));
+  check(sch.ComputeAt(bs, k[0]));
+  check(sch.StorageAlign(as, 0, 32, 1));
+  IntRV unroll = ValueOrDie(sch.SampleCategorical({0, 16, 64}, {0.25, 0.5, 0.25}));
+  check(sch.Annotate(c, "auto_unroll_max_step", sch.Value(unroll)));
+  check(sch.Annotate(k[0], "pipeline_depth", 2));
+  check(sch.Unroll(k[1]));
+  return sch;
+}
+
+// Host softmax: inline, rfactor, fuse + parallel/vectorize, decompose_reduction, a sampled
+// compute location.
+inline Schedule HostSoftmax(uint64_t seed) {
+  Schedule sch = NewSchedule(Softmax(16, 64), seed);
+  auto check = [](const absl::Status& st) {
+    if (!st.ok()) throw std::runtime_error(st.ToString());
+  };
+  BlockRV e = BlockOf(sch, "E");
+  check(sch.ComputeInline(e));
+  BlockRV sm = BlockOf(sch, "Sm");
+  std::vector<LoopRV> sl = LoopsOf(sch, sm);
+  std::vector<LoopRV> ks = ValueOrDie(sch.Split(sl[1], {-1, 8}));
+  BlockRV rf = ValueOrDie(sch.RFactor(ks[1]));
+  check(sch.SplitBufferAxis(rf, 1, {2, -1}));  // the 8 partials of a row as 2 x 4
+  BlockRV y = BlockOf(sch, "Y");
+  std::vector<LoopRV> yl = LoopsOf(sch, y);
+  LoopRV f = ValueOrDie(sch.Fuse({yl[0], yl[1]}));
+  std::vector<LoopRV> p = ValueOrDie(sch.Split(f, {-1, 16}));
+  check(sch.Parallel(p[0]));
+  check(sch.Vectorize(p[1]));
+  BlockRV mx = BlockOf(sch, "Mx");
+  check(sch.DecomposeReduction(mx, LoopsOf(sch, mx)[0]));
+  LoopRV loc = ValueOrDie(sch.SampleComputeLocation(rf));
+  check(sch.ComputeAt(rf, loc));
+  return sch;
+}
+
+// Host matmul + relu: cache_write with the write-back, reverse_compute_at of the consumer.
+inline Schedule HostMatmulRelu(uint64_t seed) {
+  Schedule sch = NewSchedule(MatmulRelu(32, 32, 16), seed);
+  auto check = [](const absl::Status& st) {
+    if (!st.ok()) throw std::runtime_error(st.ToString());
+  };
+  BlockRV c = BlockOf(sch, "C");
+  BlockRV cl = ValueOrDie(sch.CacheWrite(c, "local"));
+  std::vector<LoopRV> l = LoopsOf(sch, c);
+  check(sch.ComputeAt(cl, l[1]));
+  BlockRV d = BlockOf(sch, "D");
+  check(sch.ReverseComputeAt(d, l[0]));
+  return sch;
+}
+
+// Elementwise chain: a sampled location, back to the root, set_scope and attach.
+inline Schedule HostChainScoped(uint64_t seed) {
+  Schedule sch = NewSchedule(ElementwiseChain(16, 16), seed);
+  auto check = [](const absl::Status& st) {
+    if (!st.ok()) throw std::runtime_error(st.ToString());
+  };
+  BlockRV b = BlockOf(sch, "B");
+  LoopRV loc = ValueOrDie(sch.SampleComputeLocation(b, 1));
+  check(sch.ComputeAt(b, loc));
+  check(sch.ComputeAt(b, LoopRV{Schedule::kRootLoop}));
+  check(sch.SetScope(b, "local"));
+  std::vector<LoopRV> cl = LoopsOf(sch, "C");
+  check(sch.ComputeAt(b, cl[1]));
+  return sch;
+}
+
+// Elementwise chain merged into one stage.
+inline Schedule HostChainMerged(uint64_t seed) {
+  Schedule sch = NewSchedule(ElementwiseChain(16, 16), seed);
+  BlockRV c = BlockOf(sch, "C");
+  if (!sch.ReverseComputeInline(c).ok()) throw std::runtime_error("reverse_compute_inline");
+  BlockRV b = BlockOf(sch, "B");
+  if (!sch.Split(LoopsOf(sch, b)[1], {-1, 4}).ok()) throw std::runtime_error("split");
+  return sch;
+}
+
+// Online softmax: the maximum computed in the sum's pass, the sum's reduction split.
+inline Schedule HostOnlineSoftmax(uint64_t seed) {
+  Schedule sch = NewSchedule(Softmax(16, 64), seed);
+  if (!sch.ComputeInline(BlockOf(sch, "E")).ok()) throw std::runtime_error("compute_inline");
+  BlockRV sm = BlockOf(sch, "Sm");
+  if (!sch.FuseOnlineMax(sm).ok()) throw std::runtime_error("fuse_online_max");
+  if (!sch.Split(LoopsOf(sch, sm)[1], {-1, 8}).ok()) throw std::runtime_error("split");
+  return sch;
+}
+
+// Layernorm statistics: both partial sums over chunks, the squares centred per chunk.
+inline Schedule HostCenteredLayernorm(uint64_t seed) {
+  auto w = schedules::ParseWorkloadSpec("layernorm(rows=2, cols=64)");
+  if (!w.ok()) throw std::runtime_error("workload");
+  Schedule sch = NewSchedule(*w, seed);
+  if (!sch.ComputeInline(BlockOf(sch, "mean")).ok()) throw std::runtime_error("compute_inline");
+  std::vector<BlockRV> rf;
+  for (const char* name : {"x_sum", "sq_sum"}) {
+    BlockRV b = BlockOf(sch, name);
+    std::vector<LoopRV> ks = ValueOrDie(sch.Split(LoopsOf(sch, b)[1], {-1, 16}));
+    rf.push_back(ValueOrDie(sch.RFactor(ks[0])));
+  }
+  if (!sch.CenterPartials(rf[1], rf[0]).ok()) throw std::runtime_error("center_partials");
+  return sch;
+}
+
+// CUDA layernorm statistics in one reduction: ragged chunks of 100 columns over 16 threads.
+inline Schedule CudaFusedLayernormStats(uint64_t) {
+  auto w = schedules::ParseWorkloadSpec("layernorm(rows=2, cols=300)");
+  if (!w.ok()) throw std::runtime_error("workload");
+  return CenteredLayernormCuda(*w, 100, 16, true);
+}
+
+// A recorded schedule: its name, how to build it with a seed, and its target.
+struct Recorded {
+  std::string name;
+  std::function<Schedule(uint64_t)> make;
+  bool cuda;
+};
+
+inline std::vector<Recorded> AllRecorded() {
+  return {{"CudaTiledMatmul", CudaTiledMatmul, true},
+          {"HostSoftmax", HostSoftmax, false},
+          {"HostMatmulRelu", HostMatmulRelu, false},
+          {"HostChainScoped", HostChainScoped, false},
+          {"HostChainMerged", HostChainMerged, false},
+          {"HostOnlineSoftmax", HostOnlineSoftmax, false},
+          {"HostCenteredLayernorm", HostCenteredLayernorm, false},
+          {"CudaFusedLayernormStats", CudaFusedLayernormStats, true}};
+}
+
+// The program lowered for the recorded schedule's target, or the error.
+inline std::string ProgramText(const Schedule& sch, bool cuda) {
+  absl::StatusOr<Program> p = Lower(sch, cuda ? CudaT() : HostT());
+  if (!p.ok()) return "ERROR: " + p.status().ToString();
+  return ToString(*p);
+}
+
+}  // namespace tessel::schedules::recorded_schedules
