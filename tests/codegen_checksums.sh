@@ -61,6 +61,7 @@ for spec in "${families[@]}"; do
     done
     dir="$tmp/$target-$(printf '%s' "$spec" | sum)"
     log=$("$tessel" sample -w "$spec" -t $target "${arch[@]}" -n 16 --seed 1 --out "$dir" 2>&1 || true)
+    log=$(printf '%s' "${log//$tmp/TMP}" | sed -E 's/ \([0-9.]+ ms per sample\)//')
     printf '%s %s\n' "$(printf '%s' "$log" | sum)" "sample/$target/$spec/log"
     if [[ -d "$dir" ]]; then
       for f in $(ls "$dir" | sort); do

@@ -11,25 +11,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "schedules/codegen/codegen_util.h"
+#include "schedules/codegen/c_printer.h"
+#include "schedules/ir/affine.h"
 #include "schedules/ir/expr.h"
 #include "schedules/ir/expr_functor.h"
 #include "schedules/ir/stmt.h"
+#include "schedules/ir/stmt_analysis.h"
 #include "schedules/ir/substitute.h"
 #include "schedules/util/check.h"
 
 namespace tessel::schedules {
 namespace {
 
-using codegen::AffineForm;
-using codegen::AllMultiplesOf;
 using codegen::CodeGenC;
-using codegen::ContainsSync;
-using codegen::FlatIndex;
 using codegen::kPrecAdd;
 using codegen::kPrecAnd;
-using codegen::SplitAffine;
-using codegen::ToAffine;
 
 constexpr int64_t kStaticSharedLimit = 48 * 1024;
 constexpr int64_t kSharedAlign = 16;
@@ -585,7 +581,7 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
 
   // Buffers the kernel writes (stores, and operands of intrinsic calls, conservatively).
   std::unordered_set<const Buffer*> written;
-  codegen::CollectWrittenBuffers(k.body, &written);
+  CollectWrittenBuffers(k.body, &written);
   stream_loads_.clear();
   stream_stores_.clear();
   for (const BufferPtr& b : k.stream_loads) stream_loads_.insert(b.get());
@@ -951,8 +947,8 @@ void CudaCodeGen::EmitLaneStores(const ForNode& n, const std::vector<Expr>& guar
                     "-lane loads, stored lane by lane to registers", AnnotationComment(n)));
   EmitLanes(n, loads, lanes, [&](const Expr& lane) {
     const std::string value = StoredValue(store.buffer->dtype, store.value);
-    const Expr at = codegen::FoldTrailingConstants(
-        Substitute(FlatIndex(*store.buffer, store.indices), {{v, lane}}));
+    const Expr at =
+        FoldTrailingConstants(Substitute(FlatIndex(*store.buffer, store.indices), {{v, lane}}));
     Line(absl::StrCat(BufferName(store.buffer.get()), "[", Print(at), "] = ", value, ";"));
   });
   if (!guards.empty()) CloseBlock();
@@ -1001,7 +997,7 @@ int64_t CudaCodeGen::PickLanes(int64_t width, const AffineForm& min_form,
 std::string CudaCodeGen::ElementAddress(const BufferPtr& b, const std::vector<Expr>& idx,
                                         const VarNode* v, const Expr& min, int64_t offset) {
   const Expr at =
-      codegen::FoldTrailingConstants(Substitute(FlatIndex(*b, idx), {{v, min + MakeInt(offset)}}));
+      FoldTrailingConstants(Substitute(FlatIndex(*b, idx), {{v, min + MakeInt(offset)}}));
   return absl::StrCat("&", BufferName(b.get()), "[", Print(at), "]");
 }
 

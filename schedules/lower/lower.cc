@@ -113,8 +113,8 @@ class BufferCollector : public StmtMutator {
 class Lowerer {
  public:
   // `wide_accumulation`: float reductions whose reduction loops are innermost accumulate in a
-  // f64 register and store the rounded result (the reference lowering, the verification
-  // baseline, is more accurate than any candidate it judges).
+  // f64 register and store the rounded result (the reference lowering, the baseline
+  // of the numeric comparison, is more accurate than any candidate it judges).
   Lowerer(const Schedule& sch, const Target& target, bool wide_accumulation)
       : sch_(sch), target_(target), stages_(sch.stages()), wide_(wide_accumulation) {}
 

@@ -20,10 +20,11 @@ namespace tessel::schedules {
 
 absl::StatusOr<Program> Lower(const Schedule& schedule, const Target& target);
 
-// The untransformed lowering used as the verification baseline: every tensor in global memory;
-// on CUDA one thread per output element (spatial axes fused, 256 threads per block), reductions
-// serial in the thread; on the host plain loops. Float reductions accumulate in f64 and round
-// once at the store, so that the baseline is more accurate than the candidates it judges.
+// The untransformed lowering used as the baseline that candidates' results are compared with:
+// every tensor in global memory; on CUDA one thread per output element (spatial axes fused, 256
+// threads per block), reductions serial in the thread; on the host plain loops. Float reductions
+// accumulate in f64 and round once at the store, so that the baseline is more accurate than the
+// candidates it judges.
 absl::StatusOr<Schedule> ReferenceSchedule(const Workload& workload, const Target& target);
 absl::StatusOr<Program> LowerReference(const Workload& workload, const Target& target);
 

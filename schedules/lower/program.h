@@ -1,8 +1,8 @@
 #pragma once
 
 // The lowered form of a scheduled workload: global buffers and an ordered list of kernels, each a
-// statement tree with its launch configuration. Code generators (codegen/) print it; the
-// verifier (verify.h) checks it against a target's limits.
+// statement tree with its launch configuration. Code generators (codegen/) print it;
+// CheckTargetLimits (check_limits.h) checks it against a target's limits.
 
 #include <array>
 #include <cstdint>
