@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -500,6 +502,52 @@ TEST(LowerProgram, Int64IndicesForHugeBuffers) {
   auto big = LowerReference(VectorAdd(int64_t{1} << 31), HostT());
   TESSEL_ASSERT_OK(big);
   EXPECT_TRUE(big->needs_int64_indices);
+}
+
+// ---- The pass list (pipeline.h).
+
+TEST(LoweringPipeline, RunsEveryPassInOrderAndShowsTheProgramAfterEach) {
+  Tiled t = TiledMatmul(64, 64, 64);
+  std::vector<std::string> seen;
+  std::vector<size_t> kernels;
+  std::string last;
+  auto p = Lower(t.sch, CudaT(), [&](const LoweringPass& pass, const Program& program) {
+    seen.push_back(pass.name);
+    kernels.push_back(program.kernels.size());
+    last = ToString(program);
+  });
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<std::string> names;
+  for (const LoweringPass& pass : LoweringPasses()) names.push_back(pass.name);
+  EXPECT_EQ(seen, names);
+  EXPECT_EQ(last, ToString(*p));
+  // The stage passes leave the program without kernels; build_nests makes the one kernel.
+  const auto build = std::find(seen.begin(), seen.end(), "build_nests");
+  ASSERT_NE(build, seen.end());
+  const size_t at = build - seen.begin();
+  for (size_t i = 0; i < kernels.size(); ++i) EXPECT_EQ(kernels[i], i < at ? 0u : 1u) << seen[i];
+}
+
+TEST(LoweringPipeline, PassNamesAreDistinctAndSummarized) {
+  std::set<std::string> names;
+  for (const LoweringPass& pass : LoweringPasses()) {
+    EXPECT_TRUE(names.insert(pass.name).second) << pass.name;
+    EXPECT_GT(std::string(pass.summary).size(), 10u) << pass.name;
+  }
+  EXPECT_TRUE(names.count("compact_thread_axes"));
+  EXPECT_TRUE(names.count("inject_vthread"));
+}
+
+TEST(LoweringPipeline, StopsAtTheFirstFailingPass) {
+  // A shared stage that is not attached: check_stages refuses it, and no later pass runs.
+  Schedule sch = NewSchedule(Matmul(32, 32, 32));
+  ValueOrDie(sch.CacheRead("A", "shared", {BlockOf(sch, "C")}));
+  std::vector<std::string> seen;
+  auto p = Lower(sch, CudaT(),
+                 [&](const LoweringPass& pass, const Program&) { seen.push_back(pass.name); });
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("not attached to any loop"));
+  EXPECT_THAT(seen, ElementsAre("uniquify_loop_names", "infer_bounds"));
 }
 
 }  // namespace
