@@ -41,5 +41,7 @@ absl::Status CheckBlockAxesCompacted(LoweringState* state);
 absl::Status MarkStreamingBuffers(LoweringState* state);
 // Each kernel's params: the program buffers its body touches, in program order.
 absl::Status CollectKernelParams(LoweringState* state);
+// Places every kernel's shared buffers and reduction scratch (CUDA; plan_shared_memory.h).
+absl::Status PlanKernelsSharedMemory(LoweringState* state);
 
 }  // namespace tessel::schedules

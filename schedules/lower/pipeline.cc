@@ -57,6 +57,8 @@ const std::vector<LoweringPass>& LoweringPasses() {
        MarkStreamingBuffers},
       {"collect_kernel_params", "sets each kernel's params: the global buffers it touches",
        CollectKernelParams},
+      {"plan_shared_memory", "places shared buffers and all-reduce scratch in shared memory",
+       PlanKernelsSharedMemory},
   };
   return *kPasses;
 }

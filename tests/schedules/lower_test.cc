@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "schedules/lower/bound.h"
+#include "schedules/lower/plan_shared_memory.h"
 #include "schedules/schedule/schedule.h"
 #include "tests/schedules/test_workloads.h"
 
@@ -548,6 +549,49 @@ TEST(LoweringPipeline, StopsAtTheFirstFailingPass) {
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(p.status().message(), HasSubstr("not attached to any loop"));
   EXPECT_THAT(seen, ElementsAre("uniquify_loop_names", "infer_bounds"));
+}
+
+// ---- Shared-memory planning (plan_shared_memory.h).
+
+TEST(PlanSharedMemory, PlacesBuffersThenScratchAtAlignedOffsets) {
+  BufferPtr tile = MakeBuffer("tile", DType::kFloat32, {10}, MemScope::kShared);
+  BufferPtr r32 = MakeBuffer("r32", DType::kFloat32, {1}, MemScope::kLocal);
+  BufferPtr r16 = MakeBuffer("r16", DType::kFloat16, {1}, MemScope::kLocal);
+  BufferPtr r64 = MakeBuffer("r64", DType::kFloat64, {1}, MemScope::kLocal);
+  BufferPtr rc = MakeBuffer("rc", DType::kFloat32, {1}, MemScope::kLocal);
+  Kernel k;
+  k.launch.block = {128, 1, 1};
+  k.launch.cluster = 2;
+  k.body = MakeAllocate(
+      tile, MakeSeq({MakeAllReduce(ReduceOp::kSum, MakeFloat(1.0), r32, ThreadTag::kThreadX, 128),
+                     // f16 reduces in f32: one scratch, for the larger of the two.
+                     MakeAllReduce(ReduceOp::kMax, MakeFloat(1.0, DType::kFloat16), r16,
+                                   ThreadTag::kThreadX, 128),
+                     MakeAllReduce(ReduceOp::kSum, MakeFloat(1.0, DType::kFloat64), r64,
+                                   ThreadTag::kThreadX, 128),
+                     // 32 lanes or fewer reduce by shuffles alone.
+                     MakeAllReduce(ReduceOp::kSum, MakeFloat(1.0), r32, ThreadTag::kThreadX, 32),
+                     MakeAllReduce(ReduceOp::kSum, MakeFloat(1.0), rc, ThreadTag::kClusterX, 2)}));
+  const SharedPlan plan = PlanSharedMemory(k, /*int64_indices=*/false);
+  EXPECT_EQ(ToString(plan),
+            "shared 112 bytes: tile at 0, reduce_scratch f64[4] at 48, reduce_scratch f32[4] at "
+            "80, cluster_scratch f32[1] at 96");
+  EXPECT_FALSE(plan.dynamic);
+}
+
+TEST(PlanSharedMemory, LoweringRecordsThePlanOfEachCudaKernel) {
+  Tiled t = TiledMatmul(64, 64, 64);
+  BlockRV as = ValueOrDie(t.sch.CacheRead("A", "shared", {t.c}));
+  TESSEL_ASSERT_OK(t.sch.ComputeAt(as, t.k0));
+  auto prog = Lower(t.sch, CudaT());
+  TESSEL_ASSERT_OK(prog);
+  EXPECT_EQ(ToString(prog->kernels[0].shared), "shared 512 bytes: A_shared at 0");
+  EXPECT_THAT(ToString(*prog), HasSubstr("  shared 512 bytes: A_shared at 0\n"));
+  // Over 48 KiB the kernel's shared memory is dynamic.
+  Kernel big;
+  big.body =
+      MakeAllocate(MakeBuffer("big", DType::kFloat32, {16384}, MemScope::kShared), MakeSeq({}));
+  EXPECT_TRUE(PlanSharedMemory(big, false).dynamic);
 }
 
 }  // namespace
