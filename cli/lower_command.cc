@@ -3,12 +3,31 @@
 #include <iostream>
 
 #include "cli/exit_code.h"
+#include "schedules/lower/lower.h"
 #include "schedules/space/candidate.h"
 #include "schedules/templates/templates.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
 
 namespace tessel::cli {
+
+namespace {
+
+// Lowers the schedule (the reference lowering without a trace) printing the program after every
+// pass (--print-after-all).
+absl::Status PrintAfterEachPass(const schedules::Workload& workload,
+                                const schedules::Target& target,
+                                const std::optional<schedules::Trace>& trace) {
+  auto print = [](const schedules::LoweringPass& pass, const schedules::Program& p) {
+    std::cout << "// after " << pass.name << ": " << pass.summary << "\n" << schedules::ToString(p);
+  };
+  if (!trace) return schedules::LowerReference(workload, target, print).status();
+  auto sch = schedules::Replay(workload, *trace);
+  if (!sch.ok()) return sch.status();
+  return schedules::Lower(*sch, target, print).status();
+}
+
+}  // namespace
 
 void AddLowerCommand(CLI::App& app) {
   auto opts = std::make_shared<LowerOptions>();
@@ -25,6 +44,9 @@ void AddLowerCommand(CLI::App& app) {
                 "Use the hand-written template schedule of the workload's family");
   cmd->add_option("--emit", opts->emit,
                   "ir, cuda, cpp, json or trace (default: the target's source)");
+  cmd->add_flag("--print-after-all", opts->print_after_all,
+                "Before the output, print the program after every lowering pass, each headed by "
+                "'// after PASS: what it does' (stage passes print the program without kernels)");
   cmd->callback([opts]() { SetExitCode(RunLower(*opts)); });
 }
 
@@ -61,6 +83,9 @@ int RunLower(const LowerOptions& o) {
     auto sch = schedules::HandwrittenSchedule(*workload, *target);
     if (!sch.ok()) return fail(sch.status());
     trace = sch->trace();
+  }
+  if (o.print_after_all) {
+    if (absl::Status st = PrintAfterEachPass(*workload, *target, trace); !st.ok()) return fail(st);
   }
   auto c = schedules::BuildCandidate(*workload, *target, trace);
   if (!c.ok()) return fail(c.status());

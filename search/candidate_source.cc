@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "schedules/codegen/cuda_codegen.h"
 #include "schedules/codegen/host_codegen.h"
+#include "schedules/lower/check_limits.h"
 #include "schedules/lower/lower.h"
-#include "schedules/lower/verify.h"
 #include "schedules/util/fnv1a.h"
 
 namespace tessel::search {
@@ -82,7 +82,7 @@ absl::StatusOr<schedules::Candidate> CandidateSource::Build(const schedules::Sch
     if (why) *why = {"lowering", std::string(program.status().message())};
     return program.status();
   }
-  if (absl::Status st = schedules::VerifyProgram(*program, target()); !st.ok()) {
+  if (absl::Status st = schedules::CheckTargetLimits(*program, target()); !st.ok()) {
     if (why) *why = {"over_limits", std::string(st.message())};
     return st;
   }

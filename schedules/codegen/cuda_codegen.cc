@@ -11,28 +11,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "schedules/codegen/codegen_util.h"
+#include "schedules/codegen/c_printer.h"
+#include "schedules/ir/affine.h"
 #include "schedules/ir/expr.h"
 #include "schedules/ir/expr_functor.h"
 #include "schedules/ir/stmt.h"
+#include "schedules/ir/stmt_analysis.h"
 #include "schedules/ir/substitute.h"
 #include "schedules/util/check.h"
 
 namespace tessel::schedules {
 namespace {
 
-using codegen::AffineForm;
-using codegen::AllMultiplesOf;
 using codegen::CodeGenC;
-using codegen::ContainsSync;
-using codegen::FlatIndex;
 using codegen::kPrecAdd;
 using codegen::kPrecAnd;
-using codegen::SplitAffine;
-using codegen::ToAffine;
-
-constexpr int64_t kStaticSharedLimit = 48 * 1024;
-constexpr int64_t kSharedAlign = 16;
 
 // A CUDA vector type that holds `lanes` elements of a dtype. Natural vectors (float4, int2, ...)
 // are read through .x/.y/.z/.w and built with make_<type>; half types travel as raw words
@@ -72,12 +65,6 @@ std::optional<VecType> CudaVecType(DType t, int64_t lanes) {
 
 const char* const kLaneNames[] = {"x", "y", "z", "w"};
 
-// "f32", "f64", "i32" or "i64": the name stem of a reduction scratch of a compute type.
-std::string ScratchStem(const std::string& type) {
-  return type == "float" ? "f32" : type == "double" ? "f64" : type == "int" ? "i32" : "i64";
-}
-int64_t ScratchBytes(const std::string& type) { return type == "float" || type == "int" ? 4 : 8; }
-
 int ThreadAxis(ThreadTag t) {
   switch (t) {
     case ThreadTag::kBlockX:
@@ -105,12 +92,12 @@ constexpr codegen::StorageNames kCudaStorage = {
     "int",          "long long",        "half",         "__nv_bfloat16",
     "__half2float", "__bfloat162float", "__float2half", "__float2bfloat16"};
 
-struct SharedSlot {
+// A slot of the kernel's shared-memory plan (Kernel::shared) as declared: its C name and
+// element type.
+struct SharedDecl {
   std::string name;
-  std::string type;  // element type
-  int64_t elements = 0;
-  int64_t bytes = 0;
-  int64_t offset = 0;  // in the dynamic shared array
+  std::string type;
+  const SharedSlot* slot;
 };
 
 // The loads of a vectorized loop's stored value that depend on the loop (lane) variable, each
@@ -261,8 +248,12 @@ class CudaCodeGen final : public CodeGenC {
 
  private:
   absl::Status EmitKernel(const Kernel& k, KernelSource* ks);
-  // Shared allocations and AllReduce scratch of the current kernel; checks AllReduce nodes.
-  absl::Status PlanShared(const Kernel& k);
+  // Checks that every AllReduce of the kernel is one this generator prints.
+  absl::Status CheckAllReduces(const Kernel& k);
+  // Names the slots of the kernel's shared-memory plan (PlanSharedMemory) and checks its size.
+  absl::Status DeclareShared(const Kernel& k);
+  // The shared scratch of the plan for values of C type `type` (fails when there is none).
+  std::string Scratch(const std::map<std::string, std::string>& scratch, const std::string& type);
   void EmitThreadBinding(const ForNode& n);
   bool TryEmitVectorized(const ForNode& n, std::string* why);
   // The lanes of a vectorized loop `n`: per chunk of `lanes` iterations, a block with the vector
@@ -315,9 +306,7 @@ class CudaCodeGen final : public CodeGenC {
   const Target& target_;
   // Current kernel.
   const Kernel* kernel_ = nullptr;
-  std::vector<SharedSlot> shared_;
-  int64_t shared_bytes_ = 0;
-  bool dynamic_shared_ = false;
+  std::vector<SharedDecl> shared_;
   // AllReduce scratch array name by compute type.
   std::map<std::string, std::string> red_scratch_;
   std::map<std::string, std::string> cluster_scratch_;  // per type: a CTA's slot (cluster.x)
@@ -427,26 +416,11 @@ absl::StatusOr<GeneratedSource> CudaCodeGen::Generate() {
   return out;
 }
 
-absl::Status CudaCodeGen::PlanShared(const Kernel& k) {
-  shared_.clear();
-  red_scratch_.clear();
-  cluster_scratch_.clear();
-  shared_bytes_ = 0;
-  dynamic_shared_ = false;
-  std::vector<const Buffer*> buffers;
-  std::unordered_set<const Buffer*> seen;
-  std::map<std::string, int64_t> red_entries;
-  std::set<std::string> cluster_types;  // value types reduced across a cluster
+absl::Status CudaCodeGen::CheckAllReduces(const Kernel& k) {
   absl::Status st;
   const auto& block = k.launch.block;
   WalkStmt(k.body, [&](const Stmt& s) {
     if (!st.ok()) return;
-    if (const auto* a = As<AllocateNode>(s)) {
-      if (a->buffer->scope == MemScope::kShared && seen.insert(a->buffer.get()).second) {
-        buffers.push_back(a->buffer.get());
-      }
-      return;
-    }
     const auto* r = As<AllReduceNode>(s);
     if (r == nullptr) return;
     const std::string what =
@@ -459,8 +433,6 @@ absl::Status CudaCodeGen::PlanShared(const Kernel& k) {
       } else if (r->value->dtype == DType::kBool) {
         st = absl::InvalidArgumentError(
             WithKernel(what + ": boolean values cannot be reduced; reduce an integer"));
-      } else {
-        cluster_types.insert(ComputeType(r->value->dtype));
       }
       return;
     }
@@ -499,7 +471,6 @@ absl::Status CudaCodeGen::PlanShared(const Kernel& k) {
       return;
     }
     const int64_t e = r->extent;
-    int64_t entries = 0;
     if (axis == 0) {
       const bool pow2 = e >= 1 && e <= 32 && (e & (e - 1)) == 0;
       if (!pow2 && e % 32 != 0) {
@@ -510,57 +481,53 @@ absl::Status CudaCodeGen::PlanShared(const Kernel& k) {
             "gets such an extent")));
         return;
       }
-      // A centred pair keeps each warp's mean, squares and count.
-      if (e > 32) entries = block[1] * block[2] * (e / 32) * (r->centered() ? 3 : 1);
-    } else {
-      entries = k.launch.threads_per_block();
-    }
-    if (entries > 0) {
-      const std::string key = ComputeType(r->value->dtype);
-      red_entries[key] = std::max(red_entries[key], entries);
     }
   });
-  if (!st.ok()) return st;
+  return st;
+}
 
-  for (const Buffer* b : buffers) {
-    SharedSlot slot;
-    slot.name = BindBuffer(b);
-    slot.type = StorageType(b->dtype);
-    slot.elements = std::max<int64_t>(1, b->AllocatedElements());
-    slot.bytes = slot.elements * DTypeBytes(b->dtype);
-    shared_.push_back(slot);
+absl::Status CudaCodeGen::DeclareShared(const Kernel& k) {
+  shared_.clear();
+  red_scratch_.clear();
+  cluster_scratch_.clear();
+  for (const SharedSlot& slot : k.shared.slots) {
+    SharedDecl d{"", "", &slot};
+    switch (slot.kind) {
+      case SharedSlot::Kind::kBuffer:
+        d.name = BindBuffer(slot.buffer.get());
+        d.type = StorageType(slot.dtype);
+        break;
+      case SharedSlot::Kind::kReduceScratch:
+        d.type = ComputeType(slot.dtype);
+        d.name = names_.Temp(absl::StrCat("red_", DTypeName(slot.dtype)));
+        red_scratch_[d.type] = d.name;
+        break;
+      case SharedSlot::Kind::kClusterScratch:
+        d.type = ComputeType(slot.dtype);
+        d.name = names_.Temp(absl::StrCat("cluster_red_", DTypeName(slot.dtype)));
+        cluster_scratch_[d.type] = d.name;
+        break;
+    }
+    shared_.push_back(d);
   }
-  for (const auto& [type, entries] : red_entries) {
-    SharedSlot slot;
-    slot.name = names_.Temp("red_" + ScratchStem(type));
-    slot.type = type;
-    slot.elements = entries;
-    slot.bytes = entries * ScratchBytes(type);
-    red_scratch_[type] = slot.name;
-    shared_.push_back(slot);
-  }
-  for (const std::string& type : cluster_types) {
-    // One slot a CTA: its value, which the cluster's CTAs read through distributed shared memory.
-    SharedSlot slot;
-    slot.name = names_.Temp("cluster_red_" + ScratchStem(type));
-    slot.type = type;
-    slot.elements = 1;
-    slot.bytes = ScratchBytes(type);
-    cluster_scratch_[type] = slot.name;
-    shared_.push_back(slot);
-  }
-  for (SharedSlot& slot : shared_) {
-    slot.offset = shared_bytes_;
-    shared_bytes_ += (slot.bytes + kSharedAlign - 1) / kSharedAlign * kSharedAlign;
-  }
-  if (shared_bytes_ > target_.max_shared_bytes_optin) {
+  if (k.shared.bytes > target_.max_shared_bytes_optin) {
     return absl::InvalidArgumentError(
-        WithKernel(absl::StrCat("needs ", shared_bytes_, " bytes of shared memory, more than the ",
+        WithKernel(absl::StrCat("needs ", k.shared.bytes, " bytes of shared memory, more than the ",
                                 target_.max_shared_bytes_optin, " bytes a block can have on ",
                                 target_.arch, "; use smaller shared-memory tiles")));
   }
-  dynamic_shared_ = shared_bytes_ > kStaticSharedLimit;
   return absl::OkStatus();
+}
+
+std::string CudaCodeGen::Scratch(const std::map<std::string, std::string>& scratch,
+                                 const std::string& type) {
+  auto it = scratch.find(type);
+  if (it != scratch.end()) return it->second;
+  Fail(absl::InvalidArgumentError(
+      absl::StrCat("an all-reduce of ", type,
+                   " values has no scratch in the kernel's shared-memory plan; plan it with "
+                   "PlanSharedMemory (lowering does)")));
+  return "tessel_missing_scratch";
 }
 
 absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
@@ -585,7 +552,7 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
 
   // Buffers the kernel writes (stores, and operands of intrinsic calls, conservatively).
   std::unordered_set<const Buffer*> written;
-  codegen::CollectWrittenBuffers(k.body, &written);
+  CollectWrittenBuffers(k.body, &written);
   stream_loads_.clear();
   stream_stores_.clear();
   for (const BufferPtr& b : k.stream_loads) stream_loads_.insert(b.get());
@@ -625,10 +592,11 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
     }
   }
   if (k.launch.cooperative) params.push_back("unsigned int* __restrict__ tessel_grid_sync");
-  if (absl::Status st = PlanShared(k); !st.ok()) return st;
+  if (absl::Status st = CheckAllReduces(k); !st.ok()) return st;
+  if (absl::Status st = DeclareShared(k); !st.ok()) return st;
   // The kernel's own dynamic shared memory, or the occupancy limit's padding (lowering), if more.
   ks->launch.dynamic_shared_bytes =
-      std::max(dynamic_shared_ ? shared_bytes_ : 0, k.launch.dynamic_shared_bytes);
+      std::max(k.shared.dynamic ? k.shared.bytes : 0, k.launch.dynamic_shared_bytes);
 
   // Clusters have compile-time dimensions: a plain launch of a multiple of them works.
   const std::string attrs = absl::StrCat(
@@ -645,17 +613,19 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
   // adjacent loads of one thread into 16-byte ones. Not for written buffers: merged stores tie up
   // registers (a 4096^3 GEMM went from 127 to 151 registers and lost half its occupancy).
   for (const std::string& a : aligned) Line(a);
-  if (dynamic_shared_) {
-    Line(absl::StrCat("// ", shared_bytes_,
+  if (k.shared.dynamic) {
+    Line(absl::StrCat("// ", k.shared.bytes,
                       " bytes of shared memory: dynamic (the launch must allow more than 48 KiB)"));
     Line("extern __shared__ __align__(16) unsigned char tessel_smem[];");
-    for (const SharedSlot& s : shared_) {
+    for (const SharedDecl& s : shared_) {
       Line(absl::StrCat(s.type, "* const ", s.name, " = reinterpret_cast<", s.type,
-                        "*>(tessel_smem + ", s.offset, ");  // ", s.elements, " elements"));
+                        "*>(tessel_smem + ", s.slot->offset, ");  // ", s.slot->elements,
+                        " elements"));
     }
   } else {
-    for (const SharedSlot& s : shared_) {
-      Line(absl::StrCat("__shared__ __align__(16) ", s.type, " ", s.name, "[", s.elements, "];"));
+    for (const SharedDecl& s : shared_) {
+      Line(absl::StrCat("__shared__ __align__(16) ", s.type, " ", s.name, "[", s.slot->elements,
+                        "];"));
     }
   }
   EmitStmt(k.body);
@@ -669,7 +639,14 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
 void CudaCodeGen::EmitAllocate(const AllocateNode& n) {
   const Buffer& b = *n.buffer;
   switch (b.scope) {
-    case MemScope::kShared:  // hoisted to the top of the kernel
+    case MemScope::kShared:  // hoisted to the top of the kernel (DeclareShared)
+      if (std::none_of(shared_.begin(), shared_.end(),
+                       [&](const SharedDecl& d) { return d.slot->buffer.get() == &b; })) {
+        Fail(absl::InvalidArgumentError(absl::StrCat(
+            "shared buffer '", b.name,
+            "' has no place in the kernel's shared-memory plan; plan it with PlanSharedMemory "
+            "(lowering does)")));
+      }
       EmitStmt(n.body);
       return;
     case MemScope::kLocal: {
@@ -951,8 +928,8 @@ void CudaCodeGen::EmitLaneStores(const ForNode& n, const std::vector<Expr>& guar
                     "-lane loads, stored lane by lane to registers", AnnotationComment(n)));
   EmitLanes(n, loads, lanes, [&](const Expr& lane) {
     const std::string value = StoredValue(store.buffer->dtype, store.value);
-    const Expr at = codegen::FoldTrailingConstants(
-        Substitute(FlatIndex(*store.buffer, store.indices), {{v, lane}}));
+    const Expr at =
+        FoldTrailingConstants(Substitute(FlatIndex(*store.buffer, store.indices), {{v, lane}}));
     Line(absl::StrCat(BufferName(store.buffer.get()), "[", Print(at), "] = ", value, ";"));
   });
   if (!guards.empty()) CloseBlock();
@@ -1001,7 +978,7 @@ int64_t CudaCodeGen::PickLanes(int64_t width, const AffineForm& min_form,
 std::string CudaCodeGen::ElementAddress(const BufferPtr& b, const std::vector<Expr>& idx,
                                         const VarNode* v, const Expr& min, int64_t offset) {
   const Expr at =
-      codegen::FoldTrailingConstants(Substitute(FlatIndex(*b, idx), {{v, min + MakeInt(offset)}}));
+      FoldTrailingConstants(Substitute(FlatIndex(*b, idx), {{v, min + MakeInt(offset)}}));
   return absl::StrCat("&", BufferName(b.get()), "[", Print(at), "]");
 }
 
@@ -1137,7 +1114,7 @@ void CudaCodeGen::EmitAllReduce(const AllReduceNode& n) {
     EmitCenteredAllReduce(n);
     return;
   }
-  // Checked by PlanShared: a thread axis, extent == block dimension, a supported extent.
+  // Checked by CheckAllReduces: a thread axis, extent == block dimension, a supported extent.
   const auto& block = kernel_->launch.block;
   const int axis = ThreadAxis(n.thread);
   const int64_t e = n.extent;
@@ -1166,7 +1143,7 @@ void CudaCodeGen::EmitAllReduce(const AllReduceNode& n) {
     CloseBlock();
     return;
   }
-  const std::string& scratch = red_scratch_.at(type);
+  const std::string scratch = Scratch(red_scratch_, type);
   if (axis == 0) {
     // Warp butterflies, one partial per warp through shared memory, then every thread combines
     // its row's partials in the same order.
@@ -1275,7 +1252,7 @@ void CudaCodeGen::EmitCenteredAllReduce(const AllReduceNode& n) {
     CloseBlock();
   }
   if (e > 32) {
-    const std::string& scratch = red_scratch_.at(type);
+    const std::string scratch = Scratch(red_scratch_, type);
     const int64_t warps = e / 32;
     const std::string row = WarpRowPrefix(warps);
     const int64_t plane = block[1] * block[2] * warps;  // means, then squares, then counts
@@ -1328,7 +1305,7 @@ void CudaCodeGen::EmitClusterAllReduce(const AllReduceNode& n) {
   // or a CTA exit while others still read it.
   const DType t = n.value->dtype;
   const std::string type = ComputeType(t);
-  const std::string& slot = cluster_scratch_.at(type);
+  const std::string slot = Scratch(cluster_scratch_, type);
   const std::string red = "tessel_red";
   const char* ld = type == "float"    ? "ld.shared::cluster.f32 %0, [%1];"
                    : type == "double" ? "ld.shared::cluster.f64 %0, [%1];"

@@ -6,9 +6,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "schedules/codegen/codegen_util.h"
+#include "schedules/codegen/c_printer.h"
 #include "schedules/ir/expr.h"
 #include "schedules/ir/stmt.h"
+#include "schedules/ir/stmt_analysis.h"
 
 namespace tessel::schedules {
 namespace {
@@ -162,7 +163,7 @@ absl::StatusOr<GeneratedSource> HostCodeGen::Generate() {
   }
   ResetKernelState();
   std::unordered_set<const Buffer*> written;
-  for (const Kernel& k : program_.kernels) codegen::CollectWrittenBuffers(k.body, &written);
+  for (const Kernel& k : program_.kernels) CollectWrittenBuffers(k.body, &written);
 
   GeneratedSource out;
   out.target = TargetKind::kHost;
@@ -235,7 +236,7 @@ void HostCodeGen::EmitFor(const ForNode& n) {
     case ForKind::kVectorized:
       // A reduction loop made vectorized accumulates into one element: its iterations depend
       // on each other, which `omp simd` would ignore. It stays a plain loop here.
-      if (codegen::StoresIndependentOf(n.body, n.var.get())) {
+      if (StoresIndependentOf(n.body, n.var.get())) {
         EmitLoop(n, {}, "  // vectorized reduction: lane by lane on the host");
         return;
       }

@@ -18,6 +18,20 @@ const char* BufferRoleName(BufferRole r) {
   return "?";
 }
 
+std::string ToString(const SharedPlan& plan) {
+  std::vector<std::string> slots;
+  for (const SharedSlot& s : plan.slots) {
+    const std::string what =
+        s.kind == SharedSlot::Kind::kBuffer
+            ? s.buffer->name
+            : absl::StrCat(s.kind == SharedSlot::Kind::kReduceScratch ? "reduce" : "cluster",
+                           "_scratch ", DTypeName(s.dtype), "[", s.elements, "]");
+    slots.push_back(absl::StrCat(what, " at ", s.offset));
+  }
+  return absl::StrCat("shared ", plan.bytes, " bytes", plan.dynamic ? " (dynamic)" : "", ": ",
+                      absl::StrJoin(slots, ", "));
+}
+
 std::string ToString(const Program& p) {
   std::ostringstream os;
   os << "program " << p.name << " (" << (p.target == TargetKind::kCuda ? "cuda" : "host") << ", "
@@ -37,6 +51,7 @@ std::string ToString(const Program& p) {
     std::vector<std::string> params;
     for (const BufferPtr& b : k.params) params.push_back(b->name);
     os << "  params: " << absl::StrJoin(params, ", ") << "\n";
+    if (!k.shared.slots.empty()) os << "  " << ToString(k.shared) << "\n";
     // The body, indented under its kernel.
     std::istringstream body(ToString(k.body));
     for (std::string line; std::getline(body, line);) os << "  " << line << "\n";

@@ -1,8 +1,8 @@
 #pragma once
 
 // The lowered form of a scheduled workload: global buffers and an ordered list of kernels, each a
-// statement tree with its launch configuration. Code generators (codegen/) print it; the
-// verifier (verify.h) checks it against a target's limits.
+// statement tree with its launch configuration. Code generators (codegen/) print it;
+// CheckTargetLimits (check_limits.h) checks it against a target's limits.
 
 #include <array>
 #include <cstdint>
@@ -30,6 +30,29 @@ struct LaunchConfig {
   int64_t threads_per_block() const { return block[0] * block[1] * block[2]; }
 };
 
+// A region of a kernel's shared memory (CUDA), placed by plan_shared_memory
+// (plan_shared_memory.h): a shared buffer the body allocates, or the scratch its cross-thread
+// reductions combine through.
+struct SharedSlot {
+  enum class Kind : uint8_t {
+    kBuffer,          // `buffer`
+    kReduceScratch,   // block all-reduces of values computed in `dtype`
+    kClusterScratch,  // cluster all-reduces: one value of `dtype` a CTA
+  };
+  Kind kind = Kind::kBuffer;
+  BufferPtr buffer;               // kBuffer only
+  DType dtype = DType::kFloat32;  // the element type
+  int64_t elements = 0;
+  int64_t bytes = 0;
+  int64_t offset = 0;  // from the start of the kernel's shared memory (16-byte aligned)
+};
+
+struct SharedPlan {
+  std::vector<SharedSlot> slots;  // shared buffers in body order, then reduce, then cluster scratch
+  int64_t bytes = 0;              // all slots, each rounded up to 16 bytes
+  bool dynamic = false;           // over the 48 KiB of static shared memory: allocated at launch
+};
+
 struct Kernel {
   std::string name;  // entry point
   Stmt body;
@@ -40,6 +63,7 @@ struct Kernel {
   // once, so they do not push out what is reused), from the stream_loads / stream_stores
   // annotations of the kernel's stages.
   std::vector<BufferPtr> stream_loads, stream_stores;
+  SharedPlan shared;  // CUDA: where each shared buffer and reduction scratch lives
 };
 
 enum class BufferRole : uint8_t { kInput, kOutput, kWorkspace };
@@ -63,6 +87,8 @@ struct Program {
   bool needs_int64_indices = false;
 };
 
+// "shared 528 bytes: A_shared at 0, reduce_scratch f32[4] at 512": a kernel's shared memory.
+std::string ToString(const SharedPlan& plan);
 // Indented IR of every kernel (`tessel lower --emit ir`).
 std::string ToString(const Program& p);
 

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "schedules/codegen/cuda_codegen.h"
 #include "schedules/codegen/host_codegen.h"
+#include "schedules/lower/check_limits.h"
 #include "schedules/lower/lower.h"
-#include "schedules/lower/verify.h"
 #include "schedules/util/status_macros.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
@@ -38,7 +38,7 @@ absl::StatusOr<Candidate> Finish(Candidate c, absl::StatusOr<Program> program,
   if (!program.ok()) return program.status();
   c.program = std::move(*program);
   step = BuildStep::kLimits;
-  if (absl::Status st = VerifyProgram(c.program, c.target); !st.ok()) return st;
+  if (absl::Status st = CheckTargetLimits(c.program, c.target); !st.ok()) return st;
   step = BuildStep::kCodegen;
   auto source = c.target.is_cuda() ? GenerateCuda(c.program, c.target) : GenerateHost(c.program);
   if (!source.ok()) return source.status();

@@ -1,7 +1,7 @@
 #pragma once
 
 // A candidate: a trace of a workload, lowered for a target, checked against the target's limits
-// (lower/verify.h) and printed as source (DESIGN.md section 3). The trace is the truth; the
+// (lower/check_limits.h) and printed as source (DESIGN.md section 3). The trace is the truth; the
 // program and source are derived from it.
 //
 // Candidate files (`tessel sample --out DIR`, read by `tessel measure --candidate FILE`) hold
@@ -41,7 +41,7 @@ struct Candidate {
 };
 
 // Replays `trace` (or takes the reference lowering when nullopt), lowers it for `target`,
-// verifies it against the target's limits and generates its source.
+// checks it against the target's limits and generates its source.
 absl::StatusOr<Candidate> BuildCandidate(const Workload& workload, const Target& target,
                                          std::optional<Trace> trace);
 // The same from a schedule already replayed; its trace is the candidate's. On failure,

@@ -1,6 +1,6 @@
 #pragma once
 
-// What a kernel runs on, with the limits the verifier checks. Built-in descriptions exist for
+// What a kernel runs on, with the limits CheckTargetLimits checks. Built-in descriptions exist for
 // sm_80 (A100) and sm_90 (H100/H200); the host's comes from the CPU.
 
 #include <cstdint>

@@ -55,6 +55,28 @@ TEST(Cli, LowerReplaysATraceFile) {
   EXPECT_THAT(r.output, HasSubstr("__shared__"));
 }
 
+TEST(Cli, LowerPrintsTheProgramAfterEveryPass) {
+  CliResult r = RunTessel(
+      "lower -w 'softmax(rows=4, cols=64)' -t cuda --template --emit ir --print-after-all");
+  ASSERT_EQ(r.status, 0) << r.output;
+  // Each pass in order, then the --emit ir output.
+  const size_t first = r.output.find("// after uniquify_loop_names: ");
+  const size_t build = r.output.find("// after build_nests: ");
+  const size_t vthread = r.output.find("// after inject_vthread: ");
+  const size_t last = r.output.find("// after collect_kernel_params: ");
+  const size_t emitted = r.output.find("// workload softmax");
+  ASSERT_NE(first, std::string::npos) << r.output;
+  EXPECT_LT(first, build);
+  EXPECT_LT(build, vthread);
+  EXPECT_LT(vthread, last);
+  EXPECT_LT(last, emitted);
+  EXPECT_NE(emitted, std::string::npos);
+  // The stage passes print a program without kernels; build_nests the first kernels.
+  EXPECT_EQ(r.output.substr(first, build - first).find("kernel "), std::string::npos);
+  EXPECT_NE(r.output.substr(build, vthread - build).find("kernel tessel_softmax"),
+            std::string::npos);
+}
+
 TEST(Cli, UnknownEmitIsAnError) {
   CliResult r = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' --emit ptx");
   EXPECT_EQ(r.status, 1);

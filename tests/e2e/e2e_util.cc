@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "schedules/codegen/cuda_codegen.h"
 #include "schedules/codegen/host_codegen.h"
+#include "schedules/lower/check_limits.h"
 #include "schedules/lower/lower.h"
-#include "schedules/lower/verify.h"
 #include "schedules/workload/builtins.h"
 #include "worker/backend.h"
 
@@ -182,7 +182,7 @@ absl::StatusOr<Schedule> RandomSchedule(const Workload& w, const Target& t, uint
 absl::StatusOr<GeneratedSource> Generate(const Schedule& s, const Target& t) {
   auto p = Lower(s, t);
   if (!p.ok()) return p.status();
-  if (auto st = VerifyProgram(*p, t); !st.ok()) return st;
+  if (auto st = CheckTargetLimits(*p, t); !st.ok()) return st;
   return t.is_cuda() ? GenerateCuda(*p, t) : GenerateHost(*p);
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "schedules/ir/expr.h"
 #include "schedules/ir/stmt.h"
+#include "schedules/lower/plan_shared_memory.h"
 #include "schedules/lower/program.h"
 #include "schedules/target/target.h"
 
@@ -65,6 +66,12 @@ Program OneKernel(std::string name, std::vector<ProgramBuffer> buffers, std::arr
 
 // ---- Generating and compiling.
 
+// `p` with the shared-memory plan of each kernel, as lowering leaves it (plan_shared_memory).
+Program Planned(Program p) {
+  for (Kernel& k : p.kernels) k.shared = PlanSharedMemory(k, p.needs_int64_indices);
+  return p;
+}
+
 bool Contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
@@ -84,7 +91,7 @@ void Dump(const Program& p, const GeneratedSource& src) {
 }
 
 GeneratedSource Generate(const Program& p) {
-  absl::StatusOr<GeneratedSource> src = GenerateCuda(p, CudaTarget("sm_90"));
+  absl::StatusOr<GeneratedSource> src = GenerateCuda(Planned(p), CudaTarget("sm_90"));
   EXPECT_TRUE(src.ok()) << src.status();
   if (!src.ok()) return {};
   EXPECT_EQ(src->target, TargetKind::kCuda);
@@ -666,7 +673,7 @@ TEST(CodegenCuda, ParallelLoopIsAnError) {
   VarPtr i = MakeVar("i");
   Program p = OneKernel("par", {{c, BufferRole::kOutput}}, {1, 1, 1}, {1, 1, 1},
                         Loop(i, 64, MakeStore(c, {i}, MakeFloat(1.0)), ForKind::kParallel));
-  absl::StatusOr<GeneratedSource> src = GenerateCuda(p, CudaTarget("sm_90"));
+  absl::StatusOr<GeneratedSource> src = GenerateCuda(Planned(p), CudaTarget("sm_90"));
   ASSERT_FALSE(src.ok());
   EXPECT_EQ(src.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(std::string(src.status().message()),
@@ -687,7 +694,7 @@ TEST(CodegenCuda, UnsupportedAllReduceExtentIsAnError) {
           red, MakeSeq({MakeAllReduce(ReduceOp::kSum, MakeFloat(1.0), red, ThreadTag::kThreadX, 48),
                         MakeStore(c, {Zero()}, MakeLoad(red, {Zero()}))})));
   Program p = OneKernel("red48", {{c, BufferRole::kOutput}}, {1, 1, 1}, {48, 1, 1}, body);
-  absl::StatusOr<GeneratedSource> src = GenerateCuda(p, CudaTarget("sm_90"));
+  absl::StatusOr<GeneratedSource> src = GenerateCuda(Planned(p), CudaTarget("sm_90"));
   ASSERT_FALSE(src.ok());
   EXPECT_EQ(src.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_TRUE(Contains(std::string(src.status().message()), "extent 48 is not supported"))
@@ -695,7 +702,7 @@ TEST(CodegenCuda, UnsupportedAllReduceExtentIsAnError) {
 
   // An extent that differs from the block dimension.
   p.kernels[0].launch.block = {64, 1, 1};
-  src = GenerateCuda(p, CudaTarget("sm_90"));
+  src = GenerateCuda(Planned(p), CudaTarget("sm_90"));
   ASSERT_FALSE(src.ok());
   EXPECT_TRUE(Contains(std::string(src.status().message()),
                        "the block has 64 threads on that axis; the extent must equal the block "
@@ -709,11 +716,25 @@ TEST(CodegenCuda, TooMuchSharedMemoryIsAnError) {
   Stmt body = MakeAllocate(s, MakeSeq({MakeStore(s, {Zero()}, MakeFloat(1.0)),
                                        MakeStore(c, {Zero()}, MakeLoad(s, {Zero()}))}));
   Program p = OneKernel("huge", {{c, BufferRole::kOutput}}, {1, 1, 1}, {1, 1, 1}, body);
-  absl::StatusOr<GeneratedSource> src = GenerateCuda(p, CudaTarget("sm_90"));
+  absl::StatusOr<GeneratedSource> src = GenerateCuda(Planned(p), CudaTarget("sm_90"));
   ASSERT_FALSE(src.ok());
   EXPECT_TRUE(Contains(std::string(src.status().message()),
                        "needs 262144 bytes of shared memory, more than the 232448 bytes"))
       << src.status();
+}
+
+TEST(CodegenCuda, SharedBufferWithoutAPlanIsAnError) {
+  BufferPtr c = MakeBuffer("C", DType::kFloat32, {1});
+  BufferPtr s = MakeBuffer("tile", DType::kFloat32, {64}, MemScope::kShared);
+  Stmt body = MakeAllocate(s, MakeSeq({MakeStore(s, {Zero()}, MakeFloat(1.0)),
+                                       MakeStore(c, {Zero()}, MakeLoad(s, {Zero()}))}));
+  Program p = OneKernel("unplanned", {{c, BufferRole::kOutput}}, {1, 1, 1}, {1, 1, 1}, body);
+  absl::StatusOr<GeneratedSource> src = GenerateCuda(p, CudaTarget("sm_90"));
+  ASSERT_FALSE(src.ok());
+  EXPECT_TRUE(Contains(std::string(src.status().message()),
+                       "shared buffer 'tile' has no place in the kernel's shared-memory plan"))
+      << src.status();
+  EXPECT_TRUE(GenerateCuda(Planned(p), CudaTarget("sm_90")).ok());
 }
 
 TEST(CodegenCuda, BufferOutsideKernelParamsIsAnError) {
@@ -723,7 +744,7 @@ TEST(CodegenCuda, BufferOutsideKernelParamsIsAnError) {
   Kernel k = MakeKernel("k", {1, 1, 1}, {4, 1, 1}, {c},
                         Bind(tx, ThreadTag::kThreadX, 4, MakeStore(c, {tx}, MakeLoad(a, {tx}))));
   Program p = CudaProgram("missing", {{a, BufferRole::kInput}, {c, BufferRole::kOutput}}, {k});
-  absl::StatusOr<GeneratedSource> src = GenerateCuda(p, CudaTarget("sm_90"));
+  absl::StatusOr<GeneratedSource> src = GenerateCuda(Planned(p), CudaTarget("sm_90"));
   ASSERT_FALSE(src.ok());
   EXPECT_TRUE(Contains(std::string(src.status().message()),
                        "global buffer 'A' is used where it is not declared"))
@@ -735,7 +756,7 @@ TEST(CodegenCuda, HostTargetIsRejected) {
   VarPtr tx = MakeVar("tx");
   Program p = OneKernel("p", {{c, BufferRole::kOutput}}, {1, 1, 1}, {4, 1, 1},
                         Bind(tx, ThreadTag::kThreadX, 4, MakeStore(c, {tx}, MakeFloat(0.0))));
-  absl::StatusOr<GeneratedSource> src = GenerateCuda(p, HostTarget());
+  absl::StatusOr<GeneratedSource> src = GenerateCuda(Planned(p), HostTarget());
   ASSERT_FALSE(src.ok());
   EXPECT_TRUE(Contains(std::string(src.status().message()), "GenerateHost")) << src.status();
 }

@@ -7,9 +7,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "schedules/lower/plan_shared_memory.h"
 #include "schedules/schedule/region.h"
 #include "schedules/schedule/schedule.h"
 #include "tests/schedules/test_workloads.h"
@@ -501,6 +504,95 @@ TEST(LowerProgram, Int64IndicesForHugeBuffers) {
   auto big = LowerReference(VectorAdd(int64_t{1} << 31), HostT());
   TESSEL_ASSERT_OK(big);
   EXPECT_TRUE(big->needs_int64_indices);
+}
+
+// ---- The pass list (pipeline.h).
+
+TEST(LoweringPipeline, RunsEveryPassInOrderAndShowsTheProgramAfterEach) {
+  Tiled t = TiledMatmul(64, 64, 64);
+  std::vector<std::string> seen;
+  std::vector<size_t> kernels;
+  std::string last;
+  auto p = Lower(t.sch, CudaT(), [&](const LoweringPass& pass, const Program& program) {
+    seen.push_back(pass.name);
+    kernels.push_back(program.kernels.size());
+    last = ToString(program);
+  });
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<std::string> names;
+  for (const LoweringPass& pass : LoweringPasses()) names.push_back(pass.name);
+  EXPECT_EQ(seen, names);
+  EXPECT_EQ(last, ToString(*p));
+  // The stage passes leave the program without kernels; build_nests makes the one kernel.
+  const auto build = std::find(seen.begin(), seen.end(), "build_nests");
+  ASSERT_NE(build, seen.end());
+  const size_t at = build - seen.begin();
+  for (size_t i = 0; i < kernels.size(); ++i) EXPECT_EQ(kernels[i], i < at ? 0u : 1u) << seen[i];
+}
+
+TEST(LoweringPipeline, PassNamesAreDistinctAndSummarized) {
+  std::set<std::string> names;
+  for (const LoweringPass& pass : LoweringPasses()) {
+    EXPECT_TRUE(names.insert(pass.name).second) << pass.name;
+    EXPECT_GT(std::string(pass.summary).size(), 10u) << pass.name;
+  }
+  EXPECT_TRUE(names.count("compact_thread_axes"));
+  EXPECT_TRUE(names.count("inject_vthread"));
+}
+
+TEST(LoweringPipeline, StopsAtTheFirstFailingPass) {
+  // A shared stage that is not attached: check_stages refuses it, and no later pass runs.
+  Schedule sch = NewSchedule(Matmul(32, 32, 32));
+  ValueOrDie(sch.CacheRead("A", "shared", {BlockOf(sch, "C")}));
+  std::vector<std::string> seen;
+  auto p = Lower(sch, CudaT(),
+                 [&](const LoweringPass& pass, const Program&) { seen.push_back(pass.name); });
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("not attached to any loop"));
+  EXPECT_THAT(seen, ElementsAre("uniquify_loop_names", "infer_bounds"));
+}
+
+// ---- Shared-memory planning (plan_shared_memory.h).
+
+TEST(PlanSharedMemory, PlacesBuffersThenScratchAtAlignedOffsets) {
+  BufferPtr tile = MakeBuffer("tile", DType::kFloat32, {10}, MemScope::kShared);
+  BufferPtr r32 = MakeBuffer("r32", DType::kFloat32, {1}, MemScope::kLocal);
+  BufferPtr r16 = MakeBuffer("r16", DType::kFloat16, {1}, MemScope::kLocal);
+  BufferPtr r64 = MakeBuffer("r64", DType::kFloat64, {1}, MemScope::kLocal);
+  BufferPtr rc = MakeBuffer("rc", DType::kFloat32, {1}, MemScope::kLocal);
+  Kernel k;
+  k.launch.block = {128, 1, 1};
+  k.launch.cluster = 2;
+  k.body = MakeAllocate(
+      tile, MakeSeq({MakeAllReduce(ReduceOp::kSum, MakeFloat(1.0), r32, ThreadTag::kThreadX, 128),
+                     // f16 reduces in f32: one scratch, for the larger of the two.
+                     MakeAllReduce(ReduceOp::kMax, MakeFloat(1.0, DType::kFloat16), r16,
+                                   ThreadTag::kThreadX, 128),
+                     MakeAllReduce(ReduceOp::kSum, MakeFloat(1.0, DType::kFloat64), r64,
+                                   ThreadTag::kThreadX, 128),
+                     // 32 lanes or fewer reduce by shuffles alone.
+                     MakeAllReduce(ReduceOp::kSum, MakeFloat(1.0), r32, ThreadTag::kThreadX, 32),
+                     MakeAllReduce(ReduceOp::kSum, MakeFloat(1.0), rc, ThreadTag::kClusterX, 2)}));
+  const SharedPlan plan = PlanSharedMemory(k, /*int64_indices=*/false);
+  EXPECT_EQ(ToString(plan),
+            "shared 112 bytes: tile at 0, reduce_scratch f64[4] at 48, reduce_scratch f32[4] at "
+            "80, cluster_scratch f32[1] at 96");
+  EXPECT_FALSE(plan.dynamic);
+}
+
+TEST(PlanSharedMemory, LoweringRecordsThePlanOfEachCudaKernel) {
+  Tiled t = TiledMatmul(64, 64, 64);
+  BlockRV as = ValueOrDie(t.sch.CacheRead("A", "shared", {t.c}));
+  TESSEL_ASSERT_OK(t.sch.ComputeAt(as, t.k0));
+  auto prog = Lower(t.sch, CudaT());
+  TESSEL_ASSERT_OK(prog);
+  EXPECT_EQ(ToString(prog->kernels[0].shared), "shared 512 bytes: A_shared at 0");
+  EXPECT_THAT(ToString(*prog), HasSubstr("  shared 512 bytes: A_shared at 0\n"));
+  // Over 48 KiB the kernel's shared memory is dynamic.
+  Kernel big;
+  big.body =
+      MakeAllocate(MakeBuffer("big", DType::kFloat32, {16384}, MemScope::kShared), MakeSeq({}));
+  EXPECT_TRUE(PlanSharedMemory(big, false).dynamic);
 }
 
 }  // namespace

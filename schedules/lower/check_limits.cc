@@ -1,4 +1,4 @@
-#include "schedules/lower/verify.h"
+#include "schedules/lower/check_limits.h"
 
 #include <algorithm>
 
@@ -73,7 +73,7 @@ KernelResources EstimateResources(const Kernel& k) {
   return r;
 }
 
-absl::Status VerifyProgram(const Program& p, const Target& t) {
+absl::Status CheckTargetLimits(const Program& p, const Target& t) {
   if (p.kernels.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("program ", p.name, " has no kernel"));
   }

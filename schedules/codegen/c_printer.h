@@ -1,9 +1,10 @@
 #pragma once
 
-// Pieces shared by the CUDA and host C++ code generators (internal to codegen/): a C-like printer
-// of expressions and statements with per-target hooks, unique naming, and the index analyses
-// (non-negativity, affine forms) that decide how division is printed and whether a loop
-// vectorizes. Not thread-safe: one printer per generation, used by one thread.
+// The C-like printer that the CUDA and host C++ code generators derive from (internal to
+// codegen/): expressions and statements printed with per-target hooks, literals, unique naming,
+// and the non-negativity analysis that decides how division is printed. The index analyses it
+// uses are in ir/affine.h, the statement analyses in ir/stmt_analysis.h. Not thread-safe: one
+// printer per generation, used by one thread.
 
 #include <cstdint>
 #include <functional>
@@ -20,40 +21,6 @@
 #include "schedules/lower/program.h"
 
 namespace tessel::schedules::codegen {
-
-// ---- Tree walks.
-
-// Whether some store under `s` writes an element whose index does not depend on `v` (an
-// accumulator: the iterations of a loop over `v` then depend on each other).
-bool StoresIndependentOf(const Stmt& s, const VarNode* v);
-
-// Adds to `out` the buffers that `s` writes: those it stores to, and (conservatively) those
-// loaded in the arguments of intrinsic calls evaluated for their effect.
-void CollectWrittenBuffers(const Stmt& s, std::unordered_set<const Buffer*>* out);
-// True when `s` contains a Barrier or an AllReduce (code every thread of a block must reach).
-bool ContainsSync(const Stmt& s);
-// Loop iterations `s` would unroll into (constant extents multiplied, sequences added);
-// INT64_MAX when some extent is not constant.
-int64_t UnrollSteps(const Stmt& s);
-
-// ---- Index analyses.
-
-// The flat element offset of buffer[indices]: sum(index_i * stride_i), folded.
-Expr FlatIndex(const Buffer& buffer, const std::vector<Expr>& indices);
-// Merges the integer constants at the ends of addition chains: (x + 2) + 2 -> x + 4.
-Expr FoldTrailingConstants(const Expr& e);
-
-// e == constant + sum(coeff_i * term_i), where each term is a variable or a sub-expression that is
-// not affine (kept whole).
-struct AffineForm {
-  std::vector<std::pair<Expr, int64_t>> terms;
-  int64_t constant = 0;
-};
-AffineForm ToAffine(const Expr& e);
-// Splits `e` into coeff * v + rest. False when `v` occurs inside a non-affine term.
-bool SplitAffine(const Expr& e, const VarNode* v, int64_t* coeff, AffineForm* rest);
-// True when every coefficient and the constant are multiples of `w`.
-bool AllMultiplesOf(const AffineForm& f, int64_t w);
 
 // ---- Literals and names.
 

@@ -22,6 +22,6 @@ KernelResources EstimateResources(const Kernel& k);
 
 // kFailedPrecondition (the candidate is over a limit; not a user error) with a message such as
 // "kernel tessel_matmul_C uses 1536 threads per block, over the limit of 1024 by 512".
-absl::Status VerifyProgram(const Program& p, const Target& t);
+absl::Status CheckTargetLimits(const Program& p, const Target& t);
 
 }  // namespace tessel::schedules

@@ -1,4 +1,4 @@
-#include "schedules/lower/verify.h"
+#include "schedules/lower/check_limits.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -27,90 +27,90 @@ Program MakeProgram(Kernel k) {
   return p;
 }
 
-TEST(VerifyProgram, AcceptsAKernelWithinLimits) {
+TEST(CheckTargetLimits, AcceptsAKernelWithinLimits) {
   Program p =
       MakeProgram(MakeKernel(256, {MakeBuffer("s", DType::kFloat32, {128, 8}, MemScope::kShared),
                                    MakeBuffer("r", DType::kFloat32, {8, 8}, MemScope::kLocal)}));
-  EXPECT_TRUE(VerifyProgram(p, CudaTarget("sm_90")).ok());
+  EXPECT_TRUE(CheckTargetLimits(p, CudaTarget("sm_90")).ok());
   KernelResources r = EstimateResources(p.kernels[0]);
   EXPECT_EQ(r.threads, 256);
   EXPECT_EQ(r.shared_bytes, 128 * 8 * 4);
   EXPECT_EQ(r.local_elements, 64);
 }
 
-TEST(VerifyProgram, TooManyThreadsSaysByHowMuch) {
-  absl::Status s = VerifyProgram(MakeProgram(MakeKernel(1536, {})), CudaTarget("sm_90"));
+TEST(CheckTargetLimits, TooManyThreadsSaysByHowMuch) {
+  absl::Status s = CheckTargetLimits(MakeProgram(MakeKernel(1536, {})), CudaTarget("sm_90"));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("uses 1536 threads per block, over the limit of 1024 by 512"));
 }
 
-TEST(VerifyProgram, TooMuchSharedMemoryNamesTheArch) {
+TEST(CheckTargetLimits, TooMuchSharedMemoryNamesTheArch) {
   Program p = MakeProgram(
       MakeKernel(128, {MakeBuffer("s", DType::kFloat32, {200 * 1024 / 4}, MemScope::kShared)}));
-  absl::Status s = VerifyProgram(p, CudaTarget("sm_80"));
+  absl::Status s = CheckTargetLimits(p, CudaTarget("sm_80"));
   EXPECT_THAT(s.message(), HasSubstr("204800 bytes of shared memory per block, over the sm_80 "
                                      "limit of 166912 by 37888"));
-  EXPECT_TRUE(VerifyProgram(p, CudaTarget("sm_90")).ok());  // 227 KiB on Hopper
+  EXPECT_TRUE(CheckTargetLimits(p, CudaTarget("sm_90")).ok());  // 227 KiB on Hopper
 }
 
-TEST(VerifyProgram, TooManyRegistersPerThread) {
+TEST(CheckTargetLimits, TooManyRegistersPerThread) {
   Program p =
       MakeProgram(MakeKernel(64, {MakeBuffer("r", DType::kFloat32, {16, 16}, MemScope::kLocal)}));
-  absl::Status s = VerifyProgram(p, CudaTarget("sm_90"));
+  absl::Status s = CheckTargetLimits(p, CudaTarget("sm_90"));
   EXPECT_THAT(s.message(), HasSubstr("keeps 256 words in local buffers, about 280 registers per "
                                      "thread, over the limit of 255 by 25"));
 }
 
-TEST(VerifyProgram, TooManyRegistersPerBlock) {
+TEST(CheckTargetLimits, TooManyRegistersPerBlock) {
   Program p =
       MakeProgram(MakeKernel(1024, {MakeBuffer("r", DType::kFloat32, {80}, MemScope::kLocal)}));
-  absl::Status s = VerifyProgram(p, CudaTarget("sm_90"));
+  absl::Status s = CheckTargetLimits(p, CudaTarget("sm_90"));
   EXPECT_THAT(s.message(),
               HasSubstr("needs about 104 registers per thread for 1024 threads: 106496 per block, "
                         "over the limit of 65536 by 40960; a thread may spill at most 32 words "
                         "over its share of 64: use fewer threads or smaller local buffers"));
 }
 
-TEST(VerifyProgram, ASmallSpillOverTheBlockBudgetIsAccepted) {
+TEST(CheckTargetLimits, ASmallSpillOverTheBlockBudgetIsAccepted) {
   // 64 words + 24 overhead = 88 registers, 24 over the 64 a thread of 1024 gets.
   Program p =
       MakeProgram(MakeKernel(1024, {MakeBuffer("r", DType::kFloat32, {64}, MemScope::kLocal)}));
-  EXPECT_TRUE(VerifyProgram(p, CudaTarget("sm_90")).ok());
+  EXPECT_TRUE(CheckTargetLimits(p, CudaTarget("sm_90")).ok());
   // The same buffer and 8 more words is over by 32: still accepted; 9 more is refused.
   Program at_limit =
       MakeProgram(MakeKernel(1024, {MakeBuffer("r", DType::kFloat32, {72}, MemScope::kLocal)}));
-  EXPECT_TRUE(VerifyProgram(at_limit, CudaTarget("sm_90")).ok());
+  EXPECT_TRUE(CheckTargetLimits(at_limit, CudaTarget("sm_90")).ok());
   Program over =
       MakeProgram(MakeKernel(1024, {MakeBuffer("r", DType::kFloat32, {73}, MemScope::kLocal)}));
-  EXPECT_FALSE(VerifyProgram(over, CudaTarget("sm_90")).ok());
+  EXPECT_FALSE(CheckTargetLimits(over, CudaTarget("sm_90")).ok());
 }
 
-TEST(VerifyProgram, VectorWiderThanSixteenBytes) {
+TEST(CheckTargetLimits, VectorWiderThanSixteenBytes) {
   VarPtr v = MakeVar("v");
   BufferPtr out = MakeBuffer("y", DType::kFloat32, {8});
   Stmt loop = MakeFor(v, MakeInt(0), MakeInt(8), ForKind::kVectorized, ThreadTag::kNone,
                       MakeStore(out, {Expr(v)}, MakeFloat(1.0)));
-  absl::Status s = VerifyProgram(MakeProgram(MakeKernel(32, {}, loop)), CudaTarget("sm_90"));
+  absl::Status s = CheckTargetLimits(MakeProgram(MakeKernel(32, {}, loop)), CudaTarget("sm_90"));
   EXPECT_THAT(s.message(), HasSubstr("vectorizes 32 bytes per access, over the limit of 16 by 16"));
 }
 
-TEST(VerifyProgram, TooManyBlocksAlongY) {
+TEST(CheckTargetLimits, TooManyBlocksAlongY) {
   Kernel k = MakeKernel(32, {});
   k.launch.grid = {1, 70000, 1};
-  absl::Status s = VerifyProgram(MakeProgram(k), CudaTarget("sm_90"));
+  absl::Status s = CheckTargetLimits(MakeProgram(k), CudaTarget("sm_90"));
   EXPECT_THAT(s.message(), HasSubstr("launches 70000 blocks along y, over the limit of 65535"));
 }
 
-TEST(VerifyProgram, HostProgramsHaveNoDeviceLimits) {
+TEST(CheckTargetLimits, HostProgramsHaveNoDeviceLimits) {
   Program p = MakeProgram(MakeKernel(4096, {}));
   p.target = TargetKind::kHost;
-  EXPECT_TRUE(VerifyProgram(p, HostTarget()).ok());
+  EXPECT_TRUE(CheckTargetLimits(p, HostTarget()).ok());
 }
 
-TEST(VerifyProgram, EmptyProgramIsRejected) {
+TEST(CheckTargetLimits, EmptyProgramIsRejected) {
   Program p;
   p.name = "empty";
-  EXPECT_THAT(VerifyProgram(p, CudaTarget("sm_90")).message(),
+  EXPECT_THAT(CheckTargetLimits(p, CudaTarget("sm_90")).message(),
               HasSubstr("program empty has no kernel"));
 }
 

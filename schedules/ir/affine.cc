@@ -1,0 +1,136 @@
+#include "schedules/ir/affine.h"
+
+#include "schedules/ir/expr_functor.h"
+#include "schedules/ir/substitute.h"
+#include "schedules/util/check.h"
+
+namespace tessel::schedules {
+
+Expr FlatIndex(const Buffer& buffer, const std::vector<Expr>& indices) {
+  TESSEL_CHECK(indices.size() == buffer.shape.size())
+      << "access of " << buffer.name << " with " << indices.size() << " indices, rank "
+      << buffer.shape.size();
+  const std::vector<int64_t> strides = buffer.Strides();
+  Expr flat = MakeInt(0);
+  for (size_t i = 0; i < indices.size(); ++i) {
+    flat = flat + MakeCast(kIndexType, indices[i]) * MakeInt(strides[i]);
+  }
+  return flat;
+}
+
+namespace {
+
+class TrailingConstantFolder final : public ExprMutator {
+ public:
+  Expr Run(const Expr& e) { return Visit(e); }
+
+ protected:
+  Expr VisitBinary(const BinaryNode& n, const Expr& self) override {
+    Expr folded = ExprMutator::VisitBinary(n, self);
+    const auto* outer = As<BinaryNode>(folded);
+    int64_t c2 = 0, c1 = 0;
+    if (outer == nullptr || !IsInt(outer->dtype) ||
+        (outer->op != BinaryOp::kAdd && outer->op != BinaryOp::kSub) ||
+        !IsConstInt(outer->b, &c2)) {
+      return folded;
+    }
+    const auto* inner = As<BinaryNode>(outer->a);
+    if (inner == nullptr || (inner->op != BinaryOp::kAdd && inner->op != BinaryOp::kSub) ||
+        !IsConstInt(inner->b, &c1)) {
+      return folded;
+    }
+    const int64_t total =
+        (inner->op == BinaryOp::kAdd ? c1 : -c1) + (outer->op == BinaryOp::kAdd ? c2 : -c2);
+    if (total == 0) return inner->a;
+    return total > 0 ? inner->a + MakeInt(total, outer->dtype)
+                     : inner->a - MakeInt(-total, outer->dtype);
+  }
+};
+
+void AddScaled(AffineForm* into, const AffineForm& f, int64_t scale) {
+  into->constant += f.constant * scale;
+  for (const auto& [term, coeff] : f.terms) {
+    bool merged = false;
+    for (auto& [t, c] : into->terms) {
+      if (t.get() == term.get()) {
+        c += coeff * scale;
+        merged = true;
+        break;
+      }
+    }
+    if (!merged) into->terms.emplace_back(term, coeff * scale);
+  }
+}
+
+}  // namespace
+
+AffineForm ToAffine(const Expr& e) {
+  AffineForm f;
+  int64_t c = 0;
+  if (IsConstInt(e, &c)) {
+    f.constant = c;
+    return f;
+  }
+  if (const auto* b = As<BinaryNode>(e); b && IsInt(b->dtype)) {
+    switch (b->op) {
+      case BinaryOp::kAdd:
+        AddScaled(&f, ToAffine(b->a), 1);
+        AddScaled(&f, ToAffine(b->b), 1);
+        return f;
+      case BinaryOp::kSub:
+        AddScaled(&f, ToAffine(b->a), 1);
+        AddScaled(&f, ToAffine(b->b), -1);
+        return f;
+      case BinaryOp::kMul:
+        if (IsConstInt(b->b, &c)) {
+          AddScaled(&f, ToAffine(b->a), c);
+          return f;
+        }
+        if (IsConstInt(b->a, &c)) {
+          AddScaled(&f, ToAffine(b->b), c);
+          return f;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  if (const auto* cast = As<CastNode>(e); cast && IsInt(cast->dtype) && IsInt(cast->value->dtype)) {
+    return ToAffine(cast->value);
+  }
+  if (const auto* u = As<UnaryNode>(e); u && u->op == UnaryOp::kNeg && IsInt(u->dtype)) {
+    AddScaled(&f, ToAffine(u->a), -1);
+    return f;
+  }
+  f.terms.emplace_back(e, 1);
+  return f;
+}
+
+Expr FoldTrailingConstants(const Expr& e) { return TrailingConstantFolder().Run(e); }
+
+bool SplitAffine(const Expr& e, const VarNode* v, int64_t* coeff, AffineForm* rest) {
+  AffineForm f = ToAffine(e);
+  *coeff = 0;
+  rest->terms.clear();
+  rest->constant = f.constant;
+  for (const auto& [term, c] : f.terms) {
+    if (term.get() == v) {
+      *coeff += c;
+    } else if (UsesVar(term, v)) {
+      return false;
+    } else if (c != 0) {
+      rest->terms.emplace_back(term, c);
+    }
+  }
+  return true;
+}
+
+bool AllMultiplesOf(const AffineForm& f, int64_t w) {
+  if (f.constant % w != 0) return false;
+  for (const auto& [term, c] : f.terms) {
+    if (c % w != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace tessel::schedules

@@ -1,0 +1,47 @@
+#pragma once
+
+// The lowering passes, each a free function over the LoweringState (lowering_state.h). Their
+// order, names and one-line summaries are in pipeline.cc (LoweringPasses()); `tessel lower
+// --print-after-all` prints the program after each. Stage passes work on the schedule's stages;
+// build_nests makes one kernel per root stage; kernel passes rewrite the kernels' bodies and
+// fill in what code generation reads (params, streamed buffers, the shared-memory plan).
+
+#include "absl/status/status.h"
+#include "schedules/lower/lowering_state.h"
+
+namespace tessel::schedules {
+
+// ---- Stage passes.
+
+// Gives every loop variable of the program a distinct name (uniquify_loop_names.cc).
+absl::Status UniquifyLoopNames(LoweringState* state);
+// Rejects schedules lowering cannot express, with the fix in the message (check_stages.cc).
+absl::Status CheckStages(LoweringState* state);
+// Realizes attached shared/local stages as buffers of their region's shape (realize_buffers.cc).
+absl::Status RealizeBuffers(LoweringState* state);
+// The launch of every kernel, the block-index variables, the analyzer's variable ranges
+// (plan_launches.cc).
+absl::Status PlanLaunches(LoweringState* state);
+// The program's name and global buffers: inputs, outputs, workspace (plan_launches.cc).
+absl::Status CollectProgramBuffers(LoweringState* state);
+
+// ---- Stages to kernels.
+
+// One kernel per root stage, its body the loop nest of the stage with its attached stages,
+// guards, reduction initialization, cross-thread reductions and barriers (build_nests.cc).
+absl::Status BuildNests(LoweringState* state);
+
+// ---- Kernel passes.
+
+// Simplifies every kernel body over the analyzer's variable ranges (kernel_passes.cc).
+absl::Status SimplifyKernels(LoweringState* state);
+// Refuses a local buffer still indexed by an attached stage's block index (kernel_passes.cc).
+absl::Status CheckBlockAxesCompacted(LoweringState* state);
+// The stream_loads / stream_stores annotations as the kernels' streamed buffers (CUDA).
+absl::Status MarkStreamingBuffers(LoweringState* state);
+// Each kernel's params: the program buffers its body touches, in program order.
+absl::Status CollectKernelParams(LoweringState* state);
+// Places every kernel's shared buffers and reduction scratch (CUDA; plan_shared_memory.h).
+absl::Status PlanKernelsSharedMemory(LoweringState* state);
+
+}  // namespace tessel::schedules

@@ -1,0 +1,20 @@
+#pragma once
+
+// Shared-memory planning of a CUDA kernel: every shared buffer the body allocates, then the
+// scratch its cross-thread reductions combine through, each placed at a 16-byte aligned offset of
+// the kernel's shared memory (Kernel::shared). Code generation declares what the plan says: one
+// static array a slot, or slices of one dynamic array past 48 KiB.
+//
+// Scratch: a block all-reduce over threadIdx.x of more than 32 threads keeps one partial per warp
+// (three for a centred pair: mean, squares, count); one over threadIdx.y or .z one value per
+// thread; one slot per CTA for a cluster all-reduce. Reductions of values with the same C compute
+// type share the scratch, sized for the largest. All-reduces that code generation would refuse
+// (checked there) get no scratch.
+
+#include "schedules/lower/program.h"
+
+namespace tessel::schedules {
+
+SharedPlan PlanSharedMemory(const Kernel& kernel, bool int64_indices);
+
+}  // namespace tessel::schedules
