@@ -1296,7 +1296,7 @@ absl::Status Schedule::StorageAlign(BlockRV block, int axis, int64_t factor, int
 }
 
 absl::Status Schedule::SplitBufferAxis(BlockRV block, int axis,
-                                       const std::vector<int64_t>& factors) {
+                                       const std::vector<Factor>& factor_args) {
   const char* prim = "split_buffer_axis";
   auto st = MutableStage(block, prim);
   if (!st.ok()) return st.status();
@@ -1307,6 +1307,8 @@ absl::Status Schedule::SplitBufferAxis(BlockRV block, int axis,
                                       ") must be in [0, ", rank, ")"));
   }
   const int64_t dim = s->buffer->shape[axis];
+  std::vector<int64_t> factors;
+  for (const Factor& f : factor_args) factors.push_back(f.rv.id >= 0 ? Value(f.rv) : f.value);
   if (factors.size() < 2) {
     return Invalid(prim, absl::StrCat("needs at least two factors to split axis ", axis,
                                       " of stage ", s->name, ", got ", factors.size()));
@@ -1398,7 +1400,19 @@ absl::Status Schedule::SplitBufferAxis(BlockRV block, int axis,
   AxisSplitter split(s->buffer.get(), nb, axis, fs, strides);
   for (Stage& o : stages_) o.body = split.Visit(o.body);
   s->buffer = nb;
-  Record(Instruction{prim, {RVName(block.id)}, {{"axis", axis}, {"factors", fs}}, {}, {}});
+  // Like split: literal factors as given (-1 stays inferred), sampled ones as null inputs.
+  Instruction inst{prim, {RVName(block.id)}, {{"axis", axis}}, {}, {}};
+  nlohmann::json lit = nlohmann::json::array();
+  for (const Factor& f : factor_args) {
+    if (f.rv.id >= 0) {
+      inst.inputs.push_back(RVName(f.rv.id));
+      lit.push_back(nullptr);
+    } else {
+      lit.push_back(f.value);
+    }
+  }
+  inst.attrs["factors"] = lit;
+  Record(std::move(inst));
   return absl::OkStatus();
 }
 
@@ -2065,10 +2079,18 @@ absl::StatusOr<Schedule> Replay(const Workload& workload, const Trace& trace, ui
       if (!a.contains("factors") || !a["factors"].is_array()) {
         return fail("attribute \"factors\" must be an array");
       }
-      std::vector<int64_t> fs;
+      std::vector<Factor> fs;
+      size_t next = 1;
       for (const auto& f : a["factors"]) {
-        if (!f.is_number_integer()) return fail("factors must be integers");
-        fs.push_back(f.get<int64_t>());
+        if (f.is_null()) {
+          int v = -1;
+          TESSEL_RETURN_IF_ERROR(input(next++, 'v', &v));
+          fs.emplace_back(IntRV{v});
+        } else if (f.is_number_integer()) {
+          fs.emplace_back(f.get<int64_t>());
+        } else {
+          return fail("factors must be integers or null");
+        }
       }
       return sch.SplitBufferAxis(BlockRV{b}, static_cast<int>(axis), fs);
     }

@@ -137,7 +137,8 @@ class Schedule {
   // computed outside the threadIdx loop of t, an axis that lowering drops (each thread holds
   // only its own J x V elements: compact_thread_axes.h). The stage must not be an output, must be
   // a root stage with untransformed loops, and must not be padded with storage_align yet.
-  absl::Status SplitBufferAxis(BlockRV block, int axis, const std::vector<int64_t>& factors);
+  // Factors may be sampled (IntRVs), like split's.
+  absl::Status SplitBufferAxis(BlockRV block, int axis, const std::vector<Factor>& factors);
   // The value may be sampled (an IntRV), e.g. the unroll step.
   absl::Status Annotate(LoopRV loop, const std::string& key, Factor value);
   absl::Status Annotate(BlockRV block, const std::string& key, Factor value);
