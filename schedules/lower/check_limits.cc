@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "schedules/ir/substitute.h"
 
 namespace tessel::schedules {
 
@@ -18,6 +19,23 @@ constexpr int64_t kRegisterOverhead = 24;
 // (bench/RESULTS.md). More than this is refused.
 constexpr int64_t kMaxSpillWords = 32;
 
+// The bytes of the widest element a vectorized loop's body loads or stores in global or shared
+// memory (a vector access is that many lanes of it); registers (local buffers) are no access,
+// so a vectorized reduction of f16 loads into an f32 accumulator counts 2 bytes a lane.
+int64_t WidestMemoryElement(const Stmt& body) {
+  int64_t bytes = 0;
+  auto access = [&](const Buffer& b) {
+    if (b.scope != MemScope::kLocal) bytes = std::max<int64_t>(bytes, DTypeBytes(b.dtype));
+  };
+  WalkStmt(body, [&](const Stmt& x) {
+    if (const auto* st = As<StoreNode>(x)) {
+      access(*st->buffer);
+      for (const LoadNode* l : CollectLoads(st->value)) access(*l->buffer);
+    }
+  });
+  return bytes;
+}
+
 void Walk(const Stmt& s, int64_t live_local, KernelResources* r) {
   if (!s) return;
   switch (s->kind) {
@@ -26,10 +44,7 @@ void Walk(const Stmt& s, int64_t live_local, KernelResources* r) {
       if (n.kind == ForKind::kVectorized) {
         int64_t ext = 0;
         if (IsConstInt(n.extent, &ext)) {
-          // The element type is that of the stores inside; assume 4 bytes unless a store says.
-          int64_t bytes = 4;
-          if (const auto* st = As<StoreNode>(n.body)) bytes = DTypeBytes(st->buffer->dtype);
-          r->max_vector_bytes = std::max(r->max_vector_bytes, ext * bytes);
+          r->max_vector_bytes = std::max(r->max_vector_bytes, ext * WidestMemoryElement(n.body));
         }
       }
       Walk(n.body, live_local, r);

@@ -5,14 +5,18 @@
 // to a sampled number of threads at a sampled vector width; every reduction it reads is computed
 // at the consumer's row, in registers, reduced across the same threads (warp shuffles, then
 // shared memory) with its loads unrolled. Softmax forks: three passes, or the maximum fused into
-// the sum's pass (fuse_online_max). With few rows (fewer than the SMs): each reduction splits
+// the sum's pass (fuse_online_max); and where every reduction reads one operand of the
+// consumer's shape, a third sketch keeps each row of it in registers, split over a sampled
+// thread-block cluster on GPUs that have them (rules::RowInRegisters). With few rows (fewer than the SMs): each reduction splits
 // into sampled chunks reduced by separate blocks (rfactor), then combined; the consumer is left
-// to AutoBind.
+// to AutoBind. Where the statistics are a sum and centred squares (layernorm), a second sketch
+// does all of it in one grid-synchronized kernel that reads each row once (rules::GridRows).
 
 #include <algorithm>
 #include <set>
 
 #include "schedules/ir/substitute.h"
+#include "schedules/rules/row_schedules.h"
 #include "schedules/rules/rule_util.h"
 #include "schedules/rules/schedule_rule.h"
 #include "schedules/util/check.h"
@@ -55,7 +59,13 @@ class CrossThreadReduction final : public ScheduleRule {
         for (const std::string& r : reds) TESSEL_RETURN_IF_ERROR(Partial(&s, r));
       }
       if (!st->reduce) TESSEL_RETURN_IF_ERROR(ColumnsOuter(&s, stage));
-      return std::vector<Schedule>{std::move(s)};
+      std::vector<Schedule> out = {std::move(s)};
+      if (centered) {
+        const std::string x = RowOperand(sch, *st, reds);
+        Schedule g = sch;
+        if (!x.empty() && InGrid(&g, *st, reds, x).ok()) out.push_back(std::move(g));
+      }
+      return out;
     }
     if (st->reduce) {
       // An output reduction: rows to blocks.
@@ -71,6 +81,11 @@ class CrossThreadReduction final : public ScheduleRule {
       if (online && online_sum.empty()) continue;
       Schedule s = sch;
       TESSEL_RETURN_IF_ERROR(AtConsumer(&s, stage, reds, online ? online_sum : ""));
+      out.push_back(std::move(s));
+    }
+    if (const std::string x = RowOperand(sch, *st, reds); !x.empty() && InRegistersFits(*st, x)) {
+      Schedule s = sch;
+      TESSEL_RETURN_IF_ERROR(InRegisters(&s, stage, reds, x));
       out.push_back(std::move(s));
     }
     return out;
@@ -263,6 +278,92 @@ class CrossThreadReduction final : public ScheduleRule {
       TESSEL_RETURN_IF_ERROR(CrossThread(s, b, threads, /*bind_rows=*/false));
     }
     return absl::OkStatus();
+  }
+
+  // The input every reduction and the consumer read with the consumer's shape (softmax's and
+  // layernorm's X), when the consumer is a (row, column) stage: the operand whose row
+  // RowInRegisters keeps in registers; "" otherwise.
+  static std::string RowOperand(const Schedule& s, const Stage& consumer,
+                                const std::vector<std::string>& reds) {
+    if (consumer.axes.size() != 2 || !consumer.reduce_axes.empty()) return "";
+    auto reads = [&](const Stage& st, const std::string& name) {
+      for (const LoadNode* l : CollectLoads(st.body)) {
+        if (l->buffer->name == name) return true;
+      }
+      return false;
+    };
+    for (const LoadNode* l : CollectLoads(consumer.body)) {
+      const std::string& name = l->buffer->name;
+      if (s.FindStage(name) || l->buffer->shape != consumer.buffer->shape) continue;
+      bool all = true;
+      for (const std::string& r : reds) all = all && reads(*s.FindStage(r), name);
+      if (all) return name;
+    }
+    return "";
+  }
+
+  // Every row read once into registers (rules::RowInRegisters): 16-byte vectors, a sampled
+  // number of threads and of vectors a thread; on GPUs with thread-block clusters the row is
+  // split over a cluster of as many CTAs as the rest leaves (a sample whose cluster is not a
+  // whole number of CTAs, or too large, is rejected before it is measured).
+  static int64_t VectorLanes(const Stage& y, const std::string& x) {
+    int64_t lanes = 1;
+    for (const LoadNode* l : CollectLoads(y.body)) {
+      if (l->buffer->name == x) lanes = std::max<int64_t>(1, 16 / DTypeBytes(l->buffer->dtype));
+    }
+    return lanes;
+  }
+  // Rows of 128 threads' vectors or a multiple: the smallest split divides them.
+  static bool InRegistersFits(const Stage& y, const std::string& x) {
+    return y.iters.size() == 2 && y.iters[1].extent % (128 * VectorLanes(y, x)) == 0;
+  }
+  absl::Status InRegisters(Schedule* s, const std::string& consumer,
+                           const std::vector<std::string>& reds, const std::string& x) const {
+    const Stage& y = *s->FindStage(consumer);
+    const int64_t lanes = VectorLanes(y, x);
+    // The sketch itself is built with the smallest choices (128 threads, one vector each), which
+    // InRegistersFits guarantees divide the row.
+    const int64_t cols = y.iters[1].extent;
+    TESSEL_ASSIGN_OR_RETURN(
+        IntRV threads, SampleUniform(s, {128, 256, 512, 1024},
+                                     std::min(target_.max_threads_per_block, cols / lanes), 0));
+    std::vector<Factor> split = {threads, lanes};
+    if (target_.max_cluster_ctas > 1) {
+      TESSEL_ASSIGN_OR_RETURN(
+          IntRV vectors, SampleUniform(s, {1, 2, 4, 8, 16},
+                                       std::min<int64_t>(16, cols / (128 * lanes)), 0));
+      split.insert(split.begin(), {-1, vectors});
+    } else {
+      split.insert(split.begin(), -1);
+    }
+    return rules::RowInRegisters(s, consumer, reds, x, split);
+  }
+
+  // Few long rows whose statistics are a sum and the centred squares about its mean (layernorm)
+  // in one grid-synchronized kernel (rules::GridRows): a sampled number of blocks (at most one
+  // an SM, so that all are resident) and of threads, 16-byte vectors, each thread's share of
+  // the row in registers; the first per-column operand of the consumer (layernorm's weight) in
+  // shared memory (one slice is 1/G of a row: two would not fit for long rows). Fails, leaving a
+  // partly changed schedule, where the statistics are not of that form or the sketch's own
+  // choices (the fewest blocks and threads) do not divide the row.
+  absl::Status InGrid(Schedule* s, const Stage& y, const std::vector<std::string>& reds,
+                      const std::string& x) const {
+    const int64_t lanes = VectorLanes(y, x), cols = y.iters[1].extent;
+    const std::vector<int64_t> blocks = rules::PowersOfTwo(16, target_.sm_count);
+    if (blocks.empty() || cols % (blocks[0] * 256 * lanes) != 0) {
+      return absl::FailedPreconditionError("the row does not divide into the smallest grid");
+    }
+    std::vector<std::string> per_column;
+    for (const LoadNode* l : CollectLoads(y.body)) {
+      if (!s->FindStage(l->buffer->name) && l->buffer->shape == std::vector<int64_t>{cols}) {
+        per_column.push_back(l->buffer->name);
+        break;
+      }
+    }
+    TESSEL_ASSIGN_OR_RETURN(IntRV g, SampleUniform(s, blocks, target_.sm_count, 0));
+    TESSEL_ASSIGN_OR_RETURN(IntRV threads, SampleUniform(s, {256, 512, 1024},
+                                                         target_.max_threads_per_block, 0));
+    return rules::GridRows(s, y.name, reds[0], reds[1], x, per_column, {g, -1, threads, lanes});
   }
 
   Target target_;

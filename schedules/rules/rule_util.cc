@@ -18,14 +18,15 @@ bool IsScheduled(const Stage& st) {
   return false;
 }
 
-absl::StatusOr<IntRV> SampleUniform(Schedule* s, std::vector<int64_t> values, int64_t max) {
+absl::StatusOr<IntRV> SampleUniform(Schedule* s, std::vector<int64_t> values, int64_t max,
+                                    std::optional<int64_t> decision) {
   std::sort(values.begin(), values.end());
   std::vector<int64_t> kept;
   for (int64_t v : values) {
     if (v <= max || kept.empty()) kept.push_back(v);
   }
   std::vector<double> probs(kept.size(), 1.0 / static_cast<double>(kept.size()));
-  return s->SampleCategorical(kept, probs);
+  return s->SampleCategorical(kept, probs, decision);
 }
 
 std::vector<int64_t> PowersOfTwo(int64_t lo, int64_t hi) {

@@ -3,6 +3,7 @@
 // Small helpers shared by the schedule rules.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,10 @@ bool IsReduceLoop(const Schedule& s, LoopRV l);
 // marked parallel/vectorized/unrolled, or the stage is attached).
 bool IsScheduled(const Stage& st);
 // A categorical choice among `values`, uniform; values over `max` are dropped (at least the
-// smallest is kept).
-absl::StatusOr<IntRV> SampleUniform(Schedule* s, std::vector<int64_t> values, int64_t max);
+// smallest is kept). A decision (an index into the kept values, ascending) fixes the value the
+// sketch itself is built with; samples draw it anew.
+absl::StatusOr<IntRV> SampleUniform(Schedule* s, std::vector<int64_t> values, int64_t max,
+                                    std::optional<int64_t> decision = std::nullopt);
 // Powers of two from `lo` to `hi`.
 std::vector<int64_t> PowersOfTwo(int64_t lo, int64_t hi);
 // A sum over products of loads whose indices are affine in the loop variables (matmul, batch

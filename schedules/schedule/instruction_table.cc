@@ -112,6 +112,26 @@ absl::StatusOr<const nlohmann::json*> InstructionReader::AttrArray(const char* k
   return &a[key];
 }
 
+absl::StatusOr<std::vector<Factor>> InstructionReader::AttrFactors(const char* key,
+                                                                   size_t first_input) const {
+  absl::StatusOr<const nlohmann::json*> literals = AttrArray(key);
+  if (!literals.ok()) return literals.status();
+  std::vector<Factor> factors;
+  size_t next = first_input;
+  for (const nlohmann::json& f : **literals) {
+    if (f.is_null()) {
+      absl::StatusOr<IntRV> v = Value(next++);
+      if (!v.ok()) return v.status();
+      factors.emplace_back(*v);
+    } else if (f.is_number_integer()) {
+      factors.emplace_back(f.get<int64_t>());
+    } else {
+      return Error(absl::StrCat(key, " must be integers or null"));
+    }
+  }
+  return factors;
+}
+
 absl::StatusOr<std::vector<int64_t>> InstructionReader::AttrIntArray(const char* key) const {
   const nlohmann::json& a = attrs();
   if (!a.contains(key) || !IsIntArray(a[key])) {

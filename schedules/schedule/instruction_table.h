@@ -60,6 +60,9 @@ class InstructionReader {
   absl::StatusOr<const nlohmann::json*> AttrArray(const char* key) const;
   absl::StatusOr<std::vector<int64_t>> AttrIntArray(const char* key) const;
   absl::StatusOr<std::vector<double>> AttrNumberArray(const char* key) const;
+  // A factor list (split, split_buffer_axis): literal integers, and null for each sampled factor,
+  // whose value is the next input from `first_input` on (Schedule::RecordFactors writes it).
+  absl::StatusOr<std::vector<Factor>> AttrFactors(const char* key, size_t first_input) const;
 
   // A scalar decision: absent (nullopt: sample) or an integer.
   absl::StatusOr<std::optional<int64_t>> IntDecision() const;

@@ -161,6 +161,19 @@ absl::StatusOr<std::pair<Stage*, int>> Schedule::MutableLoop(LoopRV l, const cha
   return std::make_pair(s, iter);
 }
 
+void Schedule::RecordFactors(const std::vector<Factor>& factors, Instruction* inst) const {
+  nlohmann::json lit = nlohmann::json::array();
+  for (const Factor& f : factors) {
+    if (f.rv.id >= 0) {
+      inst->inputs.push_back(RVName(f.rv.id));
+      lit.push_back(nullptr);
+    } else {
+      lit.push_back(f.value);
+    }
+  }
+  inst->attrs["factors"] = lit;
+}
+
 std::string Schedule::LoopDesc(const Stage& s, int iter) const {
   return absl::StrCat("loop ", s.iters[iter].var->name, " of stage ", s.name);
 }

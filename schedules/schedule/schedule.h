@@ -144,7 +144,8 @@ class Schedule {
   // computed outside the threadIdx loop of t, an axis that lowering drops (each thread holds
   // only its own J x V elements: compact_thread_axes.h). The stage must not be an output, must be
   // a root stage with untransformed loops, and must not be padded with storage_align yet.
-  absl::Status SplitBufferAxis(BlockRV block, int axis, const std::vector<int64_t>& factors);
+  // Factors may be sampled (IntRVs), like split's.
+  absl::Status SplitBufferAxis(BlockRV block, int axis, const std::vector<Factor>& factors);
   // The value may be sampled (an IntRV), e.g. the unroll step.
   absl::Status Annotate(LoopRV loop, const std::string& key, Factor value);
   absl::Status Annotate(BlockRV block, const std::string& key, Factor value);
@@ -211,6 +212,10 @@ class Schedule {
   absl::Status CheckComputeAt(const Stage* s, const Stage* t, const char* prim) const;
   // Whether compute_at accepts `s` at loop `iter` of `t` now: its checks and region inference.
   absl::Status CheckComputeAtLoop(Stage* s, const Stage* t, int iter);
+  // Writes a factor list into inst.attrs["factors"], like split's: literals as given (-1 stays
+  // inferred), null for each sampled factor, whose handle is appended to inst->inputs
+  // (InstructionReader::AttrFactors reads it back).
+  void RecordFactors(const std::vector<Factor>& factors, Instruction* inst) const;
   void RecordAnnotate(const char* kind, const std::string& target, const std::string& key,
                       Factor value);
   // parallel / vectorize / unroll: marks the loop and records the instruction.

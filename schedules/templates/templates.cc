@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "schedules/ir/substitute.h"
+#include "schedules/rules/row_schedules.h"
 #include "schedules/util/status_macros.h"
 
 namespace tessel::schedules {
@@ -235,53 +236,14 @@ absl::Status ContractionCuda(Schedule* s, const std::string& gemm, const Templat
   return absl::OkStatus();
 }
 
-// Spreads the parts of a row split over the kernel: (outer, e, t, v) or (e, t, v), the outer
-// part bound to `outer`, e unrolled, t bound to threadIdx.x and v (float4) vectorized.
-absl::Status BindRowSplit(Schedule* s, std::vector<LoopRV> p, const char* outer) {
-  if (p.size() == 4) {
-    TESSEL_RETURN_IF_ERROR(s->Bind(p[0], outer));
-    p.erase(p.begin());
-  }
-  TESSEL_RETURN_IF_ERROR(s->Unroll(p[0]));
-  TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
-  return s->Vectorize(p[2]);
-}
-
 // Softmax with X read once into registers: each row taken by a block of `threads` threads (a
-// cluster of `c` such CTAs when c > 1), a thread holding `per_thread` elements. Every pass and
-// the register cache of X split the row the same way, col = r * (J * T * 4) + j * (T * 4) +
-// t * 4 + v for the CTA of rank r (no r without a cluster); the cache's axis is split alike, so
-// lowering drops its rank and thread axes (compact_thread_axes.h).
+// cluster of `c` such CTAs when c > 1), a thread holding `per_thread` elements in float4s
+// (rules::RowInRegisters).
 absl::Status SoftmaxRowInRegistersCuda(Schedule* s, int64_t c, int64_t threads,
                                        int64_t per_thread) {
-  std::vector<int64_t> layout = {per_thread / 4, threads, 4};
-  if (c > 1) layout.insert(layout.begin(), c);
-  const std::vector<Factor> split(layout.begin(), layout.end());
-  auto bind_row_split = [&](std::vector<LoopRV> p) { return BindRowSplit(s, p, "cluster.x"); };
-  TESSEL_ASSIGN_OR_RETURN(auto y, s->GetBlock("Y"));
-  TESSEL_ASSIGN_OR_RETURN(auto yl, s->GetLoops(y));
-  TESSEL_ASSIGN_OR_RETURN(auto ys, s->Split(yl[1], split));
-  TESSEL_RETURN_IF_ERROR(s->Bind(yl[0], "blockIdx.x"));
-  TESSEL_RETURN_IF_ERROR(bind_row_split(ys));
-  for (const char* name : {"row_sum", "row_max"}) {  // consumers first
-    TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
-    TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
-    TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, yl[0]));
-    TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(b));
-    TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(loops.back(), split));
-    TESSEL_RETURN_IF_ERROR(bind_row_split(p));
-  }
-  std::vector<BlockRV> readers;
-  for (const char* name : {"row_max", "row_sum", "Y"}) {
-    TESSEL_ASSIGN_OR_RETURN(auto r, s->GetBlock(name));
-    readers.push_back(r);
-  }
-  TESSEL_ASSIGN_OR_RETURN(auto xl, s->CacheRead("X", "local", readers));
-  TESSEL_RETURN_IF_ERROR(s->SplitBufferAxis(xl, 1, layout));
-  TESSEL_RETURN_IF_ERROR(s->ComputeAt(xl, yl[0]));
-  TESSEL_ASSIGN_OR_RETURN(auto xloops, s->GetLoops(xl));
-  xloops.erase(xloops.begin());  // the row, extent 1 at the row loop
-  return bind_row_split(xloops);
+  std::vector<Factor> split = {per_thread / 4, threads, 4};
+  if (c > 1) split.insert(split.begin(), c);
+  return rules::RowInRegisters(s, "Y", {"row_max", "row_sum"}, "X", split);
 }
 
 absl::Status SoftmaxCuda(Schedule* s, const Target& t, const TemplateOptions& o) {
@@ -398,61 +360,12 @@ absl::Status CenteredStatsCuda(Schedule* s, int64_t chunk, const TemplateOptions
   return absl::OkStatus();
 }
 
-// Layernorm in one grid-synchronized kernel: `grid` blocks of `threads` threads, each taking a
-// slice of `per_thread` x `threads` columns of every row (float4s: column
-// ((b * per_thread/4 + e) * threads + t) * 4 + v of block b, thread t). The block's slice of
-// the weight is cached in shared memory once; for each row in turn its slice of X is cached in
-// registers (split_buffer_axis as {grid, per_thread/4, threads, 4}: the block and thread axes are
-// compacted away), the block's partial sum and centred squares (rfactor, center_partials) come
-// from one all-reduce (fuse_centered_sum) and are written across blocks, and after the grid
-// barrier every block combines all partials.
+// Layernorm in one grid-synchronized kernel (rules::GridRows): `grid` blocks of `threads`
+// threads, each taking a slice of `per_thread` x `threads` columns of every row in float4s, its
+// slice of the weight in shared memory.
 absl::Status LayernormGridCuda(Schedule* s, int64_t grid, int64_t threads, int64_t per_thread) {
-  const std::vector<int64_t> layout = {grid, per_thread / 4, threads, 4};
-  const int64_t slice = threads * per_thread;
-  auto bind_slice = [&](std::vector<LoopRV> p) { return BindRowSplit(s, p, "blockIdx.x"); };
-  TESSEL_ASSIGN_OR_RETURN(auto rf, CenteredPartials(s, slice));
-  // Y: (block, row, e, thread, v).
-  TESSEL_ASSIGN_OR_RETURN(auto y, s->GetBlock("Y"));
-  TESSEL_ASSIGN_OR_RETURN(auto yl, s->GetLoops(y));
-  TESSEL_ASSIGN_OR_RETURN(auto ys, s->Split(yl[1], {grid, per_thread / 4, threads, 4}));
-  TESSEL_RETURN_IF_ERROR(s->Reorder({ys[0], yl[0]}));
-  const LoopRV block = ys[0], row = yl[0];
-  TESSEL_RETURN_IF_ERROR(bind_slice(ys));
-  // The row's statistics, consumers first: every block combines the partials of the row.
-  for (const char* name : {"sq_sum", "x_sum"}) {
-    TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
-    TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
-    TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, row));
-    TESSEL_ASSIGN_OR_RETURN(auto bl, s->GetLoops(b));
-    TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(bl.back(), {-1, std::min(grid, threads)}));
-    TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
-  }
-  // The partials: this block's slice of the row, its chunk loop bound to the block; the squares
-  // compute the sums in the same reduction (fuse_centered_sum).
-  TESSEL_RETURN_IF_ERROR(s->ComputeAt(rf[1], row));
-  TESSEL_ASSIGN_OR_RETURN(auto ql, s->GetLoops(rf[1]));
-  TESSEL_RETURN_IF_ERROR(s->Bind(ql[ql.size() - 2], "blockIdx.x"));
-  TESSEL_ASSIGN_OR_RETURN(auto qs, s->Split(ql.back(), {per_thread / 4, threads, 4}));
-  TESSEL_RETURN_IF_ERROR(bind_slice(qs));
-  TESSEL_RETURN_IF_ERROR(s->FuseCenteredSum(rf[1]));
-  // X's row slice in registers, read by the partials and by Y.
-  std::vector<BlockRV> readers = {rf[1], y};
-  TESSEL_ASSIGN_OR_RETURN(auto xc, s->CacheRead("X", "local", readers));
-  TESSEL_RETURN_IF_ERROR(s->SplitBufferAxis(xc, 1, layout));
-  TESSEL_RETURN_IF_ERROR(s->ComputeAt(xc, row));
-  TESSEL_ASSIGN_OR_RETURN(auto cl, s->GetLoops(xc));
-  cl.erase(cl.begin());  // the row, extent 1 at the row loop
-  TESSEL_RETURN_IF_ERROR(bind_slice(cl));
-  // X read once and Y written once stream past L2, where the bias (re-read every row) stays:
-  // without the hints the bias came from DRAM each row (0.47 of the copy bandwidth on an H100).
-  TESSEL_RETURN_IF_ERROR(s->Annotate(xc, "stream_loads", 1));
-  TESSEL_RETURN_IF_ERROR(s->Annotate(y, "stream_stores", 1));
-  // The block's slice of the weight in shared memory, once.
-  TESSEL_ASSIGN_OR_RETURN(auto wc, s->CacheRead("weight", "shared", {y}));
-  TESSEL_RETURN_IF_ERROR(s->ComputeAt(wc, block));
-  TESSEL_ASSIGN_OR_RETURN(auto wl, s->GetLoops(wc));
-  TESSEL_ASSIGN_OR_RETURN(auto ws, s->Split(wl.back(), {per_thread / 4, threads, 4}));
-  return bind_slice(ws);
+  return rules::GridRows(s, "Y", "x_sum", "sq_sum", "X", {"weight"},
+                         {grid, per_thread / 4, threads, 4});
 }
 
 absl::Status LayernormCuda(Schedule* s, const Target& t, const TemplateOptions& o) {

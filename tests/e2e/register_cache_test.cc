@@ -55,7 +55,8 @@ Schedule RowCachedSoftmax(const std::string& spec, std::vector<int64_t> factors)
   auto xl = s->CacheRead(
       "X", "local", {BlockNamed(&*s, "row_max"), BlockNamed(&*s, "row_sum"), BlockNamed(&*s, "Y")});
   EXPECT_TRUE(xl.ok()) << xl.status();
-  absl::Status st = s->SplitBufferAxis(*xl, 1, factors);
+  absl::Status st =
+      s->SplitBufferAxis(*xl, 1, std::vector<schedules::Factor>(factors.begin(), factors.end()));
   EXPECT_TRUE(st.ok()) << st;
   st = s->ComputeAt(*xl, yl[0]);
   EXPECT_TRUE(st.ok()) << st;
@@ -80,7 +81,8 @@ TEST(SplitBufferAxis, SplitsTheBufferAndRewritesEveryReader) {
   auto it = std::find_if(inst.begin(), inst.end(),
                          [](const auto& i) { return i.kind == "split_buffer_axis"; });
   ASSERT_NE(it, inst.end());
-  EXPECT_EQ(it->attrs, nlohmann::json::parse(R"({"axis": 1, "factors": [2, 8, 4]})"));
+  // Recorded as given, like split's factors: -1 stays inferred.
+  EXPECT_EQ(it->attrs, nlohmann::json::parse(R"({"axis": 1, "factors": [-1, 8, 4]})"));
 }
 
 TEST(SplitBufferAxis, ReplayGivesTheSameProgram) {
@@ -94,6 +96,34 @@ TEST(SplitBufferAxis, ReplayGivesTheSameProgram) {
   auto b = schedules::Lower(*again, schedules::HostTarget());
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(schedules::ToString(*a), schedules::ToString(*b));
+}
+
+TEST(SplitBufferAxis, SampledFactorsReplayWithTheirDecisions) {
+  // A sampled factor is recorded as a null literal and an input, so that a replay with another
+  // decision splits the buffer by the new value (the design space samples register layouts).
+  auto s = Schedule::Create(LoadSpec("softmax(rows=3, cols=64)"), /*seed=*/7);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(s->ComputeInline(BlockNamed(&*s, "exps")).ok());
+  auto xl = s->CacheRead("X", "local", {BlockNamed(&*s, "Y")});
+  ASSERT_TRUE(xl.ok()) << xl.status();
+  auto v = s->SampleCategorical({2, 4}, {0.5, 0.5}, /*decision=*/1);  // 4
+  ASSERT_TRUE(v.ok()) << v.status();
+  absl::Status st = s->SplitBufferAxis(*xl, 1, {-1, *v});
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(s->FindStage("X_local")->buffer->shape, (std::vector<int64_t>{3, 16, 4}));
+  nlohmann::json j = s->trace().ToJson();
+  nlohmann::json& insts = j["insts"];
+  for (nlohmann::json& inst : insts) {
+    if (inst["kind"] == "split_buffer_axis") {
+      EXPECT_EQ(inst["attrs"]["factors"], nlohmann::json::parse("[-1, null]"));
+    }
+    if (inst["kind"] == "sample_categorical") inst["decision"] = 0;  // 2
+  }
+  auto trace = schedules::Trace::FromJson(j);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  auto again = schedules::Replay(s->workload(), *trace);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->FindStage("X_local")->buffer->shape, (std::vector<int64_t>{3, 32, 2}));
 }
 
 TEST(SplitBufferAxis, HostResultsMatchTheReference) {
@@ -159,7 +189,8 @@ TEST(SplitBufferAxis, Errors) {
   };
   for (const Case& c : cases) {
     Schedule s = fresh();
-    absl::Status st = s.SplitBufferAxis(BlockNamed(&s, c.stage), c.axis, c.factors);
+    absl::Status st = s.SplitBufferAxis(BlockNamed(&s, c.stage), c.axis,
+                                        {c.factors.begin(), c.factors.end()});
     EXPECT_EQ(st.code(), c.code) << st;
     EXPECT_THAT(std::string(st.message()), HasSubstr(c.message));
   }

@@ -94,6 +94,27 @@ TEST(CheckTargetLimits, VectorWiderThanSixteenBytes) {
   EXPECT_THAT(s.message(), HasSubstr("vectorizes 32 bytes per access, over the limit of 16 by 16"));
 }
 
+TEST(CheckTargetLimits, VectorWidthCountsMemoryElementsNotRegisters) {
+  // Eight f16 lanes loaded from global memory into an f32 register accumulator: one 16-byte
+  // access (the accumulator is a register, no access); eight f32 lanes of it are 32 bytes.
+  VarPtr v = MakeVar("v");
+  BufferPtr acc = MakeBuffer("acc", DType::kFloat32, {1}, MemScope::kLocal);
+  for (DType t : {DType::kFloat16, DType::kFloat32}) {
+    BufferPtr x = MakeBuffer("x", t, {8});
+    Stmt loop = MakeFor(
+        v, MakeInt(0), MakeInt(8), ForKind::kVectorized, ThreadTag::kNone,
+        MakeStore(acc, {MakeInt(0)},
+                  MakeLoad(acc, {MakeInt(0)}) + MakeCast(DType::kFloat32, MakeLoad(x, {Expr(v)}))));
+    absl::Status s = CheckTargetLimits(MakeProgram(MakeKernel(32, {}, loop)), CudaTarget("sm_90"));
+    if (t == DType::kFloat16) {
+      EXPECT_TRUE(s.ok()) << s;
+    } else {
+      EXPECT_THAT(s.message(),
+                  HasSubstr("vectorizes 32 bytes per access, over the limit of 16 by 16"));
+    }
+  }
+}
+
 TEST(CheckTargetLimits, TooManyBlocksAlongY) {
   Kernel k = MakeKernel(32, {});
   k.launch.grid = {1, 70000, 1};

@@ -298,6 +298,52 @@ TEST(Rules, CrossThreadReductionSplitsFewLongRowsOverBlocks) {
   EXPECT_EQ(k.count("fuse_online_max"), 0u);
 }
 
+TEST(Rules, CrossThreadReductionKeepsRowsInRegistersOverAClusterOnSm90) {
+  // A third sketch: every row read once into registers, the row split over a sampled cluster.
+  SpaceGenerator g = Space("softmax(rows=256, cols=16384)", CudaTarget("sm_90"));
+  ASSERT_EQ(g.sketches().size(), 3u);
+  const Trace& t = g.sketches()[2];
+  auto k = Kinds(t);
+  EXPECT_EQ(k["split_buffer_axis"], 1);
+  EXPECT_EQ(k.count("fuse_online_max"), 0u);
+  EXPECT_THAT(Attrs(t, "bind", "thread"), ::testing::Contains("cluster.x"));
+  EXPECT_THAT(Attrs(t, "cache_read", "scope"), ::testing::ElementsAre("local"));
+  // Samples that divide the row lower to one kernel whose cluster is the rest of the split;
+  // the others are rejected before they are measured.
+  int clusters = 0;
+  for (uint64_t seed = 1; seed <= 24; ++seed) {
+    auto c = g.Sample(seed);
+    if (!c.ok()) continue;
+    ASSERT_EQ(c->program.kernels.size(), 1u);
+    if (c->program.kernels[0].launch.cluster > 1) ++clusters;
+  }
+  EXPECT_GT(clusters, 0);
+  // Without clusters (sm_80) the row goes to one block; rows that 128 vectors do not divide
+  // have no such sketch.
+  EXPECT_EQ(Space("softmax(rows=256, cols=16384)", CudaTarget("sm_80")).sketches().size(), 3u);
+  EXPECT_EQ(Space("softmax(rows=256, cols=1000)", CudaTarget("sm_90")).sketches().size(), 2u);
+}
+
+TEST(Rules, CrossThreadReductionPutsFewLayernormRowsInOneGridSynchronizedKernel) {
+  SpaceGenerator g = Space("layernorm(rows=16, cols=262144)", CudaTarget("sm_90"));
+  ASSERT_EQ(g.sketches().size(), 2u);
+  auto k = Kinds(g.sketches()[1]);
+  EXPECT_EQ(k["fuse_centered_sum"], 1);
+  EXPECT_EQ(k["split_buffer_axis"], 1);
+  EXPECT_THAT(Attrs(g.sketches()[1], "cache_read", "scope"),
+              ::testing::UnorderedElementsAre("local", "shared"));
+  int grid_kernels = 0;
+  for (uint64_t seed = 1; seed <= 24; ++seed) {
+    auto c = g.Sample(seed);
+    if (!c.ok() || c->program.kernels.size() != 1) continue;
+    EXPECT_TRUE(c->program.kernels[0].launch.cooperative);
+    ++grid_kernels;
+  }
+  EXPECT_GT(grid_kernels, 0);
+  // Statistics that are not a sum and centred squares (a softmax) have no grid sketch.
+  EXPECT_EQ(Space("softmax(rows=16, cols=262144)", CudaTarget("sm_90")).sketches().size(), 1u);
+}
+
 TEST(Rules, AutoBindCudaSamplesThreadsAndVectorWidth) {
   // An elementwise chain: B inlined into C, C fused and bound with sampled threads and width.
   auto g = SpaceGenerator::Create(schedules::test_workloads::ElementwiseChain(64, 96),

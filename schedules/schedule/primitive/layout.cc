@@ -110,7 +110,7 @@ absl::Status Schedule::StorageAlign(BlockRV block, int axis, int64_t factor, int
 }
 
 absl::Status Schedule::SplitBufferAxis(BlockRV block, int axis,
-                                       const std::vector<int64_t>& factors) {
+                                       const std::vector<Factor>& factor_args) {
   const char* prim = kSplitBufferAxis;
   auto st = MutableStage(block, prim);
   if (!st.ok()) return st.status();
@@ -121,6 +121,8 @@ absl::Status Schedule::SplitBufferAxis(BlockRV block, int axis,
                                       ") must be in [0, ", rank, ")"));
   }
   const int64_t dim = s->buffer->shape[axis];
+  std::vector<int64_t> factors;
+  for (const Factor& f : factor_args) factors.push_back(f.rv.id >= 0 ? Value(f.rv) : f.value);
   if (factors.size() < 2) {
     return Invalid(prim, absl::StrCat("needs at least two factors to split axis ", axis,
                                       " of stage ", s->name, ", got ", factors.size()));
@@ -212,7 +214,9 @@ absl::Status Schedule::SplitBufferAxis(BlockRV block, int axis,
   AxisSplitter split(s->buffer.get(), nb, axis, fs, strides);
   for (Stage& o : stages_) o.body = split.Visit(o.body);
   s->buffer = nb;
-  Record(Instruction{prim, {RVName(block.id)}, {{"axis", axis}, {"factors", fs}}, {}, {}});
+  Instruction inst{prim, {RVName(block.id)}, {{"axis", axis}}, {}, {}};
+  RecordFactors(factor_args, &inst);
+  Record(std::move(inst));
   return absl::OkStatus();
 }
 
@@ -238,12 +242,7 @@ absl::Status ApplyStorageAlign(InstructionReader& in) {
 absl::Status ApplySplitBufferAxis(InstructionReader& in) {
   TESSEL_ASSIGN_OR_RETURN(BlockRV block, in.Block(0));
   TESSEL_ASSIGN_OR_RETURN(int axis, in.AttrInt32("axis"));
-  TESSEL_ASSIGN_OR_RETURN(const nlohmann::json* literals, in.AttrArray("factors"));
-  std::vector<int64_t> factors;
-  for (const nlohmann::json& f : *literals) {
-    if (!f.is_number_integer()) return InstructionReader::Error("factors must be integers");
-    factors.push_back(f.get<int64_t>());
-  }
+  TESSEL_ASSIGN_OR_RETURN(std::vector<Factor> factors, in.AttrFactors("factors", 1));
   return in.schedule().SplitBufferAxis(block, axis, factors);
 }
 

@@ -100,16 +100,7 @@ absl::StatusOr<std::vector<LoopRV>> Schedule::Split(LoopRV loop,
   s->leaves.insert(s->leaves.begin() + pos, outs.begin(), outs.end());
 
   Instruction inst{prim, {RVName(loop.id)}, {}, {}, {}};
-  nlohmann::json lit = nlohmann::json::array();
-  for (const Factor& fa : factors) {
-    if (fa.rv.id >= 0) {
-      inst.inputs.push_back(RVName(fa.rv.id));
-      lit.push_back(nullptr);
-    } else {
-      lit.push_back(fa.value);
-    }
-  }
-  inst.attrs["factors"] = lit;
+  RecordFactors(factors, &inst);
   std::vector<LoopRV> result;
   for (int o : outs) {
     result.push_back(LoopRV{static_cast<int>(rvs_.size())});
@@ -212,20 +203,7 @@ namespace {
 
 absl::Status ApplySplit(InstructionReader& in) {
   TESSEL_ASSIGN_OR_RETURN(LoopRV loop, in.Loop(0));
-  TESSEL_ASSIGN_OR_RETURN(const nlohmann::json* literals, in.AttrArray("factors"));
-  // Literal factors, and null for each sampled factor: the inputs after the loop, in order.
-  std::vector<Factor> factors;
-  size_t next = 1;
-  for (const nlohmann::json& f : *literals) {
-    if (f.is_null()) {
-      TESSEL_ASSIGN_OR_RETURN(IntRV v, in.Value(next++));
-      factors.emplace_back(v);
-    } else if (f.is_number_integer()) {
-      factors.emplace_back(f.get<int64_t>());
-    } else {
-      return InstructionReader::Error("factors must be integers or null");
-    }
-  }
+  TESSEL_ASSIGN_OR_RETURN(std::vector<Factor> factors, in.AttrFactors("factors", 1));
   TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> r, in.schedule().Split(loop, factors));
   return in.BindOutputs(r);
 }
