@@ -404,14 +404,7 @@ absl::Status VerifyOnDevice(const GeneratedSource& candidate, CudaExecutable& ca
     failures.push_back(std::string(s.message()));
   }
   profile->compare_ms += MsSince(t);
-  if (compared == 0) {
-    return absl::InvalidArgumentError(
-        "the program has no output buffer to compare: mark the results with BufferRole::kOutput");
-  }
-  if (failures.empty()) return absl::OkStatus();
-  return measure::WithMeasureStatus(absl::FailedPreconditionError(absl::StrCat(
-                                        "verification failed: ", absl::StrJoin(failures, " | "))),
-                                    measure::MeasureStatus::kVerifyFailed);
+  return OutputsVerdict(compared, failures);
 }
 #endif
 

@@ -442,6 +442,17 @@ absl::Status ExactVerdict(const Buffer& b, const CompareStats& cs,
   return absl::FailedPreconditionError(absl::StrJoin(parts, "; "));
 }
 
+absl::Status OutputsVerdict(int compared, const std::vector<std::string>& failures) {
+  if (compared == 0) {
+    return absl::InvalidArgumentError(
+        "the program has no output buffer to compare: mark the results with BufferRole::kOutput");
+  }
+  if (failures.empty()) return absl::OkStatus();
+  return measure::WithMeasureStatus(absl::FailedPreconditionError(absl::StrCat(
+                                        "verification failed: ", absl::StrJoin(failures, " | "))),
+                                    measure::MeasureStatus::kVerifyFailed);
+}
+
 absl::Status MarkVerifyFailed(absl::Status s) {
   if (s.code() == absl::StatusCode::kFailedPrecondition) {
     s = measure::WithMeasureStatus(std::move(s), measure::MeasureStatus::kVerifyFailed);
@@ -647,14 +658,7 @@ absl::Status CompareOutputs(const std::vector<ProgramBuffer>& buffers, const Hos
     if (s.code() != absl::StatusCode::kFailedPrecondition) return s;
     failures.push_back(std::string(s.message()));
   }
-  if (compared == 0) {
-    return absl::InvalidArgumentError(
-        "the program has no output buffer to compare: mark the results with BufferRole::kOutput");
-  }
-  if (failures.empty()) return absl::OkStatus();
-  return measure::WithMeasureStatus(absl::FailedPreconditionError(absl::StrCat(
-                                        "verification failed: ", absl::StrJoin(failures, " | "))),
-                                    measure::MeasureStatus::kVerifyFailed);
+  return OutputsVerdict(compared, failures);
 }
 
 }  // namespace tessel::worker

@@ -202,5 +202,9 @@ absl::Status ExactVerdict(const schedules::Buffer& buffer, const CompareStats& c
 // Attaches measure::MeasureStatus::kVerifyFailed to a FailedPrecondition (the candidate's
 // mismatch).
 absl::Status MarkVerifyFailed(absl::Status status);
+// The verdict over all output buffers of a program, given how many were compared and each
+// failing buffer's message: an error when there was no output to compare, kVerifyFailed with
+// every failure when any buffer failed.
+absl::Status OutputsVerdict(int compared, const std::vector<std::string>& failures);
 
 }  // namespace tessel::worker
