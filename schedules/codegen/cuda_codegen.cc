@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <functional>
 #include <map>
-#include <optional>
-#include <set>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -14,10 +13,10 @@
 #include "schedules/codegen/c_printer.h"
 #include "schedules/ir/affine.h"
 #include "schedules/ir/expr.h"
-#include "schedules/ir/expr_functor.h"
 #include "schedules/ir/stmt.h"
 #include "schedules/ir/stmt_analysis.h"
 #include "schedules/ir/substitute.h"
+#include "schedules/lower/plan_vectorization.h"
 #include "schedules/util/check.h"
 
 namespace tessel::schedules {
@@ -26,42 +25,6 @@ namespace {
 using codegen::CodeGenC;
 using codegen::kPrecAdd;
 using codegen::kPrecAnd;
-
-// A CUDA vector type that holds `lanes` elements of a dtype. Natural vectors (float4, int2, ...)
-// are read through .x/.y/.z/.w and built with make_<type>; half types travel as raw words
-// (unsigned int, uint2, uint4) through a 16-byte aligned array of half / __nv_bfloat16.
-struct VecType {
-  std::string name;
-  bool natural = false;
-};
-
-std::optional<VecType> CudaVecType(DType t, int64_t lanes) {
-  switch (t) {
-    case DType::kFloat32:
-      if (lanes == 2) return VecType{"float2", true};
-      if (lanes == 4) return VecType{"float4", true};
-      return std::nullopt;
-    case DType::kFloat64:
-      if (lanes == 2) return VecType{"double2", true};
-      return std::nullopt;
-    case DType::kInt32:
-      if (lanes == 2) return VecType{"int2", true};
-      if (lanes == 4) return VecType{"int4", true};
-      return std::nullopt;
-    case DType::kInt64:
-      if (lanes == 2) return VecType{"longlong2", true};
-      return std::nullopt;
-    case DType::kFloat16:
-    case DType::kBFloat16:
-      if (lanes == 2) return VecType{"unsigned int", false};
-      if (lanes == 4) return VecType{"uint2", false};
-      if (lanes == 8) return VecType{"uint4", false};
-      return std::nullopt;
-    case DType::kBool:
-      return std::nullopt;
-  }
-  return std::nullopt;
-}
 
 const char* const kLaneNames[] = {"x", "y", "z", "w"};
 
@@ -98,59 +61,6 @@ struct SharedDecl {
   std::string name;
   std::string type;
   const SharedSlot* slot;
-};
-
-// The loads of a vectorized loop's stored value that depend on the loop (lane) variable, each
-// with the rest of its flat index (the lane's coefficient must be 1). They are read as vectors
-// before the store, so none may sit in a select branch (which may guard it). Loads that do not
-// depend on the lane, and loads of local arrays (registers, indexed with constants once
-// unrolled), are printed per lane and not listed.
-class LaneLoadScanner final : public ExprVisitor {
- public:
-  explicit LaneLoadScanner(const VarNode* lane) : lane_(lane) {}
-
-  // False, with the reason in `why`, when a lane-dependent load is not contiguous in the lane or
-  // sits in a select branch.
-  bool Scan(const Expr& value, std::string* why) {
-    Visit(value);
-    if (!ok_) *why = why_;
-    return ok_;
-  }
-  const std::vector<std::pair<const LoadNode*, AffineForm>>& loads() const { return loads_; }
-
- protected:
-  void VisitLoad(const LoadNode& l, const Expr& self) override {
-    if (!ok_ || !UsesVar(self, lane_) || l.buffer->scope == MemScope::kLocal) return;
-    for (const auto& seen : loads_) {
-      if (seen.first == &l) return;
-    }
-    AffineForm rest;
-    int64_t c = 0;
-    if (in_branch_ > 0) {
-      why_ = "a load that depends on the loop variable is inside a select branch";
-      ok_ = false;
-    } else if (!SplitAffine(FlatIndex(*l.buffer, l.indices), lane_, &c, &rest) || c != 1) {
-      why_ =
-          absl::StrCat("the load of ", l.buffer->name, " is not contiguous in the loop variable");
-      ok_ = false;
-    } else {
-      loads_.emplace_back(&l, std::move(rest));
-    }
-  }
-  void VisitSelect(const SelectNode& n, const Expr&) override {
-    Visit(n.cond);
-    ++in_branch_;
-    Visit(n.true_value);
-    Visit(n.false_value);
-    --in_branch_;
-  }
-
- private:
-  const VarNode* lane_;
-  std::vector<std::pair<const LoadNode*, AffineForm>> loads_;
-  int in_branch_ = 0;
-  bool ok_ = true;
-  std::string why_;
 };
 
 class CudaCodeGen final : public CodeGenC {
@@ -255,46 +165,38 @@ class CudaCodeGen final : public CodeGenC {
   // The shared scratch of the plan for values of C type `type` (fails when there is none).
   std::string Scratch(const std::map<std::string, std::string>& scratch, const std::string& type);
   void EmitThreadBinding(const ForNode& n);
-  bool TryEmitVectorized(const ForNode& n, std::string* why);
+  // A vectorized loop as its plan (Kernel::vectors, plan_vectorization.h) says.
+  void EmitVectorized(const ForNode& n, const VectorLoop& plan);
+  // One vector store a chunk of lanes (VectorLoop::kVectorStore).
+  void EmitVectorStore(const ForNode& n, const VectorLoop& plan);
   // The lanes of a vectorized loop `n`: per chunk of `lanes` iterations, a block with the vector
   // reads of `loads`, then `lane(value of the loop variable)` for each lane with the loop
   // variable and the loads overridden (OverrideLane).
-  void EmitLanes(const ForNode& n, const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
-                 int64_t lanes, const std::function<void(const Expr&)>& lane);
+  void EmitLanes(const ForNode& n, const std::vector<Expr>& loads, int64_t lanes,
+                 const std::function<void(const Expr&)>& lane);
   // Opens `if (g1 && g2 ...)` around a vectorized loop's body (nothing when there is no guard);
   // the caller closes it.
   void OpenGuards(const std::vector<Expr>& guards);
   // Lane k of a vectorized loop: the loop variable prints as `value`, each contiguous load as its
   // lane of the vector read for it; ClearLaneOverrides ends that.
-  void OverrideLane(const VarNode* v, const Expr& value,
-                    const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
+  void OverrideLane(const VarNode* v, const Expr& value, const std::vector<Expr>& loads,
                     const std::vector<std::vector<std::string>>& lane_values, int64_t k);
-  void ClearLaneOverrides(const VarNode* v,
-                          const std::vector<std::pair<const LoadNode*, AffineForm>>& loads);
-  // A vectorized loop storing to a local array: vector loads, the lanes stored one by one.
-  void EmitLaneStores(const ForNode& n, const std::vector<Expr>& guards, const StoreNode& store,
-                      const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
-                      int64_t lanes);
-  // A vectorized loop that accumulates into registers (a reduction loop made vectorized): a
-  // body of lets and stores to local arrays at indices free of the loop variable. Each
-  // contiguous load is read as vectors, and the body runs once per lane, in the loop's order, so
-  // the result is the scalar loop's bit for bit.
-  bool TryEmitVectorizedReduction(const ForNode& n, const std::vector<Expr>& guards,
-                                  const Stmt& body, std::string* why);
+  void ClearLaneOverrides(const VarNode* v, const std::vector<Expr>& loads);
+  // A vectorized loop storing to a local array: vector loads, the lanes stored one by one
+  // (VectorLoop::kLaneStores).
+  void EmitLaneStores(const ForNode& n, const VectorLoop& plan);
+  // A vectorized loop that accumulates into registers (VectorLoop::kReduction): each contiguous
+  // load is read as vectors, and the body runs once per lane, in the loop's order, so the result
+  // is the scalar loop's bit for bit.
+  void EmitVectorizedReduction(const ForNode& n, const VectorLoop& plan);
   // "&buffer[flat index]" of `idx` with the loop variable `v` at min + offset.
   std::string ElementAddress(const BufferPtr& b, const std::vector<Expr>& idx, const VarNode* v,
                              const Expr& min, int64_t offset);
-  // The widest lane count (16, 8, 4, 2) that divides `width`, has a vector type for every
-  // load's dtype (and the store's, when given) and keeps every access aligned; 0 when none.
-  static int64_t PickLanes(int64_t width, const AffineForm& min_form,
-                           const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
-                           std::optional<std::pair<DType, AffineForm>> store);
   // Reads each load's elements [first, first + lanes) of the loop variable `v` (bound at
   // `min`) as one vector; returns each load's per-lane expressions.
-  std::vector<std::vector<std::string>> EmitLaneLoads(
-      const VarNode* v, const Expr& min,
-      const std::vector<std::pair<const LoadNode*, AffineForm>>& loads, int64_t lanes,
-      int64_t first);
+  std::vector<std::vector<std::string>> EmitLaneLoads(const VarNode* v, const Expr& min,
+                                                      const std::vector<Expr>& loads, int64_t lanes,
+                                                      int64_t first);
   // threadIdx.x + B0 * (threadIdx.y + B1 * threadIdx.z), dropping axes of extent 1.
   std::string LinearThreadIndex() const;
   std::string Combine(ReduceOp op, DType t, const std::string& a, const std::string& b);
@@ -307,6 +209,8 @@ class CudaCodeGen final : public CodeGenC {
   // Current kernel.
   const Kernel* kernel_ = nullptr;
   std::vector<SharedDecl> shared_;
+  // The current kernel's vectorized loops' plans, by loop.
+  std::unordered_map<const StmtNode*, const VectorLoop*> vectors_;
   // AllReduce scratch array name by compute type.
   std::map<std::string, std::string> red_scratch_;
   std::map<std::string, std::string> cluster_scratch_;  // per type: a CTA's slot (cluster.x)
@@ -594,6 +498,8 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
   if (k.launch.cooperative) params.push_back("unsigned int* __restrict__ tessel_grid_sync");
   if (absl::Status st = CheckAllReduces(k); !st.ok()) return st;
   if (absl::Status st = DeclareShared(k); !st.ok()) return st;
+  vectors_.clear();
+  for (const VectorLoop& v : k.vectors) vectors_[v.loop.get()] = &v;
   // The kernel's own dynamic shared memory, or the occupancy limit's padding (lowering), if more.
   ks->launch.dynamic_shared_bytes =
       std::max(k.shared.dynamic ? k.shared.bytes : 0, k.launch.dynamic_shared_bytes);
@@ -693,9 +599,14 @@ void CudaCodeGen::EmitFor(const ForNode& n) {
                        "blockIdx/threadIdx instead")));
       return;
     case ForKind::kVectorized: {
-      std::string why;
-      if (TryEmitVectorized(n, &why)) return;
-      EmitLoop(n, {"#pragma unroll"}, "  // vectorized as scalars: " + why);
+      auto it = vectors_.find(&n);
+      if (it == vectors_.end()) {
+        Fail(absl::InvalidArgumentError(absl::StrCat(
+            "vectorized loop '", n.var->name,
+            "' has no plan in the kernel; plan it with PlanVectorization (lowering does)")));
+        return;
+      }
+      EmitVectorized(n, *it->second);
       return;
     }
     case ForKind::kThreadBinding:
@@ -767,85 +678,52 @@ void CudaCodeGen::EmitThreadBinding(const ForNode& n) {
   UnbindVar(n.var.get());
 }
 
-bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
+void CudaCodeGen::EmitVectorized(const ForNode& n, const VectorLoop& plan) {
+  switch (plan.kind) {
+    case VectorLoop::Kind::kScalar:
+      EmitLoop(n, {"#pragma unroll"}, "  // vectorized as scalars: " + plan.why);
+      return;
+    case VectorLoop::Kind::kVectorStore:
+      EmitVectorStore(n, plan);
+      return;
+    case VectorLoop::Kind::kLaneStores:
+      EmitLaneStores(n, plan);
+      return;
+    case VectorLoop::Kind::kReduction:
+      EmitVectorizedReduction(n, plan);
+      return;
+  }
+}
+
+void CudaCodeGen::EmitVectorStore(const ForNode& n, const VectorLoop& plan) {
   const VarNode* v = n.var.get();
   int64_t width = 0;
-  if (!IsConstInt(n.extent, &width) || width < 2) {
-    *why = "the extent is not a constant of at least 2";
-    return false;
-  }
-  std::vector<Expr> guards;
-  Stmt body = n.body;
-  while (const auto* ite = As<IfThenElseNode>(body)) {
-    if (ite->else_case || UsesVar(ite->cond, v)) {
-      *why = "the store is guarded by a condition on the loop variable";
-      return false;
-    }
-    guards.push_back(ite->cond);
-    body = ite->then_case;
-  }
-  const auto* store = As<StoreNode>(body);
-  // A store to a local array stays scalar (the array stays in registers only with scalar
-  // accesses at constant indices); its operands are still read as vectors (a register cache
-  // filled from global memory with 16-byte loads).
-  const bool local_store = store != nullptr && store->buffer->scope == MemScope::kLocal;
-  if (store == nullptr || local_store) {
-    std::string reduction_why;
-    if (TryEmitVectorizedReduction(n, guards, body, &reduction_why)) return true;
-    if (!local_store) {
-      *why = "the body is not a single store";
-      return false;
-    }
-    *why = reduction_why;
-  }
-  int64_t coeff = 0;
-  AffineForm store_rest;
-  if (!local_store &&
-      (!SplitAffine(FlatIndex(*store->buffer, store->indices), v, &coeff, &store_rest) ||
-       coeff != 1)) {
-    *why = "the store is not contiguous in the loop variable";
-    return false;
-  }
-  // Loads that depend on the loop variable must be contiguous too.
-  LaneLoadScanner scanner(v);
-  if (!scanner.Scan(store->value, why)) return false;
-  const std::vector<std::pair<const LoadNode*, AffineForm>>& loads = scanner.loads();
-  if (local_store && loads.empty()) return false;  // nothing to read as a vector: `why` stands
-
-  // The widest vector (in elements) that divides the extent, exists for every dtype involved
-  // and keeps every access aligned.
-  const AffineForm min_form = ToAffine(n.min);
-  const int64_t lanes =
-      local_store ? PickLanes(width, min_form, loads, std::nullopt)
-                  : PickLanes(width, min_form, loads, std::pair{store->buffer->dtype, store_rest});
-  if (lanes == 0) {
-    *why = "no vector type fits the element types, the extent and the alignment of the accesses";
-    return false;
-  }
-  if (local_store) return EmitLaneStores(n, guards, *store, loads, lanes), true;
-
-  const VecType store_vec = *CudaVecType(store->buffer->dtype, lanes);
-  const std::string store_type = StorageType(store->buffer->dtype);
-  const bool plain_copy = loads.size() == 1 && store->value.get() == loads[0].first &&
-                          loads[0].first->dtype == store->buffer->dtype;
-  OpenGuards(guards);
+  IsConstInt(n.extent, &width);
+  const auto& store = static_cast<const StoreNode&>(*plan.body);
+  const std::vector<Expr>& loads = plan.loads;
+  const int64_t lanes = plan.lanes;
+  const CudaVectorType store_vec = *CudaVecType(store.buffer->dtype, lanes);
+  const std::string store_type = StorageType(store.buffer->dtype);
+  const bool plain_copy = loads.size() == 1 && store.value.get() == loads[0].get() &&
+                          loads[0]->dtype == store.buffer->dtype;
+  OpenGuards(plan.guards);
   Line(absl::StrCat("// vectorized ", v->name, ": ", width / lanes, " x ", store_vec.name,
                     AnnotationComment(n)));
   BindVar(v, NonNegative(n.min));
   auto element = [&](const BufferPtr& b, const std::vector<Expr>& idx, int64_t offset) {
     return ElementAddress(b, idx, v, n.min, offset);
   };
-  const bool stream = stream_stores_.count(store->buffer.get()) > 0;
+  const bool stream = stream_stores_.count(store.buffer.get()) > 0;
   for (int64_t chunk = 0; chunk < width / lanes; ++chunk) {
     const int64_t first = chunk * lanes;
     const std::string ptr = absl::StrCat("reinterpret_cast<", store_vec.name, "*>(",
-                                         element(store->buffer, store->indices, first), ")");
+                                         element(store.buffer, store.indices, first), ")");
     // The store statement is open + value + close.
     const std::string open =
         stream ? absl::StrCat("__stcs(", ptr, ", ") : absl::StrCat("*", ptr, " = ");
     const std::string close = stream ? ");" : ";";
     if (plain_copy) {
-      const LoadNode& l = *loads[0].first;
+      const auto& l = static_cast<const LoadNode&>(*loads[0]);
       Line(absl::StrCat(
           open,
           VectorLoad(l.buffer.get(), absl::StrCat("reinterpret_cast<const ", store_vec.name, "*>(",
@@ -863,7 +741,7 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
     std::vector<std::string> lanes_out;
     for (int64_t k = 0; k < lanes; ++k) {
       OverrideLane(v, n.min + MakeInt(first + k), loads, lane_values, k);
-      lanes_out.push_back(StoredValue(store->buffer->dtype, store->value));
+      lanes_out.push_back(StoredValue(store.buffer->dtype, store.value));
     }
     ClearLaneOverrides(v, loads);
     if (store_vec.natural) {
@@ -889,8 +767,7 @@ bool CudaCodeGen::TryEmitVectorized(const ForNode& n, std::string* why) {
     if (scoped) CloseBlock();
   }
   UnbindVar(v);
-  if (!guards.empty()) CloseBlock();
-  return true;
+  if (!plan.guards.empty()) CloseBlock();
 }
 
 void CudaCodeGen::OpenGuards(const std::vector<Expr>& guards) {
@@ -900,44 +777,39 @@ void CudaCodeGen::OpenGuards(const std::vector<Expr>& guards) {
   OpenBlock("if (" + absl::StrJoin(conds, " && ") + ")");
 }
 
-void CudaCodeGen::OverrideLane(const VarNode* v, const Expr& value,
-                               const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
+void CudaCodeGen::OverrideLane(const VarNode* v, const Expr& value, const std::vector<Expr>& loads,
                                const std::vector<std::vector<std::string>>& lane_values,
                                int64_t k) {
   int prec = 0;
   const std::string printed = Print(value, &prec);
   var_override_[v] = {printed, prec};
-  for (size_t i = 0; i < loads.size(); ++i) load_override_[loads[i].first] = lane_values[i][k];
+  for (size_t i = 0; i < loads.size(); ++i) load_override_[loads[i].get()] = lane_values[i][k];
 }
 
-void CudaCodeGen::ClearLaneOverrides(
-    const VarNode* v, const std::vector<std::pair<const LoadNode*, AffineForm>>& loads) {
+void CudaCodeGen::ClearLaneOverrides(const VarNode* v, const std::vector<Expr>& loads) {
   var_override_.erase(v);
-  for (const auto& l : loads) load_override_.erase(l.first);
+  for (const Expr& l : loads) load_override_.erase(l.get());
 }
 
-void CudaCodeGen::EmitLaneStores(const ForNode& n, const std::vector<Expr>& guards,
-                                 const StoreNode& store,
-                                 const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
-                                 int64_t lanes) {
+void CudaCodeGen::EmitLaneStores(const ForNode& n, const VectorLoop& plan) {
   const VarNode* v = n.var.get();
   int64_t width = 0;
   IsConstInt(n.extent, &width);
-  OpenGuards(guards);
-  Line(absl::StrCat("// vectorized ", v->name, ": ", width / lanes, " x ", lanes,
+  const auto& store = static_cast<const StoreNode&>(*plan.body);
+  OpenGuards(plan.guards);
+  Line(absl::StrCat("// vectorized ", v->name, ": ", width / plan.lanes, " x ", plan.lanes,
                     "-lane loads, stored lane by lane to registers", AnnotationComment(n)));
-  EmitLanes(n, loads, lanes, [&](const Expr& lane) {
+  EmitLanes(n, plan.loads, plan.lanes, [&](const Expr& lane) {
     const std::string value = StoredValue(store.buffer->dtype, store.value);
     const Expr at =
         FoldTrailingConstants(Substitute(FlatIndex(*store.buffer, store.indices), {{v, lane}}));
     Line(absl::StrCat(BufferName(store.buffer.get()), "[", Print(at), "] = ", value, ";"));
   });
-  if (!guards.empty()) CloseBlock();
+  if (!plan.guards.empty()) CloseBlock();
 }
 
-void CudaCodeGen::EmitLanes(const ForNode& n,
-                            const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
-                            int64_t lanes, const std::function<void(const Expr&)>& lane) {
+void CudaCodeGen::EmitLanes(const ForNode& n, const std::vector<Expr>& loads, int64_t lanes,
+                            const std::function<void(const Expr&)>& lane) {
   const VarNode* v = n.var.get();
   int64_t width = 0;
   IsConstInt(n.extent, &width);
@@ -958,23 +830,6 @@ void CudaCodeGen::EmitLanes(const ForNode& n,
   UnbindVar(v);
 }
 
-int64_t CudaCodeGen::PickLanes(int64_t width, const AffineForm& min_form,
-                               const std::vector<std::pair<const LoadNode*, AffineForm>>& loads,
-                               std::optional<std::pair<DType, AffineForm>> store) {
-  for (int64_t cand : {16, 8, 4, 2}) {
-    if (width % cand != 0 || !AllMultiplesOf(min_form, cand)) continue;
-    if (store && (!CudaVecType(store->first, cand) || !AllMultiplesOf(store->second, cand))) {
-      continue;
-    }
-    bool fits = true;
-    for (const auto& [l, rest] : loads) {
-      if (!CudaVecType(l->dtype, cand) || !AllMultiplesOf(rest, cand)) fits = false;
-    }
-    if (fits) return cand;
-  }
-  return 0;
-}
-
 std::string CudaCodeGen::ElementAddress(const BufferPtr& b, const std::vector<Expr>& idx,
                                         const VarNode* v, const Expr& min, int64_t offset) {
   const Expr at =
@@ -982,14 +837,13 @@ std::string CudaCodeGen::ElementAddress(const BufferPtr& b, const std::vector<Ex
   return absl::StrCat("&", BufferName(b.get()), "[", Print(at), "]");
 }
 
-std::vector<std::vector<std::string>> CudaCodeGen::EmitLaneLoads(
-    const VarNode* v, const Expr& min,
-    const std::vector<std::pair<const LoadNode*, AffineForm>>& loads, int64_t lanes,
-    int64_t first) {
+std::vector<std::vector<std::string>> CudaCodeGen::EmitLaneLoads(const VarNode* v, const Expr& min,
+                                                                 const std::vector<Expr>& loads,
+                                                                 int64_t lanes, int64_t first) {
   std::vector<std::vector<std::string>> lane_values(loads.size());
   for (size_t i = 0; i < loads.size(); ++i) {
-    const LoadNode& l = *loads[i].first;
-    const VecType vec = *CudaVecType(l.dtype, lanes);
+    const auto& l = static_cast<const LoadNode&>(*loads[i]);
+    const CudaVectorType vec = *CudaVecType(l.dtype, lanes);
     const std::string tmp = names_.Temp("vec");
     const std::string src = VectorLoad(
         l.buffer.get(), absl::StrCat("reinterpret_cast<const ", vec.name, "*>(",
@@ -1008,64 +862,21 @@ std::vector<std::vector<std::string>> CudaCodeGen::EmitLaneLoads(
   return lane_values;
 }
 
-bool CudaCodeGen::TryEmitVectorizedReduction(const ForNode& n, const std::vector<Expr>& guards,
-                                             const Stmt& body, std::string* why) {
-  const VarNode* v = n.var.get();
+void CudaCodeGen::EmitVectorizedReduction(const ForNode& n, const VectorLoop& plan) {
   int64_t width = 0;
-  if (!IsConstInt(n.extent, &width) || width < 2) {
-    *why = "the extent is not a constant of at least 2";
-    return false;
-  }
-  // The body: lets and stores to registers at indices free of the loop variable.
-  std::vector<Expr> values;
-  bool shape_ok = true;
-  WalkStmt(body, [&](const Stmt& x) {
-    if (!shape_ok) return;
-    if (const auto* st = As<StoreNode>(x)) {
-      bool lane_index = st->buffer->scope != MemScope::kLocal;
-      for (const Expr& i : st->indices) lane_index = lane_index || UsesVar(i, v);
-      if (lane_index) {
-        *why = st->buffer->scope == MemScope::kLocal
-                   ? "the store is to a local array, which stays in registers with scalar accesses"
-                   : "the body stores to memory besides registers";
-        shape_ok = false;
-      }
-      values.push_back(st->value);
-    } else if (const auto* let = As<LetStmtNode>(x)) {
-      values.push_back(let->value);
-    } else if (x->kind != StmtKind::kSeq) {
-      *why = "the body is not lets and stores to registers";
-      shape_ok = false;
-    }
-  });
-  if (!shape_ok) return false;
-  LaneLoadScanner scanner(v);
-  for (const Expr& e : values) {
-    if (!scanner.Scan(e, why)) return false;
-  }
-  const std::vector<std::pair<const LoadNode*, AffineForm>>& loads = scanner.loads();
-  if (loads.empty()) {
-    *why = "no load of global or shared memory depends on the loop variable";
-    return false;
-  }
-  const int64_t lanes = PickLanes(width, ToAffine(n.min), loads, std::nullopt);
-  if (lanes == 0) {
-    *why = "no vector type fits the element types, the extent and the alignment of the loads";
-    return false;
-  }
-  OpenGuards(guards);
-  Line(absl::StrCat("// vectorized ", v->name, " (accumulated lane by lane): ", width / lanes,
-                    " x ", CudaVecType(loads[0].first->dtype, lanes)->name, " per load",
-                    AnnotationComment(n)));
+  IsConstInt(n.extent, &width);
+  OpenGuards(plan.guards);
+  Line(absl::StrCat(
+      "// vectorized ", n.var->name, " (accumulated lane by lane): ", width / plan.lanes, " x ",
+      CudaVecType(plan.loads[0]->dtype, plan.lanes)->name, " per load", AnnotationComment(n)));
   const bool scoped_lanes =
-      As<StoreNode>(body) == nullptr;  // each lane's lets in a block of their own
-  EmitLanes(n, loads, lanes, [&](const Expr&) {
+      As<StoreNode>(plan.body) == nullptr;  // each lane's lets in a block of their own
+  EmitLanes(n, plan.loads, plan.lanes, [&](const Expr&) {
     if (scoped_lanes) OpenBlock("");
-    EmitStmt(body);
+    EmitStmt(plan.body);
     if (scoped_lanes) CloseBlock();
   });
-  if (!guards.empty()) CloseBlock();
-  return true;
+  if (!plan.guards.empty()) CloseBlock();
 }
 
 std::string CudaCodeGen::LaneMask(int64_t lanes) const {
