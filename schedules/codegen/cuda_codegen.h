@@ -12,8 +12,9 @@
 //   needs more than 48 KiB of shared memory it all becomes dynamic shared memory and
 //   KernelSource::launch.dynamic_shared_bytes says how much (the runner must raise the kernel's
 //   limit with cuFuncSetAttribute). Otherwise dynamic_shared_bytes is 0.
-// - Vectorized loops whose store (and loads) are contiguous and aligned become float4 / float2 /
-//   uint4 ... accesses; other vectorized loops become unrolled scalar loops.
+// - Vectorized loops are printed as their plan says (Kernel::vectors, made by the
+//   plan_vectorization pass): float4 / float2 / uint4 ... accesses, or unrolled scalar loops with
+//   the reason in a comment. A vectorized loop without a plan is an error.
 
 #include "absl/status/statusor.h"
 #include "schedules/codegen/source.h"
@@ -24,7 +25,8 @@ namespace tessel::schedules {
 
 // Errors (InvalidArgument / Unimplemented) name the kernel and the construct: a parallel loop, a
 // host-only construct, an unsupported AllReduce extent, a buffer outside its kernel's params,
-// shared memory over the target's limit, ... Thread-safe: may be called from any thread.
+// shared memory over the target's limit, a vectorized loop without a plan, ... Thread-safe: may be
+// called from any thread.
 absl::StatusOr<GeneratedSource> GenerateCuda(const Program& p, const Target& t);
 
 }  // namespace tessel::schedules

@@ -43,5 +43,8 @@ absl::Status MarkStreamingBuffers(LoweringState* state);
 absl::Status CollectKernelParams(LoweringState* state);
 // Places every kernel's shared buffers and reduction scratch (CUDA; plan_shared_memory.h).
 absl::Status PlanKernelsSharedMemory(LoweringState* state);
+// Plans how every vectorized loop is printed (CUDA; plan_vectorization.h): the kernel bodies
+// must not change after it, since each plan names its loop node.
+absl::Status PlanKernelsVectorization(LoweringState* state);
 
 }  // namespace tessel::schedules

@@ -60,6 +60,8 @@ const std::vector<LoweringPass>& LoweringPasses() {
        CollectKernelParams},
       {"plan_shared_memory", "places shared buffers and all-reduce scratch in shared memory",
        PlanKernelsSharedMemory},
+      {"plan_vectorization", "decides how each vectorized loop is printed: vectors or scalars",
+       PlanKernelsVectorization},
   };
   return *kPasses;
 }

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace tessel::schedules {
@@ -32,6 +33,23 @@ std::string ToString(const SharedPlan& plan) {
                       absl::StrJoin(slots, ", "));
 }
 
+std::string ToString(const VectorLoop& plan) {
+  const auto* loop = As<ForNode>(plan.loop);
+  const std::string head = absl::StrCat("vectorize ", loop->var->name, ": ");
+  if (plan.kind == VectorLoop::Kind::kScalar) return absl::StrCat(head, "scalar (", plan.why, ")");
+  const char* kind = plan.kind == VectorLoop::Kind::kVectorStore  ? "vector store"
+                     : plan.kind == VectorLoop::Kind::kLaneStores ? "lane stores"
+                                                                  : "reduction";
+  std::vector<std::string> loads;
+  for (const Expr& l : plan.loads) loads.push_back(As<LoadNode>(l)->buffer->name);
+  std::string s = absl::StrCat(head, kind, ", ", plan.lanes, " lanes");
+  if (!loads.empty()) absl::StrAppend(&s, ", loads ", absl::StrJoin(loads, ", "));
+  if (!plan.guards.empty()) {
+    absl::StrAppend(&s, ", ", plan.guards.size(), plan.guards.size() == 1 ? " guard" : " guards");
+  }
+  return s;
+}
+
 std::string ToString(const Program& p) {
   std::ostringstream os;
   os << "program " << p.name << " (" << (p.target == TargetKind::kCuda ? "cuda" : "host") << ", "
@@ -52,6 +70,7 @@ std::string ToString(const Program& p) {
     for (const BufferPtr& b : k.params) params.push_back(b->name);
     os << "  params: " << absl::StrJoin(params, ", ") << "\n";
     if (!k.shared.slots.empty()) os << "  " << ToString(k.shared) << "\n";
+    for (const VectorLoop& v : k.vectors) os << "  " << ToString(v) << "\n";
     // The body, indented under its kernel.
     std::istringstream body(ToString(k.body));
     for (std::string line; std::getline(body, line);) os << "  " << line << "\n";

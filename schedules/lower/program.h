@@ -53,6 +53,26 @@ struct SharedPlan {
   bool dynamic = false;           // over the 48 KiB of static shared memory: allocated at launch
 };
 
+// How code generation prints one vectorized loop of a CUDA kernel, decided by plan_vectorization
+// (plan_vectorization.h). The loop's body is `guards` (conditions free of the loop variable, each
+// an IfThenElse without else) around `body`; `loads` are the loads of global or shared memory
+// that depend on the loop variable, contiguous in it, each read as `lanes`-wide vectors.
+struct VectorLoop {
+  enum class Kind : uint8_t {
+    kScalar,       // printed as an unrolled scalar loop, for the reason in `why`
+    kVectorStore,  // one contiguous store: each chunk of `lanes` stored as one vector
+    kLaneStores,   // a store to a local array: vector loads, the lanes stored one by one
+    kReduction,  // lets and stores to registers at indices free of the loop variable, lane by lane
+  };
+  Stmt loop;  // the ForNode (ForKind::kVectorized) of the kernel body this plan is for
+  Kind kind = Kind::kScalar;
+  int64_t lanes = 0;
+  std::vector<Expr> guards;
+  Stmt body;
+  std::vector<Expr> loads;  // LoadNodes of `body`, in the order they are read
+  std::string why;          // kScalar: why no vector form fits, as the CUDA comment says it
+};
+
 struct Kernel {
   std::string name;  // entry point
   Stmt body;
@@ -64,6 +84,8 @@ struct Kernel {
   // annotations of the kernel's stages.
   std::vector<BufferPtr> stream_loads, stream_stores;
   SharedPlan shared;  // CUDA: where each shared buffer and reduction scratch lives
+  // CUDA: how each vectorized loop of the body is printed, in body order.
+  std::vector<VectorLoop> vectors;
 };
 
 enum class BufferRole : uint8_t { kInput, kOutput, kWorkspace };
@@ -89,6 +111,8 @@ struct Program {
 
 // "shared 528 bytes: A_shared at 0, reduce_scratch f32[4] at 512": a kernel's shared memory.
 std::string ToString(const SharedPlan& plan);
+// "vectorize v: vector store, 4 lanes, loads A, B, 1 guard" or "vectorize v: scalar (why)".
+std::string ToString(const VectorLoop& plan);
 // Indented IR of every kernel (`tessel lower --emit ir`).
 std::string ToString(const Program& p);
 

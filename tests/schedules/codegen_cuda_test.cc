@@ -14,6 +14,7 @@
 #include "schedules/ir/expr.h"
 #include "schedules/ir/stmt.h"
 #include "schedules/lower/plan_shared_memory.h"
+#include "schedules/lower/plan_vectorization.h"
 #include "schedules/lower/program.h"
 #include "schedules/target/target.h"
 
@@ -66,9 +67,13 @@ Program OneKernel(std::string name, std::vector<ProgramBuffer> buffers, std::arr
 
 // ---- Generating and compiling.
 
-// `p` with the shared-memory plan of each kernel, as lowering leaves it (plan_shared_memory).
+// `p` with the shared-memory and vectorization plans of each kernel, as lowering leaves it
+// (plan_shared_memory, plan_vectorization).
 Program Planned(Program p) {
-  for (Kernel& k : p.kernels) k.shared = PlanSharedMemory(k, p.needs_int64_indices);
+  for (Kernel& k : p.kernels) {
+    k.shared = PlanSharedMemory(k, p.needs_int64_indices);
+    k.vectors = PlanVectorization(k);
+  }
   return p;
 }
 
@@ -733,6 +738,18 @@ TEST(CodegenCuda, SharedBufferWithoutAPlanIsAnError) {
   ASSERT_FALSE(src.ok());
   EXPECT_TRUE(Contains(std::string(src.status().message()),
                        "shared buffer 'tile' has no place in the kernel's shared-memory plan"))
+      << src.status();
+  EXPECT_TRUE(GenerateCuda(Planned(p), CudaTarget("sm_90")).ok());
+}
+
+TEST(CodegenCuda, VectorizedLoopWithoutAPlanIsAnError) {
+  Program p = VectorCopy("vunplanned", 4, 0, false);
+  for (Kernel& k : p.kernels) k.shared = PlanSharedMemory(k, p.needs_int64_indices);
+  absl::StatusOr<GeneratedSource> src = GenerateCuda(p, CudaTarget("sm_90"));
+  ASSERT_FALSE(src.ok());
+  EXPECT_TRUE(Contains(std::string(src.status().message()),
+                       "vectorized loop 'v' has no plan in the kernel; plan it with "
+                       "PlanVectorization (lowering does)"))
       << src.status();
   EXPECT_TRUE(GenerateCuda(Planned(p), CudaTarget("sm_90")).ok());
 }
