@@ -7,10 +7,11 @@
 // shared memory) with its loads unrolled. Softmax forks: three passes, or the maximum fused into
 // the sum's pass (fuse_online_max); and where every reduction reads one operand of the
 // consumer's shape, a third sketch keeps each row of it in registers, split over a sampled
-// thread-block cluster on GPUs that have them (rules::RowInRegisters). With few rows (fewer than the SMs): each reduction splits
-// into sampled chunks reduced by separate blocks (rfactor), then combined; the consumer is left
-// to AutoBind. Where the statistics are a sum and centred squares (layernorm), a second sketch
-// does all of it in one grid-synchronized kernel that reads each row once (rules::GridRows).
+// thread-block cluster on GPUs that have them (rules::RowInRegisters). With few rows (fewer than
+// the SMs): each reduction splits into sampled chunks reduced by separate blocks (rfactor), then
+// combined; the consumer is left to AutoBind. Where the statistics are a sum and centred squares
+// (layernorm), a second sketch does all of it in one grid-synchronized kernel that reads each row
+// once (rules::GridRows).
 
 #include <algorithm>
 #include <set>
@@ -60,10 +61,9 @@ class CrossThreadReduction final : public ScheduleRule {
       }
       if (!st->reduce) TESSEL_RETURN_IF_ERROR(ColumnsOuter(&s, stage));
       std::vector<Schedule> out = {std::move(s)};
-      if (centered) {
-        const std::string x = RowOperand(sch, *st, reds);
+      if (const Buffer* x = centered ? RowOperand(sch, *st, reds) : nullptr) {
         Schedule g = sch;
-        if (!x.empty() && InGrid(&g, *st, reds, x).ok()) out.push_back(std::move(g));
+        if (InGrid(&g, *st, reds, *x).ok()) out.push_back(std::move(g));
       }
       return out;
     }
@@ -83,9 +83,9 @@ class CrossThreadReduction final : public ScheduleRule {
       TESSEL_RETURN_IF_ERROR(AtConsumer(&s, stage, reds, online ? online_sum : ""));
       out.push_back(std::move(s));
     }
-    if (const std::string x = RowOperand(sch, *st, reds); !x.empty() && InRegistersFits(*st, x)) {
+    if (const Buffer* x = RowOperand(sch, *st, reds); x && InRegistersFits(*st, *x)) {
       Schedule s = sch;
-      TESSEL_RETURN_IF_ERROR(InRegisters(&s, stage, reds, x));
+      TESSEL_RETURN_IF_ERROR(InRegisters(&s, *st, reds, *x));
       out.push_back(std::move(s));
     }
     return out;
@@ -282,61 +282,51 @@ class CrossThreadReduction final : public ScheduleRule {
 
   // The input every reduction and the consumer read with the consumer's shape (softmax's and
   // layernorm's X), when the consumer is a (row, column) stage: the operand whose row
-  // RowInRegisters keeps in registers; "" otherwise.
-  static std::string RowOperand(const Schedule& s, const Stage& consumer,
-                                const std::vector<std::string>& reds) {
-    if (consumer.axes.size() != 2 || !consumer.reduce_axes.empty()) return "";
-    auto reads = [&](const Stage& st, const std::string& name) {
-      for (const LoadNode* l : CollectLoads(st.body)) {
-        if (l->buffer->name == name) return true;
-      }
-      return false;
-    };
+  // RowInRegisters keeps in registers; nullptr otherwise.
+  static const Buffer* RowOperand(const Schedule& s, const Stage& consumer,
+                                  const std::vector<std::string>& reds) {
+    if (consumer.axes.size() != 2 || !consumer.reduce_axes.empty()) return nullptr;
     for (const LoadNode* l : CollectLoads(consumer.body)) {
-      const std::string& name = l->buffer->name;
-      if (s.FindStage(name) || l->buffer->shape != consumer.buffer->shape) continue;
+      const Buffer* x = l->buffer.get();
+      if (s.FindStage(x->name) || x->shape != consumer.buffer->shape) continue;
       bool all = true;
-      for (const std::string& r : reds) all = all && reads(*s.FindStage(r), name);
-      if (all) return name;
+      for (const std::string& r : reds) all = all && !CollectLoads(s.FindStage(r)->body, x).empty();
+      if (all) return x;
     }
-    return "";
+    return nullptr;
+  }
+
+  // Lanes of a 16-byte vector of `x`.
+  static int64_t VectorLanes(const Buffer& x) {
+    return std::max<int64_t>(1, 16 / DTypeBytes(x.dtype));
+  }
+
+  // The smallest split of the register-row sketch (128 threads, one vector each) divides the row.
+  static bool InRegistersFits(const Stage& y, const Buffer& x) {
+    return y.iters[1].extent % (128 * VectorLanes(x)) == 0;
   }
 
   // Every row read once into registers (rules::RowInRegisters): 16-byte vectors, a sampled
   // number of threads and of vectors a thread; on GPUs with thread-block clusters the row is
   // split over a cluster of as many CTAs as the rest leaves (a sample whose cluster is not a
-  // whole number of CTAs, or too large, is rejected before it is measured).
-  static int64_t VectorLanes(const Stage& y, const std::string& x) {
-    int64_t lanes = 1;
-    for (const LoadNode* l : CollectLoads(y.body)) {
-      if (l->buffer->name == x) lanes = std::max<int64_t>(1, 16 / DTypeBytes(l->buffer->dtype));
-    }
-    return lanes;
-  }
-  // Rows of 128 threads' vectors or a multiple: the smallest split divides them.
-  static bool InRegistersFits(const Stage& y, const std::string& x) {
-    return y.iters.size() == 2 && y.iters[1].extent % (128 * VectorLanes(y, x)) == 0;
-  }
-  absl::Status InRegisters(Schedule* s, const std::string& consumer,
-                           const std::vector<std::string>& reds, const std::string& x) const {
-    const Stage& y = *s->FindStage(consumer);
-    const int64_t lanes = VectorLanes(y, x);
-    // The sketch itself is built with the smallest choices (128 threads, one vector each), which
-    // InRegistersFits guarantees divide the row.
-    const int64_t cols = y.iters[1].extent;
+  // whole number of CTAs, or too large, is rejected before it is measured). The sketch itself is
+  // built with the smallest choices, which InRegistersFits guarantees divide the row.
+  absl::Status InRegisters(Schedule* s, const Stage& y, const std::vector<std::string>& reds,
+                           const Buffer& x) const {
+    const int64_t lanes = VectorLanes(x), cols = y.iters[1].extent;
     TESSEL_ASSIGN_OR_RETURN(
         IntRV threads, SampleUniform(s, {128, 256, 512, 1024},
                                      std::min(target_.max_threads_per_block, cols / lanes), 0));
     std::vector<Factor> split = {threads, lanes};
     if (target_.max_cluster_ctas > 1) {
       TESSEL_ASSIGN_OR_RETURN(
-          IntRV vectors, SampleUniform(s, {1, 2, 4, 8, 16},
-                                       std::min<int64_t>(16, cols / (128 * lanes)), 0));
+          IntRV vectors,
+          SampleUniform(s, {1, 2, 4, 8, 16}, std::min<int64_t>(16, cols / (128 * lanes)), 0));
       split.insert(split.begin(), {-1, vectors});
     } else {
       split.insert(split.begin(), -1);
     }
-    return rules::RowInRegisters(s, consumer, reds, x, split);
+    return rules::RowInRegisters(s, y.name, reds, x.name, split);
   }
 
   // Few long rows whose statistics are a sum and the centred squares about its mean (layernorm)
@@ -347,8 +337,8 @@ class CrossThreadReduction final : public ScheduleRule {
   // partly changed schedule, where the statistics are not of that form or the sketch's own
   // choices (the fewest blocks and threads) do not divide the row.
   absl::Status InGrid(Schedule* s, const Stage& y, const std::vector<std::string>& reds,
-                      const std::string& x) const {
-    const int64_t lanes = VectorLanes(y, x), cols = y.iters[1].extent;
+                      const Buffer& x) const {
+    const int64_t lanes = VectorLanes(x), cols = y.iters[1].extent;
     const std::vector<int64_t> blocks = rules::PowersOfTwo(16, target_.sm_count);
     if (blocks.empty() || cols % (blocks[0] * 256 * lanes) != 0) {
       return absl::FailedPreconditionError("the row does not divide into the smallest grid");
@@ -361,9 +351,10 @@ class CrossThreadReduction final : public ScheduleRule {
       }
     }
     TESSEL_ASSIGN_OR_RETURN(IntRV g, SampleUniform(s, blocks, target_.sm_count, 0));
-    TESSEL_ASSIGN_OR_RETURN(IntRV threads, SampleUniform(s, {256, 512, 1024},
-                                                         target_.max_threads_per_block, 0));
-    return rules::GridRows(s, y.name, reds[0], reds[1], x, per_column, {g, -1, threads, lanes});
+    TESSEL_ASSIGN_OR_RETURN(IntRV threads,
+                            SampleUniform(s, {256, 512, 1024}, target_.max_threads_per_block, 0));
+    return rules::GridRows(s, y.name, reds[0], reds[1], x.name, per_column,
+                           {g, -1, threads, lanes});
   }
 
   Target target_;

@@ -141,6 +141,15 @@ absl::StatusOr<Stage*> Schedule::MutableStage(BlockRV b, const char* prim) {
   return HandleStage(b.id, 'b', prim);
 }
 
+absl::StatusOr<Schedule::StageAndLoop> Schedule::MutableStageAndLoop(BlockRV b, LoopRV l,
+                                                                     const char* prim) {
+  auto st = MutableStage(b, prim);
+  if (!st.ok()) return st.status();
+  auto loop = MutableLoop(l, prim);
+  if (!loop.ok()) return loop.status();
+  return StageAndLoop{*st, loop->first, loop->second};
+}
+
 absl::StatusOr<std::pair<Stage*, int>> Schedule::MutableLoop(LoopRV l, const char* prim) {
   auto found = HandleStage(l.id, 'l', prim);
   if (!found.ok()) return found.status();

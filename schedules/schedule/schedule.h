@@ -221,6 +221,13 @@ class Schedule {
   // parallel / vectorize / unroll: marks the loop and records the instruction.
   absl::Status MarkLoopKind(LoopRV loop, ForKind kind, const char* prim);
   absl::StatusOr<std::pair<Stage*, int>> MutableLoop(LoopRV l, const char* prim);
+  // A stage and a loop (of it or of another stage) for primitives that take both.
+  struct StageAndLoop {
+    Stage* stage;
+    Stage* loop_stage;
+    int iter;
+  };
+  absl::StatusOr<StageAndLoop> MutableStageAndLoop(BlockRV b, LoopRV l, const char* prim);
   int StageIndex(const std::string& name) const;
   std::string NewRV(char kind, RVEntry entry);
   // A handle on iter `iter` of `s` under the stage's current loop generation.

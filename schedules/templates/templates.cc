@@ -385,8 +385,8 @@ absl::Status LayernormCuda(Schedule* s, const Target& t, const TemplateOptions& 
     for (const TensorDef& td : s->workload().tensors) {
       if (td.name == "weight") weight_bytes = per_thread * threads * DTypeBytes(td.buffer->dtype);
     }
-    if (grid > 1 && rows < grid && per_thread <= o.row_register_elements && per_thread / 4 <= 16 &&
-        weight_bytes <= t.max_shared_bytes_optin) {
+    if (grid > 1 && grid <= threads && rows < grid && per_thread <= o.row_register_elements &&
+        per_thread / 4 <= 16 && weight_bytes <= t.max_shared_bytes_optin) {
       return LayernormGridCuda(s, grid, threads, per_thread);
     }
   }

@@ -189,8 +189,8 @@ TEST(SplitBufferAxis, Errors) {
   };
   for (const Case& c : cases) {
     Schedule s = fresh();
-    absl::Status st = s.SplitBufferAxis(BlockNamed(&s, c.stage), c.axis,
-                                        {c.factors.begin(), c.factors.end()});
+    absl::Status st =
+        s.SplitBufferAxis(BlockNamed(&s, c.stage), c.axis, {c.factors.begin(), c.factors.end()});
     EXPECT_EQ(st.code(), c.code) << st;
     EXPECT_THAT(std::string(st.message()), HasSubstr(c.message));
   }

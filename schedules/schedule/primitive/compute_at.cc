@@ -100,24 +100,16 @@ absl::Status Schedule::ComputeAt(BlockRV block, LoopRV loop) {
     Record(Instruction{prim, {RVName(block.id), "root"}, {}, {}, {}});
     return absl::OkStatus();
   }
-  auto st = MutableStage(block, prim);
-  if (!st.ok()) return st.status();
-  auto l = MutableLoop(loop, prim);
-  if (!l.ok()) return l.status();
-  Stage* s = *st;
-  auto [t, iter] = *l;
+  TESSEL_ASSIGN_OR_RETURN(StageAndLoop sl, MutableStageAndLoop(block, loop, prim));
+  auto [s, t, iter] = sl;
   TESSEL_RETURN_IF_ERROR(CheckComputeAt(s, t, prim));
   return AttachAt(s, AttachPoint{AttachPoint::Kind::kAt, t->name, iter, false}, block, loop, prim);
 }
 
 absl::Status Schedule::ReverseComputeAt(BlockRV block, LoopRV loop) {
   const char* prim = kReverseComputeAt;
-  auto st = MutableStage(block, prim);
-  if (!st.ok()) return st.status();
-  auto l = MutableLoop(loop, prim);
-  if (!l.ok()) return l.status();
-  Stage* s = *st;
-  auto [t, iter] = *l;
+  TESSEL_ASSIGN_OR_RETURN(StageAndLoop sl, MutableStageAndLoop(block, loop, prim));
+  auto [s, t, iter] = sl;
   if (s == t) return Invalid(prim, absl::StrCat("cannot attach stage ", s->name, " to itself"));
   if (s->reduce) {
     return Precondition(prim, absl::StrCat("stage ", s->name,

@@ -25,12 +25,8 @@ constexpr char kRFactor[] = "rfactor";
 
 absl::Status Schedule::DecomposeReduction(BlockRV block, LoopRV loop) {
   const char* prim = kDecomposeReduction;
-  auto st = MutableStage(block, prim);
-  if (!st.ok()) return st.status();
-  auto l = MutableLoop(loop, prim);
-  if (!l.ok()) return l.status();
-  Stage* s = *st;
-  auto [t, iter] = *l;
+  TESSEL_ASSIGN_OR_RETURN(StageAndLoop sl, MutableStageAndLoop(block, loop, prim));
+  auto [s, t, iter] = sl;
   if (t != s) {
     return Invalid(prim, absl::StrCat(LoopDesc(*t, iter), " is not a loop of stage ", s->name));
   }
