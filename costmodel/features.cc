@@ -178,8 +178,8 @@ class Walker {
       case StmtKind::kAllReduce: {
         const auto& n = *schedules::As<schedules::AllReduceNode>(s);
         t_.allreduce += mult_;
-        CountExpr(n.value);
-        Access(*n.result, {}, /*write=*/true);
+        for (const schedules::Expr& v : n.values) CountExpr(v);
+        for (const schedules::BufferPtr& r : n.results) Access(*r, {}, /*write=*/true);
         return;
       }
       case StmtKind::kEvaluate:

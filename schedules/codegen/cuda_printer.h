@@ -114,7 +114,7 @@ class CudaCodeGen final : public CodeGenC {
     return f != nullptr ? absl::StrCat(f, "(", ptr, ")") : absl::StrCat("*", ptr);
   }
   void EmitAllReduce(const AllReduceNode& n) override;
-  // An AllReduce over cluster.x: one value a CTA, combined through distributed shared memory.
+  // An AllReduce over cluster.x: one tuple a CTA, combined through distributed shared memory.
   void EmitClusterAllReduce(const AllReduceNode& n);
   // The shuffle mask of this thread's group of `lanes` (a power of two up to 32) lanes along
   // threadIdx.x.
@@ -122,8 +122,13 @@ class CudaCodeGen final : public CodeGenC {
   // The first of this thread's row's `warps` per-warp entries in an all-reduce's scratch, as a
   // prefix of an index ("" for a one-dimensional block).
   std::string WarpRowPrefix(int64_t warps) const;
-  // A centred (sum, squares) pair over threadIdx.x (AllReduceNode::centered).
-  void EmitCenteredAllReduce(const AllReduceNode& n);
+  // The accumulators of an all-reduce's components: tessel_red, or tessel_red0, tessel_red1, ...
+  static std::vector<std::string> ReduceNames(const AllReduceNode& n);
+  // acc = acc (+) other with the all-reduce's combiner, `other` the other tuple's C expressions.
+  void CombineInto(const AllReduceNode& n, const std::vector<std::string>& acc,
+                   const std::vector<std::string>& other);
+  // results[i][0] = acc[i], each in its result's type.
+  void StoreReduceResults(const AllReduceNode& n, const std::vector<std::string>& acc);
 
  private:
   absl::Status EmitKernel(const Kernel& k, KernelSource* ks);

@@ -138,7 +138,7 @@ class HostCodeGen final : public CodeGenC {
   void EmitBarrier(BarrierScope) override {}
   void EmitAllReduce(const AllReduceNode& n) override {
     Fail(absl::InvalidArgumentError(absl::StrCat(
-        "AllReduce over ", ThreadTagName(n.thread), " into '", n.result->name,
+        "AllReduce over ", ThreadTagName(n.thread), " into '", n.results[0]->name,
         "': cross-thread reductions need the cuda target; on the host reduce with a serial "
         "loop")));
   }

@@ -92,13 +92,13 @@ Stmt MakeLet(VarPtr var, Expr value, Stmt body) {
 }
 Stmt MakeBarrier(BarrierScope scope) { return std::make_shared<BarrierNode>(scope); }
 Stmt MakeAllReduce(ReduceOp op, Expr value, BufferPtr result, ThreadTag thread, int64_t extent) {
-  return std::make_shared<AllReduceNode>(op, std::move(value), std::move(result), thread, extent);
+  CombinerPtr c = ReduceCombiner(op, value->dtype);
+  return MakeAllReduce(std::move(c), {std::move(value)}, {std::move(result)}, thread, extent);
 }
-Stmt MakeCenteredAllReduce(Expr sum, Expr m2, Expr count, BufferPtr sum_result, BufferPtr m2_result,
-                           ThreadTag thread, int64_t extent) {
-  return std::make_shared<AllReduceNode>(ReduceOp::kSum, std::move(sum), std::move(sum_result),
-                                         thread, extent, std::move(m2), std::move(count),
-                                         std::move(m2_result));
+Stmt MakeAllReduce(CombinerPtr combiner, std::vector<Expr> values, std::vector<BufferPtr> results,
+                   ThreadTag thread, int64_t extent) {
+  return std::make_shared<AllReduceNode>(std::move(combiner), std::move(values), std::move(results),
+                                         thread, extent);
 }
 Stmt MakeEvaluate(Expr value) { return std::make_shared<EvaluateNode>(std::move(value)); }
 
@@ -174,15 +174,13 @@ void Print(std::ostream& os, const Stmt& s, int indent) {
       return;
     case StmtKind::kAllReduce: {
       const auto& n = static_cast<const AllReduceNode&>(*s);
-      if (n.centered()) {
-        os << pad << n.result->name << "[0], " << n.m2_result->name
-           << "[0] = allreduce_centered(sum " << ToString(n.value) << ", m2 " << ToString(n.m2)
-           << ", count " << ToString(n.count) << ") over " << ThreadTagName(n.thread) << " x"
-           << n.extent << "\n";
-        return;
+      for (size_t i = 0; i < n.results.size(); ++i) {
+        os << (i ? ", " : pad) << n.results[i]->name << "[0]";
       }
-      os << pad << n.result->name << "[0] = allreduce_" << ReduceOpName(n.op) << "("
-         << ToString(n.value) << ") over " << ThreadTagName(n.thread) << " x" << n.extent << "\n";
+      os << " = allreduce_" << n.combiner->name << "(";
+      for (size_t i = 0; i < n.values.size(); ++i) os << (i ? ", " : "") << ToString(n.values[i]);
+      os << ") over " << ThreadTagName(n.thread) << " x" << n.extent << "\n";
+      if (!n.combiner->op) os << pad << "  // " << ToString(*n.combiner) << "\n";
       return;
     }
     case StmtKind::kEvaluate:
@@ -246,9 +244,7 @@ std::vector<Expr> OwnExprs(const Stmt& s) {
     case StmtKind::kLetStmt:
       return {static_cast<const LetStmtNode&>(*s).value};
     case StmtKind::kAllReduce: {
-      const auto& n = static_cast<const AllReduceNode&>(*s);
-      if (n.centered()) return {n.value, n.m2, n.count};
-      return {n.value};
+      return static_cast<const AllReduceNode&>(*s).values;
     }
     case StmtKind::kEvaluate:
       return {static_cast<const EvaluateNode&>(*s).value};

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "schedules/ir/buffer.h"
+#include "schedules/ir/combiner.h"
 #include "schedules/ir/expr.h"
 
 namespace tessel::schedules {
@@ -152,36 +153,26 @@ struct BarrierNode final : StmtNode {
   const BarrierScope scope;
 };
 
-// Combines `value` across the `extent` threads of axis `thread` (each group of threads that share
-// the other thread indices separately) and writes the result to result[0] in every thread.
-// Every thread of the block must execute it.
-//
-// A centred pair (`m2` set, op kSum; MakeCenteredAllReduce): each thread holds the sum `value` of
-// `count` elements and `m2`, the sum of their squared deviations from value / count; result[0]
-// gets the group's sum and m2_result[0] the sum of the group's squared deviations from its own
-// mean (Chan et al.'s pairwise combination: one reduction for a sum and the variance around it).
+// Combines a tuple of values (one per component of `combiner`) across the `extent` threads of
+// axis `thread` (each group of threads that share the other thread indices separately), or across
+// the `extent` CTAs of a cluster (thread kClusterX), and writes component i of the result to
+// results[i][0] in every thread. Every thread of the block must execute it. A plain reduction is
+// the one-component combiner of its ReduceOp.
 struct AllReduceNode final : StmtNode {
   static constexpr StmtKind kKind = StmtKind::kAllReduce;
-  AllReduceNode(ReduceOp o, Expr v, BufferPtr r, ThreadTag t, int64_t e, Expr m = nullptr,
-                Expr n = nullptr, BufferPtr mr = nullptr)
+  AllReduceNode(CombinerPtr c, std::vector<Expr> v, std::vector<BufferPtr> r, ThreadTag t,
+                int64_t e)
       : StmtNode(kKind),
-        op(o),
-        value(std::move(v)),
-        result(std::move(r)),
+        combiner(std::move(c)),
+        values(std::move(v)),
+        results(std::move(r)),
         thread(t),
-        extent(e),
-        m2(std::move(m)),
-        count(std::move(n)),
-        m2_result(std::move(mr)) {}
-  bool centered() const { return m2 != nullptr; }
-  const ReduceOp op;
-  const Expr value;
-  const BufferPtr result;
+        extent(e) {}
+  const CombinerPtr combiner;
+  const std::vector<Expr> values;
+  const std::vector<BufferPtr> results;
   const ThreadTag thread;
   const int64_t extent;
-  const Expr m2;              // centred pair only
-  const Expr count;           // centred pair only: the thread's number of elements (float)
-  const BufferPtr m2_result;  // centred pair only
 };
 
 // Evaluates an expression for its effect (tensor-core intrinsic calls).
@@ -200,8 +191,8 @@ Stmt MakeSeq(std::vector<Stmt> stmts);  // flattens nested sequences, drops null
 Stmt MakeLet(VarPtr var, Expr value, Stmt body);
 Stmt MakeBarrier(BarrierScope scope = BarrierScope::kBlock);
 Stmt MakeAllReduce(ReduceOp op, Expr value, BufferPtr result, ThreadTag thread, int64_t extent);
-Stmt MakeCenteredAllReduce(Expr sum, Expr m2, Expr count, BufferPtr sum_result, BufferPtr m2_result,
-                           ThreadTag thread, int64_t extent);
+Stmt MakeAllReduce(CombinerPtr combiner, std::vector<Expr> values, std::vector<BufferPtr> results,
+                   ThreadTag thread, int64_t extent);
 Stmt MakeEvaluate(Expr value);
 
 // The statements directly inside `s` (a loop's, allocation's or let's body, both branches of

@@ -72,13 +72,13 @@ class StmtMutator {
   }
   virtual Stmt VisitBarrier(const BarrierNode&, const Stmt& self) { return self; }
   virtual Stmt VisitAllReduce(const AllReduceNode& n, const Stmt& self) {
-    Expr v = VisitExpr(n.value);
-    if (n.centered()) {
-      Expr m = VisitExpr(n.m2), c = VisitExpr(n.count);
-      if (v == n.value && m == n.m2 && c == n.count) return self;
-      return MakeCenteredAllReduce(v, m, c, n.result, n.m2_result, n.thread, n.extent);
+    std::vector<Expr> values;
+    bool changed = false;
+    for (const Expr& v : n.values) {
+      values.push_back(VisitExpr(v));
+      changed |= values.back() != v;
     }
-    return v == n.value ? self : MakeAllReduce(n.op, v, n.result, n.thread, n.extent);
+    return changed ? MakeAllReduce(n.combiner, values, n.results, n.thread, n.extent) : self;
   }
   virtual Stmt VisitEvaluate(const EvaluateNode& n, const Stmt& self) {
     Expr v = VisitExpr(n.value);

@@ -144,13 +144,19 @@ class EqualChecker {
       case StmtKind::kAllReduce: {
         const auto& x = static_cast<const AllReduceNode&>(*a);
         const auto& y = static_cast<const AllReduceNode&>(*b);
-        if (x.centered() != y.centered()) return false;
-        if (x.centered() && !(Equal(x.m2, y.m2) && Equal(x.count, y.count) &&
-                              EqualBuffer(x.m2_result, y.m2_result))) {
+        if (x.combiner != y.combiner && ToString(*x.combiner) != ToString(*y.combiner)) {
           return false;
         }
-        return x.op == y.op && Equal(x.value, y.value) && EqualBuffer(x.result, y.result) &&
-               x.thread == y.thread && x.extent == y.extent;
+        if (x.values.size() != y.values.size() || x.results.size() != y.results.size()) {
+          return false;
+        }
+        for (size_t i = 0; i < x.values.size(); ++i) {
+          if (!Equal(x.values[i], y.values[i])) return false;
+        }
+        for (size_t i = 0; i < x.results.size(); ++i) {
+          if (!EqualBuffer(x.results[i], y.results[i])) return false;
+        }
+        return x.thread == y.thread && x.extent == y.extent;
       }
       case StmtKind::kEvaluate:
         return Equal(static_cast<const EvaluateNode&>(*a).value,
@@ -311,16 +317,15 @@ class Hasher {
         return;
       case StmtKind::kAllReduce: {
         const auto& n = static_cast<const AllReduceNode&>(*s);
-        Str(ReduceOpName(n.op));
-        Hash(n.value);
-        HashBuffer(n.result);
+        // A one-component reduction hashes as before tuple reductions existed.
+        Str(n.combiner->op ? ReduceOpName(*n.combiner->op) : ToString(*n.combiner));
+        Hash(n.values[0]);
+        HashBuffer(n.results[0]);
         Str(ThreadTagName(n.thread));
         Int(n.extent);
-        if (n.centered()) {  // plain all-reduces hash as before centred pairs existed
-          Str("centered");
-          Hash(n.m2);
-          Hash(n.count);
-          HashBuffer(n.m2_result);
+        for (size_t i = 1; i < n.values.size(); ++i) {
+          Hash(n.values[i]);
+          HashBuffer(n.results[i]);
         }
         return;
       }

@@ -168,7 +168,10 @@ bool StmtUsesVar(const Stmt& s, const VarNode* v) {
       return false;
     case StmtKind::kAllReduce: {
       const auto& n = static_cast<const AllReduceNode&>(*s);
-      return uses(n.value) || (n.centered() && (uses(n.m2) || uses(n.count)));
+      for (const Expr& v : n.values) {
+        if (uses(v)) return true;
+      }
+      return false;
     }
     case StmtKind::kEvaluate:
       return uses(static_cast<const EvaluateNode&>(*s).value);

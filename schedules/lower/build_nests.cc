@@ -21,39 +21,6 @@ namespace tessel::schedules {
 
 namespace {
 
-// fuse_centered_sum's first pass: the squares' thread-local nest with each accumulation
-// acc += [select(c,] (e - mean) * (e - mean) [, 0)] replaced by sum += [select(c,] e [, 0)], and
-// count += [select(c,] 1 [, 0)] when `count` is set (a thread's count that varies).
-class CenteredSumPass : public StmtMutator {
- public:
-  CenteredSumPass(const Buffer* acc, BufferPtr sum, BufferPtr count)
-      : acc_(acc), sum_(std::move(sum)), count_(std::move(count)) {}
-  bool ok() const { return ok_; }
-
- protected:
-  Stmt VisitStore(const StoreNode& n, const Stmt& self) override {
-    if (n.buffer.get() != acc_) return self;
-    const auto* add = As<BinaryNode>(n.value);
-    const std::optional<CenteredSquare> sq =
-        add != nullptr && add->op == BinaryOp::kAdd ? MatchCenteredSquare(add->b) : std::nullopt;
-    if (!sq) {
-      ok_ = false;
-      return self;
-    }
-    const DType t = sq->e->dtype;
-    auto select = [&](Expr x) { return sq->cond ? MakeSelect(sq->cond, x, MakeFloat(0, t)) : x; };
-    auto add_to = [&](const BufferPtr& b, Expr x) {
-      return MakeStore(b, {MakeInt(0)}, MakeLoad(b, {MakeInt(0)}) + select(std::move(x)));
-    };
-    return MakeSeq({add_to(sum_, sq->e), count_ ? add_to(count_, MakeFloat(1, t)) : Stmt()});
-  }
-
- private:
-  const Buffer* acc_;
-  BufferPtr sum_, count_;
-  bool ok_ = true;
-};
-
 // Rewrites loads of logical buffers to their realized buffers.
 class AccessRewriter : public ExprMutator {
  public:
@@ -103,12 +70,9 @@ class NestBuilder {
  private:
   // The stage's value at its loop variables, and where it is stored.
   void BindValue();
-  // fuse_online_max: this sum of exp(x - m) also computes m, the running maximum of x, and
-  // rescales its running sum whenever the maximum grows (online softmax normalizer).
-  absl::Status MatchOnlineMax();
-  // fuse_centered_sum: these squares of deviations from each chunk's mean also compute the
-  // chunk sums, in one cross-thread reduction of (sum, squares) pairs.
-  absl::Status MatchCenteredSum();
+  // A reduction kept in registers (a tuple reduction, or one across threads): its combiner (a
+  // plain reduction's is that of its op), its values at a reduction point, and its outputs.
+  void BindReduction();
   // Guards. Every split parent must stay within its extent: a root beyond its extent is out of
   // bounds, and an inner loop beyond its parent's extent would alias the next outer iteration.
   void BuildGuards();
@@ -117,15 +81,9 @@ class NestBuilder {
   absl::Status FindCrossThreadLoops();
   // Unrolling from the stage annotation.
   void PlanUnrolling();
-  // The statement at the innermost loop.
+  // The statement at the innermost loop (a reduction in place or no reduction).
   Stmt InnermostStatement();
-  // The centred squares' accumulation of a thread (fuse_centered_sum, cross-thread).
-  Stmt CenteredSquaresStatement();
-  // One step of the online normalizer on (sum, max) held at the given places.
-  Stmt OnlineStep(const BufferPtr& sb, const std::vector<Expr>& si, const BufferPtr& mb,
-                  const std::vector<Expr>& mi) const;
-  // The initialization of a reduction stored in place (not across threads): the output, and
-  // with the online normalizer the maximum too.
+  // The initialization of a plain reduction stored in place (not in registers).
   Stmt InitInPlace() const;
   // `body` wrapped in the loop at leaf position `p`, with the stages attached there.
   absl::StatusOr<Stmt> WrapLevel(int p, Stmt body);
@@ -135,24 +93,28 @@ class NestBuilder {
                               std::vector<Stmt>* after, std::vector<BufferPtr>* allocs);
   // The producers in order with the barriers they need, for the nest at leaf `iter`.
   std::vector<Stmt> PlaceBarriers(std::vector<Producer> producers, int iter) const;
-  // The reduction loops at the first reduction position turned into a cross-thread reduction:
-  // the thread's accumulation, the all-reduce, the store of the result.
-  absl::StatusOr<Stmt> CrossThreadReduction(const Stmt& loop);
-  absl::StatusOr<Stmt> CenteredReduceAndStore(const Stmt& loop, const IterVar& tv,
-                                              const BufferPtr& res, const Expr& store_cond,
-                                              Stmt* init);
-  Stmt OnlineReduceAndStore(const IterVar& tv, const BufferPtr& res, const Expr& store_cond,
-                            Stmt* init);
-  Stmt PlainReduceAndStore(const IterVar& tv, const IterVar* cv, const BufferPtr& res,
-                           const Expr& store_cond);
+  // A reduction kept in registers, from its first reduction loop on: the accumulators'
+  // initialization, one nest of the thread's reduction loops a pass, the all-reduces across
+  // threads and the cluster, and the stores of the outputs.
+  absl::StatusOr<Stmt> RegisterReduction();
+  // The reduction loops (positions from first_reduce_ on) around `innermost`.
+  absl::StatusOr<Stmt> ReductionLoops(Stmt innermost);
+  // The thread's fold of its elements into `acc_`: one pass with the combiner, or the combiner's
+  // two passes (Combiner::steps) where the stage asks for them.
+  absl::StatusOr<std::vector<Stmt>> FoldElements(std::vector<BufferPtr>* locals);
+  // The stores of the outputs from the components in `res`, under `cond`.
+  Stmt StoreOutputs(const std::vector<BufferPtr>& res, const Expr& cond) const;
   Stmt MakeLoop(int iter, Stmt body, bool unrolled) const;
   int64_t BlockDim(ThreadTag t) const { return schedules::BlockDim(launch_, t); }
   BufferPtr LocalScalar(const std::string& suffix, DType t) const {
     return MakeBuffer(SanitizeName(s_.name) + suffix, t, {1}, MemScope::kLocal);
   }
+  // One local scalar a component of the combiner: `suffix`, with the component's name when the
+  // combiner has several.
+  std::vector<BufferPtr> ComponentScalars(const std::string& suffix) const;
   // Whether `reader` reads what `writer` writes to `buffer` only at its own block.
   bool SameBlockOnly(const Stmt& writer, const Stmt& reader, const Buffer* buffer) const;
-  // The buffers a stage's nest writes: its own, and a stage it computes in the same pass.
+  // The buffers a stage's nest writes: its own, and the other outputs of its tuple reduction.
   std::vector<const Buffer*> WrittenBuffers(const Stage& s) const;
   // Whether the nest at (stage, iter) runs more than once per thread.
   bool RunsRepeatedly(int iter) const;
@@ -168,16 +130,18 @@ class NestBuilder {
   DType vt_ = DType::kFloat32;
   BufferPtr out_;
   std::vector<Expr> out_idx_;
-  // fuse_online_max.
-  bool online_ = false;
-  Expr online_x_;
-  BufferPtr max_out_;
-  std::vector<Expr> max_idx_;
-  // fuse_centered_sum.
-  bool centered_ = false;
-  BufferPtr sum_out_;
-  std::vector<Expr> sum_idx_;
-  std::optional<CenteredSquare> centered_term_;
+
+  // A reduction in registers (BindReduction).
+  struct Output {
+    BufferPtr buffer;
+    std::vector<Expr> idx;
+    Expr value;  // of the combiner's components (lhs)
+  };
+  bool in_registers_ = false;
+  CombinerPtr comb_;
+  std::vector<Expr> values_;
+  std::vector<Output> outputs_;
+  std::vector<BufferPtr> acc_;
 
   Expr spatial_cond_, reduce_cond_;
   int cross_ = -1;    // leaf position of a thread-bound reduction loop
@@ -186,21 +150,15 @@ class NestBuilder {
   std::vector<bool> unrolled_;
 
   bool wide_ = false;
-  BufferPtr acc_buf_;
-  BufferPtr max_acc_;  // online, cross-thread: the thread's running maximum
-  // centered: the thread's sum, its element count when that varies, and the count.
-  BufferPtr sum_acc_, count_acc_;
-  Expr thread_count_;
+  BufferPtr acc_buf_;  // wide accumulation of a plain reduction in place
 };
 
 absl::StatusOr<Stmt> NestBuilder::Build() {
   BindValue();
-  if (absl::Status st = MatchOnlineMax(); !st.ok()) return st;
-  if (absl::Status st = MatchCenteredSum(); !st.ok()) return st;
   BuildGuards();
   if (absl::Status st = FindCrossThreadLoops(); !st.ok()) return st;
+  BindReduction();
   PlanUnrolling();
-  Stmt body = InnermostStatement();
   for (size_t p = 0; p < s_.leaves.size(); ++p) {
     if (s_.iters[s_.leaves[p]].reduce) {
       first_reduce_ = static_cast<int>(p);
@@ -208,14 +166,24 @@ absl::StatusOr<Stmt> NestBuilder::Build() {
     }
   }
   init_pos_ = s_.init_at >= 0 ? s_.LeafPosition(s_.init_at) : first_reduce_;
-  for (int p = static_cast<int>(s_.leaves.size()) - 1; p >= 0; --p) {
+  Stmt body;
+  int p = static_cast<int>(s_.leaves.size()) - 1;
+  if (in_registers_) {
+    auto r = RegisterReduction();
+    if (!r.ok()) return r.status();
+    body = *r;
+    p = first_reduce_ - 1;
+  } else {
+    body = InnermostStatement();
+  }
+  for (; p >= 0; --p) {
     auto wrapped = WrapLevel(p, body);
     if (!wrapped.ok()) return wrapped.status();
     body = *wrapped;
   }
   if (s_.leaves.empty()) {
     // A 0-d stage: the body alone (with the reduction's init if any).
-    if (s_.reduce && cross_ < 0) {
+    if (s_.reduce && !in_registers_) {
       body = MakeSeq({InitInPlace(), body});
     }
   }
@@ -239,57 +207,31 @@ void NestBuilder::BindValue() {
   out_idx_ = rw_.Indices(s_.buffer.get(), idx_);
 }
 
-absl::Status NestBuilder::MatchOnlineMax() {
-  online_ = !s_.online_max.empty();
-  if (!online_) return absl::OkStatus();
-  const Stage& m = state_.stages[FindStageIndex(state_.stages, s_.online_max)];
-  max_out_ = rw_.Target(m.buffer);
-  max_idx_ = rw_.Indices(m.buffer.get(), idx_);
-  std::optional<ExpOfDifference> term = MatchExpOfDifference(value_);
-  if (!term || term->max->buffer != max_out_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("stage ", s_.name, " computes ", m.name,
-                     " in the same pass (fuse_online_max), but its body is no longer exp(x - ",
-                     m.name, "[...]); do not cache_read ", m.name, " for it"));
+void NestBuilder::BindReduction() {
+  in_registers_ = s_.combiner != nullptr || (s_.reduce && cross_ >= 0);
+  if (!in_registers_) return;
+  if (s_.combiner) {
+    comb_ = s_.combiner;
+    values_ = TupleValues(value_);
+    for (const Stage::TupleOutput& o : s_.outputs) {
+      const Stage& os = state_.stages[FindStageIndex(state_.stages, o.stage)];
+      outputs_.push_back({rw_.Target(os.buffer), rw_.Indices(os.buffer.get(), idx_), o.value});
+    }
+  } else {
+    comb_ = ReduceCombiner(*s_.reduce, vt_);
+    values_ = {value_};
+    outputs_.push_back({out_, out_idx_, comb_->lhs[0]});
   }
-  online_x_ = term->e;
-  return absl::OkStatus();
+  acc_ = ComponentScalars("_acc");
 }
 
-absl::Status NestBuilder::MatchCenteredSum() {
-  centered_ = !s_.centered_sum.empty();
-  if (!centered_) return absl::OkStatus();
-  const Stage& ps = state_.stages[FindStageIndex(state_.stages, s_.centered_sum)];
-  sum_out_ = rw_.Target(ps.buffer);
-  sum_idx_ = rw_.Indices(ps.buffer.get(), idx_);
-  centered_term_ = MatchCenteredSquare(value_);
-  if (!centered_term_ || CollectLoads(centered_term_->m, sum_out_.get()).empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("stage ", s_.name, " computes ", ps.name,
-                     " in the same reduction (fuse_centered_sum), but its body no longer squares "
-                     "deviations from ",
-                     ps.name, "[...]; do not cache_read ", ps.name, " for it"));
+std::vector<BufferPtr> NestBuilder::ComponentScalars(const std::string& suffix) const {
+  if (comb_->size() == 1) return {LocalScalar(suffix, comb_->type(0))};
+  std::vector<BufferPtr> out;
+  for (size_t c = 0; c < comb_->size(); ++c) {
+    out.push_back(LocalScalar(absl::StrCat(suffix, "_", comb_->lhs[c]->name), comb_->type(c)));
   }
-  return absl::OkStatus();
-}
-
-//   d = x - max; e = exp(-|d|); sum = d > 0 ? sum * e + 1 : sum + e; max = max(max, x).
-Stmt NestBuilder::OnlineStep(const BufferPtr& sb, const std::vector<Expr>& si, const BufferPtr& mb,
-                             const std::vector<Expr>& mi) const {
-  const DType t = online_x_->dtype;
-  VarPtr x = MakeVar(SanitizeName(s_.name) + "_x", t);
-  VarPtr d = MakeVar(SanitizeName(s_.name) + "_d", t);
-  VarPtr e = MakeVar(SanitizeName(s_.name) + "_e", t);
-  Expr sum = MakeLoad(sb, si);
-  Expr mx = MakeLoad(mb, mi);
-  Stmt update = MakeSeq({MakeStore(sb, si,
-                                   MakeSelect(MakeFloat(0, t) < Expr(d),
-                                              sum * Expr(e) + MakeFloat(1, t), sum + Expr(e))),
-                         MakeStore(mb, mi, MakeMax(mx, x))});
-  return MakeLet(
-      x, online_x_,
-      MakeLet(d, Expr(x) - mx,
-              MakeLet(e, MakeCall("exp", {MakeMin(d, MakeUnary(UnaryOp::kNeg, d))}, t), update)));
+  return out;
 }
 
 void NestBuilder::BuildGuards() {
@@ -338,14 +280,6 @@ absl::Status NestBuilder::FindCrossThreadLoops() {
     return absl::FailedPreconditionError(
         absl::StrCat("stage ", s_.name, " is local but not attached"));
   }
-  if (centered_ && (cross_ < 0 || cluster_ >= 0 ||
-                    s_.iters[s_.leaves[cross_]].thread != ThreadTag::kThreadX || !IsFloat(vt_))) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "stage ", s_.name, " computes ", s_.centered_sum,
-        " in the same reduction (fuse_centered_sum), which combines (sum, squares) pairs "
-        "across the threads of threadIdx.x: bind a reduction loop of ",
-        s_.name, " to threadIdx.x (and none to the cluster)"));
-  }
   if (cluster_ >= 0 && cross_ < 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "stage ", s_.name, " reduces loop ", s_.iters[s_.leaves[cluster_]].var->name,
@@ -370,16 +304,12 @@ void NestBuilder::PlanUnrolling() {
 }
 
 Stmt NestBuilder::InitInPlace() const {
-  return MakeSeq(
-      {MakeStore(out_, out_idx_, ReduceIdentity(*s_.reduce, vt_)),
-       online_ ? MakeStore(max_out_, max_idx_, ReduceIdentity(ReduceOp::kMax, max_out_->dtype))
-               : Stmt()});
+  return MakeStore(out_, out_idx_, ReduceIdentity(*s_.reduce, vt_));
 }
 
 Stmt NestBuilder::InnermostStatement() {
   const Expr guard = MakeAnd(spatial_cond_, reduce_cond_);
-  wide_ = state_.wide_accumulation && s_.reduce && !online_ && cross_ < 0 && s_.init_at < 0 &&
-          IsFloat(vt_);
+  wide_ = state_.wide_accumulation && s_.reduce && s_.init_at < 0 && IsFloat(vt_);
   if (wide_) {
     acc_buf_ = LocalScalar("_acc", DType::kFloat64);
     Expr acc = MakeLoad(acc_buf_, {MakeInt(0)});
@@ -388,45 +318,8 @@ Stmt NestBuilder::InnermostStatement() {
                             ReduceCombine(*s_.reduce, acc, MakeCast(DType::kFloat64, value_))));
   }
   if (!s_.reduce) return MakeIf(guard, MakeStore(out_, out_idx_, value_));
-  if (cross_ >= 0 && online_) {
-    acc_buf_ = LocalScalar("_acc", vt_);
-    max_acc_ = LocalScalar("_max", max_out_->dtype);
-    return MakeIf(guard, OnlineStep(acc_buf_, {MakeInt(0)}, max_acc_, {MakeInt(0)}));
-  }
-  if (cross_ >= 0 && centered_) return CenteredSquaresStatement();
-  if (cross_ >= 0) {
-    acc_buf_ = LocalScalar("_acc", vt_);
-    Expr acc = MakeLoad(acc_buf_, {MakeInt(0)});
-    return MakeIf(guard, MakeStore(acc_buf_, {MakeInt(0)}, ReduceCombine(*s_.reduce, acc, value_)));
-  }
-  if (online_) return MakeIf(guard, OnlineStep(out_, out_idx_, max_out_, max_idx_));
   Expr cur = MakeLoad(out_, out_idx_);
   return MakeIf(guard, MakeStore(out_, out_idx_, ReduceCombine(*s_.reduce, cur, value_)));
-}
-
-// Each thread sums its elements first (CenteredSumPass), then squares their deviations from its
-// own mean. With no guard every thread has the same number of elements, the product of its
-// reduction loops' extents; otherwise it counts them.
-Stmt NestBuilder::CenteredSquaresStatement() {
-  acc_buf_ = LocalScalar("_acc", vt_);
-  sum_acc_ = LocalScalar("_sum", vt_);
-  Expr guard = MakeAnd(spatial_cond_, reduce_cond_);
-  if (guard || centered_term_->cond) {
-    count_acc_ = LocalScalar("_count", vt_);
-    thread_count_ = MakeLoad(count_acc_, {MakeInt(0)});
-  } else {
-    int64_t n = 1;
-    for (size_t q = 0; q < s_.leaves.size(); ++q) {
-      const IterVar& iv = s_.iters[s_.leaves[q]];
-      if (iv.reduce && static_cast<int>(q) != cross_) n *= iv.extent;
-    }
-    thread_count_ = MakeFloat(static_cast<double>(n), vt_);
-  }
-  Expr dev = centered_term_->e - MakeLoad(sum_acc_, {MakeInt(0)}) / thread_count_;
-  Expr square = dev * dev;
-  if (centered_term_->cond) square = MakeSelect(centered_term_->cond, square, MakeFloat(0, vt_));
-  Expr acc = MakeLoad(acc_buf_, {MakeInt(0)});
-  return MakeIf(guard, MakeStore(acc_buf_, {MakeInt(0)}, acc + square));
 }
 
 absl::StatusOr<Stmt> NestBuilder::WrapLevel(int p, Stmt body) {
@@ -445,6 +338,7 @@ absl::StatusOr<Stmt> NestBuilder::WrapLevel(int p, Stmt body) {
   for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) body = MakeAllocate(*it, body);
 
   Stmt loop = p == cross_ || p == cluster_ ? body : MakeLoop(iter, body, unrolled_[p]);
+  if (in_registers_) return loop;
   if (wide_ && p == init_pos_) {
     // acc = identity; the reduction loops; out = acc rounded to the output type.
     loop = MakeAllocate(
@@ -453,7 +347,7 @@ absl::StatusOr<Stmt> NestBuilder::WrapLevel(int p, Stmt body) {
             {MakeStore(acc_buf_, {MakeInt(0)}, ReduceIdentity(*s_.reduce, DType::kFloat64)), loop,
              MakeIf(spatial_cond_,
                     MakeStore(out_, out_idx_, MakeCast(vt_, MakeLoad(acc_buf_, {MakeInt(0)}))))}));
-  } else if (s_.reduce && p == init_pos_ && cross_ < 0) {
+  } else if (s_.reduce && p == init_pos_) {
     // The initialization nest: the spatial loops at and below this position.
     Stmt init = MakeIf(spatial_cond_, InitInPlace());
     for (int q = static_cast<int>(s_.leaves.size()) - 1; q >= p; --q) {
@@ -461,7 +355,6 @@ absl::StatusOr<Stmt> NestBuilder::WrapLevel(int p, Stmt body) {
     }
     loop = MakeSeq({init, loop});
   }
-  if (cross_ >= 0 && p == first_reduce_) return CrossThreadReduction(loop);
   return loop;
 }
 
@@ -565,109 +458,167 @@ std::vector<Stmt> NestBuilder::PlaceBarriers(std::vector<Producer> producers, in
   return before;
 }
 
-absl::StatusOr<Stmt> NestBuilder::CrossThreadReduction(const Stmt& loop) {
-  const IterVar& tv = s_.iters[s_.leaves[cross_]];
-  BufferPtr res = LocalScalar("_red", vt_);
+absl::StatusOr<Stmt> NestBuilder::RegisterReduction() {
+  for (size_t p = first_reduce_ + 1; p < s_.leaves.size(); ++p) {
+    const IterVar& iv = s_.iters[s_.leaves[p]];
+    if (!iv.reduce && (iv.thread == ThreadTag::kNone || iv.thread == ThreadTag::kVThread)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("stage ", s_.name,
+                       " keeps its reduction in registers (a tuple reduction, or one across "
+                       "threads) but has spatial loop ",
+                       iv.var->name,
+                       " inside its reduction loops; move the "
+                       "reduction loops inside"));
+    }
+  }
+  std::vector<BufferPtr> locals = acc_;
+  auto folded = FoldElements(&locals);
+  if (!folded.ok()) return folded.status();
+  std::vector<Stmt> seq;
+  for (size_t c = 0; c < acc_.size(); ++c) {
+    seq.push_back(MakeStore(acc_[c], {MakeInt(0)}, comb_->identity[c]));
+  }
+  seq.insert(seq.end(), folded->begin(), folded->end());
+  // Across threads, then across the cluster (one tuple a CTA, through distributed shared memory).
+  std::vector<BufferPtr> res = acc_, results;
+  std::vector<Stmt> reduce;
   Expr store_cond = spatial_cond_;
+  const IterVar* tv = cross_ >= 0 ? &s_.iters[s_.leaves[cross_]] : nullptr;
   const IterVar* cv = cluster_ >= 0 ? &s_.iters[s_.leaves[cluster_]] : nullptr;
-  if (s_.buffer->scope != MemScope::kLocal) {
-    store_cond = MakeAnd(store_cond, Expr(tv.var) == 0);
-    if (cv != nullptr) store_cond = MakeAnd(store_cond, Expr(cv->var) == 0);
+  for (const IterVar* iv : {tv, cv}) {
+    if (iv == nullptr) continue;
+    std::vector<BufferPtr> next = ComponentScalars(iv == tv ? "_red" : "_cluster_red");
+    std::vector<Expr> values;
+    for (const BufferPtr& b : res) values.push_back(MakeLoad(b, {MakeInt(0)}));
+    reduce.push_back(MakeAllReduce(comb_, values, next, iv->thread, BlockDim(iv->thread)));
+    results.insert(results.end(), next.begin(), next.end());
+    res = next;
+    if (s_.buffer->scope != MemScope::kLocal) store_cond = MakeAnd(store_cond, Expr(iv->var) == 0);
   }
-  if (cv != nullptr && online_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("stage ", s_.name, " computes ", s_.online_max,
-                     " in the same pass (fuse_online_max), which has no cluster-wide form; "
-                     "reduce it within a CTA"));
+  reduce.push_back(StoreOutputs(res, store_cond));
+  // The results' allocations around the all-reduces, the thread's around everything.
+  Stmt tail = MakeSeq(reduce);
+  for (auto it = results.rbegin(); it != results.rend(); ++it) tail = MakeAllocate(*it, tail);
+  seq.push_back(tail);
+  Stmt block = MakeSeq(seq);
+  for (auto it = locals.rbegin(); it != locals.rend(); ++it) block = MakeAllocate(*it, block);
+  for (const IterVar* iv : {tv, cv}) {
+    if (iv == nullptr) continue;
+    block = MakeFor(iv->var, MakeInt(0), MakeInt(BlockDim(iv->thread)), ForKind::kThreadBinding,
+                    iv->thread, block, iv->annotations);
   }
-  Stmt reduce_and_store;
-  Stmt init = MakeStore(acc_buf_, {MakeInt(0)}, ReduceIdentity(*s_.reduce, vt_));
-  if (centered_) {
-    auto r = CenteredReduceAndStore(loop, tv, res, store_cond, &init);
-    if (!r.ok()) return r.status();
-    reduce_and_store = *r;
-  } else if (online_) {
-    reduce_and_store = OnlineReduceAndStore(tv, res, store_cond, &init);
-  } else {
-    reduce_and_store = PlainReduceAndStore(tv, cv, res, store_cond);
+  return block;
+}
+
+absl::StatusOr<Stmt> NestBuilder::ReductionLoops(Stmt innermost) {
+  Stmt body = std::move(innermost);
+  for (int p = static_cast<int>(s_.leaves.size()) - 1; p >= first_reduce_; --p) {
+    auto wrapped = WrapLevel(p, body);
+    if (!wrapped.ok()) return wrapped.status();
+    body = *wrapped;
   }
-  Stmt block = MakeAllocate(acc_buf_, MakeSeq({init, loop, reduce_and_store}));
-  if (online_) block = MakeAllocate(max_acc_, block);
-  if (count_acc_) block = MakeAllocate(count_acc_, block);
-  if (sum_acc_) block = MakeAllocate(sum_acc_, block);
-  Stmt out = MakeFor(tv.var, MakeInt(0), MakeInt(BlockDim(tv.thread)), ForKind::kThreadBinding,
-                     tv.thread, block, tv.annotations);
-  if (cv != nullptr) {
-    out = MakeFor(cv->var, MakeInt(0), MakeInt(BlockDim(cv->thread)), ForKind::kThreadBinding,
-                  cv->thread, out, cv->annotations);
+  return body;
+}
+
+absl::StatusOr<std::vector<Stmt>> NestBuilder::FoldElements(std::vector<BufferPtr>* locals) {
+  const Expr guard = MakeAnd(spatial_cond_, reduce_cond_);
+  auto load = [](const BufferPtr& b) { return MakeLoad(b, {MakeInt(0)}); };
+  std::vector<Expr> acc;
+  for (const BufferPtr& b : acc_) acc.push_back(load(b));
+  auto two_pass = s_.annotations.find("two_pass");
+  if (two_pass == s_.annotations.end() || two_pass->second == 0 || !comb_->has_two_pass_form()) {
+    // acc = acc (+) values: the combiner's temporaries, then the new components (bound first
+    // when there are several, since each reads the old ones), then the stores.
+    // Each value that is not a constant is bound once: a tuple's combiner may read it several
+    // times (an op's reads it once).
+    std::vector<std::pair<VarPtr, Expr>> lets;
+    std::vector<Expr> values;
+    for (size_t i = 0; i < values_.size(); ++i) {
+      const Expr& v = values_[i];
+      if (comb_->op || v->kind == ExprKind::kFloatImm || v->kind == ExprKind::kIntImm) {
+        values.push_back(v);
+        continue;
+      }
+      VarPtr x = MakeVar(absl::StrCat(SanitizeName(s_.name), "_", comb_->rhs[i]->name), v->dtype);
+      lets.push_back({x, v});
+      values.push_back(x);
+    }
+    Combination c = Combine(*comb_, acc, values, SanitizeName(s_.name));
+    std::vector<Stmt> stores;
+    lets.insert(lets.end(), c.lets.begin(), c.lets.end());
+    for (size_t i = 0; i < acc_.size(); ++i) {
+      Expr v = c.values[i];
+      if (acc_.size() > 1) {
+        VarPtr nv =
+            MakeVar(absl::StrCat(SanitizeName(s_.name), "_", comb_->lhs[i]->name), v->dtype);
+        lets.push_back({nv, v});
+        v = nv;
+      }
+      stores.push_back(MakeStore(acc_[i], {MakeInt(0)}, v));
+    }
+    Stmt update = MakeSeq(stores);
+    for (auto it = lets.rbegin(); it != lets.rend(); ++it)
+      update = MakeLet(it->first, it->second, update);
+    auto loops = ReductionLoops(MakeIf(guard, update));
+    if (!loops.ok()) return loops.status();
+    return std::vector<Stmt>{*loops};
+  }
+  // The combiner's two passes: each run of reduction steps that do not read each other is one
+  // pass over the elements, each step between them is computed once; the components from the
+  // steps' results.
+  std::vector<Stmt> out;
+  std::vector<Expr> results;
+  std::vector<std::pair<const Combiner::Step*, BufferPtr>> pass;
+  auto flush = [&]() -> absl::Status {
+    if (pass.empty()) return absl::OkStatus();
+    std::vector<Stmt> updates;
+    for (const auto& [step, b] : pass) {
+      out.push_back(MakeStore(b, {MakeInt(0)}, ReduceIdentity(*step->op, b->dtype)));
+      Expr term = Instantiate(*comb_, step->term, {}, values_, results);
+      updates.push_back(MakeStore(b, {MakeInt(0)}, ReduceCombine(*step->op, load(b), term)));
+    }
+    auto loops = ReductionLoops(MakeIf(guard, MakeSeq(updates)));
+    if (!loops.ok()) return loops.status();
+    out.push_back(*loops);
+    for (const auto& [step, b] : pass) results.push_back(load(b));
+    pass.clear();
+    return absl::OkStatus();
+  };
+  for (const Combiner::Step& step : comb_->steps) {
+    BufferPtr b = LocalScalar(absl::StrCat("_", step.result->name), step.result->dtype);
+    locals->push_back(b);
+    if (step.op) {
+      // A step that reads a result of the current pass starts the next pass.
+      for (const auto& [earlier, eb] : pass) {
+        if (UsesVar(step.term, earlier->result.get())) {
+          if (absl::Status st = flush(); !st.ok()) return st;
+          break;
+        }
+      }
+      pass.push_back({&step, b});
+      continue;
+    }
+    if (absl::Status st = flush(); !st.ok()) return st;
+    out.push_back(MakeStore(b, {MakeInt(0)}, Instantiate(*comb_, step.term, {}, {}, results)));
+    results.push_back(load(b));
+  }
+  if (absl::Status st = flush(); !st.ok()) return st;
+  for (size_t c = 0; c < acc_.size(); ++c) {
+    out.push_back(MakeStore(acc_[c], {MakeInt(0)},
+                            Instantiate(*comb_, comb_->from_steps[c], {}, {}, results)));
   }
   return out;
 }
 
-// The sums pass, then the squares pass, then one all-reduce of the pairs.
-absl::StatusOr<Stmt> NestBuilder::CenteredReduceAndStore(const Stmt& loop, const IterVar& tv,
-                                                         const BufferPtr& res,
-                                                         const Expr& store_cond, Stmt* init) {
-  CenteredSumPass sums(acc_buf_.get(), sum_acc_, count_acc_);
-  Stmt sum_loop = sums.Visit(loop);
-  if (!sums.ok()) {
-    return absl::InternalError(absl::StrCat("stage ", s_.name,
-                                            ": the accumulation of its squares did not "
-                                            "keep the form (e - mean) * (e - mean)"));
+Stmt NestBuilder::StoreOutputs(const std::vector<BufferPtr>& res, const Expr& cond) const {
+  std::vector<Expr> components;
+  for (const BufferPtr& b : res) components.push_back(MakeLoad(b, {MakeInt(0)}));
+  std::vector<Stmt> stores;
+  for (const Output& o : outputs_) {
+    stores.push_back(MakeStore(
+        o.buffer, o.idx, MakeCast(o.buffer->dtype, Instantiate(*comb_, o.value, components, {}))));
   }
-  BufferPtr sum_res = LocalScalar("_sum_red", vt_);
-  std::vector<Stmt> first = {MakeStore(sum_acc_, {MakeInt(0)}, MakeFloat(0, vt_))};
-  if (count_acc_) first.push_back(MakeStore(count_acc_, {MakeInt(0)}, MakeFloat(0, vt_)));
-  first.push_back(sum_loop);
-  *init = MakeSeq({MakeSeq(first), *init});
-  Expr acc = MakeLoad(acc_buf_, {MakeInt(0)});
-  return MakeAllocate(
-      sum_res,
-      MakeAllocate(
-          res, MakeSeq({MakeCenteredAllReduce(MakeLoad(sum_acc_, {MakeInt(0)}), acc, thread_count_,
-                                              sum_res, res, tv.thread, BlockDim(tv.thread)),
-                        MakeIf(store_cond,
-                               MakeSeq({MakeStore(out_, out_idx_, MakeLoad(res, {MakeInt(0)})),
-                                        MakeStore(sum_out_, sum_idx_,
-                                                  MakeLoad(sum_res, {MakeInt(0)}))}))})));
-}
-
-// The block's maximum first; each thread's sum rescaled to it, then summed.
-Stmt NestBuilder::OnlineReduceAndStore(const IterVar& tv, const BufferPtr& res,
-                                       const Expr& store_cond, Stmt* init) {
-  BufferPtr max_res = LocalScalar("_max_red", max_out_->dtype);
-  Expr acc = MakeLoad(acc_buf_, {MakeInt(0)});
-  Expr mx = MakeLoad(max_acc_, {MakeInt(0)});
-  Expr block_max = MakeLoad(max_res, {MakeInt(0)});
-  Expr rescaled = acc * MakeCall("exp", {mx - block_max}, vt_);
-  *init = MakeSeq(
-      {*init, MakeStore(max_acc_, {MakeInt(0)}, ReduceIdentity(ReduceOp::kMax, max_out_->dtype))});
-  return MakeAllocate(
-      max_res,
-      MakeAllocate(
-          res, MakeSeq({MakeAllReduce(ReduceOp::kMax, mx, max_res, tv.thread, BlockDim(tv.thread)),
-                        MakeAllReduce(*s_.reduce, rescaled, res, tv.thread, BlockDim(tv.thread)),
-                        MakeIf(store_cond,
-                               MakeSeq({MakeStore(out_, out_idx_, MakeLoad(res, {MakeInt(0)})),
-                                        MakeStore(max_out_, max_idx_, block_max)}))})));
-}
-
-// The block's value; with a cluster, then the cluster's (one value per CTA, through distributed
-// shared memory).
-Stmt NestBuilder::PlainReduceAndStore(const IterVar& tv, const IterVar* cv, const BufferPtr& res,
-                                      const Expr& store_cond) {
-  Expr acc = MakeLoad(acc_buf_, {MakeInt(0)});
-  std::vector<Stmt> steps = {MakeAllReduce(*s_.reduce, acc, res, tv.thread, BlockDim(tv.thread))};
-  BufferPtr result = res;
-  if (cv != nullptr) {
-    result = LocalScalar("_cluster_red", vt_);
-    steps.push_back(MakeAllReduce(*s_.reduce, MakeLoad(res, {MakeInt(0)}), result, cv->thread,
-                                  BlockDim(cv->thread)));
-  }
-  steps.push_back(MakeIf(store_cond, MakeStore(out_, out_idx_, MakeLoad(result, {MakeInt(0)}))));
-  Stmt reduce_and_store = MakeSeq(steps);
-  if (result != res) reduce_and_store = MakeAllocate(result, reduce_and_store);
-  return MakeAllocate(res, reduce_and_store);
+  return MakeIf(cond, MakeSeq(stores));
 }
 
 Stmt NestBuilder::MakeLoop(int iter, Stmt body, bool unrolled) const {

@@ -80,7 +80,7 @@ absl::Status CheckStages(LoweringState* state_ptr) {
         if (absl::Status st = CheckGridLoop(state, static_cast<int>(si), iv); !st.ok()) return st;
       }
     }
-    if (s.reduce && s.init_at < 0) {
+    if (s.reduces() && s.init_at < 0) {
       int first_reduce = -1;
       for (size_t p = 0; p < s.leaves.size(); ++p) {
         const IterVar& iv = s.iters[s.leaves[p]];
@@ -93,7 +93,7 @@ absl::Status CheckStages(LoweringState* state_ptr) {
         }
       }
     }
-    if (s.reduce && s.init_at >= 0) {
+    if (s.reduces() && s.init_at >= 0) {
       const int pos = s.LeafPosition(s.init_at);
       if (pos < 0) {
         return absl::FailedPreconditionError(absl::StrCat("the decompose_reduction loop of stage ",

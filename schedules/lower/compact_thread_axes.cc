@@ -35,8 +35,7 @@ class Scan {
     }
     if (const auto* st = As<StoreNode>(s)) Access(st->buffer.get(), st->indices);
     if (const auto* r = As<AllReduceNode>(s)) {
-      RuleOut(r->result.get());
-      if (r->centered()) RuleOut(r->m2_result.get());
+      for (const BufferPtr& b : r->results) RuleOut(b.get());
     }
     for (const Expr& e : OwnExprs(s)) {
       for (const LoadNode* l : CollectLoads(e)) Access(l->buffer.get(), l->indices);

@@ -50,12 +50,12 @@ struct ByScratchOrder {
 int64_t ScratchEntries(const AllReduceNode& r, const LaunchConfig& launch) {
   const auto& block = launch.block;
   const int axis = r.thread == ThreadTag::kThreadX ? 0 : r.thread == ThreadTag::kThreadY ? 1 : 2;
-  if (r.extent != block[axis] || r.value->dtype == DType::kBool) return 0;
-  if (axis != 0) return launch.threads_per_block();
-  // A centred pair keeps each warp's mean, squares and count.
-  if (r.extent > 32 && r.extent % 32 == 0) {
-    return block[1] * block[2] * (r.extent / 32) * (r.centered() ? 3 : 1);
-  }
+  const int64_t components = static_cast<int64_t>(r.values.size());
+  if (r.extent != block[axis] || r.values[0]->dtype == DType::kBool) return 0;
+  if (axis != 0) return launch.threads_per_block() * components;
+  // One partial a warp of each component.
+  if (r.extent > 32 && r.extent % 32 == 0)
+    return block[1] * block[2] * (r.extent / 32) * components;
   return 0;
 }
 
@@ -65,7 +65,8 @@ SharedPlan PlanSharedMemory(const Kernel& kernel, bool int64_indices) {
   SharedPlan plan;
   std::unordered_set<const Buffer*> seen;
   std::map<DType, int64_t, ByScratchOrder> red_entries;
-  std::set<DType, ByScratchOrder> cluster_types;  // value types reduced across a cluster
+  // Value types reduced across a cluster, and the most components of one reduction.
+  std::map<DType, int64_t, ByScratchOrder> cluster_entries;
   WalkStmt(kernel.body, [&](const Stmt& s) {
     if (const auto* a = As<AllocateNode>(s)) {
       if (a->buffer->scope == MemScope::kShared && seen.insert(a->buffer.get()).second) {
@@ -79,10 +80,13 @@ SharedPlan PlanSharedMemory(const Kernel& kernel, bool int64_indices) {
       return;
     }
     const auto* r = As<AllReduceNode>(s);
-    if (r == nullptr || r->value->dtype == DType::kBool) return;
-    const DType type = ScratchType(r->value->dtype, int64_indices);
+    if (r == nullptr || r->values[0]->dtype == DType::kBool) return;
+    const DType type = ScratchType(r->values[0]->dtype, int64_indices);
     if (r->thread == ThreadTag::kClusterX) {
-      if (r->extent == kernel.launch.cluster) cluster_types.insert(type);
+      if (r->extent == kernel.launch.cluster) {
+        cluster_entries[type] =
+            std::max(cluster_entries[type], static_cast<int64_t>(r->values.size()));
+      }
       return;
     }
     if (!IsThreadTag(r->thread)) return;
@@ -98,13 +102,14 @@ SharedPlan PlanSharedMemory(const Kernel& kernel, bool int64_indices) {
     slot.bytes = entries * DTypeBytes(type);
     plan.slots.push_back(slot);
   }
-  for (DType type : cluster_types) {
-    // One slot a CTA: its value, which the cluster's CTAs read through distributed shared memory.
+  for (const auto& [type, entries] : cluster_entries) {
+    // One slot a component in each CTA: its values, which the cluster's CTAs read through
+    // distributed shared memory.
     SharedSlot slot;
     slot.kind = SharedSlot::Kind::kClusterScratch;
     slot.dtype = type;
-    slot.elements = 1;
-    slot.bytes = DTypeBytes(type);
+    slot.elements = entries;
+    slot.bytes = entries * DTypeBytes(type);
     plan.slots.push_back(slot);
   }
   for (SharedSlot& slot : plan.slots) {

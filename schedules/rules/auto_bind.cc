@@ -17,7 +17,7 @@ std::string FusableReduction(const Schedule& s, const Stage& st) {
   std::string found;
   for (const LoadNode* l : CollectLoads(st.body)) {
     const Stage* p = s.FindStage(l->buffer->name);
-    if (!p || p->inlined() || !p->reduce) continue;
+    if (!p || p->inlined() || !p->reduces()) continue;
     if (!found.empty() && found != p->name) return "";
     if (rules::IsScheduled(*p) || rules::ConsumersOf(s, p->name).size() != 1 ||
         p->buffer->shape != st.buffer->shape || !ReadsAtIdentity(st, p->buffer.get())) {
@@ -60,7 +60,7 @@ class AutoBind final : public ScheduleRule {
       TESSEL_ASSIGN_OR_RETURN(fused, s.Fuse(spatial));
     }
     const int64_t extent = s.LoopExtent(fused);
-    const std::string producer = st->reduce ? "" : FusableReduction(sch, *st);
+    const std::string producer = st->reduces() ? "" : FusableReduction(sch, *st);
     if (!producer.empty()) {
       // An epilogue over one reduction (conv2d + bias + relu): one output per thread, the
       // reduction computed in a register at that thread.
@@ -72,7 +72,7 @@ class AutoBind final : public ScheduleRule {
       TESSEL_ASSIGN_OR_RETURN(BlockRV r, s.GetBlock(producer));
       TESSEL_RETURN_IF_ERROR(s.SetScope(r, "local"));
       TESSEL_RETURN_IF_ERROR(s.ComputeAt(r, p[1]));
-    } else if (!st->reduce) {
+    } else if (!st->reduces()) {
       TESSEL_ASSIGN_OR_RETURN(IntRV threads,
                               rules::SampleUniform(&s, rules::PowersOfTwo(32, 1024), extent));
       TESSEL_ASSIGN_OR_RETURN(IntRV vec, rules::SampleUniform(&s, {1, 2, 4}, extent));

@@ -15,7 +15,7 @@ class AutoInline final : public ScheduleRule {
   absl::StatusOr<std::vector<Schedule>> Apply(const Schedule& sch,
                                               const std::string& stage) const override {
     const Stage* st = sch.FindStage(stage);
-    if (!st || st->inlined() || st->reduce || st->is_output || st->origin != "compute" ||
+    if (!st || st->inlined() || st->reduces() || st->is_output || st->origin != "compute" ||
         rules::IsScheduled(*st) || rules::FeedsContraction(sch, stage)) {
       return std::vector<Schedule>{};
     }

@@ -4,14 +4,14 @@
 // an output). With enough rows to fill the GPU: the consumer's rows go to blocks and its columns
 // to a sampled number of threads at a sampled vector width; every reduction it reads is computed
 // at the consumer's row, in registers, reduced across the same threads (warp shuffles, then
-// shared memory) with its loads unrolled. Softmax forks: three passes, or the maximum fused into
-// the sum's pass (fuse_online_max); and where every reduction reads one operand of the
-// consumer's shape, a third sketch keeps each row of it in registers, split over a sampled
-// thread-block cluster on GPUs that have them (rules::RowInRegisters). With few rows (fewer than
-// the SMs): each reduction splits into sampled chunks reduced by separate blocks (rfactor), then
-// combined; the consumer is left to AutoBind. Where the statistics are a sum and centred squares
-// (layernorm), a second sketch does all of it in one grid-synchronized kernel that reads each row
-// once (rules::GridRows).
+// shared memory) with its loads unrolled. Reductions that fuse fork: separate, or one tuple
+// reduction (fuse_reductions: softmax's online maximum and sum); and where every reduction reads
+// one operand of the consumer's shape, a third sketch keeps each row of it in registers, split over
+// a sampled thread-block cluster on GPUs that have them (rules::RowInRegisters). With few rows
+// (fewer than the SMs): each reduction splits into sampled chunks reduced by separate blocks
+// (rfactor), then combined, as one tuple reduction where they fuse (a variance's Welford triples);
+// the consumer is left to AutoBind. Where they fuse, a second sketch does all of it in one
+// grid-synchronized kernel that reads each row once (rules::GridRows).
 
 #include <algorithm>
 #include <set>
@@ -45,29 +45,30 @@ class CrossThreadReduction final : public ScheduleRule {
     const Stage& first = *sch.FindStage(reds.front());
     const int64_t rows = RowsOf(first);
     if (rows < target_.sm_count) {
-      // Few long rows: partial reductions over blocks; a variance's partials centred on their
-      // chunk (center_partials) so that the statistics read the input once.
+      // Few long rows: partial reductions over blocks, all of them as one tuple reduction where
+      // they fuse (fuse_reductions: a variance's partials are Welford triples, a softmax's
+      // online pairs) so that the statistics read the input once.
       Schedule s = sch;
-      bool centered = false;
-      if (reds.size() == 2) {
+      bool fused = false;
+      if (reds.size() > 1) {
         Schedule c = sch;
-        if (Centered(&c, reds[0], reds[1]).ok()) {
+        if (Fused(&c, reds).ok()) {
           s = std::move(c);
-          centered = true;
+          fused = true;
         }
       }
-      if (!centered) {
+      if (!fused) {
         for (const std::string& r : reds) TESSEL_RETURN_IF_ERROR(Partial(&s, r));
       }
-      if (!st->reduce) TESSEL_RETURN_IF_ERROR(ColumnsOuter(&s, stage));
+      if (!st->reduces()) TESSEL_RETURN_IF_ERROR(ColumnsOuter(&s, stage));
       std::vector<Schedule> out = {std::move(s)};
-      if (const Buffer* x = centered ? RowOperand(sch, *st, reds) : nullptr) {
+      if (const Buffer* x = fused ? RowOperand(sch, *st, reds) : nullptr) {
         Schedule g = sch;
         if (InGrid(&g, *st, reds, *x).ok()) out.push_back(std::move(g));
       }
       return out;
     }
-    if (st->reduce) {
+    if (st->reduces()) {
       // An output reduction: rows to blocks.
       Schedule s = sch;
       TESSEL_ASSIGN_OR_RETURN(BlockRV b, s.GetBlock(stage));
@@ -76,11 +77,11 @@ class CrossThreadReduction final : public ScheduleRule {
       return std::vector<Schedule>{std::move(s)};
     }
     std::vector<Schedule> out;
-    const std::string online_sum = OnlineSum(sch, reds);
-    for (bool online : {false, true}) {
-      if (online && online_sum.empty()) continue;
+    const bool fusable = reds.size() > 1 && Fusable(sch, reds);
+    for (bool fuse : {false, true}) {
+      if (fuse && !fusable) continue;
       Schedule s = sch;
-      TESSEL_RETURN_IF_ERROR(AtConsumer(&s, stage, reds, online ? online_sum : ""));
+      TESSEL_RETURN_IF_ERROR(AtConsumer(&s, stage, reds, fuse));
       out.push_back(std::move(s));
     }
     if (const Buffer* x = RowOperand(sch, *st, reds); x && InRegistersFits(*st, *x)) {
@@ -97,13 +98,13 @@ class CrossThreadReduction final : public ScheduleRule {
   static std::vector<std::string> Reductions(const Schedule& s, const Stage& st) {
     std::set<std::string> found;
     std::vector<const Stage*> work = {&st};
-    if (st.reduce) found.insert(st.name);
+    if (st.reduces()) found.insert(st.name);
     while (!work.empty()) {
       const Stage* cur = work.back();
       work.pop_back();
       for (const LoadNode* l : CollectLoads(cur->body)) {
         const Stage* p = s.FindStage(l->buffer->name);
-        if (!p || p->inlined() || !p->reduce || found.count(p->name)) continue;
+        if (!p || p->inlined() || !p->reduces() || found.count(p->name)) continue;
         if (rules::IsScheduled(*p) || p->axes.size() != 1 || p->reduce_axes.size() != 1) {
           return {};
         }
@@ -111,7 +112,7 @@ class CrossThreadReduction final : public ScheduleRule {
         work.push_back(p);
       }
     }
-    if (st.reduce && (st.axes.empty() || st.reduce_axes.size() != 1)) return {};
+    if (st.reduces() && (st.axes.empty() || st.reduce_axes.size() != 1)) return {};
     std::vector<std::string> out;
     for (const Stage& x : s.stages()) {
       if (found.count(x.name)) out.push_back(x.name);
@@ -168,35 +169,19 @@ class CrossThreadReduction final : public ScheduleRule {
     return CrossThread(s, b, threads, /*bind_rows=*/true);
   }
 
-  // Row sums and centred squares of each chunk in one kernel (see Schedule::CenterPartials);
-  // fails (leaving a partly changed schedule) when `sq` is not the variance of `sum`'s operand.
-  absl::Status Centered(Schedule* s, const std::string& sum, const std::string& sq) const {
-    std::vector<BlockRV> rf;
-    TESSEL_ASSIGN_OR_RETURN(BlockRV sb, s->GetBlock(sum));
-    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> sl, s->GetLoops(sb));
-    const int64_t cols = s->LoopExtent(sl.back());
-    TESSEL_ASSIGN_OR_RETURN(IntRV chunk, SampleUniform(s, {2048, 4096, 8192, 16384}, cols));
-    for (const std::string& name : {sum, sq}) {
+  // The reductions as one tuple reduction (fuse_reductions), its partials over chunks by many
+  // blocks, each thread's elements folded in one pass or in the combiner's two (sampled); fails
+  // (leaving a partly changed schedule) when the reductions do not fuse.
+  absl::Status Fused(Schedule* s, const std::vector<std::string>& reds) const {
+    std::vector<BlockRV> blocks;
+    for (const std::string& name : reds) {
       TESSEL_ASSIGN_OR_RETURN(BlockRV b, s->GetBlock(name));
-      TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(b));
-      TESSEL_ASSIGN_OR_RETURN(auto ks, s->Split(loops.back(), {-1, chunk}));
-      TESSEL_ASSIGN_OR_RETURN(BlockRV r, s->RFactor(ks[0]));
-      rf.push_back(r);
+      blocks.push_back(b);
     }
-    TESSEL_RETURN_IF_ERROR(s->CenterPartials(rf[1], rf[0]));
-    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> ql, s->GetLoops(rf[1]));
-    TESSEL_ASSIGN_OR_RETURN(LoopRV fused, s->Fuse({ql[0], ql[1]}));
-    TESSEL_RETURN_IF_ERROR(s->Bind(fused, "blockIdx.x"));
-    TESSEL_ASSIGN_OR_RETURN(IntRV threads, SampleUniform(s, {128, 256, 512}, cols));
-    TESSEL_RETURN_IF_ERROR(CrossThread(s, rf[1], threads, /*bind_rows=*/false));
-    TESSEL_RETURN_IF_ERROR(s->ComputeAt(rf[0], fused));
-    TESSEL_RETURN_IF_ERROR(CrossThread(s, rf[0], threads, /*bind_rows=*/false));
-    TESSEL_ASSIGN_OR_RETURN(IntRV final_threads, SampleUniform(s, {32, 64, 128, 256}, 256));
-    for (const std::string& name : {sum, sq}) {
-      TESSEL_ASSIGN_OR_RETURN(BlockRV b, s->GetBlock(name));
-      TESSEL_RETURN_IF_ERROR(CrossThread(s, b, final_threads, /*bind_rows=*/true));
-    }
-    return absl::OkStatus();
+    TESSEL_RETURN_IF_ERROR(s->FuseReductions(blocks));
+    TESSEL_ASSIGN_OR_RETURN(IntRV two_pass, SampleUniform(s, {0, 1}, 1));
+    TESSEL_RETURN_IF_ERROR(s->Annotate(blocks[0], "two_pass", two_pass));
+    return Partial(s, reds[0]);
   }
 
   // The consumer of few rows: columns over blocks and a sampled number of threads at a sampled
@@ -220,19 +205,20 @@ class CrossThreadReduction final : public ScheduleRule {
     return absl::OkStatus();
   }
 
-  // Softmax: the sum of exponentials among `reds` that fuse_online_max applies to, or "".
-  static std::string OnlineSum(const Schedule& sch, const std::vector<std::string>& reds) {
+  // Whether the reductions fuse into one tuple reduction (tried on a copy).
+  static bool Fusable(const Schedule& sch, const std::vector<std::string>& reds) {
+    Schedule s = sch;
+    std::vector<BlockRV> blocks;
     for (const std::string& r : reds) {
-      Schedule s = sch;
       auto b = s.GetBlock(r);
-      if (b.ok() && s.FuseOnlineMax(*b).ok()) return r;
+      if (!b.ok()) return false;
+      blocks.push_back(*b);
     }
-    return "";
+    return s.FuseReductions(blocks).ok();
   }
 
   absl::Status AtConsumer(Schedule* s, const std::string& consumer,
-                          const std::vector<std::string>& reds,
-                          const std::string& online_sum) const {
+                          const std::vector<std::string>& reds, bool fuse) const {
     TESSEL_ASSIGN_OR_RETURN(BlockRV y, s->GetBlock(consumer));
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> yl, s->GetLoops(y));
     LoopRV row = yl[0];
@@ -240,7 +226,7 @@ class CrossThreadReduction final : public ScheduleRule {
       // One value per row (a mean): the block's threads reduce, the row is written once.
       TESSEL_ASSIGN_OR_RETURN(IntRV threads, Threads(s, ReduceExtent(*s->FindStage(reds.front()))));
       TESSEL_RETURN_IF_ERROR(s->Bind(row, "blockIdx.x"));
-      return AttachReductions(s, reds, row, threads, online_sum);
+      return AttachReductions(s, reds, row, threads, fuse);
     }
     if (yl.size() > 2) {
       TESSEL_ASSIGN_OR_RETURN(row, s->Fuse({yl.begin(), yl.end() - 1}));
@@ -252,30 +238,28 @@ class CrossThreadReduction final : public ScheduleRule {
     TESSEL_RETURN_IF_ERROR(s->Bind(row, "blockIdx.x"));
     TESSEL_RETURN_IF_ERROR(s->Bind(js[1], "threadIdx.x"));
     TESSEL_RETURN_IF_ERROR(s->Vectorize(js[2]));
-    return AttachReductions(s, reds, row, threads, online_sum);
+    return AttachReductions(s, reds, row, threads, fuse);
   }
 
   // Every reduction computed at the consumer's row loop, in registers, across `threads`; with
-  // `online_sum`, that sum computes its maximum in the same pass (the maximum goes local first:
-  // it follows the sum from then on).
+  // `fuse`, all of them as one tuple reduction (fuse_reductions, the first leads; in local scope
+  // first, since the others follow it from then on), each thread's elements folded in one pass
+  // (they are read from memory: two passes would read them twice, as separate reductions do).
   static absl::Status AttachReductions(Schedule* s, const std::vector<std::string>& reds,
-                                       LoopRV row, IntRV threads, const std::string& online_sum) {
-    std::vector<std::string> order = reds;
-    if (!online_sum.empty()) {
-      TESSEL_ASSIGN_OR_RETURN(BlockRV sum, s->GetBlock(online_sum));
-      std::optional<ExpOfDifference> term = MatchExpOfDifference(s->GetStage(sum).body);
-      TESSEL_CHECK(term.has_value()) << online_sum << " passed fuse_online_max on a copy";
-      TESSEL_ASSIGN_OR_RETURN(BlockRV max, s->GetBlock(term->max->buffer->name));
-      TESSEL_RETURN_IF_ERROR(s->SetScope(max, "local"));
-      TESSEL_RETURN_IF_ERROR(s->FuseOnlineMax(sum));
-    }
-    std::reverse(order.begin(), order.end());  // consumers first
-    for (const std::string& r : order) {
-      if (!s->FindStage(r)->computed_by.empty()) continue;
+                                       LoopRV row, IntRV threads, bool fuse) {
+    std::vector<BlockRV> blocks;
+    for (const std::string& r : reds) {
       TESSEL_ASSIGN_OR_RETURN(BlockRV b, s->GetBlock(r));
       TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
-      TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, row));
-      TESSEL_RETURN_IF_ERROR(CrossThread(s, b, threads, /*bind_rows=*/false));
+      blocks.push_back(b);
+    }
+    if (fuse) {
+      TESSEL_RETURN_IF_ERROR(s->FuseReductions(blocks));
+      blocks.resize(1);
+    }
+    for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {  // consumers first
+      TESSEL_RETURN_IF_ERROR(s->ComputeAt(*it, row));
+      TESSEL_RETURN_IF_ERROR(CrossThread(s, *it, threads, /*bind_rows=*/false));
     }
     return absl::OkStatus();
   }
@@ -353,8 +337,7 @@ class CrossThreadReduction final : public ScheduleRule {
     TESSEL_ASSIGN_OR_RETURN(IntRV g, SampleUniform(s, blocks, target_.sm_count, 0));
     TESSEL_ASSIGN_OR_RETURN(IntRV threads,
                             SampleUniform(s, {256, 512, 1024}, target_.max_threads_per_block, 0));
-    return rules::GridRows(s, y.name, reds[0], reds[1], x.name, per_column,
-                           {g, -1, threads, lanes});
+    return rules::GridRows(s, y.name, reds, x.name, per_column, {g, -1, threads, lanes});
   }
 
   Target target_;

@@ -141,7 +141,7 @@ std::vector<std::string> ProducersOf(const Schedule& s, const Stage& st) {
   std::vector<std::string> out;
   for (const LoadNode* l : CollectLoads(st.body)) {
     const Stage* p = s.FindStage(l->buffer->name);
-    if (p && !p->inlined() && !p->reduce && !p->is_output &&
+    if (p && !p->inlined() && !p->reduces() && !p->is_output &&
         std::find(out.begin(), out.end(), p->name) == out.end()) {
       out.push_back(p->name);
     }
@@ -303,7 +303,7 @@ class MultiLevelTiling final : public ScheduleRule {
     }
     for (const std::string& name : operands) {
       TESSEL_ASSIGN_OR_RETURN(BlockRV sh, s->CacheRead(name, "shared", {cc}));
-      if (const Stage* p = s->FindStage(name); p && !p->reduce && !p->is_output) {
+      if (const Stage* p = s->FindStage(name); p && !p->reduces() && !p->is_output) {
         // A computed operand (a convolution's padding): computed by the shared copy itself, so
         // the fetch evaluates its bounds check and reads only inside the input.
         TESSEL_ASSIGN_OR_RETURN(BlockRV pb, s->GetBlock(name));

@@ -45,23 +45,26 @@ absl::Status RowInRegisters(Schedule* s, const std::string& consumer,
   return bind_row_split(xloops);
 }
 
-absl::Status GridRows(Schedule* s, const std::string& consumer, const std::string& sum,
-                      const std::string& sq, const std::string& x,
+absl::Status GridRows(Schedule* s, const std::string& consumer,
+                      const std::vector<std::string>& reds, const std::string& x,
                       const std::vector<std::string>& shared_operands,
                       const std::vector<Factor>& split) {
   TESSEL_CHECK(split.size() == 4) << "GridRows needs {blocks, vectors, threads, lanes}";
   const std::vector<Factor> slice(split.begin() + 1, split.end());
   auto bind_slice = [&](std::vector<LoopRV> p) { return BindRowSplit(s, p, "blockIdx.x"); };
-  // The partials: one per block and row (rfactor), the squares centred on their own slice.
-  std::vector<BlockRV> rf;
-  for (const std::string& name : {sum, sq}) {
+  // The statistics as one tuple reduction (the first leads), in local memory at the row.
+  std::vector<BlockRV> blocks;
+  for (const std::string& name : reds) {
     TESSEL_ASSIGN_OR_RETURN(BlockRV b, s->GetBlock(name));
-    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(b));
-    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> ks, s->Split(loops.back(), {split[0], -1}));
-    TESSEL_ASSIGN_OR_RETURN(BlockRV r, s->RFactor(ks[0]));
-    rf.push_back(r);
+    TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
+    blocks.push_back(b);
   }
-  TESSEL_RETURN_IF_ERROR(s->CenterPartials(rf[1], rf[0]));
+  if (blocks.size() > 1) TESSEL_RETURN_IF_ERROR(s->FuseReductions(blocks));
+  const BlockRV stats = blocks[0];
+  // Its partials: one per block and row (rfactor).
+  TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(stats));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> ks, s->Split(loops.back(), {split[0], -1}));
+  TESSEL_ASSIGN_OR_RETURN(BlockRV rf, s->RFactor(ks[0]));
   // The consumer: (block, row, j, thread, v).
   TESSEL_ASSIGN_OR_RETURN(BlockRV y, s->GetBlock(consumer));
   TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> yl, s->GetLoops(y));
@@ -69,25 +72,21 @@ absl::Status GridRows(Schedule* s, const std::string& consumer, const std::strin
   TESSEL_RETURN_IF_ERROR(s->Reorder({ys[0], yl[0]}));
   const LoopRV block = ys[0], row = yl[0];
   TESSEL_RETURN_IF_ERROR(bind_slice(ys));
-  // The row's statistics, consumers first: every block combines the partials of the row.
-  for (const std::string& name : {sq, sum}) {
-    TESSEL_ASSIGN_OR_RETURN(BlockRV b, s->GetBlock(name));
-    TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
-    TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, row));
-    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> bl, s->GetLoops(b));
-    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> p, s->Split(bl.back(), {-1, split[0]}));
-    TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
-  }
-  // This block's partials of the row, its chunk loop bound to the block; the squares compute the
-  // sums in the same reduction (fuse_centered_sum).
-  TESSEL_RETURN_IF_ERROR(s->ComputeAt(rf[1], row));
-  TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> ql, s->GetLoops(rf[1]));
+  // The row's statistics: every block combines the partials of the row.
+  TESSEL_RETURN_IF_ERROR(s->ComputeAt(stats, row));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> bl, s->GetLoops(stats));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> p, s->Split(bl.back(), {-1, split[0]}));
+  TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
+  // This block's partials of the row, its chunk loop bound to the block, its slice folded in
+  // the combiner's two passes (it is in registers).
+  TESSEL_RETURN_IF_ERROR(s->ComputeAt(rf, row));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> ql, s->GetLoops(rf));
   TESSEL_RETURN_IF_ERROR(s->Bind(ql[ql.size() - 2], "blockIdx.x"));
   TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> qs, s->Split(ql.back(), slice));
   TESSEL_RETURN_IF_ERROR(bind_slice(qs));
-  TESSEL_RETURN_IF_ERROR(s->FuseCenteredSum(rf[1]));
+  TESSEL_RETURN_IF_ERROR(s->Annotate(rf, "two_pass", 1));
   // The row's slice in registers, read by the partials and by the consumer.
-  TESSEL_ASSIGN_OR_RETURN(BlockRV xc, s->CacheRead(x, "local", {rf[1], y}));
+  TESSEL_ASSIGN_OR_RETURN(BlockRV xc, s->CacheRead(x, "local", {rf, y}));
   TESSEL_RETURN_IF_ERROR(s->SplitBufferAxis(xc, 1, split));
   TESSEL_RETURN_IF_ERROR(s->ComputeAt(xc, row));
   TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> cl, s->GetLoops(xc));

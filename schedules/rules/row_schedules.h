@@ -30,16 +30,17 @@ absl::Status RowInRegisters(Schedule* s, const std::string& consumer,
 
 // Few long rows in one grid-synchronized kernel. `split` = {G, J, T, V}: each of G blocks takes
 // a slice of J x T x V columns of every row (column ((b * J + j) * T + t) * V + v of block b,
-// thread t), the rows in turn. `sum` and `sq` are the row's sum and its sum of squares about the
-// mean (center_partials applies to their partials): per row, each block's partial sum and
-// centred squares of its slice come from one all-reduce (fuse_centered_sum) and are written
-// across blocks, and after the grid barrier every block combines the G partials (G at most the
-// block's threads). The block's slice of the row operand `x` is cached in registers
-// (split_buffer_axis: the block and thread axes are compacted away) and read once, streaming
-// past L2 like the consumer's stores; the block's slice of each of `shared_operands` (inputs
-// of the consumer indexed by the column alone) is cached in shared memory once.
-absl::Status GridRows(Schedule* s, const std::string& consumer, const std::string& sum,
-                      const std::string& sq, const std::string& x,
+// thread t), the rows in turn. The reductions `reds` (over the row, read by `consumer`) become
+// one tuple reduction (fuse_reductions: a sum and the sum of squares about its mean become
+// Welford's (count, mean, m2)) whose per-block partials (rfactor) are folded in the combiner's
+// two passes over the slice and combined across the block in one all-reduce, written across
+// blocks; after the grid barrier every block combines the G partials (G at most the block's
+// threads). The block's slice of the row operand `x` is cached in registers (split_buffer_axis:
+// the block and thread axes are compacted away) and read once, streaming past L2 like the
+// consumer's stores; the block's slice of each of `shared_operands` (inputs of the consumer
+// indexed by the column alone) is cached in shared memory once.
+absl::Status GridRows(Schedule* s, const std::string& consumer,
+                      const std::vector<std::string>& reds, const std::string& x,
                       const std::vector<std::string>& shared_operands,
                       const std::vector<Factor>& split);
 

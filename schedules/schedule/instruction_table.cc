@@ -182,6 +182,12 @@ void InstructionTable::Register(std::string_view kind, ApplyFn apply) {
   kinds_.emplace_back(kind);
 }
 
+void InstructionTable::RegisterRetired(std::string_view kind, ApplyFn apply) {
+  const bool added = apply_.emplace(std::string(kind), apply).second;
+  TESSEL_CHECK(added) << "instruction kind " << kind << " is registered twice";
+  retired_.emplace_back(kind);
+}
+
 absl::StatusOr<Schedule> InstructionTable::Replay(const Workload& workload, const Trace& trace,
                                                   uint64_t seed) const {
   auto created = Schedule::Create(workload, seed);

@@ -126,8 +126,12 @@ class InstructionTable {
 
   // Adds an instruction kind; registering a kind twice is a programming error.
   void Register(std::string_view kind, ApplyFn apply);
-  // The kinds, in registration order.
+  // An instruction kind that only older traces hold: replayed (often as what replaced it) or
+  // refused with a message saying what replaced it; schedules never record it.
+  void RegisterRetired(std::string_view kind, ApplyFn apply);
+  // The kinds schedules record, in registration order, and the retired ones.
   const std::vector<std::string>& Kinds() const { return kinds_; }
+  const std::vector<std::string>& RetiredKinds() const { return retired_; }
   bool Contains(std::string_view kind) const { return apply_.count(std::string(kind)) > 0; }
 
   // Applies `trace` to a fresh schedule of `workload` (Replay in schedule.h, with this table).
@@ -135,7 +139,7 @@ class InstructionTable {
                                   uint64_t seed) const;
 
  private:
-  std::vector<std::string> kinds_;
+  std::vector<std::string> kinds_, retired_;
   std::map<std::string, ApplyFn> apply_;
 };
 

@@ -232,7 +232,7 @@ class Inferencer {
       bool any = false;
       for (size_t ci = 0; ci < stages_.size(); ++ci) {
         const Stage& c = stages_[ci];
-        if (c.inlined() || static_cast<int>(ci) == si) continue;
+        if (c.inlined() || !c.computed_by.empty() || static_cast<int>(ci) == si) continue;
         const std::vector<const LoadNode*> loads = CollectLoads(c.body, s.buffer.get());
         if (loads.empty()) continue;
         if (static_cast<int>(ci) != ti) {

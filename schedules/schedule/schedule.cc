@@ -126,13 +126,9 @@ absl::StatusOr<Stage*> Schedule::HandleStage(int id, char kind, const char* prim
     return Precondition(prim, absl::StrCat("stage ", s->name, " was inlined and has no loops"));
   }
   if (!s->computed_by.empty()) {
-    const Stage* by = FindStage(s->computed_by);
-    const char* how =
-        by != nullptr && by->centered_sum == s->name ? "fuse_centered_sum" : "fuse_online_max";
-    return Precondition(
-        prim, absl::StrCat("stage ", s->name, " is computed by stage ", s->computed_by, " (", how,
-                           "); schedule that stage "
-                           "instead"));
+    return Precondition(prim,
+                        absl::StrCat("stage ", s->name, " is computed by stage ", s->computed_by,
+                                     " (fuse_reductions); schedule that stage instead"));
   }
   return s;
 }

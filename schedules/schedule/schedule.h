@@ -155,30 +155,23 @@ class Schedule {
   // (returned) that computes partial results, and the stage reduces those partials.
   absl::StatusOr<BlockRV> RFactor(LoopRV loop);
 
-  // Online softmax normalizer. The stage must be a sum over k of exp(e(k) - m[axes]) where m is a
-  // max reduction over the same k of the same e(k). Afterwards this stage computes m too, in one
-  // pass over the input: a running maximum, and a running sum rescaled by exp(old - new)
-  // whenever the maximum grows (across threads: the maxima first, then the rescaled sums). The
-  // max stage has no loops of its own from then on and follows this stage's attachment.
-  absl::Status FuseOnlineMax(BlockRV block);
-
-  // Variance partials that need no global mean. `sq_block` and `sum_block` are rfactor partials
-  // over the same chunks c of a row: q[.., c] = sum over k of (e - M)^2 and p[.., c] = sum over
-  // k of e, where M = (sum over c of p) / N. Afterwards q is centred on its own chunk's mean,
-  // q[.., c] = sum over k of (e - p[.., c] / n(c))^2, and the stage that sums q over c adds
-  // n(c) * (p[.., c] / n(c) - M)^2 per chunk (Chan et al.'s pairwise update: exact in real
-  // arithmetic). q then reads p of its own chunk only, so both can run in one kernel and read
-  // the input once (compute_at p into q's chunk loop).
-  absl::Status CenterPartials(BlockRV sq_block, BlockRV sum_block);
-  // fuse_centered_sum: stage `sq_block` (the centred squares of center_partials) also computes the
-  // chunk sums it is centred on, in one cross-thread reduction: each thread sums its elements,
-  // squares their deviations from its own mean, and one all-reduce combines the (sum, squares)
-  // pairs (Chan et al.). The sum stage then has no loops of its own; every other reader of it
-  // must come later in stage order. Lowering needs the squares' reduction bound to threadIdx.x.
-  absl::Status FuseCenteredSum(BlockRV sq_block);
+  // Several reductions over one domain become one tuple reduction (Stage::combiner), computed in
+  // one pass over their input by the first of `blocks`; the others have no loops of their own
+  // from then on and follow its attachment. The combiner comes from what the reductions compute:
+  //   - a max m of e and a sum of exp(e - m): online softmax (m, s), rescaling the sum whenever
+  //     the maximum grows;
+  //   - a sum S of e and a sum of (e - S / N)^2, N the reduction's extent (a variance about the
+  //     mean): Welford's (count, mean, m2), with Chan et al.'s pairwise combination;
+  //   - reductions that do not read each other: their ops side by side.
+  // The reductions must have the same shape and reduction extents and no loops scheduled yet;
+  // nothing they read may be computed between the first of them and the last. rfactor splits a
+  // tuple reduction into tuple partials; a stage annotation "two_pass" = 1 folds each thread's
+  // elements in two passes where the combiner has a two-pass form (Combiner::steps).
+  absl::Status FuseReductions(const std::vector<BlockRV>& blocks);
 
   // Annotation keys with a meaning for lowering: stage "auto_unroll_max_step" (unroll inner loops
-  // whose total trip count is at most the value), a kernel's root stage "max_blocks_per_sm" (CUDA:
+  // whose total trip count is at most the value), "two_pass" (a tuple reduction's thread-local
+  // elements folded in the combiner's two passes), a kernel's root stage "max_blocks_per_sm" (CUDA:
   // at most that many blocks per SM, by padding the dynamic shared memory), loop
   // "pipeline_depth" (reserved).
 
@@ -196,11 +189,11 @@ class Schedule {
   // The stage a handle of `kind` ('b' stage, 'l' loop) names, if it can still be scheduled.
   absl::StatusOr<Stage*> HandleStage(int id, char kind, const char* prim);
   absl::StatusOr<Stage*> MutableStage(BlockRV b, const char* prim);
-  // A stage fused into another (fuse_online_max, fuse_centered_sum) follows its attachment.
+  // The other outputs of a tuple reduction (fuse_reductions) follow its attachment.
   void SyncFused(const Stage& s);
-  // Fusing stage m into s: m's other readers can see it where s is attached, and nothing is
-  // attached to m's loops.
-  absl::Status CheckFusable(const Stage& s, const Stage& m, const char* prim) const;
+  // The other outputs of tuple reduction `leader` made its copies: the same root loops (fresh
+  // variables), body and combiner, computed_by the leader, its attachment.
+  void MirrorMembers(const Stage& leader);
   // The first stage attached to a loop of stage `name`, or nullptr.
   const Stage* AttachedTo(const std::string& name) const;
   // The root extents `s` would get attached at `at` (region inference); s->attach is unchanged.

@@ -58,31 +58,15 @@ bool ReadsAtIdentity(const Stage& s, const Buffer* b) {
   return true;
 }
 
-std::optional<ExpOfDifference> MatchExpOfDifference(const Expr& term) {
-  const auto* call = As<CallNode>(term);
-  if (!call || call->name != "exp" || call->args.size() != 1) return std::nullopt;
-  const auto* diff = As<BinaryNode>(call->args[0]);
-  if (!diff || diff->op != BinaryOp::kSub) return std::nullopt;
-  const auto* load = As<LoadNode>(diff->b);
-  if (!load) return std::nullopt;
-  return ExpOfDifference{diff->a, load};
+Expr MakeTuple(std::vector<Expr> values) {
+  const DType t = values[0]->dtype;
+  return MakeCall("tuple", std::move(values), t);
 }
 
-std::optional<CenteredSquare> MatchCenteredSquare(const Expr& term) {
-  Expr body = term, cond;
-  if (const auto* sel = As<SelectNode>(body)) {
-    const auto* zero = As<FloatImmNode>(sel->false_value);
-    if (!zero || zero->value != 0) return std::nullopt;
-    cond = sel->cond;
-    body = sel->true_value;
-  }
-  const auto* mul = As<BinaryNode>(body);
-  const auto* sub = mul ? As<BinaryNode>(mul->a) : nullptr;
-  if (!mul || mul->op != BinaryOp::kMul || !sub || sub->op != BinaryOp::kSub ||
-      !Identical(mul->a, mul->b)) {
-    return std::nullopt;
-  }
-  return CenteredSquare{sub->a, sub->b, cond};
+const std::vector<Expr>& TupleValues(const Expr& body) {
+  static const std::vector<Expr>* const kNone = new std::vector<Expr>();
+  const auto* call = As<CallNode>(body);
+  return call != nullptr && call->name == "tuple" ? call->args : *kNone;
 }
 
 }  // namespace tessel::schedules

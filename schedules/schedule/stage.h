@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "schedules/ir/buffer.h"
+#include "schedules/ir/combiner.h"
 #include "schedules/ir/expr.h"
 #include "schedules/ir/stmt.h"
 
@@ -75,26 +76,28 @@ struct Stage {
   std::map<std::string, int64_t> annotations;
   bool is_output = false;
   std::string origin;  // "compute", "cache_read", "cache_write", "rfactor"
-  // fuse_online_max. On the sum stage: the max stage it computes in the same pass. On that max
-  // stage: the sum stage that computes it; such a stage has no loop nest of its own and follows
-  // the sum stage's attachment.
-  std::string online_max;
+  // A tuple reduction (fuse_reductions): `body` is tuple(v0, ..., vK-1) (TupleValues), the
+  // value each reduction point contributes to each component of `combiner`, and `reduce` is
+  // unset; `outputs` are the stages whose values it computes, this one first, each an expression
+  // of the components (combiner->lhs). The others have the same body and combiner, name this
+  // stage in computed_by, have no loop nest of their own and follow this stage's attachment.
+  struct TupleOutput {
+    std::string stage;
+    Expr value;
+  };
+  CombinerPtr combiner;
+  std::vector<TupleOutput> outputs;
   std::string computed_by;
-  // center_partials, on the squares stage: the stage of chunk sums its squares are centred on.
-  // fuse_centered_sum, on the squares stage: that sum stage, computed in the same cross-thread
-  // reduction (its computed_by names this stage, and it follows this stage's attachment).
-  std::string centered_on;
-  std::string centered_sum;
   int loop_generation = 0;  // bumped whenever the loops are reset to the root iters
 
-  // The stages this one computes in its own pass (fuse_online_max, fuse_centered_sum).
+  // The stages this one computes in its own pass (the outputs of a tuple reduction but itself).
   std::vector<std::string> FusedStages() const {
     std::vector<std::string> out;
-    for (const std::string* s : {&online_max, &centered_sum}) {
-      if (!s->empty()) out.push_back(*s);
-    }
+    for (size_t i = 1; i < outputs.size(); ++i) out.push_back(outputs[i].stage);
     return out;
   }
+  // Whether the stage reduces: a plain reduction (`reduce`) or a tuple reduction (`combiner`).
+  bool reduces() const { return reduce.has_value() || combiner != nullptr; }
   int num_root() const { return static_cast<int>(axes.size() + reduce_axes.size()); }
   bool inlined() const { return attach.kind == AttachPoint::Kind::kInline; }
   // Position of `iter` in the leaf order, or -1.
@@ -113,21 +116,9 @@ struct Stage {
 // (an elementwise reader).
 bool ReadsAtIdentity(const Stage& s, const Buffer* b);
 
-// A term of the form exp(e - m[...]): the sum stage of an online softmax normalizer
-// (Schedule::FuseOnlineMax) and its lowering both read it this way.
-struct ExpOfDifference {
-  Expr e;                         // the exponent's first operand
-  const LoadNode* max = nullptr;  // the load it subtracts
-};
-std::optional<ExpOfDifference> MatchExpOfDifference(const Expr& term);
-
-// A centred square [select(cond,] (e - m) * (e - m) [, 0)]: the squares stage of center_partials
-// (Schedule::CenterPartials, Schedule::FuseCenteredSum) and its lowering read it this way.
-struct CenteredSquare {
-  Expr e;     // the value squared
-  Expr m;     // the value it is centred on
-  Expr cond;  // the select's condition, or null
-};
-std::optional<CenteredSquare> MatchCenteredSquare(const Expr& term);
+// The body of a tuple reduction: a call "tuple" of one value a component.
+Expr MakeTuple(std::vector<Expr> values);
+// The component values of a tuple reduction's body (empty when `body` is no tuple).
+const std::vector<Expr>& TupleValues(const Expr& body);
 
 }  // namespace tessel::schedules

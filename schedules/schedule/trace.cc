@@ -1,5 +1,7 @@
 #include "schedules/schedule/trace.h"
 
+#include "schedules/schedule/instruction_table.h"
+
 #include <algorithm>
 #include <cstdint>
 
@@ -45,7 +47,7 @@ absl::StatusOr<Trace> TraceFromJson(const nlohmann::json& j) {
     return absl::InvalidArgumentError("trace JSON has no \"insts\" array");
   }
   Trace t;
-  const auto& kinds = InstructionKinds();
+  const InstructionTable& table = InstructionTable::Builtin();
   int n = 0;
   for (const auto& ij : j["insts"]) {
     Instruction inst;
@@ -54,7 +56,7 @@ absl::StatusOr<Trace> TraceFromJson(const nlohmann::json& j) {
           absl::StrCat("trace instruction ", n, " has no string \"kind\""));
     }
     inst.kind = ij["kind"].get<std::string>();
-    if (std::find(kinds.begin(), kinds.end(), inst.kind) == kinds.end()) {
+    if (!table.Contains(inst.kind)) {
       return absl::InvalidArgumentError(
           absl::StrCat("trace instruction ", n, " has unknown kind '", inst.kind, "'"));
     }

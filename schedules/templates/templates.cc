@@ -38,7 +38,7 @@ bool IsLeafReduce(const Schedule& s, LoopRV l) {
 absl::Status InlineInjective(Schedule* s) {
   std::vector<std::string> names;
   for (const Stage& st : s->stages()) {
-    if (!st.inlined() && !st.reduce && !st.is_output && st.origin == "compute" &&
+    if (!st.inlined() && !st.reduces() && !st.is_output && st.origin == "compute" &&
         st.attach.kind == AttachPoint::Kind::kRoot) {
       names.push_back(st.name);
     }
@@ -286,13 +286,15 @@ absl::Status SoftmaxCuda(Schedule* s, const Target& t, const TemplateOptions& o)
     TESSEL_RETURN_IF_ERROR(s->Annotate(y, "max_blocks_per_sm", o.row_blocks_per_sm_limit));
   }
   if (o.online_softmax) {
+    // The maximum and the sum in one pass (fuse_reductions: online softmax), the maximum leading.
     TESSEL_ASSIGN_OR_RETURN(auto m, s->GetBlock("row_max"));
-    TESSEL_RETURN_IF_ERROR(s->SetScope(m, "local"));
     TESSEL_ASSIGN_OR_RETURN(auto sum, s->GetBlock("row_sum"));
-    TESSEL_RETURN_IF_ERROR(s->FuseOnlineMax(sum));
+    TESSEL_RETURN_IF_ERROR(s->SetScope(m, "local"));
+    TESSEL_RETURN_IF_ERROR(s->SetScope(sum, "local"));
+    TESSEL_RETURN_IF_ERROR(s->FuseReductions({m, sum}));
   }
   for (const char* name : {"row_sum", "row_max"}) {  // consumers first
-    if (o.online_softmax && std::string(name) == "row_max") break;
+    if (o.online_softmax && std::string(name) == "row_sum") continue;
     TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
     TESSEL_RETURN_IF_ERROR(s->SetScope(b, "local"));
     TESSEL_RETURN_IF_ERROR(s->ComputeAt(b, row));
@@ -324,47 +326,22 @@ absl::Status PartialRowReduceCuda(Schedule* s, const std::string& name, int64_t 
   return CrossThreadReduce(s, b, ThreadsFor(s->LoopExtent(bl.back()), 256), true, o.reduce_unroll);
 }
 
-// Layernorm's row sum and sum of squares split into chunks and rfactored, the squares' partials
-// centred on their own chunk's mean (center_partials): {sum partials, squares partials}.
-absl::StatusOr<std::vector<BlockRV>> CenteredPartials(Schedule* s, int64_t chunk) {
-  std::vector<BlockRV> rf;
-  for (const char* name : {"x_sum", "sq_sum"}) {
-    TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
-    TESSEL_ASSIGN_OR_RETURN(auto loops, s->GetLoops(b));
-    TESSEL_ASSIGN_OR_RETURN(auto ks, s->Split(loops.back(), {-1, chunk}));
-    TESSEL_ASSIGN_OR_RETURN(auto r, s->RFactor(ks[0]));
-    rf.push_back(r);
-  }
-  TESSEL_RETURN_IF_ERROR(s->CenterPartials(rf[1], rf[0]));
-  return rf;
-}
-
-// Layernorm statistics in one read of the input: the row sums and the centred squares of each
-// chunk in one kernel (rfactor both, center_partials, the sums computed at the squares' block),
-// then one block per row combines each.
-absl::Status CenteredStatsCuda(Schedule* s, int64_t chunk, const TemplateOptions& o) {
-  TESSEL_ASSIGN_OR_RETURN(auto rf, CenteredPartials(s, chunk));
-  TESSEL_ASSIGN_OR_RETURN(auto ql, s->GetLoops(rf[1]));
-  TESSEL_ASSIGN_OR_RETURN(auto fused, s->Fuse({ql[0], ql[1]}));
-  TESSEL_RETURN_IF_ERROR(s->Bind(fused, "blockIdx.x"));
-  const int64_t threads = std::min<int64_t>(256, chunk);
-  TESSEL_RETURN_IF_ERROR(CrossThreadReduce(s, rf[1], threads, false, o.reduce_unroll));
-  TESSEL_RETURN_IF_ERROR(s->ComputeAt(rf[0], fused));
-  TESSEL_RETURN_IF_ERROR(CrossThreadReduce(s, rf[0], threads, false, o.reduce_unroll));
-  for (const char* name : {"x_sum", "sq_sum"}) {
-    TESSEL_ASSIGN_OR_RETURN(auto b, s->GetBlock(name));
-    TESSEL_ASSIGN_OR_RETURN(auto bl, s->GetLoops(b));
-    TESSEL_RETURN_IF_ERROR(
-        CrossThreadReduce(s, b, ThreadsFor(s->LoopExtent(bl.back()), 256), true, o.reduce_unroll));
-  }
-  return absl::OkStatus();
+// Layernorm statistics in one read of the input: the row sum and the squares about its mean as
+// one tuple reduction (fuse_reductions: Welford), its partials over chunks by many blocks, each
+// thread's elements folded in the combiner's two passes, then one block per row combines them.
+absl::Status FusedStatsCuda(Schedule* s, int64_t chunk, const TemplateOptions& o) {
+  TESSEL_ASSIGN_OR_RETURN(auto sum, s->GetBlock("x_sum"));
+  TESSEL_ASSIGN_OR_RETURN(auto sq, s->GetBlock("sq_sum"));
+  TESSEL_RETURN_IF_ERROR(s->FuseReductions({sum, sq}));
+  TESSEL_RETURN_IF_ERROR(s->Annotate(sum, "two_pass", 1));
+  return PartialRowReduceCuda(s, "x_sum", chunk, o);
 }
 
 // Layernorm in one grid-synchronized kernel (rules::GridRows): `grid` blocks of `threads`
 // threads, each taking a slice of `per_thread` x `threads` columns of every row in float4s, its
 // slice of the weight in shared memory.
 absl::Status LayernormGridCuda(Schedule* s, int64_t grid, int64_t threads, int64_t per_thread) {
-  return rules::GridRows(s, "Y", "x_sum", "sq_sum", "X", {"weight"},
+  return rules::GridRows(s, "Y", {"x_sum", "sq_sum"}, "X", {"weight"},
                          {grid, per_thread / 4, threads, 4});
 }
 
@@ -393,7 +370,7 @@ absl::Status LayernormCuda(Schedule* s, const Target& t, const TemplateOptions& 
   TESSEL_ASSIGN_OR_RETURN(auto xb, s->GetBlock("x_sum"));
   TESSEL_ASSIGN_OR_RETURN(auto xl, s->GetLoops(xb));
   if (o.center_variance && s->LoopExtent(xl.back()) > o.partial_chunk) {
-    TESSEL_RETURN_IF_ERROR(CenteredStatsCuda(s, o.partial_chunk, o));
+    TESSEL_RETURN_IF_ERROR(FusedStatsCuda(s, o.partial_chunk, o));
   } else {
     TESSEL_RETURN_IF_ERROR(PartialRowReduceCuda(s, "x_sum", o.partial_chunk, o));
     TESSEL_RETURN_IF_ERROR(PartialRowReduceCuda(s, "sq_sum", o.partial_chunk, o));
@@ -417,7 +394,7 @@ absl::Status ReduceCuda(Schedule* s, const TemplateOptions& o) {
   TESSEL_RETURN_IF_ERROR(InlineInjective(s));
   const Stage* acc = nullptr;
   for (const Stage& st : s->stages()) {
-    if (st.reduce && !st.inlined()) acc = &st;
+    if (st.reduces() && !st.inlined()) acc = &st;
   }
   const std::string acc_name = acc->name;
   const std::string out = OutputName(*s);
@@ -465,7 +442,7 @@ absl::Status GenericCuda(Schedule* s) {
   TESSEL_RETURN_IF_ERROR(InlineInjective(s));
   std::vector<std::pair<std::string, bool>> roots;
   for (const Stage& st : s->stages()) {
-    if (!st.inlined()) roots.emplace_back(st.name, st.reduce.has_value());
+    if (!st.inlined()) roots.emplace_back(st.name, st.reduces());
   }
   for (const auto& [name, reduce] : roots) {
     TESSEL_RETURN_IF_ERROR(reduce ? BindOnePerThreadCuda(s, name) : BindInjectiveCuda(s, name));

@@ -27,13 +27,14 @@ struct TemplateOptions {
   int64_t row_blocks_per_sm = 0;
   int64_t row_grid = 0;
   int64_t partial_chunk = 8192;
-  // Layernorm: the variance partials centred on their own chunk's mean (center_partials), so
-  // that the sums and the squares of a chunk come from one kernel and one read of the input.
+  // Layernorm: the sum and the squares about the mean as one tuple reduction (fuse_reductions:
+  // Welford), so that the statistics of a chunk come from one kernel and one read of the input.
   bool center_variance = true;
   // Row reductions: 16-byte loads each thread keeps in flight (16: softmax (4096, 65536) at 0.69
   // of the copy bandwidth on an H200, against 0.675 with 4 and 0.60 with 2).
   int64_t reduce_unroll = 16;
-  // Softmax: the row maximum and the sum of exponentials in one pass (fuse_online_max), so each
+  // Softmax: the row maximum and the sum of exponentials in one pass (fuse_reductions: online
+  // softmax), so each
   // row is read twice instead of three times. Off: on an H200, softmax (4096, 65536) ran at 0.65
   // of the copy bandwidth with it against 0.69 without (its 32 registers let two 1024-thread
   // blocks share an SM, and 264 rows in flight overflow L2; see bench/RESULTS.md).
@@ -58,12 +59,12 @@ struct TemplateOptions {
   // Layernorm over few long rows: one grid-synchronized kernel of `grid_row_threads`-thread
   // blocks, as many as the SMs allow (one a block's slice), in which each block keeps its slice
   // of the current row in registers (row_register_elements at most a thread) and its slice of
-  // the weight in shared memory; per row, each block's sum and centred squares come from one
-  // all-reduce of (mean, squares) pairs (fuse_centered_sum), and the blocks' partials meet after
-  // a grid barrier. X is read once. Taken when the row divides that way, the slice of the
-  // weight fits in shared memory and the rows are fewer than the blocks; else two passes.
-  // Layernorm (16, 4194304) on an H100: 0.714 of the copy bandwidth (0.703 with 1024 threads)
-  // against 0.624 for the two passes (bench/RESULTS.md).
+  // the weight in shared memory; per row, each block's (count, mean, squares) partial of its slice
+  // comes from two passes over the registers and one all-reduce (a Welford tuple reduction), and
+  // the blocks' partials meet after a grid barrier. X is read once. Taken when the row divides that
+  // way, the slice of the weight fits in shared memory and the rows are fewer than the blocks; else
+  // two passes. Layernorm (16, 4194304) on an H100: 0.714 of the copy bandwidth (0.703 with 1024
+  // threads) against 0.624 for the two passes (bench/RESULTS.md).
   bool grid_rows = true;
   int64_t grid_row_threads = 512;
   // CUDA row reductions: at most this many blocks per SM (0: no limit), see max_blocks_per_sm.

@@ -39,7 +39,7 @@ TEST(RooflinePrior, RanksTheOnlineSoftmaxAboveTheThreePassOne) {
     ASSERT_GT(scores[i], 0);
     if (HasKind(cs[i], "split_buffer_axis")) {
       best_registers = std::max(best_registers, scores[i]);
-    } else if (HasKind(cs[i], "fuse_online_max")) {
+    } else if (HasKind(cs[i], "fuse_reductions")) {
       best_online = std::max(best_online, scores[i]);
       sum_online += scores[i];
       ++online;

@@ -61,16 +61,18 @@ TEST(GridLayernorm, OneKernelOneGridBarrierARow) {
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(w->buffer->shape, (std::vector<int64_t>{256}));
   const std::string ir = schedules::ToString(*p);
-  // The block's sum and centred squares come from one all-reduce (fuse_centered_sum); the
-  // squares and sums of all blocks meet after the one grid barrier of each row. The only block
-  // barrier follows the weight's copy to shared memory: nothing at the top of each row.
-  EXPECT_EQ(Count(ir, "allreduce_centered("), 1) << ir;
+  // The block's (count, mean, squares) partial comes from one all-reduce of the Welford tuple;
+  // the partials of all blocks meet after the one grid barrier of each row, in a second one. The
+  // only block barrier follows the weight's copy to shared memory: nothing at the top of each
+  // row.
+  EXPECT_EQ(Count(ir, "allreduce_welford("), 2) << ir;
   EXPECT_EQ(Count(ir, "grid_barrier"), 1) << ir;
   EXPECT_EQ(Count(ir, " barrier\n"), 1) << ir;
   EXPECT_LT(ir.find(" barrier\n"), ir.find("for Y_i in")) << ir;
-  EXPECT_LT(ir.find("x_sum_rf[Y_i, sq_sum_rf_j_0] = "), ir.find("grid_barrier")) << ir;
-  EXPECT_LT(ir.find("sq_sum_rf[Y_i, sq_sum_rf_j_0] = "), ir.find("grid_barrier")) << ir;
-  EXPECT_LT(ir.find("grid_barrier"), ir.find("x_sum_acc[0] + x_sum_rf[")) << ir;
+  for (const char* partial : {"x_sum_rf[Y_i, j_0] = ", "x_sum_rf_m2[Y_i, j_0] = "}) {
+    EXPECT_LT(ir.find(partial), ir.find("grid_barrier")) << partial << "\n" << ir;
+  }
+  EXPECT_LT(ir.find("grid_barrier"), ir.find("x_sum_acc_n[0] + x_sum_rf[")) << ir;
   auto src = Generate(*s, t);
   ASSERT_TRUE(src.ok()) << src.status();
   EXPECT_TRUE(src->kernels[0].launch.cooperative);
@@ -79,7 +81,7 @@ TEST(GridLayernorm, OneKernelOneGridBarrierARow) {
   EXPECT_THAT(src->code, HasSubstr("atom.acq_rel.gpu.global.add.u32"));
   // Other blocks' partials are read from L2; X is read once, by the fill of the cache.
   EXPECT_THAT(src->code, HasSubstr("__ldcg(&x_sum_rf["));
-  EXPECT_THAT(src->code, HasSubstr("__ldcg(&sq_sum_rf["));
+  EXPECT_THAT(src->code, HasSubstr("__ldcg(&x_sum_rf_m2["));
   EXPECT_EQ(src->code.find("&X["), src->code.rfind("&X[")) << src->code;
   // The candidate file keeps the cooperative launch.
   auto cand = schedules::BuildCandidate(*s, t);
@@ -108,8 +110,7 @@ TEST(GridLayernorm, CopiesOfWhatOtherBlocksWroteReadL2) {
   auto s =
       schedules::HandwrittenSchedule(LoadSpec("layernorm(rows=3, cols=8192)"), t, GridThreads(64));
   ASSERT_TRUE(s.ok()) << s.status();
-  std::vector<schedules::BlockRV> readers = {BlockNamed(&*s, "x_sum"), BlockNamed(&*s, "sq_sum")};
-  auto copy = s->CacheRead("x_sum_rf", "local", readers);
+  auto copy = s->CacheRead("x_sum_rf", "local", {BlockNamed(&*s, "x_sum")});
   ASSERT_TRUE(copy.ok()) << copy.status();
   auto rows = s->GetLoops(BlockNamed(&*s, "Y"));
   ASSERT_TRUE(rows.ok());

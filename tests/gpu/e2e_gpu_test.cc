@@ -154,7 +154,7 @@ TEST(GpuE2EGridSync, GridSynchronizedLayernormMatchesReference) {
 #endif
 }
 
-TEST(GpuE2EFusedCenteredSum, FusedCenteredSumMatchesReference) {
+TEST(GpuE2EFusedLayernormStats, WelfordPartialsMatchReference) {
 #ifndef TESSEL_HAVE_CUDA
   GTEST_SKIP() << "built without the CUDA toolkit";
 #else
@@ -171,14 +171,16 @@ TEST(GpuE2EFusedCenteredSum, FusedCenteredSumMatchesReference) {
     SCOPED_TRACE(c.spec);
     auto w = schedules::ParseWorkloadSpec(c.spec);
     ASSERT_TRUE(w.ok()) << w.status();
-    schedules::Schedule sch =
-        schedules::test_workloads::CenteredLayernormCuda(*w, c.chunk, c.threads, true);
     auto ref = GenerateReference(*w, target);
     ASSERT_TRUE(ref.ok()) << ref.status();
-    auto src = Generate(sch, target);
-    ASSERT_TRUE(src.ok()) << src.status();
-    absl::Status v = worker::RunAndVerify(*src, *ref, 7);
-    EXPECT_TRUE(v.ok()) << v << "\n" << src->code;
+    for (bool two_pass : {false, true}) {
+      schedules::Schedule sch =
+          schedules::test_workloads::FusedLayernormCuda(*w, c.chunk, c.threads, two_pass);
+      auto src = Generate(sch, target);
+      ASSERT_TRUE(src.ok()) << src.status();
+      absl::Status v = worker::RunAndVerify(*src, *ref, 7);
+      EXPECT_TRUE(v.ok()) << v << "\n" << src->code;
+    }
   }
 #endif
 }

@@ -123,24 +123,23 @@ inline Schedule HostOnlineSoftmax(uint64_t seed) {
   Schedule sch = NewSchedule(Softmax(16, 64), seed);
   if (!sch.ComputeInline(BlockOf(sch, "E")).ok()) throw std::runtime_error("compute_inline");
   BlockRV sm = BlockOf(sch, "Sm");
-  if (!sch.FuseOnlineMax(sm).ok()) throw std::runtime_error("fuse_online_max");
+  if (!sch.FuseReductions({sm, BlockOf(sch, "Mx")}).ok())
+    throw std::runtime_error("fuse_reductions");
   if (!sch.Split(LoopsOf(sch, sm)[1], {-1, 8}).ok()) throw std::runtime_error("split");
   return sch;
 }
 
-// Layernorm statistics: both partial sums over chunks, the squares centred per chunk.
-inline Schedule HostCenteredLayernorm(uint64_t seed) {
+// Layernorm statistics as one Welford tuple reduction, its partials over chunks (rfactor).
+inline Schedule HostFusedLayernorm(uint64_t seed) {
   auto w = schedules::ParseWorkloadSpec("layernorm(rows=2, cols=64)");
   if (!w.ok()) throw std::runtime_error("workload");
   Schedule sch = NewSchedule(*w, seed);
   if (!sch.ComputeInline(BlockOf(sch, "mean")).ok()) throw std::runtime_error("compute_inline");
-  std::vector<BlockRV> rf;
-  for (const char* name : {"x_sum", "sq_sum"}) {
-    BlockRV b = BlockOf(sch, name);
-    std::vector<LoopRV> ks = ValueOrDie(sch.Split(LoopsOf(sch, b)[1], {-1, 16}));
-    rf.push_back(ValueOrDie(sch.RFactor(ks[0])));
+  if (!sch.FuseReductions({BlockOf(sch, "x_sum"), BlockOf(sch, "sq_sum")}).ok()) {
+    throw std::runtime_error("fuse_reductions");
   }
-  if (!sch.CenterPartials(rf[1], rf[0]).ok()) throw std::runtime_error("center_partials");
+  std::vector<LoopRV> ks = ValueOrDie(sch.Split(LoopsOf(sch, "x_sum")[1], {-1, 16}));
+  ValueOrDie(sch.RFactor(ks[0]));
   return sch;
 }
 
@@ -148,7 +147,7 @@ inline Schedule HostCenteredLayernorm(uint64_t seed) {
 inline Schedule CudaFusedLayernormStats(uint64_t) {
   auto w = schedules::ParseWorkloadSpec("layernorm(rows=2, cols=300)");
   if (!w.ok()) throw std::runtime_error("workload");
-  return CenteredLayernormCuda(*w, 100, 16, true);
+  return FusedLayernormCuda(*w, 100, 16, true);
 }
 
 // A recorded schedule: its name, how to build it with a seed, and its target.
@@ -165,7 +164,7 @@ inline std::vector<Recorded> AllRecorded() {
           {"HostChainScoped", HostChainScoped, false},
           {"HostChainMerged", HostChainMerged, false},
           {"HostOnlineSoftmax", HostOnlineSoftmax, false},
-          {"HostCenteredLayernorm", HostCenteredLayernorm, false},
+          {"HostFusedLayernorm", HostFusedLayernorm, false},
           {"CudaFusedLayernormStats", CudaFusedLayernormStats, true}};
 }
 

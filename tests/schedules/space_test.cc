@@ -271,8 +271,8 @@ TEST(Rules, AutoInlineFusesTheEpilogue) {
 TEST(Rules, CrossThreadReductionForksSoftmaxIntoThreeAndOnePass) {
   SpaceGenerator g = Space("softmax(rows=200, cols=300)", CudaTarget("sm_90"));
   ASSERT_EQ(g.sketches().size(), 2u);
-  EXPECT_EQ(Kinds(g.sketches()[0]).count("fuse_online_max"), 0u);
-  EXPECT_EQ(Kinds(g.sketches()[1])["fuse_online_max"], 1);
+  EXPECT_EQ(Kinds(g.sketches()[0]).count("fuse_reductions"), 0u);
+  EXPECT_EQ(Kinds(g.sketches()[1])["fuse_reductions"], 1);  // online softmax
   for (const Trace& t : g.sketches()) {
     auto k = Kinds(t);
     EXPECT_GE(k["compute_at"], 1);
@@ -288,14 +288,21 @@ TEST(Rules, CrossThreadReductionForksSoftmaxIntoThreeAndOnePass) {
 }
 
 TEST(Rules, CrossThreadReductionSplitsFewLongRowsOverBlocks) {
-  // 16 rows cannot fill 132 SMs: each statistic is split into chunks (rfactor).
+  // 16 rows cannot fill 132 SMs: the statistics, one Welford tuple reduction (one read of the
+  // input for both), split into chunks (rfactor).
   const SpaceGenerator gen = Space("layernorm(rows=16, cols=65536)", CudaTarget("sm_90"));
   const Trace& t = gen.sketches()[0];
   auto k = Kinds(t);
-  EXPECT_EQ(k["rfactor"], 2);          // x_sum and sq_sum
-  EXPECT_EQ(k["center_partials"], 1);  // the squares centred per chunk: one read for both
-  EXPECT_EQ(k["compute_at"], 1);       // the sums computed in the squares' kernel
-  EXPECT_EQ(k.count("fuse_online_max"), 0u);
+  EXPECT_EQ(k["fuse_reductions"], 1);
+  EXPECT_EQ(k["rfactor"], 1);
+  // Samples of this sketch: the partials, their combination, the consumer (the grid sketch
+  // gives one kernel; its samples that do not divide the row are rejected).
+  int three = 0;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    auto c = gen.Sample(seed);
+    if (c.ok() && c->program.kernels.size() == 3) ++three;
+  }
+  EXPECT_GT(three, 0);
 }
 
 TEST(Rules, CrossThreadReductionKeepsRowsInRegistersOverAClusterOnSm90) {
@@ -305,7 +312,7 @@ TEST(Rules, CrossThreadReductionKeepsRowsInRegistersOverAClusterOnSm90) {
   const Trace& t = g.sketches()[2];
   auto k = Kinds(t);
   EXPECT_EQ(k["split_buffer_axis"], 1);
-  EXPECT_EQ(k.count("fuse_online_max"), 0u);
+  EXPECT_EQ(k.count("fuse_reductions"), 0u);
   EXPECT_THAT(Attrs(t, "bind", "thread"), ::testing::Contains("cluster.x"));
   EXPECT_THAT(Attrs(t, "cache_read", "scope"), ::testing::ElementsAre("local"));
   // Samples that divide the row lower to one kernel whose cluster is the rest of the split;
@@ -324,24 +331,31 @@ TEST(Rules, CrossThreadReductionKeepsRowsInRegistersOverAClusterOnSm90) {
   EXPECT_EQ(Space("softmax(rows=256, cols=1000)", CudaTarget("sm_90")).sketches().size(), 2u);
 }
 
-TEST(Rules, CrossThreadReductionPutsFewLayernormRowsInOneGridSynchronizedKernel) {
-  SpaceGenerator g = Space("layernorm(rows=16, cols=262144)", CudaTarget("sm_90"));
-  ASSERT_EQ(g.sketches().size(), 2u);
-  auto k = Kinds(g.sketches()[1]);
-  EXPECT_EQ(k["fuse_centered_sum"], 1);
-  EXPECT_EQ(k["split_buffer_axis"], 1);
-  EXPECT_THAT(Attrs(g.sketches()[1], "cache_read", "scope"),
-              ::testing::UnorderedElementsAre("local", "shared"));
-  int grid_kernels = 0;
-  for (uint64_t seed = 1; seed <= 24; ++seed) {
-    auto c = g.Sample(seed);
-    if (!c.ok() || c->program.kernels.size() != 1) continue;
-    EXPECT_TRUE(c->program.kernels[0].launch.cooperative);
-    ++grid_kernels;
+TEST(Rules, CrossThreadReductionPutsFewRowsInOneGridSynchronizedKernel) {
+  // Statistics that fuse into one tuple reduction (layernorm's Welford triple, softmax's online
+  // pair) get a second sketch: one grid-synchronized kernel.
+  for (const char* spec : {"layernorm(rows=16, cols=262144)", "softmax(rows=16, cols=262144)"}) {
+    SCOPED_TRACE(spec);
+    SpaceGenerator g = Space(spec, CudaTarget("sm_90"));
+    ASSERT_EQ(g.sketches().size(), 2u);
+    auto k = Kinds(g.sketches()[1]);
+    EXPECT_EQ(k["fuse_reductions"], 1);
+    EXPECT_EQ(k["split_buffer_axis"], 1);
+    EXPECT_THAT(Attrs(g.sketches()[1], "cache_read", "scope"), ::testing::Contains("local"));
+    int grid_kernels = 0;
+    for (uint64_t seed = 1; seed <= 24; ++seed) {
+      auto c = g.Sample(seed);
+      if (!c.ok() || c->program.kernels.size() != 1) continue;
+      EXPECT_TRUE(c->program.kernels[0].launch.cooperative);
+      ++grid_kernels;
+    }
+    EXPECT_GT(grid_kernels, 0);
   }
-  EXPECT_GT(grid_kernels, 0);
-  // Statistics that are not a sum and centred squares (a softmax) have no grid sketch.
-  EXPECT_EQ(Space("softmax(rows=16, cols=262144)", CudaTarget("sm_90")).sketches().size(), 1u);
+  EXPECT_THAT(Attrs(Space("layernorm(rows=16, cols=262144)", CudaTarget("sm_90")).sketches()[1],
+                    "cache_read", "scope"),
+              ::testing::UnorderedElementsAre("local", "shared"));
+  // Statistics that do not fuse (one reduction) have no grid sketch.
+  EXPECT_EQ(Space("reduce(rows=16, cols=262144)", CudaTarget("sm_90")).sketches().size(), 1u);
 }
 
 TEST(Rules, AutoBindCudaSamplesThreadsAndVectorWidth) {

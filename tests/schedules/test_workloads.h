@@ -246,35 +246,28 @@ inline std::vector<LoopRV> LoopsOf(Schedule& sch, const std::string& name) {
   return LoopsOf(sch, BlockOf(sch, name));
 }
 
-// Layernorm on CUDA with its statistics in chunks of `chunk` columns (rfactor, center_partials),
-// each chunk one block of `threads` threads (a thread takes every threads-th column of it); with
-// `fuse` the squares' reduction also computes the chunk sums (fuse_centered_sum). Then one block a
-// row combines the chunks (32 threads), and Y runs 128 threads a block.
-inline Schedule CenteredLayernormCuda(const Workload& w, int64_t chunk, int64_t threads,
-                                      bool fuse) {
+// Layernorm on CUDA with its statistics as one tuple reduction (fuse_reductions: Welford) in
+// chunks of `chunk` columns (rfactor), each chunk one block of `threads` threads (a thread takes
+// every threads-th column of it), each thread's elements folded in two passes with `two_pass`.
+// Then one block a row combines the chunks (32 threads), and Y runs 128 threads a block.
+inline Schedule FusedLayernormCuda(const Workload& w, int64_t chunk, int64_t threads,
+                                   bool two_pass) {
   Schedule sch = NewSchedule(w);
   auto check = [](const absl::Status& st) {
     if (!st.ok()) throw std::runtime_error(st.ToString());
   };
   check(sch.ComputeInline(BlockOf(sch, "mean")));
   check(sch.ComputeInline(BlockOf(sch, "var")));
-  std::vector<BlockRV> rf;
-  for (const char* name : {"x_sum", "sq_sum"}) {
-    std::vector<LoopRV> ks = ValueOrDie(sch.Split(LoopsOf(sch, name).back(), {-1, chunk}));
-    rf.push_back(ValueOrDie(sch.RFactor(ks[0])));
-  }
-  check(sch.CenterPartials(rf[1], rf[0]));
-  for (BlockRV b : fuse ? std::vector<BlockRV>{rf[1]} : rf) {
-    std::vector<LoopRV> l = LoopsOf(sch, b);  // row, chunk, element
-    check(sch.Bind(ValueOrDie(sch.Fuse({l[0], l[1]})), "blockIdx.x"));
-    check(sch.Bind(ValueOrDie(sch.Split(l[2], {-1, threads}))[1], "threadIdx.x"));
-  }
-  if (fuse) check(sch.FuseCenteredSum(rf[1]));
-  for (const char* name : {"x_sum", "sq_sum"}) {
-    std::vector<LoopRV> l = LoopsOf(sch, name);  // row, chunk
-    check(sch.Bind(l[0], "blockIdx.x"));
-    check(sch.Bind(ValueOrDie(sch.Split(l[1], {-1, 32}))[1], "threadIdx.x"));
-  }
+  check(sch.FuseReductions({BlockOf(sch, "x_sum"), BlockOf(sch, "sq_sum")}));
+  if (two_pass) check(sch.Annotate(BlockOf(sch, "x_sum"), "two_pass", 1));
+  std::vector<LoopRV> ks = ValueOrDie(sch.Split(LoopsOf(sch, "x_sum").back(), {-1, chunk}));
+  BlockRV rf = ValueOrDie(sch.RFactor(ks[0]));
+  std::vector<LoopRV> l = LoopsOf(sch, rf);  // row, chunk, element
+  check(sch.Bind(ValueOrDie(sch.Fuse({l[0], l[1]})), "blockIdx.x"));
+  check(sch.Bind(ValueOrDie(sch.Split(l[2], {-1, threads}))[1], "threadIdx.x"));
+  std::vector<LoopRV> f = LoopsOf(sch, "x_sum");  // row, chunk
+  check(sch.Bind(f[0], "blockIdx.x"));
+  check(sch.Bind(ValueOrDie(sch.Split(f[1], {-1, 32}))[1], "threadIdx.x"));
   std::vector<LoopRV> y = LoopsOf(sch, "Y");
   std::vector<LoopRV> yb = ValueOrDie(sch.Split(ValueOrDie(sch.Fuse({y[0], y[1]})), {-1, 128}));
   check(sch.Bind(yb[0], "blockIdx.x"));

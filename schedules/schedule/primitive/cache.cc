@@ -58,12 +58,6 @@ absl::StatusOr<BlockRV> Schedule::CacheRead(std::string tensor, const std::strin
     if (!Reads(**st, src.get())) {
       return Precondition(prim, absl::StrCat("stage ", (*st)->name, " does not read ", tensor));
     }
-    if ((*st)->online_max == tensor || (*st)->centered_sum == tensor) {
-      return Precondition(
-          prim, absl::StrCat("stage ", (*st)->name, " computes ", tensor, " in the same pass (",
-                             (*st)->online_max == tensor ? "fuse_online_max" : "fuse_centered_sum",
-                             "); it holds ", tensor, " in a register already"));
-    }
     reader_idx.push_back(StageIndex((*st)->name));
   }
   Stage c;
@@ -107,15 +101,10 @@ absl::StatusOr<BlockRV> Schedule::CacheWrite(BlockRV block, const std::string& s
                                            " has transformed loops or is attached; cache_write "
                                            "must come before its loops are transformed"));
   }
-  if (!s->online_max.empty()) {
-    return Precondition(prim, absl::StrCat("stage ", s->name, " computes ", s->online_max,
-                                           " in the same pass (fuse_online_max); cache_write "
+  if (s->combiner) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " is a tuple reduction (fuse_reductions); cache_write "
                                            "it before fusing"));
-  }
-  if (!s->centered_sum.empty()) {
-    return Precondition(prim, absl::StrCat("stage ", s->name, " computes ", s->centered_sum,
-                                           " in the same reduction (fuse_centered_sum); "
-                                           "cache_write it before fusing"));
   }
   // cache_write resets the stage's loops: a binding, loop kind, annotation or decomposed
   // initialization would be dropped silently while the trace still holds it.

@@ -111,7 +111,7 @@ absl::Status Schedule::ReverseComputeAt(BlockRV block, LoopRV loop) {
   TESSEL_ASSIGN_OR_RETURN(StageAndLoop sl, MutableStageAndLoop(block, loop, prim));
   auto [s, t, iter] = sl;
   if (s == t) return Invalid(prim, absl::StrCat("cannot attach stage ", s->name, " to itself"));
-  if (s->reduce) {
+  if (s->reduces()) {
     return Precondition(prim, absl::StrCat("stage ", s->name,
                                            " is a reduction; only injective consumers can be "
                                            "attached after their producer"));

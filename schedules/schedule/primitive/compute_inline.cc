@@ -50,7 +50,7 @@ absl::Status Schedule::ComputeInline(BlockRV block) {
   auto st = MutableStage(block, prim);
   if (!st.ok()) return st.status();
   Stage* s = *st;
-  if (s->reduce) {
+  if (s->reduces()) {
     return Precondition(prim, absl::StrCat("stage ", s->name,
                                            " is a reduction; only injective stages can be "
                                            "inlined"));
@@ -80,7 +80,7 @@ absl::Status Schedule::ReverseComputeInline(BlockRV block) {
   auto st = MutableStage(block, prim);
   if (!st.ok()) return st.status();
   Stage* s = *st;
-  if (s->reduce) {
+  if (s->reduces()) {
     return Precondition(prim, absl::StrCat("stage ", s->name,
                                            " is a reduction; only injective consumers can be "
                                            "inlined into their producer"));
@@ -102,7 +102,7 @@ absl::Status Schedule::ReverseComputeInline(BlockRV block) {
     return Precondition(
         prim, absl::StrCat("stage ", s->name, " reads no computed stage to be inlined into"));
   }
-  if (p->reduce) {
+  if (p->reduces()) {
     return Precondition(prim, absl::StrCat("producer ", p->name, " of stage ", s->name,
                                            " is a reduction; cache_write it first and inline into "
                                            "the write-back stage"));

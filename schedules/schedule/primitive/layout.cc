@@ -153,10 +153,10 @@ absl::Status Schedule::SplitBufferAxis(BlockRV block, int axis,
     return Precondition(
         prim, absl::StrCat("stage ", s->name, " is an output; its layout is the workload's"));
   }
-  if (!s->online_max.empty() || !s->centered_sum.empty() || !s->computed_by.empty()) {
+  if (s->combiner) {
     return Precondition(prim, absl::StrCat("stage ", s->name,
-                                           " is part of a fused pair (fuse_online_max or "
-                                           "fuse_centered_sum); split its axis before fusing"));
+                                           " is part of a tuple reduction (fuse_reductions); "
+                                           "split its axis before fusing"));
   }
   bool fresh = s->relations.empty() && s->attach.kind == AttachPoint::Kind::kRoot &&
                s->init_at < 0 && static_cast<int>(s->leaves.size()) == s->num_root();

@@ -30,8 +30,14 @@ absl::Status Schedule::DecomposeReduction(BlockRV block, LoopRV loop) {
   if (t != s) {
     return Invalid(prim, absl::StrCat(LoopDesc(*t, iter), " is not a loop of stage ", s->name));
   }
-  if (!s->reduce) {
+  if (!s->reduces()) {
     return Precondition(prim, absl::StrCat("stage ", s->name, " is not a reduction"));
+  }
+  if (s->combiner) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " is a tuple reduction, whose components stay in "
+                                           "registers around its reduction loops; keep its "
+                                           "spatial loops outside them"));
   }
   const int pos = s->LeafPosition(iter);
   for (int p = 0; p < pos; ++p) {
@@ -51,16 +57,11 @@ absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
   auto l = MutableLoop(loop, prim);
   if (!l.ok()) return l.status();
   auto [s, iter] = *l;
-  if (!s->reduce || !s->iters[iter].reduce) {
+  if (!s->reduces() || !s->iters[iter].reduce) {
     return Invalid(prim, absl::StrCat(LoopDesc(*s, iter), " is not a reduction loop"));
   }
   if (s->attach.kind != AttachPoint::Kind::kRoot) {
     return Precondition(prim, absl::StrCat("stage ", s->name, " is attached; rfactor it first"));
-  }
-  if (!s->online_max.empty()) {
-    return Precondition(prim, absl::StrCat("stage ", s->name, " computes ", s->online_max,
-                                           " in the same pass (fuse_online_max); rfactor it "
-                                           "before fusing"));
   }
   // Supported form: the loop is one side of a single split of a reduction root, both sides
   // leaves; other relations may exist on spatial iters only.
@@ -89,14 +90,26 @@ absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
   const int64_t factor = split->factor;
   const int64_t f_extent = s->iters[iter].extent;
   const int64_t o_extent = s->iters[other].extent;
-  const ReduceOp op = *s->reduce;
 
   // New stage: rf[axes..., f] = reduce over (other, remaining reduce roots) of body.
   Stage rf;
   rf.name = UniqueStageName(absl::StrCat(s->name, "_rf"));
   std::vector<int64_t> shape = s->buffer->shape;
   shape.push_back(f_extent);
-  rf.buffer = MakeBuffer(rf.name, s->buffer->dtype, shape, MemScope::kGlobal);
+  // A tuple reduction's partials: one stage a component (the first leads, the others follow it).
+  const CombinerPtr& comb = s->combiner;
+  rf.buffer =
+      MakeBuffer(rf.name, comb ? comb->type(0) : s->buffer->dtype, shape, MemScope::kGlobal);
+  std::vector<Stage> components;
+  for (size_t c = 1; comb && c < comb->size(); ++c) {
+    Stage m;
+    m.name = UniqueStageName(absl::StrCat(rf.name, "_", comb->lhs[c]->name));
+    m.buffer = MakeBuffer(m.name, comb->type(c), shape, MemScope::kGlobal);
+    m.origin = kRFactor;
+    rf.outputs.push_back({m.name, comb->lhs[c]});
+    components.push_back(std::move(m));
+  }
+  if (comb) rf.outputs.insert(rf.outputs.begin(), {rf.name, comb->lhs[0]});
   std::unordered_map<const VarNode*, Expr> map;
   for (const VarPtr& a : s->axes) {
     rf.axes.push_back(MakeVar(a->name));
@@ -120,10 +133,23 @@ absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
   map[s->iters[root].var.get()] = k;
   Expr body = Substitute(s->body, map);
   if (f_extent * o_extent != root_extent) {
-    body = MakeSelect(k < root_extent, body, ReduceIdentity(op, body->dtype));
+    // The chunks overhang the axis: the points beyond it contribute the identity.
+    auto guard = [&](const Expr& v, const Expr& identity) {
+      return MakeSelect(k < root_extent, v, identity);
+    };
+    if (s->combiner) {
+      std::vector<Expr> values;
+      for (size_t c = 0; c < s->combiner->size(); ++c) {
+        values.push_back(guard(TupleValues(body)[c], s->combiner->identity[c]));
+      }
+      body = MakeTuple(values);
+    } else {
+      body = guard(body, ReduceIdentity(*s->reduce, body->dtype));
+    }
   }
   rf.body = body;
-  rf.reduce = op;
+  rf.reduce = s->reduce;
+  rf.combiner = s->combiner;
   for (size_t d = 0; d < rf.axes.size(); ++d) rf.iters.push_back(IterVar{rf.axes[d], shape[d]});
   for (size_t r = 0; r < rf.reduce_axes.size(); ++r) {
     IterVar iv{rf.reduce_axes[r], rext[r]};
@@ -139,7 +165,13 @@ absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
   VarPtr sv = MakeVar(s->iters[iter].var->name);
   std::vector<Expr> idx(s->axes.begin(), s->axes.end());
   idx.push_back(sv);
-  s->body = MakeLoad(rf.buffer, idx);
+  if (comb) {
+    std::vector<Expr> partials = {MakeLoad(rf.buffer, idx)};
+    for (const Stage& m : components) partials.push_back(MakeLoad(m.buffer, idx));
+    s->body = MakeTuple(partials);
+  } else {
+    s->body = MakeLoad(rf.buffer, idx);
+  }
   s->reduce_axes = {sv};
   std::vector<int64_t> ext(s->buffer->shape.begin(), s->buffer->shape.end());
   ext.push_back(f_extent);
@@ -148,8 +180,12 @@ absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
   riv.reduce = true;
   s->iters.push_back(riv);
   ResetLoops(s, ext);
+  MirrorMembers(*s);
   const int at = StageIndex(s->name);
   stages_.insert(stages_.begin() + at, std::move(rf));
+  stages_.insert(stages_.begin() + at + 1, std::make_move_iterator(components.begin()),
+                 std::make_move_iterator(components.end()));
+  MirrorMembers(stages_[at]);
   const std::string name = stages_[at].name;
   BlockRV out{static_cast<int>(rvs_.size())};
   Record(Instruction{prim, {RVName(loop.id)}, {}, {NewRV('b', {0, name})}, {}});

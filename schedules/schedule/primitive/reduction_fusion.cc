@@ -1,13 +1,17 @@
-// Fused reductions of two workloads: fuse_online_max (softmax's max and rescaled sum in one
-// pass), center_partials and fuse_centered_sum (layernorm's chunk sums and centred squares, Chan
-// et al.). One tuple reduction with a user-visible combiner is to replace all three.
+// fuse_reductions: several reductions over one domain computed as one tuple reduction
+// (Stage::combiner, schedules/ir/combiner.h), in one pass over their input. The combiner comes
+// from what the reductions compute: online softmax, Welford, or independent reductions side by
+// side (Schedule::FuseReductions).
 
+#include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "schedules/ir/structural.h"
 #include "schedules/ir/substitute.h"
 #include "schedules/schedule/instruction_table.h"
@@ -20,253 +24,282 @@ namespace tessel::schedules {
 
 namespace {
 
+constexpr char kFuseReductions[] = "fuse_reductions";
+// Instructions of older traces: fuse_online_max replays as fuse_reductions; the centred
+// partials that fuse_reductions with rfactor replaced do not replay.
 constexpr char kFuseOnlineMax[] = "fuse_online_max";
 constexpr char kCenterPartials[] = "center_partials";
 constexpr char kFuseCenteredSum[] = "fuse_centered_sum";
 
+// The reductions as one tuple reduction: the combiner, the value of each reduction point for each
+// component, and each reduction's value from the components (in the order given).
+struct TupleForm {
+  CombinerPtr combiner;
+  std::vector<Expr> values;
+  std::vector<Expr> outputs;
+};
+
+// The member reductions, their bodies over the first one's variables.
+struct Members {
+  std::vector<const Stage*> stages;
+  std::vector<Expr> bodies;
+  std::vector<Expr> axes;  // the first one's spatial axes, as load indices
+};
+
+// Whether `l` reads member `m` at the reduction's own indices.
+bool LoadsAtAxes(const LoadNode* l, const Stage& m, const Members& ms) {
+  if (l == nullptr || l->buffer.get() != m.buffer.get()) return false;
+  if (l->indices.size() != ms.axes.size()) return false;
+  for (size_t d = 0; d < ms.axes.size(); ++d) {
+    if (l->indices[d].get() != ms.axes[d].get()) return false;
+  }
+  return true;
+}
+
+// max m of e and sum of exp(e - m): (m, s) with an element (e, 1).
+std::optional<TupleForm> MatchOnlineSoftmax(const Members& ms) {
+  if (ms.stages.size() != 2) return std::nullopt;
+  for (int mx = 0; mx < 2; ++mx) {
+    const int sm = 1 - mx;
+    const Stage& m = *ms.stages[mx];
+    const Stage& s = *ms.stages[sm];
+    if (m.reduce != ReduceOp::kMax || s.reduce != ReduceOp::kSum || !IsFloat(s.buffer->dtype) ||
+        m.buffer->dtype != s.buffer->dtype) {
+      continue;
+    }
+    const auto* call = As<CallNode>(ms.bodies[sm]);
+    if (!call || call->name != "exp" || call->args.size() != 1) continue;
+    const auto* diff = As<BinaryNode>(call->args[0]);
+    if (!diff || diff->op != BinaryOp::kSub || !LoadsAtAxes(As<LoadNode>(diff->b), m, ms) ||
+        !Identical(diff->a, ms.bodies[mx])) {
+      continue;
+    }
+    const DType t = s.buffer->dtype;
+    TupleForm f;
+    f.combiner = OnlineSoftmaxCombiner(t);
+    f.values = {ms.bodies[mx], MakeFloat(1, t)};
+    f.outputs.resize(2);
+    f.outputs[mx] = f.combiner->lhs[0];
+    f.outputs[sm] = f.combiner->lhs[1];
+    return f;
+  }
+  return std::nullopt;
+}
+
+// sum S of e and sum of (e - S / N)^2, N the reduction's extent: (n, mean, m2) with an element
+// (1, e, 0); S = n * mean.
+std::optional<TupleForm> MatchVariance(const Members& ms, int64_t extent) {
+  if (ms.stages.size() != 2) return std::nullopt;
+  for (int su = 0; su < 2; ++su) {
+    const int sq = 1 - su;
+    const Stage& s = *ms.stages[su];
+    const Stage& q = *ms.stages[sq];
+    if (s.reduce != ReduceOp::kSum || q.reduce != ReduceOp::kSum || !IsFloat(s.buffer->dtype) ||
+        s.buffer->dtype != q.buffer->dtype) {
+      continue;
+    }
+    const auto* mul = As<BinaryNode>(ms.bodies[sq]);
+    const auto* dev = mul ? As<BinaryNode>(mul->a) : nullptr;
+    if (!mul || mul->op != BinaryOp::kMul || !dev || dev->op != BinaryOp::kSub ||
+        !Identical(mul->a, mul->b) || !Identical(dev->a, ms.bodies[su])) {
+      continue;
+    }
+    const auto* mean = As<BinaryNode>(dev->b);
+    const auto* n = mean ? As<FloatImmNode>(mean->b) : nullptr;
+    if (!mean || mean->op != BinaryOp::kDiv || !n || n->value != static_cast<double>(extent) ||
+        !LoadsAtAxes(As<LoadNode>(mean->a), s, ms)) {
+      continue;
+    }
+    const DType t = s.buffer->dtype;
+    TupleForm f;
+    f.combiner = WelfordCombiner(t);
+    f.values = {MakeFloat(1, t), ms.bodies[su], MakeFloat(0, t)};
+    f.outputs.resize(2);
+    f.outputs[su] = f.combiner->lhs[0] * f.combiner->lhs[1];
+    f.outputs[sq] = f.combiner->lhs[2];
+    return f;
+  }
+  return std::nullopt;
+}
+
+// Reductions that do not read each other: their ops side by side.
+TupleForm Componentwise(const Members& ms) {
+  std::vector<std::pair<ReduceOp, DType>> ops;
+  for (size_t i = 0; i < ms.stages.size(); ++i) {
+    ops.push_back({*ms.stages[i]->reduce, ms.bodies[i]->dtype});
+  }
+  TupleForm f;
+  f.combiner = ComponentwiseCombiner(ops);
+  f.values = ms.bodies;
+  for (size_t i = 0; i < ms.stages.size(); ++i) f.outputs.push_back(f.combiner->lhs[i]);
+  return f;
+}
+
 }  // namespace
 
-absl::Status Schedule::FuseOnlineMax(BlockRV block) {
-  const char* prim = kFuseOnlineMax;
-  auto st = MutableStage(block, prim);
-  if (!st.ok()) return st.status();
-  Stage* s = *st;
-  const std::string form = absl::StrCat(
-      "; it must be a sum over k of exp(e(k) - m[axes]) where m is the max over k of e(k)");
-  if (s->reduce != ReduceOp::kSum || !IsFloat(s->buffer->dtype)) {
-    return Precondition(prim, absl::StrCat("stage ", s->name, " is not a float sum", form));
-  }
-  if (!s->online_max.empty()) {
-    return Precondition(prim,
-                        absl::StrCat("stage ", s->name, " already computes stage ", s->online_max));
-  }
-  if (s->origin == "rfactor") {
-    return Precondition(prim, absl::StrCat("stage ", s->name, " holds rfactor partials", form));
-  }
-  std::optional<ExpOfDifference> term = MatchExpOfDifference(s->body);
-  const int mi = term ? StageIndex(term->max->buffer->name) : -1;
-  if (mi < 0) {
-    return Precondition(prim, absl::StrCat("the body of stage ", s->name,
-                                           " is not exp(e - m[...]) of a computed m", form));
-  }
-  Stage* m = &stages_[mi];
-  if (m->inlined() || m->reduce != ReduceOp::kMax || m->buffer.get() != term->max->buffer.get()) {
-    return Precondition(prim, absl::StrCat("stage ", m->name, " read by stage ", s->name,
-                                           " is not a max reduction", form));
-  }
-  if (!ReadsAtIdentity(*s, m->buffer.get()) || m->axes.size() != s->axes.size() ||
-      m->buffer->shape != s->buffer->shape || m->reduce_axes.size() != s->reduce_axes.size()) {
-    return Precondition(prim, absl::StrCat("stage ", s->name, " must read ", m->name,
-                                           " at its own indices, over the same reduction", form));
-  }
-  std::unordered_map<const VarNode*, Expr> map;
-  for (size_t d = 0; d < m->axes.size(); ++d) map[m->axes[d].get()] = s->axes[d];
-  for (size_t r = 0; r < m->reduce_axes.size(); ++r) {
-    const int mr = static_cast<int>(m->axes.size() + r);
-    const int sr = static_cast<int>(s->axes.size() + r);
-    if (m->iters[mr].extent != s->iters[sr].extent) {
-      return Precondition(prim, absl::StrCat("stages ", m->name, " and ", s->name,
-                                             " reduce over different extents"));
+absl::Status Schedule::FuseReductions(const std::vector<BlockRV>& blocks) {
+  const char* prim = kFuseReductions;
+  if (blocks.size() < 2) return Invalid(prim, "needs at least two reduction stages");
+  std::vector<Stage*> ss;
+  for (BlockRV b : blocks) {
+    TESSEL_ASSIGN_OR_RETURN(Stage * s, MutableStage(b, prim));
+    for (const Stage* o : ss) {
+      if (o == s) return Invalid(prim, absl::StrCat("stage ", s->name, " is given twice"));
     }
-    map[m->reduce_axes[r].get()] = s->reduce_axes[r];
+    ss.push_back(s);
   }
-  if (!Identical(Substitute(m->body, map), term->e)) {
-    return Precondition(prim, absl::StrCat("stage ", m->name, " is not the max of the exponent ",
-                                           "that stage ", s->name, " uses", form));
-  }
-  // Every other reader of m must run after s: it reads s too.
-  for (int c : Consumers(m->buffer.get())) {
-    const Stage& cs = stages_[c];
-    if (&cs != s && !Reads(cs, s->buffer.get())) {
-      return Precondition(prim, absl::StrCat("stage ", cs.name, " reads ", m->name, " but not ",
-                                             s->name, ", so it could run before the fused pass"));
-    }
-  }
-  TESSEL_RETURN_IF_ERROR(CheckFusable(*s, *m, prim));
-  m->computed_by = s->name;
-  s->online_max = m->name;
-  SyncFused(*s);
-  Record(Instruction{prim, {RVName(block.id)}, {}, {}, {}});
-  return absl::OkStatus();
-}
-
-absl::Status Schedule::CheckFusable(const Stage& s, const Stage& m, const char* prim) const {
-  // s's attachment must be a place where m is visible to all of m's other readers.
-  for (int c : Consumers(m.buffer.get())) {
-    const Stage& cs = stages_[c];
-    if (&cs == &s) continue;
-    if (s.attach.kind == AttachPoint::Kind::kAt && cs.name != s.attach.stage &&
-        !IsAttachedWithin(cs, s.attach.stage)) {
+  const Stage& lead = *ss[0];
+  Members ms;
+  ms.axes.assign(lead.axes.begin(), lead.axes.end());
+  int64_t extent = 1;
+  for (size_t r = 0; r < lead.reduce_axes.size(); ++r)
+    extent *= lead.iters[lead.axes.size() + r].extent;
+  for (size_t i = 0; i < ss.size(); ++i) {
+    const Stage& s = *ss[i];
+    if (!s.reduce) {
       return Precondition(prim,
-                          absl::StrCat("stage ", cs.name, " reads ", m.name, " outside stage ",
-                                       s.attach.stage, ", where ", s.name, " is computed"));
+                          absl::StrCat("stage ", s.name, " is not a plain reduction",
+                                       s.combiner ? " (it is a tuple reduction already)" : ""));
     }
-  }
-  if (const Stage* o = AttachedTo(m.name)) {
-    return Precondition(prim, absl::StrCat("stage ", o->name, " is attached to a loop of ", m.name,
-                                           "; move it first"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Schedule::FuseCenteredSum(BlockRV sq_block) {
-  const char* prim = kFuseCenteredSum;
-  auto qs = MutableStage(sq_block, prim);
-  if (!qs.ok()) return qs.status();
-  Stage* q = *qs;
-  if (q->centered_on.empty()) {
-    return Precondition(prim, absl::StrCat("stage ", q->name,
-                                           " is not centred on the sums of its chunks; apply "
-                                           "center_partials to it and its sum stage first"));
-  }
-  if (!q->centered_sum.empty()) {
-    return Precondition(
-        prim, absl::StrCat("stage ", q->name, " already computes stage ", q->centered_sum));
-  }
-  const int pi = StageIndex(q->centered_on);
-  if (pi < 0 || stages_[pi].inlined() || !stages_[pi].computed_by.empty()) {
-    return Precondition(prim, absl::StrCat("stage ", q->centered_on, " that stage ", q->name,
-                                           " is centred on can no longer be scheduled"));
-  }
-  Stage* p = &stages_[pi];
-  // q still squares deviations from p's chunk mean, read at q's own indices.
-  const std::optional<CenteredSquare> sq = MatchCenteredSquare(q->body);
-  if (!sq || CollectLoads(sq->m, p->buffer.get()).empty() ||
-      !ReadsAtIdentity(*q, p->buffer.get())) {
-    return Precondition(
-        prim, absl::StrCat("stage ", q->name, " no longer squares deviations from ", p->name,
-                           "'s chunk mean at its own indices; fuse "
-                           "before caching ",
-                           p->name, " for it"));
-  }
-  // p's other readers (the stage that sums it over chunks) run after q: later in stage order.
-  const int qi = StageIndex(q->name);
-  for (int c : Consumers(p->buffer.get())) {
-    if (c != qi && c < qi) {
-      return Precondition(
-          prim, absl::StrCat("stage ", stages_[c].name, " reads ", p->name, " before stage ",
-                             q->name, " runs, so it could not see the fused pass"));
+    if (s.buffer->shape != lead.buffer->shape || s.reduce_axes.size() != lead.reduce_axes.size()) {
+      return Precondition(prim, absl::StrCat("stages ", lead.name, " and ", s.name,
+                                             " do not have the same shape and reduction axes"));
     }
-  }
-  TESSEL_RETURN_IF_ERROR(CheckFusable(*q, *p, prim));
-  p->computed_by = q->name;
-  q->centered_sum = p->name;
-  SyncFused(*q);
-  Record(Instruction{prim, {RVName(sq_block.id)}, {}, {}, {}});
-  return absl::OkStatus();
-}
-
-absl::Status Schedule::CenterPartials(BlockRV sq_block, BlockRV sum_block) {
-  const char* prim = kCenterPartials;
-  auto qs = MutableStage(sq_block, prim);
-  if (!qs.ok()) return qs.status();
-  auto ps = MutableStage(sum_block, prim);
-  if (!ps.ok()) return ps.status();
-  Stage* q = *qs;
-  Stage* p = *ps;
-  const std::string form =
-      "; it applies to rfactor partials q[.., c] = sum over k of (e - M)^2 and p[.., c] = sum "
-      "over k of e of the same chunks, where M is the sum of p over c divided by a constant";
-  if (q->origin != "rfactor" || p->origin != "rfactor" || q->reduce != ReduceOp::kSum ||
-      p->reduce != ReduceOp::kSum || q == p) {
-    return Precondition(prim, absl::StrCat("stages ", q->name, " and ", p->name,
-                                           " are not two rfactor partial sums", form));
-  }
-  if (q->buffer->shape != p->buffer->shape || q->reduce_axes.size() != 1 ||
-      p->reduce_axes.size() != 1 ||
-      q->iters[q->axes.size()].extent != p->iters[p->axes.size()].extent) {
-    return Precondition(prim, absl::StrCat("stages ", q->name, " and ", p->name,
-                                           " do not have the same chunks", form));
-  }
-  // q: [select(cond,] (e - M) * (e - M) [, 0)].
-  const std::optional<CenteredSquare> square_of = MatchCenteredSquare(q->body);
-  if (!square_of) {
-    return Precondition(prim, absl::StrCat("the body of stage ", q->name,
-                                           " is not a square (e - M) * (e - M)", form));
-  }
-  const Expr e = square_of->e, m = square_of->m, cond = square_of->cond;
-  const VarPtr c = q->axes.back();
-  if (UsesVar(m, c.get()) || UsesVar(m, q->reduce_axes[0].get())) {
-    return Precondition(
-        prim, absl::StrCat("the value stage ", q->name, " subtracts varies within a row", form));
-  }
-  // p sums e over the same chunks.
-  std::unordered_map<const VarNode*, Expr> to_q;
-  for (size_t d = 0; d < p->axes.size(); ++d) to_q[p->axes[d].get()] = q->axes[d];
-  to_q[p->reduce_axes[0].get()] = q->reduce_axes[0];
-  Expr pb = Substitute(p->body, to_q);
-  if (const auto* sel = As<SelectNode>(pb)) {
-    if (!cond || !Identical(sel->cond, cond)) pb = nullptr;
-    if (pb) pb = sel->true_value;
-  } else if (cond) {
-    pb = nullptr;
-  }
-  if (!pb || !Identical(pb, e)) {
-    return Precondition(prim, absl::StrCat("stage ", p->name, " does not sum the value that ",
-                                           q->name, " squares", form));
-  }
-  // M = F[..] / N, F the stage that sums p over c.
-  const auto* div = As<BinaryNode>(m);
-  const auto* total = div ? As<FloatImmNode>(div->b) : nullptr;
-  const auto* mean_load = div ? As<LoadNode>(div->a) : nullptr;
-  const Stage* f = mean_load ? FindStage(mean_load->buffer->name) : nullptr;
-  bool f_ok = f && f->reduce == ReduceOp::kSum && f->reduce_axes.size() == 1;
-  if (f_ok) {
-    const auto* fl = As<LoadNode>(f->body);
-    f_ok = fl && fl->buffer.get() == p->buffer.get();
-  }
-  if (!div || div->op != BinaryOp::kDiv || !total || !f_ok) {
-    return Precondition(
-        prim, absl::StrCat("the value stage ", q->name, " subtracts is not the sum of ", p->name,
-                           " over its chunks divided by a constant", form));
-  }
-  // G: the stage that sums q over c.
-  int g = -1;
-  for (int i : Consumers(q->buffer.get())) {
-    const auto* gl = As<LoadNode>(stages_[i].body);
-    if (stages_[i].reduce == ReduceOp::kSum && gl && gl->buffer.get() == q->buffer.get() &&
-        stages_[i].reduce_axes.size() == 1) {
-      g = i;
+    std::unordered_map<const VarNode*, Expr> map;
+    for (size_t d = 0; d < s.axes.size(); ++d) map[s.axes[d].get()] = lead.axes[d];
+    for (size_t r = 0; r < s.reduce_axes.size(); ++r) {
+      const size_t id = s.axes.size() + r;
+      if (s.iters[id].extent != lead.iters[id].extent) {
+        return Precondition(prim, absl::StrCat("stages ", lead.name, " and ", s.name,
+                                               " reduce over different extents"));
+      }
+      map[s.reduce_axes[r].get()] = lead.reduce_axes[r];
     }
+    if (i > 0 && (s.attach.kind != AttachPoint::Kind::kRoot || !s.relations.empty())) {
+      return Precondition(prim, absl::StrCat("stage ", s.name,
+                                             " is scheduled already; fuse it before scheduling "
+                                             "it (only the first stage may be scheduled)"));
+    }
+    if (const Stage* o = AttachedTo(s.name); i > 0 && o != nullptr) {
+      return Precondition(prim, absl::StrCat("stage ", o->name, " is attached to a loop of ",
+                                             s.name, "; move it first"));
+    }
+    ms.stages.push_back(&s);
+    ms.bodies.push_back(Substitute(s.body, map));
   }
-  if (g < 0 || Consumers(q->buffer.get()).size() != 1) {
-    return Precondition(prim, absl::StrCat("stage ", q->name,
-                                           " must be read only by the stage that sums it over "
-                                           "its chunks"));
-  }
-  // Rewrite: q[.., c] = sum over k of (e - p[.., c] / n(c))^2 and
-  //          G[..] = sum over c of q[.., c] + n(c) * (p[.., c] / n(c) - M)^2,
-  // n(c) the number of elements of chunk c (Chan et al.'s pairwise variance: exact).
-  const DType t = e->dtype;
-  const int64_t chunk = q->iters[q->axes.size()].extent;
-  const int64_t count = static_cast<int64_t>(total->value);
-  auto n_of = [&](const Expr& cv) {
-    if (!cond) return MakeFloat(static_cast<double>(chunk), t);
-    return MakeCast(t, MakeMin(MakeInt(chunk), MakeInt(count) - cv * chunk));
+  // Which stages the members read, directly or through other computed stages.
+  std::unordered_map<const Buffer*, bool> reads_member;
+  std::function<bool(const Buffer*)> depends = [&](const Buffer* b) {
+    for (const Stage* m : ms.stages) {
+      if (m->buffer.get() == b) return true;
+    }
+    auto it = reads_member.find(b);
+    if (it != reads_member.end()) return it->second;
+    const Stage* p = FindStage(b->name);
+    bool r = false;
+    if (p != nullptr) {
+      for (const LoadNode* l : CollectLoads(p->body)) r = r || depends(l->buffer.get());
+    }
+    return reads_member[b] = r;
   };
-  std::vector<Expr> q_idx(q->axes.begin(), q->axes.end());
-  Expr dev = e - MakeLoad(p->buffer, q_idx) / n_of(c);
-  Expr square = dev * dev;
-  q->body = cond ? MakeSelect(cond, square, MakeFloat(0, t)) : square;
-  q->centered_on = p->name;
-  Stage& gs = stages_[g];
-  std::vector<Expr> g_idx(gs.axes.begin(), gs.axes.end());
-  g_idx.push_back(gs.reduce_axes[0]);
-  std::unordered_map<const VarNode*, Expr> to_g;
-  for (size_t d = 0; d + 1 < q->axes.size(); ++d) to_g[q->axes[d].get()] = gs.axes[d];
-  const Expr cg = gs.reduce_axes[0];
-  Expr shift = MakeLoad(p->buffer, g_idx) / n_of(cg) - Substitute(m, to_g);
-  gs.body = MakeLoad(q->buffer, g_idx) + n_of(cg) * (shift * shift);
-  // q no longer waits for the row sums: it moves right after p (stages stay in dependence
-  // order, and kernels run in stage order).
-  const int qi = StageIndex(q->name), pi = StageIndex(p->name);
-  if (qi > pi + 1) {
-    Stage moved = std::move(stages_[qi]);
-    stages_.erase(stages_.begin() + qi);
-    stages_.insert(stages_.begin() + pi + 1, std::move(moved));
+  bool dependent = false;
+  for (const Expr& body : ms.bodies) {
+    for (const LoadNode* l : CollectLoads(body)) dependent = dependent || depends(l->buffer.get());
   }
-  Record(Instruction{prim, {RVName(sq_block.id), RVName(sum_block.id)}, {}, {}, {}});
+  std::optional<TupleForm> form;
+  if (dependent) {
+    form = MatchOnlineSoftmax(ms);
+    if (!form) form = MatchVariance(ms, extent);
+    if (!form) {
+      std::vector<std::string> names;
+      for (const Stage* s : ms.stages) names.push_back(s->name);
+      return Precondition(
+          prim, absl::StrCat("stages ", absl::StrJoin(names, ", "),
+                             " read each other and are neither a max m of e with a sum of "
+                             "exp(e - m) (online softmax) nor a sum S of e with a sum of "
+                             "(e - S / N)^2 (a variance); inline what lies between them first"));
+    }
+  } else {
+    form = Componentwise(ms);
+  }
+  // The tuple is computed where the first member was: nothing it reads may come later.
+  int first = static_cast<int>(stages_.size());
+  for (const Stage* s : ms.stages) first = std::min(first, StageIndex(s->name));
+  for (const Expr& v : form->values) {
+    for (const LoadNode* l : CollectLoads(v)) {
+      if (StageIndex(l->buffer->name) > first) {
+        return Precondition(prim, absl::StrCat("stage ", l->buffer->name, " that the reductions ",
+                                               "read is computed after stage ", stages_[first].name,
+                                               "; compute it before the first of them"));
+      }
+    }
+  }
+  // A scheduled first stage: the others' readers must see them where it is attached.
+  if (lead.attach.kind == AttachPoint::Kind::kAt) {
+    for (size_t i = 1; i < ms.stages.size(); ++i) {
+      for (int c : Consumers(ms.stages[i]->buffer.get())) {
+        const Stage& cs = stages_[c];
+        if (&cs == &lead || cs.name == lead.attach.stage ||
+            IsAttachedWithin(cs, lead.attach.stage)) {
+          continue;
+        }
+        return Precondition(
+            prim, absl::StrCat("stage ", cs.name, " reads ", ms.stages[i]->name, " outside stage ",
+                               lead.attach.stage, ", where ", lead.name, " is computed"));
+      }
+    }
+  }
+  Stage* leader = ss[0];
+  leader->body = MakeTuple(form->values);
+  leader->reduce.reset();
+  leader->combiner = form->combiner;
+  leader->outputs.clear();
+  for (size_t i = 0; i < ss.size(); ++i) leader->outputs.push_back({ss[i]->name, form->outputs[i]});
+  // Stage order: the members, leader first, where the first of them was.
+  std::vector<std::string> names;
+  for (const Stage* s : ss) names.push_back(s->name);
+  std::vector<Stage> moved;
+  for (const std::string& n : names) {
+    const int i = StageIndex(n);
+    moved.push_back(std::move(stages_[i]));
+    stages_.erase(stages_.begin() + i);
+  }
+  stages_.insert(stages_.begin() + first, std::make_move_iterator(moved.begin()),
+                 std::make_move_iterator(moved.end()));
+  MirrorMembers(stages_[first]);
+  std::vector<std::string> inputs;
+  for (BlockRV b : blocks) inputs.push_back(RVName(b.id));
+  Record(Instruction{prim, inputs, {}, {}, {}});
   return absl::OkStatus();
+}
+
+void Schedule::MirrorMembers(const Stage& leader) {
+  for (const std::string& name : leader.FusedStages()) {
+    Stage& m = stages_[StageIndex(name)];
+    std::unordered_map<const VarNode*, Expr> map;
+    m.axes.clear();
+    m.reduce_axes.clear();
+    m.iters.clear();
+    for (int r = 0; r < leader.num_root(); ++r) {
+      const IterVar& iv = leader.iters[r];
+      VarPtr v = MakeVar(iv.var->name, iv.var->dtype);
+      map[iv.var.get()] = v;
+      (iv.reduce ? m.reduce_axes : m.axes).push_back(v);
+      IterVar copy{v, iv.extent};
+      copy.reduce = iv.reduce;
+      m.iters.push_back(copy);
+    }
+    m.relations.clear();
+    m.leaves.clear();
+    for (int r = 0; r < leader.num_root(); ++r) m.leaves.push_back(r);
+    ++m.loop_generation;
+    m.body = Substitute(leader.body, map);
+    m.reduce.reset();
+    m.combiner = leader.combiner;
+    m.outputs.clear();
+    m.computed_by = leader.name;
+    m.attach = leader.attach;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -274,18 +307,39 @@ absl::Status Schedule::CenterPartials(BlockRV sq_block, BlockRV sum_block) {
 
 namespace {
 
-absl::Status ApplyCenterPartials(InstructionReader& in) {
-  TESSEL_ASSIGN_OR_RETURN(BlockRV sq_block, in.Block(0));
-  TESSEL_ASSIGN_OR_RETURN(BlockRV sum_block, in.Block(1));
-  return in.schedule().CenterPartials(sq_block, sum_block);
+absl::Status ApplyFuseReductions(InstructionReader& in) {
+  TESSEL_ASSIGN_OR_RETURN(std::vector<BlockRV> blocks, in.BlocksFrom(0));
+  return in.schedule().FuseReductions(blocks);
+}
+
+// fuse_online_max(sum): the sum leads, the max stage its exponent subtracts follows.
+absl::Status ApplyFuseOnlineMax(InstructionReader& in) {
+  TESSEL_ASSIGN_OR_RETURN(BlockRV sum, in.Block(0));
+  Schedule& s = in.schedule();
+  const auto* call = As<CallNode>(s.GetStage(sum).body);
+  const auto* diff = call && call->args.size() == 1 ? As<BinaryNode>(call->args[0]) : nullptr;
+  const auto* max = diff ? As<LoadNode>(diff->b) : nullptr;
+  if (max == nullptr) {
+    return InstructionReader::Error(
+        "its stage is no sum of exp(e - m); replay it on the schedule it was recorded on");
+  }
+  TESSEL_ASSIGN_OR_RETURN(BlockRV m, s.GetBlock(max->buffer->name));
+  return s.FuseReductions({sum, m});
+}
+
+absl::Status ReplacedByFuseReductions(InstructionReader&) {
+  return InstructionReader::Error(
+      "the centred partials were replaced by fuse_reductions (a Welford tuple reduction, then "
+      "rfactor); this trace comes from an older Tessel: tune the workload again");
 }
 
 }  // namespace
 
 void RegisterReductionFusionInstructions(InstructionTable* table) {
-  table->Register(kFuseOnlineMax, ApplyBlockPrimitive<&Schedule::FuseOnlineMax>);
-  table->Register(kCenterPartials, ApplyCenterPartials);
-  table->Register(kFuseCenteredSum, ApplyBlockPrimitive<&Schedule::FuseCenteredSum>);
+  table->Register(kFuseReductions, ApplyFuseReductions);
+  table->RegisterRetired(kFuseOnlineMax, ApplyFuseOnlineMax);
+  table->RegisterRetired(kCenterPartials, ReplacedByFuseReductions);
+  table->RegisterRetired(kFuseCenteredSum, ReplacedByFuseReductions);
 }
 
 }  // namespace tessel::schedules

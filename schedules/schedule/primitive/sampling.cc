@@ -157,8 +157,8 @@ absl::StatusOr<LoopRV> Schedule::SampleComputeLocation(BlockRV block,
   // some stage, nothing attached to its loops); and, where compute_at accepts them, every loop of
   // the single consumer (not for an output, nor for a consumer attached inside the stage).
   std::vector<int64_t> choices = {-2};
-  const bool can_inline =
-      !(*s)->reduce && !(*s)->is_output && !consumers.empty() && AttachedTo((*s)->name) == nullptr;
+  const bool can_inline = !(*s)->reduces() && !(*s)->is_output && !consumers.empty() &&
+                          AttachedTo((*s)->name) == nullptr;
   if (can_inline) choices.push_back(-1);
   const Stage* consumer = consumers.size() == 1 ? &stages_[consumers[0]] : nullptr;
   if (consumer && ((*s)->is_output || IsAttachedWithin(*consumer, (*s)->name))) {
