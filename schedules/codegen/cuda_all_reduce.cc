@@ -136,51 +136,76 @@ std::string CudaCodeGen::Combine(ReduceOp op, DType t, const std::string& a, con
   return a;
 }
 
-std::vector<std::string> CudaCodeGen::ReduceNames(const AllReduceNode& n) {
-  if (n.values.size() == 1) return {"tessel_red"};
-  std::vector<std::string> out;
-  for (size_t i = 0; i < n.values.size(); ++i) out.push_back(absl::StrCat("tessel_red", i));
-  return out;
+CudaCodeGen::ReduceTuple CudaCodeGen::StartTuple(const AllReduceNode& n) {
+  ReduceTuple t;
+  t.known = UniformComponents(*n.combiner, n.values);
+  for (size_t c = 0; c < n.values.size(); ++c) {
+    t.names.push_back(n.values.size() == 1 ? std::string("tessel_red")
+                                           : absl::StrCat("tessel_red", c));
+  }
+  return t;
 }
 
-void CudaCodeGen::CombineInto(const AllReduceNode& n, const std::vector<std::string>& acc,
-                              const std::vector<std::string>& other) {
+std::string CudaCodeGen::Component(const ReduceTuple& t, size_t c) {
+  return t.known[c] ? Print(t.known[c]) : t.names[c];
+}
+
+void CudaCodeGen::CombineInto(const AllReduceNode& n, ReduceTuple* acc,
+                              const std::vector<std::string>& other,
+                              const std::vector<Expr>& other_known) {
   const Combiner& c = *n.combiner;
   const DType t = n.values[0]->dtype;
-  if (c.op) {
-    Line(absl::StrCat(acc[0], " = ", Combine(*c.op, t, acc[0], other[0]), ";"));
+  const size_t k = acc->names.size();
+  if (c.op && !acc->known[0]) {
+    Line(absl::StrCat(acc->names[0], " = ", Combine(*c.op, t, acc->names[0], other[0]), ";"));
     return;
   }
   // The other tuple first (it may read the accumulators), then the combiner's temporaries and
-  // results, then the accumulators.
+  // results, then the accumulators. Uniform components are constants on both sides.
   const std::string type = ComputeType(t);
+  std::vector<Expr> lhs, rhs;
   OpenBlock("");
-  for (size_t i = 0; i < acc.size(); ++i) {
-    Line(absl::StrCat("const ", type, " tessel_o", i, " = ", other[i], ";"));
-    var_override_[c.lhs[i].get()] = {acc[i], kPrecPrimary};
-    var_override_[c.rhs[i].get()] = {absl::StrCat("tessel_o", i), kPrecPrimary};
+  for (size_t i = 0; i < k; ++i) {
+    if (acc->known[i]) {
+      var_override_[c.lhs[i].get()] = {Print(acc->known[i]), kPrecPrimary};
+      var_override_[c.rhs[i].get()] = {Print(other_known[i]), kPrecPrimary};
+    } else {
+      Line(absl::StrCat("const ", type, " tessel_o", i, " = ", other[i], ";"));
+      var_override_[c.lhs[i].get()] = {acc->names[i], kPrecPrimary};
+      var_override_[c.rhs[i].get()] = {absl::StrCat("tessel_o", i), kPrecPrimary};
+    }
+    lhs.push_back(acc->known[i] ? acc->known[i] : Expr(c.lhs[i]));
+    rhs.push_back(acc->known[i] ? other_known[i] : Expr(c.rhs[i]));
   }
   for (const auto& [v, e] : c.lets) {
     const std::string name = absl::StrCat("tessel_let_", v->name);
     Line(absl::StrCat("const ", ComputeType(v->dtype), " ", name, " = ", Print(e), ";"));
     var_override_[v.get()] = {name, kPrecPrimary};
   }
-  for (size_t i = 0; i < acc.size(); ++i) {
-    Line(absl::StrCat("const ", type, " tessel_c", i, " = ", Print(c.combine[i]), ";"));
+  for (size_t i = 0; i < k; ++i) {
+    if (!acc->known[i]) {
+      Line(absl::StrCat("const ", type, " tessel_c", i, " = ", Print(c.combine[i]), ";"));
+    }
   }
-  for (size_t i = 0; i < acc.size(); ++i) Line(absl::StrCat(acc[i], " = tessel_c", i, ";"));
-  for (size_t i = 0; i < acc.size(); ++i) {
+  for (size_t i = 0; i < k; ++i) {
+    if (!acc->known[i]) Line(absl::StrCat(acc->names[i], " = tessel_c", i, ";"));
+  }
+  for (size_t i = 0; i < k; ++i) {
     var_override_.erase(c.lhs[i].get());
     var_override_.erase(c.rhs[i].get());
   }
   for (const auto& [v, e] : c.lets) var_override_.erase(v.get());
   CloseBlock();
+  const std::vector<Expr> combined = CombineValues(c, lhs, rhs);
+  for (size_t i = 0; i < k; ++i) {
+    if (acc->known[i]) acc->known[i] = combined[i];
+  }
 }
 
-void CudaCodeGen::StoreReduceResults(const AllReduceNode& n, const std::vector<std::string>& red) {
-  for (size_t i = 0; i < red.size(); ++i) {
+void CudaCodeGen::StoreReduceResults(const AllReduceNode& n, const ReduceTuple& red) {
+  for (size_t i = 0; i < red.names.size(); ++i) {
     Line(absl::StrCat(BufferName(n.results[i].get()),
-                      "[0] = ", ComputeToStorage(n.results[i]->dtype, red[i]), ";"));
+                      "[0] = ", ComputeToStorage(n.results[i]->dtype, Component(red, i)), ";"));
   }
 }
 
@@ -195,34 +220,46 @@ void CudaCodeGen::EmitAllReduce(const AllReduceNode& n) {
   const int64_t e = n.extent;
   const size_t k = n.values.size();
   const std::string type = ComputeType(n.values[0]->dtype);
-  const std::vector<std::string> red = ReduceNames(n);
-  // Each component's scratch entry `i` ("i" an index expression) in a scratch of `plane`
-  // entries a component.
+  ReduceTuple red = StartTuple(n);
+  // The components exchanged through the scratch (the uniform ones are not): their planes.
+  std::vector<size_t> plane_of(k, 0);
+  size_t planes = 0;
+  for (size_t c = 0; c < k; ++c) {
+    if (!red.known[c]) plane_of[c] = planes++;
+  }
+  // Component c's scratch entry `i` ("i" an index expression) in a scratch of `plane` entries a
+  // component.
   auto entry = [&](const std::string& scratch, size_t c, int64_t plane, const std::string& i) {
     const bool simple = i.find_first_of(" +>") == std::string::npos;
-    return c == 0 ? absl::StrCat(scratch, "[", i, "]")
-                  : absl::StrCat(scratch, "[", c * plane, " + ", simple ? i : "(" + i + ")", "]");
+    const size_t p = plane_of[c];
+    return p == 0 ? absl::StrCat(scratch, "[", i, "]")
+                  : absl::StrCat(scratch, "[", p * plane, " + ", simple ? i : "(" + i + ")", "]");
   };
   auto each = [&](const std::function<std::string(size_t)>& f) {
     std::vector<std::string> out;
-    for (size_t c = 0; c < k; ++c) out.push_back(f(c));
+    for (size_t c = 0; c < k; ++c) out.push_back(red.known[c] ? "" : f(c));
     return out;
+  };
+  auto declare = [&](const std::function<std::string(size_t)>& value) {
+    for (size_t c = 0; c < k; ++c) {
+      if (!red.known[c]) Line(absl::StrCat(type, " ", red.names[c], " = ", value(c), ";"));
+    }
   };
   OpenBlock("", absl::StrCat("  // allreduce_", n.combiner->name, " over ", ThreadTagName(n.thread),
                              " (", e, " threads)"));
   if (axis == 0) {
-    for (size_t c = 0; c < k; ++c) {
-      Line(absl::StrCat(type, " ", red[c], " = ", Print(n.values[c]), ";"));
-    }
+    declare([&](size_t c) { return Print(n.values[c]); });
     // Butterflies within each group of min(e, 32) lanes: every lane ends with the same value.
     const int64_t lanes = std::min<int64_t>(e, 32);
     const std::string mask = lanes == 32 && e > 32 ? "0xffffffffu" : "tessel_mask";
     if (e <= 32 && e > 1) Line("const unsigned tessel_mask = " + LaneMask(e) + ";");
     for (int64_t off = lanes / 2; off >= 1; off /= 2) {
-      CombineInto(n, red, each([&](size_t c) {
-                    return absl::StrCat("__shfl_xor_sync(", mask, ", ", red[c], ", ", off,
+      const std::vector<Expr> alike = red.known;  // every lane's uniform components
+      CombineInto(n, &red, each([&](size_t c) {
+                    return absl::StrCat("__shfl_xor_sync(", mask, ", ", red.names[c], ", ", off,
                                         lanes == 32 ? "" : absl::StrCat(", ", lanes), ")");
-                  }));
+                  }),
+                  alike);
     }
     if (e > 32) {
       // One partial per warp through shared memory, then every thread combines its row's
@@ -235,18 +272,27 @@ void CudaCodeGen::EmitAllReduce(const AllReduceNode& n) {
       Line("__syncthreads();  // earlier readers of the scratch are done");
       OpenBlock("if ((threadIdx.x & 31) == 0)");
       for (size_t c = 0; c < k; ++c) {
-        Line(absl::StrCat(entry(scratch, c, plane, row + warp), " = ", red[c], ";"));
+        if (!red.known[c]) {
+          Line(absl::StrCat(entry(scratch, c, plane, row + warp), " = ", red.names[c], ";"));
+        }
       }
       CloseBlock();
       Line("__syncthreads();");
-      for (size_t c = 0; c < k; ++c) {
-        Line(absl::StrCat(red[c], " = ", entry(scratch, c, plane, row + "0"), ";"));
+      if (n.combiner->op && !red.known[0]) {
+        for (size_t c = 0; c < k; ++c) {
+          Line(absl::StrCat(red.names[c], " = ", entry(scratch, c, plane, row + "0"), ";"));
+        }
+        Line("#pragma unroll");
+        OpenBlock(absl::StrCat("for (int tessel_w = 1; tessel_w < ", warps, "; ++tessel_w)"));
+        CombineInto(n, &red,
+                    each([&](size_t c) { return entry(scratch, c, plane, row + "tessel_w"); }),
+                    red.known);
+        CloseBlock();
+      } else {
+        CombineWarpPartials(n, &red, warps, [&](size_t c, int64_t w) {
+          return entry(scratch, c, plane, absl::StrCat(row, w));
+        });
       }
-      Line("#pragma unroll");
-      OpenBlock(absl::StrCat("for (int tessel_w = 1; tessel_w < ", warps, "; ++tessel_w)"));
-      CombineInto(n, red,
-                  each([&](size_t c) { return entry(scratch, c, plane, row + "tessel_w"); }));
-      CloseBlock();
     }
     StoreReduceResults(n, red);
     CloseBlock();
@@ -268,21 +314,69 @@ void CudaCodeGen::EmitAllReduce(const AllReduceNode& n) {
   }
   Line("__syncthreads();  // earlier readers of the scratch are done");
   for (size_t c = 0; c < k; ++c) {
+    if (red.known[c]) continue;
     Line(absl::StrCat(entry(scratch, c, plane, LinearThreadIndex()), " = ", Print(n.values[c]),
                       ";"));
   }
   Line("__syncthreads();");
   Line("const int tessel_base = " + base + ";");
-  for (size_t c = 0; c < k; ++c) {
-    Line(absl::StrCat(type, " ", red[c], " = ", entry(scratch, c, plane, "tessel_base"), ";"));
+  declare([&](size_t c) { return entry(scratch, c, plane, "tessel_base"); });
+  if (red.known == std::vector<Expr>(k)) {
+    OpenBlock(absl::StrCat("for (int tessel_k = 1; tessel_k < ", e, "; ++tessel_k)"));
+    CombineInto(n, &red, each([&](size_t c) {
+                  return entry(scratch, c, plane,
+                               absl::StrCat("tessel_base + tessel_k * ", stride));
+                }),
+                red.known);
+    CloseBlock();
+  } else {
+    // Uniform components change with every step: the steps unrolled, each with its constants.
+    const std::vector<Expr> thread_known = red.known;  // every thread's alike
+    for (int64_t i = 1; i < e; ++i) {
+      CombineInto(n, &red, each([&](size_t c) {
+                    return entry(scratch, c, plane, absl::StrCat("tessel_base + ", i * stride));
+                  }),
+                  thread_known);
+    }
   }
-  OpenBlock(absl::StrCat("for (int tessel_k = 1; tessel_k < ", e, "; ++tessel_k)"));
-  CombineInto(n, red, each([&](size_t c) {
-                return entry(scratch, c, plane, absl::StrCat("tessel_base + tessel_k * ", stride));
-              }));
-  CloseBlock();
   StoreReduceResults(n, red);
   CloseBlock();
+}
+
+void CudaCodeGen::CombineWarpPartials(const AllReduceNode& n, ReduceTuple* red, int64_t warps,
+                                      const std::function<std::string(size_t, int64_t)>& entry) {
+  // Pairwise, in the same order in every thread: adjacent partials combine level by level, so
+  // that the combinations of a level are independent (a chain of log2(warps) steps rather than
+  // warps - 1, which matters for combiners that divide).
+  const size_t k = red->names.size();
+  const std::string type = ComputeType(n.values[0]->dtype);
+  const std::vector<Expr> warp_known = red->known;  // every warp's uniform components alike
+  std::vector<ReduceTuple> level;
+  for (int64_t w = 0; w < warps; ++w) {
+    ReduceTuple t;
+    t.known = warp_known;
+    for (size_t c = 0; c < k; ++c) {
+      t.names.push_back(absl::StrCat("tessel_p", w, "_", c));
+      if (!t.known[c]) Line(absl::StrCat(type, " ", t.names.back(), " = ", entry(c, w), ";"));
+    }
+    level.push_back(std::move(t));
+  }
+  while (level.size() > 1) {
+    std::vector<ReduceTuple> next;
+    for (size_t i = 0; i + 1 < level.size(); i += 2) {
+      std::vector<std::string> other;
+      for (size_t c = 0; c < k; ++c)
+        other.push_back(level[i + 1].known[c] ? "" : level[i + 1].names[c]);
+      CombineInto(n, &level[i], other, level[i + 1].known);
+      next.push_back(std::move(level[i]));
+    }
+    if (level.size() % 2 == 1) next.push_back(std::move(level.back()));
+    level = std::move(next);
+  }
+  for (size_t c = 0; c < k; ++c) {
+    if (!level[0].known[c]) Line(absl::StrCat(red->names[c], " = ", level[0].names[c], ";"));
+  }
+  red->known = level[0].known;
 }
 
 void CudaCodeGen::EmitClusterAllReduce(const AllReduceNode& n) {
@@ -290,12 +384,13 @@ void CudaCodeGen::EmitClusterAllReduce(const AllReduceNode& n) {
   // 0 publishes the CTA's values in its shared slots, the cluster synchronizes, every thread
   // reads the C CTAs' slots in rank order through distributed shared memory (so every CTA
   // combines the same values in the same order), and the cluster synchronizes again before a
-  // slot may be rewritten or a CTA exit while others still read it.
+  // slot may be rewritten or a CTA exit while others still read it. Uniform components are not
+  // exchanged: the ranks are combined one by one, unrolled, each with its constants.
   const DType t = n.values[0]->dtype;
   const size_t k = n.values.size();
   const std::string type = ComputeType(t);
   const std::string slot = Scratch(cluster_scratch_, type);
-  const std::vector<std::string> red = ReduceNames(n);
+  ReduceTuple red = StartTuple(n);
   const char* ld = type == "float"    ? "ld.shared::cluster.f32 %0, [%1];"
                    : type == "double" ? "ld.shared::cluster.f64 %0, [%1];"
                    : type == "int"    ? "ld.shared::cluster.s32 %0, [%1];"
@@ -308,42 +403,73 @@ void CudaCodeGen::EmitClusterAllReduce(const AllReduceNode& n) {
       "asm volatile(\"barrier.cluster.arrive.release.aligned;\\n\\t"
       "barrier.cluster.wait.acquire.aligned;\" ::: \"memory\");";
   auto v = [&](size_t c) { return k == 1 ? std::string("tessel_v") : absl::StrCat("tessel_v", c); };
+  // Slot of each exchanged component.
+  std::vector<size_t> slot_of(k, 0);
+  size_t slots = 0;
+  for (size_t c = 0; c < k; ++c) {
+    if (!red.known[c]) slot_of[c] = slots++;
+  }
   OpenBlock("", absl::StrCat("  // allreduce_", n.combiner->name, " over cluster.x (", n.extent,
                              " CTAs, distributed shared memory)"));
   OpenBlock(absl::StrCat("if (", LinearThreadIndex(), " == 0)"));
-  for (size_t c = 0; c < k; ++c) Line(absl::StrCat(slot, "[", c, "] = ", Print(n.values[c]), ";"));
+  for (size_t c = 0; c < k; ++c) {
+    if (!red.known[c]) {
+      Line(absl::StrCat(slot, "[", slot_of[c], "] = ", Print(n.values[c]), ";"));
+    }
+  }
   CloseBlock();
   Line(sync);
   Line(absl::StrCat("const unsigned tessel_local = static_cast<unsigned>(__cvta_generic_to_shared(",
                     slot, "));"));
-  for (size_t c = 0; c < k; ++c) Line(absl::StrCat(type, " ", red[c], ";"));
-  Line("#pragma unroll");
-  OpenBlock(absl::StrCat("for (int tessel_r = 0; tessel_r < ", n.extent, "; ++tessel_r)"));
-  Line("unsigned tessel_remote;");
-  Line(
-      "asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"(tessel_remote) : "
-      "\"r\"(tessel_local), \"r\"(tessel_r));");
-  std::vector<std::string> loaded;
-  for (size_t c = 0; c < k; ++c) {
-    Line(absl::StrCat(type, " ", v(c), ";"));
-    const std::string address =
-        c == 0 ? "tessel_remote" : absl::StrCat("tessel_remote + ", c * DTypeBytes(t), "u");
-    Line(absl::StrCat("asm volatile(\"", ld, "\" : \"", constraint, "\"(", v(c), ") : \"r\"(",
-                      address, ") : \"memory\");"));
-    loaded.push_back(v(c));
-  }
-  if (n.combiner->op) {
-    Line(absl::StrCat(red[0], " = tessel_r == 0 ? tessel_v : ",
-                      Combine(*n.combiner->op, t, red[0], "tessel_v"), ";"));
+  // The exchanged components of rank `r` ("r" an expression) into tessel_v*.
+  auto load_rank = [&](const std::string& r) {
+    Line("unsigned tessel_remote;");
+    Line(
+        "asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"(tessel_remote) : "
+        "\"r\"(tessel_local), \"r\"(" +
+        r + "));");
+    std::vector<std::string> loaded;
+    for (size_t c = 0; c < k; ++c) {
+      if (red.known[c]) {
+        loaded.push_back("");
+        continue;
+      }
+      Line(absl::StrCat(type, " ", v(c), ";"));
+      const std::string address =
+          slot_of[c] == 0 ? "tessel_remote"
+                          : absl::StrCat("tessel_remote + ", slot_of[c] * DTypeBytes(t), "u");
+      Line(absl::StrCat("asm volatile(\"", ld, "\" : \"", constraint, "\"(", v(c), ") : \"r\"(",
+                        address, ") : \"memory\");"));
+      loaded.push_back(v(c));
+    }
+    return loaded;
+  };
+  if (n.combiner->op && !red.known[0]) {
+    Line(absl::StrCat(type, " ", red.names[0], ";"));
+    Line("#pragma unroll");
+    OpenBlock(absl::StrCat("for (int tessel_r = 0; tessel_r < ", n.extent, "; ++tessel_r)"));
+    load_rank("tessel_r");
+    Line(absl::StrCat(red.names[0], " = tessel_r == 0 ? tessel_v : ",
+                      Combine(*n.combiner->op, t, red.names[0], "tessel_v"), ";"));
+    CloseBlock();
   } else {
-    OpenBlock("if (tessel_r == 0)");
-    for (size_t c = 0; c < k; ++c) Line(absl::StrCat(red[c], " = ", v(c), ";"));
-    CloseBlock();
-    OpenBlock("else");
-    CombineInto(n, red, loaded);
-    CloseBlock();
+    const std::vector<Expr> cta_known = red.known;  // every CTA's uniform components alike
+    for (size_t c = 0; c < k; ++c) {
+      if (!red.known[c]) Line(absl::StrCat(type, " ", red.names[c], ";"));
+    }
+    for (int64_t r = 0; r < n.extent; ++r) {
+      OpenBlock("");
+      const std::vector<std::string> loaded = load_rank(absl::StrCat(r));
+      if (r == 0) {
+        for (size_t c = 0; c < k; ++c) {
+          if (!red.known[c]) Line(absl::StrCat(red.names[c], " = ", loaded[c], ";"));
+        }
+      } else {
+        CombineInto(n, &red, loaded, cta_known);
+      }
+      CloseBlock();
+    }
   }
-  CloseBlock();
   Line(sync);
   StoreReduceResults(n, red);
   CloseBlock();

@@ -122,13 +122,25 @@ class CudaCodeGen final : public CodeGenC {
   // The first of this thread's row's `warps` per-warp entries in an all-reduce's scratch, as a
   // prefix of an index ("" for a one-dimensional block).
   std::string WarpRowPrefix(int64_t warps) const;
-  // The accumulators of an all-reduce's components: tessel_red, or tessel_red0, tessel_red1, ...
-  static std::vector<std::string> ReduceNames(const AllReduceNode& n);
-  // acc = acc (+) other with the all-reduce's combiner, `other` the other tuple's C expressions.
-  void CombineInto(const AllReduceNode& n, const std::vector<std::string>& acc,
-                   const std::vector<std::string>& other);
-  // results[i][0] = acc[i], each in its result's type.
-  void StoreReduceResults(const AllReduceNode& n, const std::vector<std::string>& acc);
+  // An all-reduce's running tuple: component c is the C variable names[c] (tessel_red, or
+  // tessel_red0, tessel_red1, ...) or, where known[c] is set, that constant in every thread
+  // (UniformComponents: nothing to exchange, and what depends on it folds).
+  struct ReduceTuple {
+    std::vector<std::string> names;
+    std::vector<Expr> known;
+  };
+  ReduceTuple StartTuple(const AllReduceNode& n);
+  std::string Component(const ReduceTuple& t, size_t c);
+  // acc = acc (+) other with the all-reduce's combiner: `other` the other tuple's C expressions,
+  // `other_known` its uniform components (where acc's are).
+  void CombineInto(const AllReduceNode& n, ReduceTuple* acc, const std::vector<std::string>& other,
+                   const std::vector<Expr>& other_known);
+  // The `warps` per-warp partials (entry(c, w): component c of warp w's) combined pairwise into
+  // `red`, the uniform components alike in every warp.
+  void CombineWarpPartials(const AllReduceNode& n, ReduceTuple* red, int64_t warps,
+                           const std::function<std::string(size_t, int64_t)>& entry);
+  // results[i][0] = component i, each in its result's type.
+  void StoreReduceResults(const AllReduceNode& n, const ReduceTuple& red);
 
  private:
   absl::Status EmitKernel(const Kernel& k, KernelSource* ks);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "schedules/ir/expr_functor.h"
+#include "schedules/ir/simplify.h"
 #include "schedules/ir/substitute.h"
 
 namespace tessel::schedules {
@@ -86,7 +87,12 @@ CombinerPtr OnlineSoftmaxCombiner(DType t) {
   c.identity = {MakeFloat(-std::numeric_limits<double>::infinity(), t), zero};
   // Two passes: the maximum, then the sum of the elements rescaled to it.
   VarPtr m = MakeVar("m", t), s = MakeVar("s", t);
-  c.steps = {{m, ReduceOp::kMax, mb}, {s, ReduceOp::kSum, sb * MakeCall("exp", {mb - Expr(m)}, t)}};
+  // An element equal to the maximum adds its s as it is: exp(-inf - -inf) would be NaN for the
+  // identity (-inf, 0), which padding and empty partials hold.
+  c.steps = {
+      {m, ReduceOp::kMax, mb},
+      {s, ReduceOp::kSum,
+       MakeSelect(MakeBinary(BinaryOp::kEq, mb, m), sb, sb * MakeCall("exp", {mb - Expr(m)}, t))}};
   c.from_steps = {m, s};
   return std::make_shared<const Combiner>(std::move(c));
 }
@@ -139,6 +145,47 @@ Combination Combine(const Combiner& c, const std::vector<Expr>& lhs, const std::
   }
   for (const Expr& r : c.combine) out.values.push_back(fold.Visit(Substitute(r, map)));
   return out;
+}
+
+std::vector<Expr> CombineValues(const Combiner& c, const std::vector<Expr>& lhs,
+                                const std::vector<Expr>& rhs) {
+  std::unordered_map<const VarNode*, Expr> map;
+  for (size_t i = 0; i < c.size(); ++i) {
+    map[c.lhs[i].get()] = lhs[i];
+    map[c.rhs[i].get()] = rhs[i];
+  }
+  FoldUnits fold;
+  for (const auto& [v, value] : c.lets) map[v.get()] = Simplify(fold.Visit(Substitute(value, map)));
+  std::vector<Expr> out;
+  for (const Expr& r : c.combine) out.push_back(Simplify(fold.Visit(Substitute(r, map))));
+  return out;
+}
+
+std::vector<Expr> UniformComponents(const Combiner& c, const std::vector<Expr>& values) {
+  auto constant = [](const Expr& e) {
+    return e != nullptr && (e->kind == ExprKind::kFloatImm || e->kind == ExprKind::kIntImm);
+  };
+  std::vector<Expr> known(c.size());
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (constant(values[i])) known[i] = values[i];
+  }
+  // Drop the components whose combination does not fold from the known ones alone.
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::vector<Expr> lhs, rhs;
+    for (size_t i = 0; i < c.size(); ++i) {
+      lhs.push_back(known[i] ? known[i] : Expr(c.lhs[i]));
+      rhs.push_back(known[i] ? known[i] : Expr(c.rhs[i]));
+    }
+    const std::vector<Expr> combined = CombineValues(c, lhs, rhs);
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (known[i] && !constant(combined[i])) {
+        known[i] = nullptr;
+        changed = true;
+      }
+    }
+  }
+  return known;
 }
 
 std::string ToString(const Combiner& c) {

@@ -72,6 +72,13 @@ struct Combination {
 };
 Combination Combine(const Combiner& c, const std::vector<Expr>& lhs, const std::vector<Expr>& rhs,
                     const std::string& prefix);
+// lhs (+) rhs with the temporaries substituted into the values, simplified: constants fold.
+std::vector<Expr> CombineValues(const Combiner& c, const std::vector<Expr>& lhs,
+                                const std::vector<Expr>& rhs);
+// The components that stay the same constant in every thread of an all-reduce of `values`: those
+// whose value is a constant and whose combination reads only such components (a count of
+// elements that every thread has alike). The others are null.
+std::vector<Expr> UniformComponents(const Combiner& c, const std::vector<Expr>& values);
 // Substitutes lhs/rhs (and the steps' results) in `e` and folds as Combine does.
 Expr Instantiate(const Combiner& c, const Expr& e, const std::vector<Expr>& lhs,
                  const std::vector<Expr>& rhs, const std::vector<Expr>& step_results = {});

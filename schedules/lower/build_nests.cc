@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "schedules/ir/expr_functor.h"
+#include "schedules/ir/simplify.h"
 #include "schedules/ir/stmt_functor.h"
 #include "schedules/ir/substitute.h"
 #include "schedules/lower/passes.h"
@@ -20,6 +21,10 @@
 namespace tessel::schedules {
 
 namespace {
+
+bool IsConstant(const Expr& e) {
+  return e->kind == ExprKind::kFloatImm || e->kind == ExprKind::kIntImm;
+}
 
 // Rewrites loads of logical buffers to their realized buffers.
 class AccessRewriter : public ExprMutator {
@@ -102,6 +107,9 @@ class NestBuilder {
   // The thread's fold of its elements into `acc_`: one pass with the combiner, or the combiner's
   // two passes (Combiner::steps) where the stage asks for them.
   absl::StatusOr<std::vector<Stmt>> FoldElements(std::vector<BufferPtr>* locals);
+  // The iterations of the thread's own reduction loops (not those bound to threads or the
+  // cluster).
+  int64_t ThreadTripCount() const;
   // The stores of the outputs from the components in `res`, under `cond`.
   Stmt StoreOutputs(const std::vector<BufferPtr>& res, const Expr& cond) const;
   Stmt MakeLoop(int iter, Stmt body, bool unrolled) const;
@@ -142,6 +150,7 @@ class NestBuilder {
   std::vector<Expr> values_;
   std::vector<Output> outputs_;
   std::vector<BufferPtr> acc_;
+  std::vector<Expr> uniform_;  // components of acc_ folded to the same constant in every thread
 
   Expr spatial_cond_, reduce_cond_;
   int cross_ = -1;    // leaf position of a thread-bound reduction loop
@@ -223,6 +232,16 @@ void NestBuilder::BindReduction() {
     outputs_.push_back({out_, out_idx_, comb_->lhs[0]});
   }
   acc_ = ComponentScalars("_acc");
+  uniform_.assign(acc_.size(), nullptr);
+}
+
+int64_t NestBuilder::ThreadTripCount() const {
+  int64_t n = 1;
+  for (size_t p = first_reduce_; p < s_.leaves.size(); ++p) {
+    const IterVar& iv = s_.iters[s_.leaves[p]];
+    if (iv.reduce && !IsPerThreadTag(iv.thread)) n *= iv.extent;
+  }
+  return n;
 }
 
 std::vector<BufferPtr> NestBuilder::ComponentScalars(const std::string& suffix) const {
@@ -489,7 +508,10 @@ absl::StatusOr<Stmt> NestBuilder::RegisterReduction() {
     if (iv == nullptr) continue;
     std::vector<BufferPtr> next = ComponentScalars(iv == tv ? "_red" : "_cluster_red");
     std::vector<Expr> values;
-    for (const BufferPtr& b : res) values.push_back(MakeLoad(b, {MakeInt(0)}));
+    for (size_t c = 0; c < res.size(); ++c) {
+      // A component every thread folded to the same constant goes as that constant.
+      values.push_back(res == acc_ && uniform_[c] ? uniform_[c] : MakeLoad(res[c], {MakeInt(0)}));
+    }
     reduce.push_back(MakeAllReduce(comb_, values, next, iv->thread, BlockDim(iv->thread)));
     results.insert(results.end(), next.begin(), next.end());
     res = next;
@@ -572,15 +594,29 @@ absl::StatusOr<std::vector<Stmt>> NestBuilder::FoldElements(std::vector<BufferPt
   auto flush = [&]() -> absl::Status {
     if (pass.empty()) return absl::OkStatus();
     std::vector<Stmt> updates;
+    std::vector<Expr> pass_results;
     for (const auto& [step, b] : pass) {
-      out.push_back(MakeStore(b, {MakeInt(0)}, ReduceIdentity(*step->op, b->dtype)));
       Expr term = Instantiate(*comb_, step->term, {}, values_, results);
+      if (!guard && IsConstant(term)) {
+        // The same term for every element of every thread (a count): folded, so that the
+        // all-reduce sees a constant (UniformComponents).
+        const double trips = static_cast<double>(ThreadTripCount());
+        Expr v =
+            *step->op != ReduceOp::kSum ? term : Simplify(term * MakeFloat(trips, term->dtype));
+        out.push_back(MakeStore(b, {MakeInt(0)}, v));
+        pass_results.push_back(v);
+        continue;
+      }
+      out.push_back(MakeStore(b, {MakeInt(0)}, ReduceIdentity(*step->op, b->dtype)));
       updates.push_back(MakeStore(b, {MakeInt(0)}, ReduceCombine(*step->op, load(b), term)));
+      pass_results.push_back(load(b));
     }
-    auto loops = ReductionLoops(MakeIf(guard, MakeSeq(updates)));
-    if (!loops.ok()) return loops.status();
-    out.push_back(*loops);
-    for (const auto& [step, b] : pass) results.push_back(load(b));
+    if (!updates.empty()) {
+      auto loops = ReductionLoops(MakeIf(guard, MakeSeq(updates)));
+      if (!loops.ok()) return loops.status();
+      out.push_back(*loops);
+    }
+    results.insert(results.end(), pass_results.begin(), pass_results.end());
     pass.clear();
     return absl::OkStatus();
   };
@@ -604,8 +640,9 @@ absl::StatusOr<std::vector<Stmt>> NestBuilder::FoldElements(std::vector<BufferPt
   }
   if (absl::Status st = flush(); !st.ok()) return st;
   for (size_t c = 0; c < acc_.size(); ++c) {
-    out.push_back(MakeStore(acc_[c], {MakeInt(0)},
-                            Instantiate(*comb_, comb_->from_steps[c], {}, {}, results)));
+    Expr v = Instantiate(*comb_, comb_->from_steps[c], {}, {}, results);
+    if (IsConstant(v)) uniform_[c] = v;
+    out.push_back(MakeStore(acc_[c], {MakeInt(0)}, v));
   }
   return out;
 }

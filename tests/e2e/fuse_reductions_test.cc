@@ -115,6 +115,20 @@ TEST(FuseReductions, RFactorGivesTuplePartials) {
   ExpectMatchesReference(s, HostTarget(), 2);
 }
 
+TEST(FuseReductions, TwoPassesOverPaddingOnlyGiveTheIdentity) {
+  // 4 chunks of 100 over 300 columns: the last chunk is padding only, (-inf, 0) for every element;
+  // its two-pass partial must be the identity, not NaN (exp(-inf - -inf)).
+  Schedule s = Fused("softmax(rows=3, cols=300)", "row_max", "row_sum");
+  ASSERT_TRUE(s.Annotate(BlockNamed(&s, "row_max"), "two_pass", 1).ok());
+  auto loops = s.GetLoops(BlockNamed(&s, "row_max"));
+  ASSERT_TRUE(loops.ok());
+  auto ks = s.Split(loops->back(), {4, 100});
+  ASSERT_TRUE(ks.ok()) << ks.status();
+  auto rf = s.RFactor((*ks)[0]);
+  ASSERT_TRUE(rf.ok()) << rf.status();
+  ExpectMatchesReference(s, HostTarget(), 9);
+}
+
 TEST(FuseReductions, IndependentReductionsSideBySide) {
   // A row's maximum and sum read the same row once.
   const char* def =
