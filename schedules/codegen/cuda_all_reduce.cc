@@ -345,28 +345,43 @@ void CudaCodeGen::EmitAllReduce(const AllReduceNode& n) {
 
 void CudaCodeGen::CombineWarpPartials(const AllReduceNode& n, ReduceTuple* red, int64_t warps,
                                       const std::function<std::string(size_t, int64_t)>& entry) {
-  // Pairwise, in the same order in every thread: adjacent partials combine level by level, so
-  // that the combinations of a level are independent (a chain of log2(warps) steps rather than
-  // warps - 1, which matters for combiners that divide).
+  // In the same order in every thread: up to four independent chains over consecutive warps, then
+  // the chains pairwise, so that the combinations form a short dependent chain (it matters for
+  // combiners that divide) while only a few partials are held at a time (registers).
   const size_t k = red->names.size();
   const std::string type = ComputeType(n.values[0]->dtype);
   const std::vector<Expr> warp_known = red->known;  // every warp's uniform components alike
+  const int64_t chains = std::min<int64_t>(4, warps);
   std::vector<ReduceTuple> level;
-  for (int64_t w = 0; w < warps; ++w) {
+  std::vector<int64_t> begin, end;
+  for (int64_t j = 0; j < chains; ++j) {
+    begin.push_back(j * warps / chains);
+    end.push_back((j + 1) * warps / chains);
     ReduceTuple t;
     t.known = warp_known;
     for (size_t c = 0; c < k; ++c) {
-      t.names.push_back(absl::StrCat("tessel_p", w, "_", c));
-      if (!t.known[c]) Line(absl::StrCat(type, " ", t.names.back(), " = ", entry(c, w), ";"));
+      t.names.push_back(absl::StrCat("tessel_p", j, "_", c));
+      if (!t.known[c]) {
+        Line(absl::StrCat(type, " ", t.names.back(), " = ", entry(c, begin[j]), ";"));
+      }
     }
     level.push_back(std::move(t));
+  }
+  for (int64_t i = 1; i < warps; ++i) {
+    for (int64_t j = 0; j < chains; ++j) {
+      if (begin[j] + i >= end[j]) continue;
+      std::vector<std::string> other;
+      for (size_t c = 0; c < k; ++c) other.push_back(warp_known[c] ? "" : entry(c, begin[j] + i));
+      CombineInto(n, &level[j], other, warp_known);
+    }
   }
   while (level.size() > 1) {
     std::vector<ReduceTuple> next;
     for (size_t i = 0; i + 1 < level.size(); i += 2) {
       std::vector<std::string> other;
-      for (size_t c = 0; c < k; ++c)
+      for (size_t c = 0; c < k; ++c) {
         other.push_back(level[i + 1].known[c] ? "" : level[i + 1].names[c]);
+      }
       CombineInto(n, &level[i], other, level[i + 1].known);
       next.push_back(std::move(level[i]));
     }

@@ -135,8 +135,8 @@ class CudaCodeGen final : public CodeGenC {
   // `other_known` its uniform components (where acc's are).
   void CombineInto(const AllReduceNode& n, ReduceTuple* acc, const std::vector<std::string>& other,
                    const std::vector<Expr>& other_known);
-  // The `warps` per-warp partials (entry(c, w): component c of warp w's) combined pairwise into
-  // `red`, the uniform components alike in every warp.
+  // The `warps` per-warp partials (entry(c, w): component c of warp w's) combined into `red` in
+  // a few chains and then pairwise, the uniform components alike in every warp.
   void CombineWarpPartials(const AllReduceNode& n, ReduceTuple* red, int64_t warps,
                            const std::function<std::string(size_t, int64_t)>& entry);
   // results[i][0] = component i, each in its result's type.

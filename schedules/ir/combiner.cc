@@ -59,6 +59,7 @@ CombinerPtr ReduceCombiner(ReduceOp op, DType t) {
 }
 
 CombinerPtr ComponentwiseCombiner(const std::vector<std::pair<ReduceOp, DType>>& ops) {
+  if (ops.size() == 1) return ReduceCombiner(ops[0].first, ops[0].second);
   Combiner c;
   std::vector<std::string> names;
   for (size_t i = 0; i < ops.size(); ++i) {

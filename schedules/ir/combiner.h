@@ -55,7 +55,8 @@ using CombinerPtr = std::shared_ptr<const Combiner>;
 
 // The one-component combiner of `op` over values of type `t`.
 CombinerPtr ReduceCombiner(ReduceOp op, DType t);
-// Independent reductions side by side: component i reduced with ops[i].first, of type .second.
+// Independent reductions side by side: component i reduced with ops[i].first, of type .second
+// (one: the ReduceOp's combiner).
 CombinerPtr ComponentwiseCombiner(const std::vector<std::pair<ReduceOp, DType>>& ops);
 // (m, s): the running maximum m of x and the sum s of exp(x - m); an element x is (x, 1).
 CombinerPtr OnlineSoftmaxCombiner(DType t);

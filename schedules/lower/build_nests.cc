@@ -151,6 +151,7 @@ class NestBuilder {
   std::vector<Output> outputs_;
   std::vector<BufferPtr> acc_;
   std::vector<Expr> uniform_;  // components of acc_ folded to the same constant in every thread
+  bool reduced_across_threads_ = false;  // two_pass = 2: acc_ holds the whole reduction's tuple
 
   Expr spatial_cond_, reduce_cond_;
   int cross_ = -1;    // leaf position of a thread-bound reduction loop
@@ -506,6 +507,8 @@ absl::StatusOr<Stmt> NestBuilder::RegisterReduction() {
   const IterVar* cv = cluster_ >= 0 ? &s_.iters[s_.leaves[cluster_]] : nullptr;
   for (const IterVar* iv : {tv, cv}) {
     if (iv == nullptr) continue;
+    if (s_.buffer->scope != MemScope::kLocal) store_cond = MakeAnd(store_cond, Expr(iv->var) == 0);
+    if (reduced_across_threads_) continue;
     std::vector<BufferPtr> next = ComponentScalars(iv == tv ? "_red" : "_cluster_red");
     std::vector<Expr> values;
     for (size_t c = 0; c < res.size(); ++c) {
@@ -515,7 +518,6 @@ absl::StatusOr<Stmt> NestBuilder::RegisterReduction() {
     reduce.push_back(MakeAllReduce(comb_, values, next, iv->thread, BlockDim(iv->thread)));
     results.insert(results.end(), next.begin(), next.end());
     res = next;
-    if (s_.buffer->scope != MemScope::kLocal) store_cond = MakeAnd(store_cond, Expr(iv->var) == 0);
   }
   reduce.push_back(StoreOutputs(res, store_cond));
   // The results' allocations around the all-reduces, the thread's around everything.
@@ -547,8 +549,9 @@ absl::StatusOr<std::vector<Stmt>> NestBuilder::FoldElements(std::vector<BufferPt
   auto load = [](const BufferPtr& b) { return MakeLoad(b, {MakeInt(0)}); };
   std::vector<Expr> acc;
   for (const BufferPtr& b : acc_) acc.push_back(load(b));
-  auto two_pass = s_.annotations.find("two_pass");
-  if (two_pass == s_.annotations.end() || two_pass->second == 0 || !comb_->has_two_pass_form()) {
+  auto it = s_.annotations.find("two_pass");
+  const int64_t two_pass = it == s_.annotations.end() ? 0 : it->second;
+  if (two_pass == 0 || !comb_->has_two_pass_form()) {
     // acc = acc (+) values: the combiner's temporaries, then the new components (bound first
     // when there are several, since each reads the old ones), then the stores.
     // Each value that is not a constant is bound once: a tuple's combiner may read it several
@@ -587,7 +590,11 @@ absl::StatusOr<std::vector<Stmt>> NestBuilder::FoldElements(std::vector<BufferPt
   }
   // The combiner's two passes: each run of reduction steps that do not read each other is one
   // pass over the elements, each step between them is computed once; the components from the
-  // steps' results.
+  // steps' results. With two_pass = 2 the passes go over all the reduction's elements: each
+  // pass's results are reduced across the threads before the next pass (no tuple all-reduce
+  // follows); with 1, over the thread's own, and the tuples are reduced after.
+  const bool across_threads = two_pass == 2 && (cross_ >= 0 || cluster_ >= 0);
+  reduced_across_threads_ = across_threads;
   std::vector<Stmt> out;
   std::vector<Expr> results;
   std::vector<std::pair<const Combiner::Step*, BufferPtr>> pass;
@@ -615,6 +622,28 @@ absl::StatusOr<std::vector<Stmt>> NestBuilder::FoldElements(std::vector<BufferPt
       auto loops = ReductionLoops(MakeIf(guard, MakeSeq(updates)));
       if (!loops.ok()) return loops.status();
       out.push_back(*loops);
+    }
+    if (across_threads) {
+      // The pass's results over all the reduction's elements: reduced across the threads (and
+      // the cluster) with their own ops before the next pass reads them.
+      std::vector<std::pair<ReduceOp, DType>> ops;
+      for (const auto& [step, b] : pass) ops.push_back({*step->op, b->dtype});
+      const CombinerPtr side_by_side = ComponentwiseCombiner(ops);
+      for (int pos : {cross_, cluster_}) {
+        if (pos < 0) continue;
+        const IterVar& iv = s_.iters[s_.leaves[pos]];
+        std::vector<BufferPtr> red;
+        for (const auto& [step, b] : pass) {
+          red.push_back(LocalScalar(
+              absl::StrCat("_", step->result->name, pos == cross_ ? "_red" : "_cluster_red"),
+              b->dtype));
+        }
+        out.push_back(
+            MakeAllReduce(side_by_side, pass_results, red, iv.thread, BlockDim(iv.thread)));
+        locals->insert(locals->end(), red.begin(), red.end());
+        pass_results.clear();
+        for (const BufferPtr& r : red) pass_results.push_back(load(r));
+      }
     }
     results.insert(results.end(), pass_results.begin(), pass_results.end());
     pass.clear();

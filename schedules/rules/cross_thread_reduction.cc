@@ -170,7 +170,7 @@ class CrossThreadReduction final : public ScheduleRule {
   }
 
   // The reductions as one tuple reduction (fuse_reductions), its partials over chunks by many
-  // blocks, each thread's elements folded in one pass or in the combiner's two (sampled); fails
+  // blocks, each folded in one pass or in the combiner's two (sampled); fails
   // (leaving a partly changed schedule) when the reductions do not fuse.
   absl::Status Fused(Schedule* s, const std::vector<std::string>& reds) const {
     std::vector<BlockRV> blocks;
@@ -179,9 +179,13 @@ class CrossThreadReduction final : public ScheduleRule {
       blocks.push_back(b);
     }
     TESSEL_RETURN_IF_ERROR(s->FuseReductions(blocks));
-    TESSEL_ASSIGN_OR_RETURN(IntRV two_pass, SampleUniform(s, {0, 1}, 1));
-    TESSEL_RETURN_IF_ERROR(s->Annotate(blocks[0], "two_pass", two_pass));
-    return Partial(s, reds[0]);
+    // How the partials and then their combination fold (Schedule::FuseReductions): one pass, two
+    // passes a thread, or two passes over all (rfactor copies the first to the partials).
+    TESSEL_ASSIGN_OR_RETURN(IntRV partials, SampleUniform(s, {0, 1, 2}, 2));
+    TESSEL_RETURN_IF_ERROR(s->Annotate(blocks[0], "two_pass", partials));
+    TESSEL_RETURN_IF_ERROR(Partial(s, reds[0]));
+    TESSEL_ASSIGN_OR_RETURN(IntRV combination, SampleUniform(s, {0, 1, 2}, 2));
+    return s->Annotate(blocks[0], "two_pass", combination);
   }
 
   // The consumer of few rows: columns over blocks and a sampled number of threads at a sampled

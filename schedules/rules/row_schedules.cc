@@ -65,6 +65,9 @@ absl::Status GridRows(Schedule* s, const std::string& consumer,
   TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(stats));
   TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> ks, s->Split(loops.back(), {split[0], -1}));
   TESSEL_ASSIGN_OR_RETURN(BlockRV rf, s->RFactor(ks[0]));
+  // The partials combined by every block in two passes over them, each reduced across the block
+  // (for a variance: the sum, then the squares about the mean; no division).
+  TESSEL_RETURN_IF_ERROR(s->Annotate(stats, "two_pass", 2));
   // The consumer: (block, row, j, thread, v).
   TESSEL_ASSIGN_OR_RETURN(BlockRV y, s->GetBlock(consumer));
   TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> yl, s->GetLoops(y));

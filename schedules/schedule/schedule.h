@@ -165,13 +165,17 @@ class Schedule {
   //   - reductions that do not read each other: their ops side by side.
   // The reductions must have the same shape and reduction extents and no loops scheduled yet;
   // nothing they read may be computed between the first of them and the last. rfactor splits a
-  // tuple reduction into tuple partials; a stage annotation "two_pass" = 1 folds each thread's
-  // elements in two passes where the combiner has a two-pass form (Combiner::steps).
+  // tuple reduction into tuple partials. Where the combiner has a two-pass form
+  // (Combiner::steps), the stage annotation "two_pass" = 1 folds each thread's elements in two
+  // passes, then reduces the tuples across threads (one all-reduce of the tuple); = 2 makes two
+  // passes over all the reduction's elements, each pass's sums reduced across threads before
+  // the next (an all-reduce a pass, no division: a variance's sum, then its squares about the
+  // mean).
   absl::Status FuseReductions(const std::vector<BlockRV>& blocks);
 
   // Annotation keys with a meaning for lowering: stage "auto_unroll_max_step" (unroll inner loops
-  // whose total trip count is at most the value), "two_pass" (a tuple reduction's thread-local
-  // elements folded in the combiner's two passes), a kernel's root stage "max_blocks_per_sm" (CUDA:
+  // whose total trip count is at most the value), "two_pass" (a tuple reduction in the combiner's
+  // two passes; see FuseReductions), a kernel's root stage "max_blocks_per_sm" (CUDA:
   // at most that many blocks per SM, by padding the dynamic shared memory), loop
   // "pipeline_depth" (reserved).
 

@@ -328,13 +328,15 @@ absl::Status PartialRowReduceCuda(Schedule* s, const std::string& name, int64_t 
 
 // Layernorm statistics in one read of the input: the row sum and the squares about its mean as
 // one tuple reduction (fuse_reductions: Welford), its partials over chunks by many blocks, each
-// thread's elements folded in the combiner's two passes, then one block per row combines them.
+// thread's elements folded in the combiner's two passes, then one block per row combines them in
+// two passes over the partials.
 absl::Status FusedStatsCuda(Schedule* s, int64_t chunk, const TemplateOptions& o) {
   TESSEL_ASSIGN_OR_RETURN(auto sum, s->GetBlock("x_sum"));
   TESSEL_ASSIGN_OR_RETURN(auto sq, s->GetBlock("sq_sum"));
   TESSEL_RETURN_IF_ERROR(s->FuseReductions({sum, sq}));
-  TESSEL_RETURN_IF_ERROR(s->Annotate(sum, "two_pass", 1));
-  return PartialRowReduceCuda(s, "x_sum", chunk, o);
+  TESSEL_RETURN_IF_ERROR(s->Annotate(sum, "two_pass", 1));  // the partials (rfactor copies it)
+  TESSEL_RETURN_IF_ERROR(PartialRowReduceCuda(s, "x_sum", chunk, o));
+  return s->Annotate(sum, "two_pass", 2);  // their combination, an all-reduce a pass
 }
 
 // Layernorm in one grid-synchronized kernel (rules::GridRows): `grid` blocks of `threads`
