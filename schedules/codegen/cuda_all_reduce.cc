@@ -345,13 +345,16 @@ void CudaCodeGen::EmitAllReduce(const AllReduceNode& n) {
 
 void CudaCodeGen::CombineWarpPartials(const AllReduceNode& n, ReduceTuple* red, int64_t warps,
                                       const std::function<std::string(size_t, int64_t)>& entry) {
-  // In the same order in every thread: up to four independent chains over consecutive warps, then
-  // the chains pairwise, so that the combinations form a short dependent chain (it matters for
-  // combiners that divide) while only a few partials are held at a time (registers).
+  // In the same order in every thread: independent chains over consecutive warps, then the chains
+  // pairwise, so that the combinations form a short dependent chain while only a few partials are
+  // held at a time (registers).
   const size_t k = red->names.size();
   const std::string type = ComputeType(n.values[0]->dtype);
   const std::vector<Expr> warp_known = red->known;  // every warp's uniform components alike
-  const int64_t chains = std::min<int64_t>(4, warps);
+  // Chains pay where a combination divides by what the threads hold (a Welford weight); without
+  // division one chain, in warp order, is as short and holds the fewest registers.
+  const bool divides = CombineDivides(*n.combiner, warp_known);
+  const int64_t chains = divides ? std::min<int64_t>(4, warps) : 1;
   std::vector<ReduceTuple> level;
   std::vector<int64_t> begin, end;
   for (int64_t j = 0; j < chains; ++j) {

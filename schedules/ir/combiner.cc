@@ -189,6 +189,24 @@ std::vector<Expr> UniformComponents(const Combiner& c, const std::vector<Expr>& 
   return known;
 }
 
+bool CombineDivides(const Combiner& c, const std::vector<Expr>& known) {
+  struct DivFinder : ExprVisitor {
+    bool found = false;
+    void VisitBinary(const BinaryNode& n, const Expr& self) override {
+      found |= n.op == BinaryOp::kDiv && n.b->kind != ExprKind::kFloatImm &&
+               n.b->kind != ExprKind::kIntImm;
+      ExprVisitor::VisitBinary(n, self);
+    }
+  } finder;
+  std::vector<Expr> lhs, rhs;
+  for (size_t i = 0; i < c.size(); ++i) {
+    lhs.push_back(known[i] ? known[i] : Expr(c.lhs[i]));
+    rhs.push_back(known[i] ? known[i] : Expr(c.rhs[i]));
+  }
+  for (const Expr& v : CombineValues(c, lhs, rhs)) finder.Visit(v);
+  return finder.found;
+}
+
 std::string ToString(const Combiner& c) {
   std::vector<std::string> lhs, rhs, identity, parts;
   for (size_t i = 0; i < c.size(); ++i) {

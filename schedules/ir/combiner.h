@@ -80,6 +80,9 @@ std::vector<Expr> CombineValues(const Combiner& c, const std::vector<Expr>& lhs,
 // whose value is a constant and whose combination reads only such components (a count of
 // elements that every thread has alike). The others are null.
 std::vector<Expr> UniformComponents(const Combiner& c, const std::vector<Expr>& values);
+// Whether lhs (+) rhs divides by something that is not a constant, the components of `known`
+// that are set being those constants (UniformComponents).
+bool CombineDivides(const Combiner& c, const std::vector<Expr>& known);
 // Substitutes lhs/rhs (and the steps' results) in `e` and folds as Combine does.
 Expr Instantiate(const Combiner& c, const Expr& e, const std::vector<Expr>& lhs,
                  const std::vector<Expr>& rhs, const std::vector<Expr>& step_results = {});
