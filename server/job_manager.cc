@@ -458,7 +458,6 @@ void JobManager::OnResult(const QueuedCandidate& candidate, const measure::Measu
   r.candidate_id = candidate.candidate_id;
   r.trace_json = candidate.trace_json;
   r.measurement = result;
-  if (!result.ok()) r.measurement.timings = {};
   r.unix_ms = NowMs();
   // Committed before it counts.
   absl::StatusOr<int64_t> id = log_->AddRecord(&r);

@@ -115,7 +115,8 @@ class JobManager {
   absl::StatusOr<JobStatus> WaitForChange(int64_t job_id, uint64_t seen_version,
                                           absl::Duration timeout);
 
-  // A result the dispatcher accepted: recorded, then counted. `session` measured it.
+  // A result the dispatcher accepted, as the worker service checked it (no timings unless ok,
+  // store::CheckMeasurement holds): recorded, then counted.
   void OnResult(const QueuedCandidate& candidate, const measure::Measurement& result);
 
   // Tops up the tasks' queues. Returns the candidates enqueued.
