@@ -43,8 +43,11 @@ class Server {
   virtual void Wait() = 0;
 };
 
-// Opens (or creates) the log, resumes unfinished jobs and starts listening. Fails with a message
-// naming the problem for an unreadable or foreign database or an address that cannot be bound.
+// Opens (or creates) the log, takes its lock (store::LogLock: one server per log, held until the
+// server is destroyed), resumes unfinished jobs and starts listening (one server per port: no
+// port sharing). Fails with a message naming the problem for an unreadable, unwritable or foreign
+// database, a log another server holds (naming that server), or an address that cannot be bound
+// (CheckListenAddress: malformed, not of this machine, or a port in use).
 absl::StatusOr<std::unique_ptr<Server>> StartServer(const ServerOptions& options);
 
 }  // namespace tessel::server

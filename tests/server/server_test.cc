@@ -4,6 +4,11 @@
 // negative time reported as ok, a result for a candidate it was not sent, a second answer) gets
 // nothing of that into the log; a log that already holds a poisoned row still starts guided jobs.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -14,6 +19,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/protocol.h"
+#include "server/listen_address.h"
+#include "tests/cli/cli_test_util.h"
 #include "tests/server/server_test_util.h"
 #include "tests/store/store_test_util.h"
 
@@ -21,6 +28,7 @@ namespace tessel::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kMatmul[] = "matmul(M=32, N=32, K=32)";
 constexpr char kSoftmax[] = "softmax(rows=8, cols=64)";
@@ -659,6 +667,86 @@ TEST_F(ServerTest, APoisonedRowDoesNotStopGuidedJobs) {
   ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(90)))
       << w->Log();
   EXPECT_EQ(GetJob(client_.get(), job).trials_done(), 4);
+}
+
+TEST_F(ServerTest, ASecondServerOnTheSameLogNamesTheHolderAndExits) {
+  StartInProcess(TestServerOptions(db_));
+  char host[256] = "";
+  gethostname(host, sizeof(host) - 1);
+  const std::string holder =
+      absl::StrCat("the tuning log ", db_, " is in use by another tessel server (pid ", getpid(),
+                   " on host ", host, " since ");
+  const std::string fix =
+      absl::StrCat("; lock file ", db_, ".lock): stop that server first, or pass another --db");
+  auto second = server::StartServer(TestServerOptions(db_));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), HasSubstr(holder));
+  EXPECT_THAT(second.status().message(), HasSubstr(fix));
+  // `tessel serve` says the same and exits.
+  CliResult r = RunTessel("serve --db " + db_ + " --listen 127.0.0.1:0");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("tessel serve: " + holder));
+  EXPECT_THAT(r.output, Not(HasSubstr("listening")));
+  // Once the first is gone the log is free again.
+  server_->Shutdown();
+  server_.reset();
+  auto third = server::StartServer(TestServerOptions(db_));
+  EXPECT_TRUE(third.ok()) << third.status();
+}
+
+TEST_F(ServerTest, ASecondServerOnATakenPortFailsSayingThePortIsInUse) {
+  StartInProcess(TestServerOptions(db_));
+  // The server's socket is not shared: even a socket asking for SO_REUSEPORT cannot bind it.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  const int one = 1;
+  ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)), 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  EXPECT_NE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(errno, EADDRINUSE);
+  close(fd);
+
+  server::ServerOptions o = TestServerOptions(dir_ + "/other.db");
+  o.listen = server_->address();
+  auto second = server::StartServer(o);
+  ASSERT_FALSE(second.ok());
+  const std::string message =
+      absl::StrCat("cannot listen on ", server_->address(), ": port ", server_->port(),
+                   " is in use (another tessel serve or another program holds it); stop that one "
+                   "or pass another --listen HOST:PORT");
+  EXPECT_EQ(second.status().message(), message);
+  // `tessel serve` prints only that (no gRPC log lines first).
+  CliResult r = RunTessel("serve --db " + dir_ + "/third.db --listen " + server_->address());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "tessel serve: " + message + "\n");
+}
+
+TEST(ListenAddress, AMalformedAddressOrPortIsRefusedSayingWhatToGive) {
+  for (const char* bad :
+       {"127.0.0.1:99999", "127.0.0.1:", "127.0.0.1:-1", "127.0.0.1:7x", "7070", ":7070"}) {
+    EXPECT_EQ(server::CheckListenAddress(bad).message(),
+              absl::StrCat("--listen ", bad,
+                           ": give HOST:PORT with a port from 0 (any free port) to 65535, e.g. "
+                           "127.0.0.1:7070"));
+  }
+  EXPECT_EQ(server::CheckListenAddress("no-such-host.invalid:7070").message(),
+            "--listen no-such-host.invalid:7070: host no-such-host.invalid is not a name or "
+            "address this machine can resolve; pass an address such as 127.0.0.1");
+  EXPECT_EQ(server::CheckListenAddress("192.0.2.1:0").message(),
+            "cannot listen on 192.0.2.1:0: 192.0.2.1 is not an address of this machine; pass one "
+            "of its addresses, e.g. 127.0.0.1");
+  EXPECT_TRUE(server::CheckListenAddress("127.0.0.1:0").ok());
+  EXPECT_TRUE(server::CheckListenAddress("localhost:0").ok());
+  CliResult r =
+      RunTessel("serve --db " + MakeTempDir("tessel_listen") + "/log.db --listen 127.0.0.1:99999");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output,
+            "tessel serve: --listen 127.0.0.1:99999: give HOST:PORT with a port from 0 (any free "
+            "port) to 65535, e.g. 127.0.0.1:7070\n");
 }
 
 }  // namespace
