@@ -1069,15 +1069,37 @@ absl::Status Migrate(sqlite3* db, const std::string& path, bool empty,
   return Exec(db, "COMMIT");
 }
 
+// The folder a log's path names ("." for a bare name).
+std::string FolderOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
 absl::Status OpenChecks(const std::string& path, const TuningLogOptions& options) {
   if (path.empty()) {
     return absl::InvalidArgumentError("no tuning log path given; pass a file such as tessel.db");
   }
+  const std::string dir = FolderOf(path);
   struct stat st;
   if (stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, " is a directory; pass the tuning log's file, e.g. ", path, "/tessel.db"));
+    }
+    if (options.read_only) return absl::OkStatus();
+    // A writer needs the file and, for SQLite's -wal and -shm files, its folder.
+    if (access(path.c_str(), W_OK) != 0) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "the tuning log ", path,
+          " is read-only for this user, and this command writes to it; make it writable (chmod "
+          "u+w ",
+          path, ") or only read it (tessel best, tessel export)"));
+    }
+    if (access(dir.c_str(), W_OK) != 0) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "the folder ", dir, " of the tuning log ", path,
+          " is not writable for this user, and SQLite writes the log's -wal and -shm files "
+          "there; make the folder writable or move the log to one that is"));
     }
     return absl::OkStatus();
   }
@@ -1086,16 +1108,31 @@ absl::Status OpenChecks(const std::string& path, const TuningLogOptions& options
         absl::StrCat("tuning log ", path,
                      " does not exist; check the path (a read-only open never creates a log)"));
   }
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return absl::NotFoundError(absl::StrCat("cannot create tuning log ", path, ": directory ", dir,
                                             " does not exist; create it first (mkdir -p ", dir,
                                             ")"));
   }
+  if (access(dir.c_str(), W_OK) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create tuning log ", path, ": the folder ", dir,
+                     " is not writable for this user; pass a path in a folder that is"));
+  }
   return absl::OkStatus();
+}
+
+// An SQLite URI of `path` that opens it immutable: read-only, without the -shm file (which a
+// reader that cannot write beside the log cannot make). Only for a log no one writes.
+std::string ImmutableUri(const std::string& path) {
+  std::string uri = "file:";
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      uri += absl::StrFormat("%%%02x", static_cast<unsigned char>(c));
+    } else {
+      uri += c;
+    }
+  }
+  return uri + "?immutable=1";
 }
 
 }  // namespace
@@ -1137,6 +1174,28 @@ absl::StatusOr<std::unique_ptr<TuningLog>> OpenSqliteTuningLog(
   sqlite3_busy_timeout(db, options.busy_timeout_ms);
 
   absl::StatusOr<FileHeader> h = ReadHeader(db);
+  const int read_error = sqlite3_extended_errcode(db) & 0xff;
+  if (!h.ok() && options.read_only &&
+      (read_error == SQLITE_READONLY || read_error == SQLITE_CANTOPEN)) {
+    // A reader that cannot write beside the log (a read-only folder, a log of another user) cannot
+    // make the -shm file of WAL mode. With no -wal file left by a writer, nothing is being
+    // written: read the file as it stands.
+    struct stat wal;
+    if (stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0) {
+      return fail(absl::FailedPreconditionError(absl::StrCat(
+          "cannot read the tuning log ", path, ": its latest writes are still in ", path,
+          "-wal, and this user cannot write beside the log to read them; read it as its owner, "
+          "or after its server stops (which folds them into the log)")));
+    }
+    sqlite3_close_v2(db);
+    db = nullptr;
+    rc = sqlite3_open_v2(ImmutableUri(path).c_str(), &db, flags | SQLITE_OPEN_URI, nullptr);
+    if (rc != SQLITE_OK) {
+      return fail(SqliteError(db, rc, absl::StrCat("cannot open tuning log ", path)));
+    }
+    sqlite3_extended_result_codes(db, 1);
+    h = ReadHeader(db);
+  }
   if (!h.ok()) {
     if ((sqlite3_extended_errcode(db) & 0xff) == SQLITE_NOTADB) {
       return fail(absl::FailedPreconditionError(NotATesselLog(path, "not an SQLite database")));

@@ -199,7 +199,11 @@ struct TuningLogOptions {
   std::function<void(const std::string&)> on_bad_row;
 };
 
-// Opens the log at `path`, creating it (and its schema) when missing unless read_only.
+// Opens the log at `path`, creating it (and its schema) when missing unless read_only. A writer
+// is refused at once, saying which, when the file or its folder is not writable for this user
+// (SQLite writes -wal and -shm files beside the log). A reader also reads a log it cannot write
+// beside (a read-only folder, another user's log), as the file stands, unless writes are still
+// waiting in its -wal file.
 absl::StatusOr<std::unique_ptr<TuningLog>> OpenTuningLog(const std::string& path,
                                                          const TuningLogOptions& options = {});
 

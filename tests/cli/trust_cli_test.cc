@@ -6,6 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "tests/cli/cli_test_util.h"
@@ -268,6 +272,99 @@ TEST(TrustCli, BestPassesOverARecordWhoseTraceDoesNotReplay) {
   EXPECT_THAT(none.output, HasSubstr(") on host in " + db +
                                      " replays here; the fastest: its trace cannot be read: "));
   EXPECT_THAT(none.output, HasSubstr("; tune it again with this release\n"));
+}
+
+// Whether chmod stops this user from writing in `dir` (it does not stop root, as in some CI
+// containers): the read-only tests need it.
+bool ChmodStopsWrites(const std::string& dir) {
+  chmod(dir.c_str(), 0555);
+  const std::string probe = dir + "/probe";
+  FILE* f = std::fopen(probe.c_str(), "w");
+  if (f != nullptr) {
+    std::fclose(f);
+    std::remove(probe.c_str());
+  }
+  chmod(dir.c_str(), 0755);
+  return f == nullptr;
+}
+
+constexpr char kRootSkip[] =
+    "chmod does not stop this user (root?) from writing, so a read-only log cannot be made here";
+
+TEST(TrustCli, BestExportAndCheckReadALogInAReadOnlyFolderAndServeRefusesIt) {
+  const std::string dir = MakeTempDir("tessel_trust_ro") + "/logs";
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  const std::string db = FillLog(dir, 5);
+  if (!ChmodStopsWrites(dir)) GTEST_SKIP() << kRootSkip;
+  const std::string best_args = "best --db " + db + " -w '" + std::string(kSpec) + "' -t host";
+  const std::string expected = RunTessel(best_args, false).output;
+  ASSERT_FALSE(expected.empty());
+  ASSERT_EQ(chmod(dir.c_str(), 0555), 0);
+  CliResult best = RunTessel(best_args);
+  EXPECT_EQ(best.status, 0) << best.output;
+  EXPECT_EQ(best.output, expected);
+  CliResult out = RunTessel("export --db " + db, false);
+  EXPECT_EQ(out.status, 0);
+  EXPECT_EQ(std::count(out.output.begin(), out.output.end(), '\n'), 6);
+  CliResult check = RunTessel("check --db " + db);
+  EXPECT_EQ(check.output, db + ": no bad records\n");
+  // A server needs to write: it refuses at start, naming the folder.
+  CliResult serve = RunTessel("serve --db " + db + " --listen 127.0.0.1:0");
+  EXPECT_EQ(serve.status, 1);
+  EXPECT_EQ(serve.output, "tessel serve: cannot open the tuning log " + db + ": the folder " + dir +
+                              " of the tuning log " + db +
+                              " is not writable for this user, and SQLite writes the log's -wal "
+                              "and -shm files there; make the folder writable or move the log "
+                              "to one that is\n");
+  // A new log cannot be made there either.
+  CliResult import = RunTessel("import --db " + dir + "/new.db " + dir + "/nothing.jsonl");
+  EXPECT_EQ(import.status, 1);
+  EXPECT_EQ(import.output, "tessel import: cannot create tuning log " + dir +
+                               "/new.db: the folder " + dir +
+                               " is not writable for this user; pass a path in a folder that "
+                               "is\n");
+  chmod(dir.c_str(), 0755);
+}
+
+TEST(TrustCli, ServeRefusesAReadOnlyLogAtStartWhichBestStillReads) {
+  const std::string dir = MakeTempDir("tessel_trust_ro");
+  const std::string db = FillLog(dir, 5);
+  if (!ChmodStopsWrites(dir)) GTEST_SKIP() << kRootSkip;
+  ASSERT_EQ(chmod(db.c_str(), 0444), 0);
+  CliResult serve = RunTessel("serve --db " + db + " --listen 127.0.0.1:0");
+  EXPECT_EQ(serve.status, 1);
+  EXPECT_EQ(serve.output, "tessel serve: cannot open the tuning log " + db + ": the tuning log " +
+                              db +
+                              " is read-only for this user, and this command writes to it; make "
+                              "it writable (chmod u+w " +
+                              db + ") or only read it (tessel best, tessel export)\n");
+  CliResult best = RunTessel("best --db " + db + " -w '" + std::string(kSpec) + "' -t host");
+  EXPECT_EQ(best.status, 0) << best.output;
+}
+
+TEST(TrustCli, AReadOnlyCopyWithUnfoldedWritesSaysSo) {
+  const std::string dir = MakeTempDir("tessel_trust_ro");
+  const std::string copy = dir + "/copy";
+  ASSERT_EQ(mkdir(copy.c_str(), 0755), 0);
+  if (!ChmodStopsWrites(copy)) GTEST_SKIP() << kRootSkip;
+  // A log whose writer is still open: its last records are in log.db-wal. Copied with that
+  // file (and without -shm) into a folder the reader cannot write.
+  auto log = store::OpenTuningLog(dir + "/log.db");
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::vector<store::Record> rs = {MakeTestRecord(1)};
+  ASSERT_TRUE((*log)->AddRecords(&rs).ok());
+  for (const char* suffix : {"", "-wal"}) {
+    std::filesystem::copy_file(dir + "/log.db" + suffix, copy + "/log.db" + suffix);
+  }
+  ASSERT_EQ(chmod(copy.c_str(), 0555), 0);
+  CliResult r = RunTessel("export --db " + copy + "/log.db");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "tessel export: cannot read the tuning log " + copy +
+                          "/log.db: its latest writes are still in " + copy +
+                          "/log.db-wal, and this user cannot write beside the log to read them; "
+                          "read it as its owner, or after its server stops (which folds them "
+                          "into the log)\n");
+  chmod(copy.c_str(), 0755);
 }
 
 }  // namespace
