@@ -96,6 +96,11 @@ struct JobStatus {
 // The largest budgets and batch a job may ask for.
 inline constexpr int64_t kMaxTrials = int64_t{1} << 32;
 inline constexpr int kMaxBatchSize = 4096;
+// The most workloads one job may list, and the longest workload text and job name: a job is
+// checked (each workload parsed and built) while its client waits, and its texts are stored.
+inline constexpr size_t kMaxWorkloadsPerJob = 100;
+inline constexpr size_t kMaxWorkloadBytes = 64 * 1024;
+inline constexpr size_t kMaxJobNameBytes = 256;
 
 class JobManager {
  public:

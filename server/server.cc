@@ -25,6 +25,11 @@
 namespace tessel::server {
 namespace {
 
+// The largest message a peer may send (a job of kMaxWorkloadsPerJob workloads of
+// kMaxWorkloadBytes fits, as does a result with a long compiler log); a larger one is refused
+// by gRPC with RESOURCE_EXHAUSTED before it is read.
+constexpr int kMaxReceiveBytes = 16 << 20;
+
 class ServerImpl final : public Server {
  public:
   explicit ServerImpl(const ServerOptions& options) : options_(options), events_(options.quiet) {}
@@ -102,7 +107,7 @@ absl::Status ServerImpl::Start() {
   builder.RegisterService(worker_service_.get());
   builder.RegisterService(client_service_.get());
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // one server per port
-  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxReceiveMessageSize(kMaxReceiveBytes);
   builder.SetMaxSendMessageSize(-1);
   grpc_ = builder.BuildAndStart();
   if (grpc_ == nullptr || port_ == 0) {

@@ -367,5 +367,20 @@ TEST(TrustCli, AReadOnlyCopyWithUnfoldedWritesSaysSo) {
   chmod(copy.c_str(), 0755);
 }
 
+TEST(TrustCli, ServeRefusesTimingFlagsThatCannotBeMet) {
+  const std::string db = MakeTempDir("tessel_trust_cli") + "/log.db";
+  CliResult r = RunTessel("serve --db " + db + " --min-repeats -3");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "tessel serve: --min-repeats -3: give at least 1 timed repeat\n");
+  r = RunTessel("serve --db " + db + " --min-repeats 0");
+  EXPECT_EQ(r.output, "tessel serve: --min-repeats 0: give at least 1 timed repeat\n");
+  r = RunTessel("serve --db " + db + " --min-total-ms -1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "tessel serve: --min-total-ms -1: give 0 or more milliseconds\n");
+  r = RunTessel("serve --db " + db + " --max-repeats 0");
+  EXPECT_EQ(r.output,
+            "tessel serve: --min-repeats 5 and --max-repeats 0 do not fit: give 1 <= min <= max\n");
+}
+
 }  // namespace
 }  // namespace tessel::testing

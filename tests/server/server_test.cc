@@ -749,5 +749,37 @@ TEST(ListenAddress, AMalformedAddressOrPortIsRefusedSayingWhatToGive) {
             "port) to 65535, e.g. 127.0.0.1:7070\n");
 }
 
+TEST_F(ServerTest, AJobBeyondTheLimitsIsRefusedSayingWhichAndNothingIsStored) {
+  StartInProcess(TestServerOptions(db_));
+  std::vector<std::string> many;
+  for (int i = 1; i <= 101; ++i) many.push_back(absl::StrCat("softmax(rows=4, cols=", 4 * i, ")"));
+  grpc::Status s = SubmitError(HostJob(many, 4, 2));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            "the job lists 101 workloads, more than the most one job may list (100): split them "
+            "over several jobs");
+  proto::SubmitJobRequest named = HostJob({kSoftmax}, 4, 2);
+  named.set_name(std::string(300, 'n'));
+  s = SubmitError(named);
+  EXPECT_EQ(s.error_message(), "the job name ('" + std::string(77, 'n') +
+                                   "...') is 300 bytes, more than the most a name may have (256): "
+                                   "give a shorter one");
+  const std::string huge = "softmax(rows=4, cols=8)" + std::string(70000, ' ');
+  s = SubmitError(HostJob({huge}, 4, 2));
+  EXPECT_EQ(s.error_message(),
+            "workload 1 ('softmax(rows=4, cols=8)" + std::string(54, ' ') +
+                "...') is 70023 bytes, more than the most a workload text may have (65536): give "
+                "a spec or a definition of its tensors and statements only");
+  // A message past the receive limit is refused by gRPC before it is read.
+  proto::SubmitJobRequest giant = HostJob({kSoftmax}, 4, 2);
+  giant.set_name(std::string(20 << 20, 'x'));
+  s = SubmitError(giant);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  grpc::ClientContext ctx;
+  proto::ListJobsResponse jobs;
+  ASSERT_TRUE(client_->ListJobs(&ctx, proto::ListJobsRequest(), &jobs).ok());
+  EXPECT_EQ(jobs.jobs_size(), 0);
+}
+
 }  // namespace
 }  // namespace tessel::testing
