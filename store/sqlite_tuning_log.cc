@@ -39,12 +39,20 @@ int64_t NowUnixMs() {
       .count();
 }
 
+// `text` as an error quotes it: whole when short, else its start and its size (a field of an
+// import or a row can be megabytes).
+std::string Quoted(const std::string& text) {
+  constexpr size_t kMax = 80;
+  if (text.size() <= kMax) return text;
+  return absl::StrCat(text.substr(0, kMax - 3), "... (", text.size(), " bytes)");
+}
+
 absl::StatusOr<JobState> ParseJobState(const std::string& s) {
   for (JobState st : {JobState::kQueued, JobState::kRunning, JobState::kDone, JobState::kCancelled,
                       JobState::kFailed}) {
     if (s == JobStateName(st)) return st;
   }
-  return absl::DataLossError(absl::StrCat("unknown job state '", s, "' in the tuning log"));
+  return absl::DataLossError(absl::StrCat("unknown job state '", Quoted(s), "' in the tuning log"));
 }
 
 const char* const kSchemaV1 = R"sql(
@@ -138,11 +146,12 @@ std::string RepeatsToJson(const std::vector<double>& repeats) { return json(repe
 
 absl::StatusOr<std::vector<double>> RepeatsFromJson(const std::string& text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_array()) return absl::DataLossError("malformed repeats_ms in the tuning log: " + text);
+  if (!j.is_array())
+    return absl::DataLossError("malformed repeats_ms in the tuning log: " + Quoted(text));
   std::vector<double> out;
   out.reserve(j.size());
   for (const json& v : j) {
-    if (!v.is_number()) return absl::DataLossError("malformed repeats_ms: " + text);
+    if (!v.is_number()) return absl::DataLossError("malformed repeats_ms: " + Quoted(text));
     out.push_back(v.get<double>());
   }
   return out;
@@ -160,7 +169,7 @@ absl::StatusOr<Record> ReadRecord(const Statement& s) {
   r.trace_json = s.Text(7);
   measure::Measurement& m = r.measurement;
   const std::optional<measure::MeasureStatus> status = measure::ParseMeasureStatus(s.Text(8));
-  if (!status) return absl::DataLossError("unknown status in the tuning log: " + s.Text(8));
+  if (!status) return absl::DataLossError("unknown status in the tuning log: " + Quoted(s.Text(8)));
   m.status = *status;
   m.error = s.Text(9);
   TESSEL_ASSIGN_OR_RETURN(std::vector<double> repeats, RepeatsFromJson(s.Text(10)));
@@ -289,10 +298,10 @@ absl::Status RecordFromJson(const json& j, Record* r) {
   TESSEL_RETURN_IF_ERROR(f.String("status", true, &status));
   const std::optional<measure::MeasureStatus> parsed = measure::ParseMeasureStatus(status);
   if (!parsed) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("field 'status' is '", status, "', expected a measurement status (\"ok\", ",
-                     "\"compile_error\", \"verify_failed\", \"runtime_error\", \"timeout\", ",
-                     "\"device_limit_exceeded\" or \"worker_error\")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "field 'status' is '", Quoted(status), "', expected a measurement status (\"ok\", ",
+        "\"compile_error\", \"verify_failed\", \"runtime_error\", \"timeout\", ",
+        "\"device_limit_exceeded\" or \"worker_error\")"));
   }
   m.status = *parsed;
   TESSEL_RETURN_IF_ERROR(f.String("error", false, &m.error));
@@ -918,7 +927,7 @@ class SqliteTuningLog final : public TuningLog {
       return absl::OkStatus();
     }
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown type '", type, "'; expected \"workload\" or \"record\""));
+        absl::StrCat("unknown type '", Quoted(type), "'; expected \"workload\" or \"record\""));
   }
 
   // CheckReplays for an imported record, on its workload: parsed earlier in the import, or

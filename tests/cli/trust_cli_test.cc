@@ -191,6 +191,14 @@ TEST(TrustCli, ImportRefusesBadTimingsNamingTheLineAndKeepsWhatIsStored) {
   huge["median_ms"] = 1e308;
   CliResult large = ImportLines(dir, {lines[0], huge.dump()});
   EXPECT_EQ(large.status, 0) << large.output;  // large, but finite and positive: kept
+  // A 100 KB field is quoted short.
+  CliResult status = ImportLines(dir, with("status", std::string(100000, 's')));
+  EXPECT_EQ(status.output, "tessel import: " + dir + "/in.jsonl: line 3: field 'status' is '" +
+                               std::string(77, 's') +
+                               "... (100000 bytes)', expected a measurement status (\"ok\", "
+                               "\"compile_error\", \"verify_failed\", \"runtime_error\", "
+                               "\"timeout\", \"device_limit_exceeded\" or \"worker_error\")" +
+                               suffix);
 }
 
 TEST(TrustCli, ImportRefusesAWorkloadOrTraceThatDoesNotParseOrReplay) {

@@ -249,5 +249,17 @@ TEST_F(PoisonedLog, BadRecordsListsThemAndQuarantineMovesThemAsideLosingNothing)
   EXPECT_EQ(RawQuery(path_, "SELECT count(*) FROM quarantined_records"), "3");
 }
 
+TEST_F(PoisonedLog, AHugeBadFieldIsQuotedShort) {
+  std::string huge = "[";
+  for (int i = 0; i < 50000; ++i) huge += "1,";
+  huge += "null]";
+  ASSERT_EQ(RawExec(path_, "UPDATE records SET repeats_ms = '" + huge + "' WHERE uid = 'inf'"), "");
+  auto bad = log_->BadRecords();
+  ASSERT_TRUE(bad.ok());
+  ASSERT_FALSE(bad->empty());
+  EXPECT_EQ((*bad)[0].problem,
+            "malformed repeats_ms: " + huge.substr(0, 77) + "... (100006 bytes)");
+}
+
 }  // namespace
 }  // namespace tessel::testing
