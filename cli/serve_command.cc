@@ -88,6 +88,9 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--heartbeat-timeout-s", o.heartbeat_timeout_s,
                   "A worker silent this long is dropped and its work requeued")
       ->capture_default_str();
+  cmd->add_option("--registration-timeout-s", o.registration_timeout_s,
+                  "A worker stream that does not register by then is ended")
+      ->capture_default_str();
   cmd->add_option("--batch-deadline-s", o.batch_deadline_s,
                   "An unanswered batch is requeued after this long")
       ->capture_default_str();

@@ -73,6 +73,10 @@ absl::Status ServerImpl::Start() {
     return absl::InvalidArgumentError(
         "the heartbeat timeout and the batch deadline must be positive numbers of seconds");
   }
+  if (!(options_.registration_timeout_s > 0)) {
+    return absl::InvalidArgumentError(
+        "the registration timeout must be a positive number of seconds");
+  }
   if (absl::Status s = CheckListenAddress(options_.listen); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<store::TuningLog>> log = store::OpenTuningLog(options_.db_path);
   if (!log.ok()) {
@@ -142,6 +146,8 @@ void ServerImpl::Maintain() {
       registry_->Remove(session);
       if (c != nullptr) c->Close();
     }
+    worker_service_->DropUnregistered(now -
+                                      static_cast<int64_t>(options_.registration_timeout_s * 1000));
     dispatcher_->Tick(now);
     jobs_->Tick(now);
     jobs_->Pump();

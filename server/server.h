@@ -20,6 +20,7 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks a free port
   int batch_size = 16;                 // candidates per measure batch, unless the job says
   double heartbeat_timeout_s = 30;     // a worker silent this long is dropped, its work requeued
+  double registration_timeout_s = 10;  // a worker stream that sends no Register by then is ended
   double batch_deadline_s = 600;       // an in-flight batch not answered by then is requeued
   std::string version;                 // the Tessel release, sent to workers
   bool quiet = false;                  // no log lines on stderr

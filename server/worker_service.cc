@@ -102,9 +102,32 @@ measure::Measurement CheckedResult(const proto::MeasureResult& r, const std::str
 
 }  // namespace
 
+void WorkerService::DropUnregistered(int64_t opened_before_unix_ms) {
+  absl::MutexLock lock(&mu_);
+  for (auto& [context, opened] : unregistered_) {
+    if (opened < opened_before_unix_ms) context->TryCancel();
+  }
+}
+
 grpc::Status WorkerService::Connect(grpc::ServerContext* context, Stream* stream) {
   proto::WorkerMessage first;
-  if (!stream->Read(&first)) return grpc::Status::OK;
+  const std::string peer = context->peer();
+  {
+    absl::MutexLock lock(&mu_);
+    unregistered_[context] = NowMs();
+  }
+  const bool read = stream->Read(&first);
+  {
+    absl::MutexLock lock(&mu_);
+    unregistered_.erase(context);
+  }
+  if (!read) {
+    if (context->IsCancelled()) {
+      events_->Log(
+          absl::StrCat("a worker stream from ", peer, " sent no Register in time: dropped"));
+    }
+    return grpc::Status::OK;
+  }
   auto reject = [&](const std::string& reason) {
     proto::ServerMessage m;
     m.mutable_rejected()->set_reason(reason);
@@ -128,7 +151,7 @@ grpc::Status WorkerService::Connect(grpc::ServerContext* context, Stream* stream
                                "--target host"));
   }
   WorkerEntry entry;
-  entry.worker_id = reg.worker_id().empty() ? context->peer() : reg.worker_id();
+  entry.worker_id = reg.worker_id().empty() ? peer : reg.worker_id();
   entry.host = reg.host();
   entry.version = reg.version();
   std::vector<std::string> names;

@@ -781,5 +781,25 @@ TEST_F(ServerTest, AJobBeyondTheLimitsIsRefusedSayingWhichAndNothingIsStored) {
   EXPECT_EQ(jobs.jobs_size(), 0);
 }
 
+TEST_F(ServerTest, AWorkerStreamThatNeverRegistersIsEnded) {
+  server::ServerOptions o = TestServerOptions(db_);
+  o.registration_timeout_s = 0.5;
+  StartInProcess(o);
+  auto stub = proto::Worker::NewStub(
+      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stream = stub->Connect(&ctx);
+  const absl::Time start = absl::Now();
+  proto::ServerMessage m;
+  EXPECT_FALSE(stream->Read(&m));  // ended by the server, not by the 30 s deadline
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_NE(stream->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // A worker that registers in time is kept past the timeout.
+  auto w = StartHostWorker(server_->address(), dir_, "w");
+  const int64_t job = Submit(HostJob({kSoftmax}, 2, 2));
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(60)));
+}
+
 }  // namespace
 }  // namespace tessel::testing
