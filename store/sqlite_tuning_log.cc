@@ -23,7 +23,6 @@
 #include "nlohmann/json.hpp"
 #include "schedules/util/check.h"
 #include "schedules/util/status_macros.h"
-#include "schedules/workload/parser.h"
 #include "store/measured_traces.h"
 #include "store/record_check.h"
 #include "store/sqlite_statement.h"
@@ -146,8 +145,9 @@ std::string RepeatsToJson(const std::vector<double>& repeats) { return json(repe
 
 absl::StatusOr<std::vector<double>> RepeatsFromJson(const std::string& text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_array())
+  if (!j.is_array()) {
     return absl::DataLossError("malformed repeats_ms in the tuning log: " + Quoted(text));
+  }
   std::vector<double> out;
   out.reserve(j.size());
   for (const json& v : j) {
