@@ -390,5 +390,36 @@ TEST(TrustCli, ServeRefusesTimingFlagsThatCannotBeMet) {
             "tessel serve: --min-repeats 5 and --max-repeats 0 do not fit: give 1 <= min <= max\n");
 }
 
+TEST(TrustCli, ADamagedLogIsNamedWithHowToRecoverIt) {
+  const std::string dir = MakeTempDir("tessel_trust_cli");
+  const std::string db = dir + "/log.db";
+  {
+    auto log = store::OpenTuningLog(db);
+    ASSERT_TRUE(log.ok()) << log.status();
+    std::vector<store::Record> rs;
+    for (int i = 0; i < 2000; ++i) rs.push_back(MakeTestRecord(i));
+    ASSERT_TRUE((*log)->AddRecords(&rs).ok());
+  }
+  {
+    // Pages 2 to 21 (of 16 KiB) overwritten; the header page is left whole.
+    std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(16384);
+    const std::string junk(16384 * 20, '\x13');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  const std::string how =
+      " is damaged (database disk image is malformed): recover what it holds "
+      "with `sqlite3 " +
+      db +
+      " .recover | sqlite3 recovered.db` and use recovered.db, or "
+      "restore a backup written by tessel export\n";
+  CliResult out = RunTessel("export --db " + db, false);
+  EXPECT_EQ(out.status, 1);
+  CliResult r = RunTessel("export --db " + db + " --out " + dir + "/x.jsonl");
+  EXPECT_EQ(r.output, "tessel export: the tuning log " + db + how);
+  CliResult check = RunTessel("check --db " + db);
+  EXPECT_EQ(check.output, "tessel check: the tuning log " + db + how);
+}
+
 }  // namespace
 }  // namespace tessel::testing
