@@ -421,5 +421,13 @@ TEST(TrustCli, ADamagedLogIsNamedWithHowToRecoverIt) {
   EXPECT_EQ(check.output, "tessel check: the tuning log " + db + how);
 }
 
+TEST(TrustCli, SampleRefusesAnUnboundedCount) {
+  CliResult r = RunTessel("sample -w 'softmax(rows=4, cols=8)' -n 2147483648");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output,
+            "tessel sample: -n 2147483648 is more samples than tessel sample draws in one run "
+            "(1000000); give fewer, or run it several times with another --seed\n");
+}
+
 }  // namespace
 }  // namespace tessel::testing
