@@ -12,6 +12,7 @@
 #include "schedules/space/candidate.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
+#include "store/measured_traces.h"
 
 namespace tessel::cli {
 namespace {
@@ -60,14 +61,14 @@ absl::StatusOr<std::optional<BestRecord>> FetchBestFromDb(const std::string& db_
   options.read_only = true;
   auto log = store::OpenTuningLog(db_path, options);
   if (!log.ok()) return log.status();
-  const std::string key = schedules::WorkloadKey(workload);
-  const std::string target_key = target.ToString();
-  auto best = (*log)->Best(key, target_key);
+  auto best = store::BestReplayingRecord(log->get(), workload, target, [](const std::string& line) {
+    std::cerr << "tessel best: warning: " << line << "\n";
+  });
   if (!best.ok()) return best.status();
   if (!best->has_value()) return std::optional<BestRecord>();
-  auto count = (*log)->CountOk(key, target_key);
+  auto count = (*log)->CountOk(schedules::WorkloadKey(workload), target.ToString());
   if (!count.ok()) return count.status();
-  return std::optional<BestRecord>(BestRecord{std::move(**best), *count, db_path});
+  return std::optional<BestRecord>(BestRecord{std::move((*best)->record), *count, db_path});
 }
 
 absl::StatusOr<std::optional<BestRecord>> FetchBestFromServer(const std::string& address,

@@ -37,8 +37,9 @@ struct BestRecord {
   std::string source;      // the log's path (or the server) it was found in, for messages
 };
 
-// The fastest ok record of (workload, target) in the log at `db_path`, opened read-only; nullopt
-// when it has none. Errors name the file and the fix.
+// The fastest ok record of (workload, target) in the log at `db_path`, opened read-only, whose
+// trace replays here (store::BestReplayingRecord; a faster one that does not is passed over with
+// a warning on stderr); nullopt when it has none. Errors name the file and the fix.
 absl::StatusOr<std::optional<BestRecord>> FetchBestFromDb(const std::string& db_path,
                                                           const schedules::Workload& workload,
                                                           const schedules::Target& target);

@@ -32,7 +32,9 @@ int RunImport(const ImportOptions& o) {
       return fail(absl::NotFoundError(
           absl::StrCat("cannot read ", file, "; check the path (files before it were imported)")));
     }
-    auto stats = (*log)->ImportJsonl(in);
+    store::JsonlImportOptions import_options;
+    import_options.replay = true;  // a file from elsewhere: nothing in it is trusted
+    auto stats = (*log)->ImportJsonl(in, import_options);
     if (!stats.ok()) {
       return fail(
           absl::Status(stats.status().code(), absl::StrCat(file, ": ", stats.status().message(),

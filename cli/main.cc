@@ -4,6 +4,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/best_command.h"
+#include "cli/check_command.h"
 #include "cli/costmodel_command.h"
 #include "cli/exit_code.h"
 #include "cli/export_command.h"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   tessel::cli::AddBestCommand(app);
   tessel::cli::AddExportCommand(app);
   tessel::cli::AddImportCommand(app);
+  tessel::cli::AddCheckCommand(app);
   tessel::cli::AddCostModelCommand(app);
   try {
     app.parse(argc, argv);

@@ -37,6 +37,13 @@ int RunSample(const SampleOptions& o) {
     return fail(absl::InvalidArgumentError(
         absl::StrCat("-n ", o.n, " asks for no samples; give a positive count")));
   }
+  // Each sample is lowered: a million takes minutes already, and nothing is printed meanwhile.
+  constexpr int64_t kMaxSamples = 1000000;
+  if (o.n > kMaxSamples) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("-n ", o.n, " is more samples than tessel sample draws in one run (",
+                     kMaxSamples, "); give fewer, or run it several times with another --seed")));
+  }
   auto workload = schedules::LoadWorkload(o.workload);
   if (!workload.ok()) return fail(workload.status());
   auto target = schedules::MakeTarget(o.target, o.arch);

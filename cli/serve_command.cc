@@ -3,8 +3,10 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <cmath>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli/exit_code.h"
@@ -13,20 +15,31 @@
 namespace tessel::cli {
 namespace {
 
+// The timing flags, unset until given.
 struct ServeFlags {
   server::ServerOptions options;
-  int min_repeats = -1;
-  int max_repeats = -1;
-  double min_total_ms = -1;
+  std::optional<int> min_repeats;
+  std::optional<int> max_repeats;
+  std::optional<double> min_total_ms;
   bool no_flush = false;
 };
 
 int RunServe(ServeFlags& flags) {
   server::ServerOptions& o = flags.options;
   o.version = TESSEL_VERSION;
-  if (flags.min_repeats >= 0) o.timing.min_repeats = flags.min_repeats;
-  if (flags.max_repeats >= 0) o.timing.max_repeats = flags.max_repeats;
-  if (flags.min_total_ms >= 0) o.timing.min_total_ms = flags.min_total_ms;
+  if (flags.min_repeats && *flags.min_repeats < 1) {
+    std::cerr << "tessel serve: --min-repeats " << *flags.min_repeats
+              << ": give at least 1 timed repeat\n";
+    return 1;
+  }
+  if (flags.min_total_ms && !(*flags.min_total_ms >= 0 && std::isfinite(*flags.min_total_ms))) {
+    std::cerr << "tessel serve: --min-total-ms " << *flags.min_total_ms
+              << ": give 0 or more milliseconds\n";
+    return 1;
+  }
+  if (flags.min_repeats) o.timing.min_repeats = *flags.min_repeats;
+  if (flags.max_repeats) o.timing.max_repeats = *flags.max_repeats;
+  if (flags.min_total_ms) o.timing.min_total_ms = *flags.min_total_ms;
   if (flags.no_flush) o.timing.flush_cache = false;
   if (o.timing.max_repeats < 1 || o.timing.min_repeats > o.timing.max_repeats) {
     std::cerr << "tessel serve: --min-repeats " << o.timing.min_repeats << " and --max-repeats "
@@ -74,6 +87,9 @@ void AddServeCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--heartbeat-timeout-s", o.heartbeat_timeout_s,
                   "A worker silent this long is dropped and its work requeued")
+      ->capture_default_str();
+  cmd->add_option("--registration-timeout-s", o.registration_timeout_s,
+                  "A worker stream that does not register by then is ended")
       ->capture_default_str();
   cmd->add_option("--batch-deadline-s", o.batch_deadline_s,
                   "An unanswered batch is requeued after this long")

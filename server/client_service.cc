@@ -9,6 +9,7 @@
 #include "schedules/target/target.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
+#include "store/measured_traces.h"
 
 namespace tessel::server {
 namespace {
@@ -160,29 +161,17 @@ grpc::Status ClientService::QueryBest(grpc::ServerContext*, const proto::QueryBe
       schedules::MakeTarget(req->target().kind(), req->target().arch());
   if (!target.ok()) return ToGrpc(target.status());
   const std::string key = schedules::WorkloadKey(*w);
-  absl::StatusOr<std::optional<store::Record>> best = log_->Best(key, target->ToString());
+  // A record that no longer replays is passed over: the next fastest answers.
+  absl::StatusOr<std::optional<store::ReplayedRecord>> best =
+      store::BestReplayingRecord(log_, *w, *target, [](const std::string&) {});
   if (!best.ok()) return ToGrpc(best.status());
   if (!best->has_value()) {
     return ToGrpc(absl::NotFoundError(
         absl::StrCat("no measured kernel for ", w->spec, " (key ", key, ") on ", target->ToString(),
                      ": tune it first (tessel submit or tessel tune)")));
   }
-  const store::Record& r = **best;
-  std::optional<schedules::Trace> trace;
-  if (r.trace_json != "null" && !r.trace_json.empty()) {
-    absl::StatusOr<schedules::Trace> t = schedules::Trace::Parse(r.trace_json);
-    if (!t.ok()) {
-      return ToGrpc(absl::DataLossError(
-          absl::StrCat("record ", r.id, " has an unreadable trace: ", t.status().message())));
-    }
-    trace = std::move(*t);
-  }
-  absl::StatusOr<schedules::Candidate> c = schedules::BuildCandidate(*w, *target, trace);
-  if (!c.ok()) {
-    return ToGrpc(absl::FailedPreconditionError(
-        absl::StrCat("the trace of record ", r.id,
-                     " no longer builds with this release: ", c.status().message())));
-  }
+  const store::Record& r = (*best)->record;
+  const schedules::Candidate* c = &(*best)->candidate;
   absl::StatusOr<int64_t> count = log_->CountOk(key, target->ToString());
   response->set_workload_key(key);
   response->set_target(target->ToString());

@@ -234,10 +234,27 @@ absl::StatusOr<int64_t> JobManager::Submit(const JobRequest& request) {
     return absl::InvalidArgumentError(
         "the job lists no workload: pass at least one, e.g. \"matmul(M=1024, N=1024, K=1024)\"");
   }
+  if (request.workloads.size() > kMaxWorkloadsPerJob) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the job lists ", request.workloads.size(),
+                     " workloads, more than the most one job may list (", kMaxWorkloadsPerJob,
+                     "): split them over several jobs"));
+  }
+  if (request.name.size() > kMaxJobNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the job name ('", Shorten(request.name), "') is ", request.name.size(),
+        " bytes, more than the most a name may have (", kMaxJobNameBytes, "): give a shorter one"));
+  }
   std::vector<schedules::Workload> workloads;
   std::vector<std::string> keys;
   for (size_t i = 0; i < request.workloads.size(); ++i) {
     const std::string& text = request.workloads[i];
+    if (text.size() > kMaxWorkloadBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("workload ", i + 1, " ('", Shorten(text), "') is ", text.size(),
+                       " bytes, more than the most a workload text may have (", kMaxWorkloadBytes,
+                       "): give a spec or a definition of its tensors and statements only"));
+    }
     if (absl::StripAsciiWhitespace(text).empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("workload ", i + 1,
@@ -458,7 +475,6 @@ void JobManager::OnResult(const QueuedCandidate& candidate, const measure::Measu
   r.candidate_id = candidate.candidate_id;
   r.trace_json = candidate.trace_json;
   r.measurement = result;
-  if (!result.ok()) r.measurement.timings = {};
   r.unix_ms = NowMs();
   // Committed before it counts.
   absl::StatusOr<int64_t> id = log_->AddRecord(&r);

@@ -96,6 +96,11 @@ struct JobStatus {
 // The largest budgets and batch a job may ask for.
 inline constexpr int64_t kMaxTrials = int64_t{1} << 32;
 inline constexpr int kMaxBatchSize = 4096;
+// The most workloads one job may list, and the longest workload text and job name: a job is
+// checked (each workload parsed and built) while its client waits, and its texts are stored.
+inline constexpr size_t kMaxWorkloadsPerJob = 100;
+inline constexpr size_t kMaxWorkloadBytes = 64 * 1024;
+inline constexpr size_t kMaxJobNameBytes = 256;
 
 class JobManager {
  public:
@@ -115,7 +120,8 @@ class JobManager {
   absl::StatusOr<JobStatus> WaitForChange(int64_t job_id, uint64_t seen_version,
                                           absl::Duration timeout);
 
-  // A result the dispatcher accepted: recorded, then counted. `session` measured it.
+  // A result the dispatcher accepted, as the worker service checked it (no timings unless ok,
+  // store::CheckMeasurement holds): recorded, then counted.
   void OnResult(const QueuedCandidate& candidate, const measure::Measurement& result);
 
   // Tops up the tasks' queues. Returns the candidates enqueued.

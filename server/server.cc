@@ -16,12 +16,19 @@
 #include "server/dispatcher.h"
 #include "server/event_log.h"
 #include "server/job_manager.h"
+#include "server/listen_address.h"
 #include "server/worker_registry.h"
 #include "server/worker_service.h"
+#include "store/log_lock.h"
 #include "store/tuning_log.h"
 
 namespace tessel::server {
 namespace {
+
+// The largest message a peer may send (a job of kMaxWorkloadsPerJob workloads of
+// kMaxWorkloadBytes fits, as does a result with a long compiler log); a larger one is refused
+// by gRPC with RESOURCE_EXHAUSTED before it is read.
+constexpr int kMaxReceiveBytes = 16 << 20;
 
 class ServerImpl final : public Server {
  public:
@@ -40,6 +47,7 @@ class ServerImpl final : public Server {
 
   const ServerOptions options_;
   EventLog events_;
+  std::unique_ptr<store::LogLock> lock_;  // held for the server's life
   std::unique_ptr<store::TuningLog> log_;
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<Dispatcher> dispatcher_;
@@ -65,12 +73,21 @@ absl::Status ServerImpl::Start() {
     return absl::InvalidArgumentError(
         "the heartbeat timeout and the batch deadline must be positive numbers of seconds");
   }
+  if (!(options_.registration_timeout_s > 0)) {
+    return absl::InvalidArgumentError(
+        "the registration timeout must be a positive number of seconds");
+  }
+  if (absl::Status s = CheckListenAddress(options_.listen); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<store::TuningLog>> log = store::OpenTuningLog(options_.db_path);
   if (!log.ok()) {
     return absl::Status(log.status().code(),
                         absl::StrCat("cannot open the tuning log ", options_.db_path, ": ",
                                      log.status().message()));
   }
+  // One server per log: a second one would resume (and run twice) the jobs this one runs.
+  absl::StatusOr<std::unique_ptr<store::LogLock>> lock = store::LogLock::Acquire(options_.db_path);
+  if (!lock.ok()) return lock.status();
+  lock_ = std::move(*lock);
   log_ = std::move(*log);
   registry_ = std::make_unique<WorkerRegistry>();
   DispatcherOptions dopts;
@@ -93,7 +110,8 @@ absl::Status ServerImpl::Start() {
   builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
   builder.RegisterService(worker_service_.get());
   builder.RegisterService(client_service_.get());
-  builder.SetMaxReceiveMessageSize(-1);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // one server per port
+  builder.SetMaxReceiveMessageSize(kMaxReceiveBytes);
   builder.SetMaxSendMessageSize(-1);
   grpc_ = builder.BuildAndStart();
   if (grpc_ == nullptr || port_ == 0) {
@@ -128,6 +146,8 @@ void ServerImpl::Maintain() {
       registry_->Remove(session);
       if (c != nullptr) c->Close();
     }
+    worker_service_->DropUnregistered(now -
+                                      static_cast<int64_t>(options_.registration_timeout_s * 1000));
     dispatcher_->Tick(now);
     jobs_->Tick(now);
     jobs_->Pump();

@@ -20,6 +20,7 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks a free port
   int batch_size = 16;                 // candidates per measure batch, unless the job says
   double heartbeat_timeout_s = 30;     // a worker silent this long is dropped, its work requeued
+  double registration_timeout_s = 10;  // a worker stream that sends no Register by then is ended
   double batch_deadline_s = 600;       // an in-flight batch not answered by then is requeued
   std::string version;                 // the Tessel release, sent to workers
   bool quiet = false;                  // no log lines on stderr
@@ -43,8 +44,11 @@ class Server {
   virtual void Wait() = 0;
 };
 
-// Opens (or creates) the log, resumes unfinished jobs and starts listening. Fails with a message
-// naming the problem for an unreadable or foreign database or an address that cannot be bound.
+// Opens (or creates) the log, takes its lock (store::LogLock: one server per log, held until the
+// server is destroyed), resumes unfinished jobs and starts listening (one server per port: no
+// port sharing). Fails with a message naming the problem for an unreadable, unwritable or foreign
+// database, a log another server holds (naming that server), or an address that cannot be bound
+// (CheckListenAddress: malformed, not of this machine, or a port in use).
 absl::StatusOr<std::unique_ptr<Server>> StartServer(const ServerOptions& options);
 
 }  // namespace tessel::server

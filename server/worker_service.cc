@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "proto/convert.h"
 #include "proto/protocol.h"
+#include "store/record_check.h"
 
 namespace tessel::server {
 namespace {
@@ -78,11 +79,55 @@ WorkerDevice FromProtoDevice(const proto::Device& d) {
   return w;
 }
 
+// A worker's result as the server records it: named after the worker's registration (not what
+// the result claims), without timings unless ok, and, when store::CheckMeasurement refuses what
+// the worker sent, a worker_error saying why (requeued like any worker error: nothing of the
+// refused result is stored). `refused` is set to the reason then.
+measure::Measurement CheckedResult(const proto::MeasureResult& r, const std::string& worker_id,
+                                   std::string* refused) {
+  measure::Measurement m = proto::FromProto(r);
+  m.worker_id = worker_id;
+  if (!m.ok()) m.timings = {};
+  absl::Status bad = store::CheckMeasurement(m);
+  if (bad.ok()) return m;
+  *refused = std::string(bad.message());
+  measure::Measurement refusal;
+  refusal.status = measure::MeasureStatus::kWorkerError;
+  refusal.error = absl::StrCat("worker ", worker_id, " sent an invalid result: ", *refused);
+  refusal.worker_id = worker_id;
+  refusal.device = m.device;
+  refusal.device_name = m.device_name;
+  return refusal;
+}
+
 }  // namespace
+
+void WorkerService::DropUnregistered(int64_t opened_before_unix_ms) {
+  absl::MutexLock lock(&mu_);
+  for (auto& [context, opened] : unregistered_) {
+    if (opened < opened_before_unix_ms) context->TryCancel();
+  }
+}
 
 grpc::Status WorkerService::Connect(grpc::ServerContext* context, Stream* stream) {
   proto::WorkerMessage first;
-  if (!stream->Read(&first)) return grpc::Status::OK;
+  const std::string peer = context->peer();
+  {
+    absl::MutexLock lock(&mu_);
+    unregistered_[context] = NowMs();
+  }
+  const bool read = stream->Read(&first);
+  {
+    absl::MutexLock lock(&mu_);
+    unregistered_.erase(context);
+  }
+  if (!read) {
+    if (context->IsCancelled()) {
+      events_->Log(
+          absl::StrCat("a worker stream from ", peer, " sent no Register in time: dropped"));
+    }
+    return grpc::Status::OK;
+  }
   auto reject = [&](const std::string& reason) {
     proto::ServerMessage m;
     m.mutable_rejected()->set_reason(reason);
@@ -106,7 +151,7 @@ grpc::Status WorkerService::Connect(grpc::ServerContext* context, Stream* stream
                                "--target host"));
   }
   WorkerEntry entry;
-  entry.worker_id = reg.worker_id().empty() ? context->peer() : reg.worker_id();
+  entry.worker_id = reg.worker_id().empty() ? peer : reg.worker_id();
   entry.host = reg.host();
   entry.version = reg.version();
   std::vector<std::string> names;
@@ -136,7 +181,13 @@ grpc::Status WorkerService::Connect(grpc::ServerContext* context, Stream* stream
         break;
       case proto::WorkerMessage::kResult: {
         const proto::MeasureResult& r = m.result();
-        measure::Measurement result = proto::FromProto(r);
+        std::string refused;
+        measure::Measurement result = CheckedResult(r, worker_id, &refused);
+        if (!refused.empty()) {
+          events_->Log(absl::StrCat("worker ", worker_id, " sent an invalid result for candidate ",
+                                    r.candidate_id(), " of batch ", r.batch_id(), " (", refused,
+                                    "): it counts as a worker error"));
+        }
         std::optional<QueuedCandidate> accepted =
             dispatcher_->OnResult(session, r.batch_id(), r.candidate_id(),
                                   result.status == measure::MeasureStatus::kWorkerError);

@@ -4,13 +4,21 @@
 // protocol version (a mismatched peer gets Rejected, then FAILED_PRECONDITION naming both
 // versions), registers the worker, then turns its messages into registry, dispatcher and job
 // manager calls: credits, results, batch ends, returned candidates, heartbeats, draining. When
-// the stream ends, everything the worker held goes back to the queue.
+// the stream ends, everything the worker held goes back to the queue. A stream that sends no
+// Register is ended by DropUnregistered (the server's maintenance thread calls it), so that it
+// does not hold its thread for good.
 //
-// Threads: gRPC calls Connect on its own threads, one per stream.
+// Threads: gRPC calls Connect on its own threads, one per stream; DropUnregistered may be called
+// from any thread.
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdint>
+#include <map>
 #include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 #include "proto/tessel.grpc.pb.h"
 #include "server/dispatcher.h"
@@ -34,12 +42,18 @@ class WorkerService final : public proto::Worker::Service {
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<proto::ServerMessage, proto::WorkerMessage>* stream) override;
 
+  // Cancels the streams opened before `opened_before_unix_ms` that have not registered yet.
+  void DropUnregistered(int64_t opened_before_unix_ms);
+
  private:
   WorkerRegistry* const registry_;
   Dispatcher* const dispatcher_;
   JobManager* const jobs_;
   const std::string server_version_;
   const EventLog* const events_;
+  absl::Mutex mu_;
+  // The streams waiting for their Register, and when they opened.
+  std::map<grpc::ServerContext*, int64_t> unregistered_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tessel::server

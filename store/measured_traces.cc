@@ -10,6 +10,7 @@
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
 #include "schedules/workload/parser.h"
+#include "store/record_check.h"
 
 namespace tessel::store {
 
@@ -18,11 +19,15 @@ absl::StatusOr<schedules::Workload> WorkloadFromLog(TuningLog* log, const std::s
   if (!row) {
     return absl::NotFoundError(absl::StrCat("workload ", key, " is not in the log ", log->path()));
   }
-  absl::StatusOr<schedules::Workload> w = schedules::ParseWorkloadText(row->spec);
-  if (w.ok() && schedules::WorkloadKey(*w) == key) return w;
-  w = schedules::ParseWorkload(row->canonical);
+  return WorkloadOfRow(*row);
+}
+
+absl::StatusOr<schedules::Workload> WorkloadOfRow(const WorkloadRow& row) {
+  absl::StatusOr<schedules::Workload> w = schedules::ParseWorkloadText(row.spec);
+  if (w.ok() && schedules::WorkloadKey(*w) == row.key) return w;
+  w = schedules::ParseWorkload(row.canonical);
   if (!w.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("workload ", key, " (", row->name,
+    return absl::InvalidArgumentError(absl::StrCat("workload ", row.key, " (", row.name,
                                                    ") no longer parses: ", w.status().message()));
   }
   return w;
@@ -44,6 +49,27 @@ absl::StatusOr<std::vector<measure::MeasuredTrace>> RecentTracesOfTarget(
   }));
   return std::vector<measure::MeasuredTrace>(std::make_move_iterator(traces.begin()),
                                              std::make_move_iterator(traces.end()));
+}
+
+absl::StatusOr<std::optional<ReplayedRecord>> BestReplayingRecord(
+    TuningLog* log, const schedules::Workload& workload, const schedules::Target& target,
+    const std::function<void(const std::string&)>& skipped) {
+  constexpr int kFastest = 64;  // how far down the ranking a replaying record is looked for
+  TESSEL_ASSIGN_OR_RETURN(std::vector<Record> top,
+                          log->TopK(schedules::WorkloadKey(workload), target.ToString(), kFastest));
+  if (top.empty()) return std::optional<ReplayedRecord>();
+  absl::Status first;
+  for (Record& r : top) {
+    absl::StatusOr<schedules::Candidate> c = ReplayTrace(workload, target, r.trace_json);
+    if (c.ok()) return std::optional<ReplayedRecord>(ReplayedRecord{std::move(r), *std::move(c)});
+    if (first.ok()) first = c.status();
+    skipped(absl::StrCat("record ", r.uid, " of ", log->path(),
+                         " is passed over: ", c.status().message()));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "none of the ", top.size(), " fastest ok records of ", workload.spec, " on ",
+      target.ToString(), " in ", log->path(), " replays here; the fastest: ", first.message(),
+      "; tune it again with this release"));
 }
 
 absl::StatusOr<RecordedWorkload> LoadRecordedWorkload(TuningLog* log,

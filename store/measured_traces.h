@@ -7,11 +7,15 @@
 // Threads: free functions; callable from any thread (the TuningLog is thread-safe).
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "measure/measured_trace.h"
+#include "schedules/space/candidate.h"
+#include "schedules/target/target.h"
 #include "schedules/workload/workload.h"
 #include "store/tuning_log.h"
 
@@ -21,6 +25,8 @@ namespace tessel::store {
 // canonical text): NotFound when the log has no such workload, InvalidArgument when neither its
 // spec nor its canonical text parses any more.
 absl::StatusOr<schedules::Workload> WorkloadFromLog(TuningLog* log, const std::string& key);
+// The same for a row at hand (InvalidArgument when it does not parse).
+absl::StatusOr<schedules::Workload> WorkloadOfRow(const WorkloadRow& row);
 
 // A record as a measured trace (its uid, workload key, trace and measurement).
 measure::MeasuredTrace MeasuredTraceOf(const Record& record);
@@ -29,6 +35,21 @@ measure::MeasuredTrace MeasuredTraceOf(const Record& record);
 // id order. Errors only when the log cannot be read.
 absl::StatusOr<std::vector<measure::MeasuredTrace>> RecentTracesOfTarget(
     TuningLog* log, const std::string& target_key, int64_t max_records);
+
+// A record and its candidate, rebuilt here from its trace.
+struct ReplayedRecord {
+  Record record;
+  schedules::Candidate candidate;
+};
+
+// The fastest ok record of (workload, target) whose trace replays here (ReplayTrace), with its
+// candidate: what `best` answers. A faster record that does not replay (a trace this build cannot
+// read, or one that no longer builds) is passed over and told to `skipped` (a line naming it and
+// why). nullopt when the log has no ok record of them; FailedPrecondition when none of the
+// fastest replays.
+absl::StatusOr<std::optional<ReplayedRecord>> BestReplayingRecord(
+    TuningLog* log, const schedules::Workload& workload, const schedules::Target& target,
+    const std::function<void(const std::string&)>& skipped);
 
 // What the log recorded of one workload on one target: the design space of a replay.
 struct RecordedWorkload {

@@ -17,7 +17,16 @@ absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
       return absl::UnavailableError(msg);
     case SQLITE_FULL:
       return absl::ResourceExhaustedError(msg);
-    case SQLITE_CORRUPT:
+    case SQLITE_CORRUPT: {
+      // No SQL in the message: the user can do nothing with it, and something with this.
+      const char* file = db != nullptr ? sqlite3_db_filename(db, "main") : nullptr;
+      const std::string name = file != nullptr && *file != '\0' ? file : "LOG";
+      return absl::DataLossError(absl::StrCat(
+          "the tuning log ", name, " is damaged (", sqlite3_errstr(rc),
+          "): recover what it holds with `sqlite3 ", name,
+          " .recover | sqlite3 recovered.db` and use recovered.db, or restore a backup written "
+          "by tessel export"));
+    }
     case SQLITE_NOTADB:
       return absl::DataLossError(msg);
     case SQLITE_CANTOPEN:

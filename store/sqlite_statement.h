@@ -21,7 +21,8 @@ namespace tessel::store {
 
 // An absl::Status for SQLite result code `rc` on `db`: "<what>: <sqlite message>". Constraint
 // violations are AlreadyExists (unique) or FailedPrecondition (foreign key, check), a busy or
-// locked database Unavailable, a full disk ResourceExhausted, a corrupt file DataLoss.
+// locked database Unavailable, a full disk ResourceExhausted, a corrupt file DataLoss (naming the
+// file and how to recover it instead of `what`).
 absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what);
 
 // A prepared statement in use. Parameters are bound left to right (Bind(...).Bind(...)); the

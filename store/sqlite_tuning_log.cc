@@ -3,11 +3,17 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
+#include <iostream>
 #include <istream>
+#include <limits>
+#include <map>
 #include <ostream>
 #include <random>
+#include <set>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +23,8 @@
 #include "nlohmann/json.hpp"
 #include "schedules/util/check.h"
 #include "schedules/util/status_macros.h"
+#include "store/measured_traces.h"
+#include "store/record_check.h"
 #include "store/sqlite_statement.h"
 
 namespace tessel::store {
@@ -30,12 +38,20 @@ int64_t NowUnixMs() {
       .count();
 }
 
+// `text` as an error quotes it: whole when short, else its start and its size (a field of an
+// import or a row can be megabytes).
+std::string Quoted(const std::string& text) {
+  constexpr size_t kMax = 80;
+  if (text.size() <= kMax) return text;
+  return absl::StrCat(text.substr(0, kMax - 3), "... (", text.size(), " bytes)");
+}
+
 absl::StatusOr<JobState> ParseJobState(const std::string& s) {
   for (JobState st : {JobState::kQueued, JobState::kRunning, JobState::kDone, JobState::kCancelled,
                       JobState::kFailed}) {
     if (s == JobStateName(st)) return st;
   }
-  return absl::DataLossError(absl::StrCat("unknown job state '", s, "' in the tuning log"));
+  return absl::DataLossError(absl::StrCat("unknown job state '", Quoted(s), "' in the tuning log"));
 }
 
 const char* const kSchemaV1 = R"sql(
@@ -129,11 +145,13 @@ std::string RepeatsToJson(const std::vector<double>& repeats) { return json(repe
 
 absl::StatusOr<std::vector<double>> RepeatsFromJson(const std::string& text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_array()) return absl::DataLossError("malformed repeats_ms in the tuning log: " + text);
+  if (!j.is_array()) {
+    return absl::DataLossError("malformed repeats_ms in the tuning log: " + Quoted(text));
+  }
   std::vector<double> out;
   out.reserve(j.size());
   for (const json& v : j) {
-    if (!v.is_number()) return absl::DataLossError("malformed repeats_ms: " + text);
+    if (!v.is_number()) return absl::DataLossError("malformed repeats_ms: " + Quoted(text));
     out.push_back(v.get<double>());
   }
   return out;
@@ -151,7 +169,7 @@ absl::StatusOr<Record> ReadRecord(const Statement& s) {
   r.trace_json = s.Text(7);
   measure::Measurement& m = r.measurement;
   const std::optional<measure::MeasureStatus> status = measure::ParseMeasureStatus(s.Text(8));
-  if (!status) return absl::DataLossError("unknown status in the tuning log: " + s.Text(8));
+  if (!status) return absl::DataLossError("unknown status in the tuning log: " + Quoted(s.Text(8)));
   m.status = *status;
   m.error = s.Text(9);
   TESSEL_ASSIGN_OR_RETURN(std::vector<double> repeats, RepeatsFromJson(s.Text(10)));
@@ -280,10 +298,10 @@ absl::Status RecordFromJson(const json& j, Record* r) {
   TESSEL_RETURN_IF_ERROR(f.String("status", true, &status));
   const std::optional<measure::MeasureStatus> parsed = measure::ParseMeasureStatus(status);
   if (!parsed) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("field 'status' is '", status, "', expected a measurement status (\"ok\", ",
-                     "\"compile_error\", \"verify_failed\", \"runtime_error\", \"timeout\", ",
-                     "\"device_limit_exceeded\" or \"worker_error\")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "field 'status' is '", Quoted(status), "', expected a measurement status (\"ok\", ",
+        "\"compile_error\", \"verify_failed\", \"runtime_error\", \"timeout\", ",
+        "\"device_limit_exceeded\" or \"worker_error\")"));
   }
   m.status = *parsed;
   TESSEL_RETURN_IF_ERROR(f.String("error", false, &m.error));
@@ -307,8 +325,12 @@ absl::Status RecordFromJson(const json& j, Record* r) {
 
 class SqliteTuningLog final : public TuningLog {
  public:
-  SqliteTuningLog(std::string path, sqlite3* db, bool read_only)
-      : path_(std::move(path)), db_(db), read_only_(read_only), stmts_(db) {
+  SqliteTuningLog(std::string path, sqlite3* db, const TuningLogOptions& options)
+      : path_(std::move(path)),
+        db_(db),
+        read_only_(options.read_only),
+        on_bad_row_(options.on_bad_row),
+        stmts_(db) {
     std::random_device rd;
     std::seed_seq seq{rd(), rd(), rd(), rd(), rd(), rd(), rd(), rd()};
     rng_.seed(seq);
@@ -335,6 +357,11 @@ class SqliteTuningLog final : public TuningLog {
 
   absl::StatusOr<std::optional<WorkloadRow>> GetWorkload(const std::string& key) override {
     absl::MutexLock lock(&mu_);
+    return WorkloadLocked(key);
+  }
+
+  absl::StatusOr<std::optional<WorkloadRow>> WorkloadLocked(const std::string& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     TESSEL_ASSIGN_OR_RETURN(
         Statement s, stmts_.Get("SELECT key, canonical, name, spec FROM workloads WHERE key = ?"));
     s.Bind(key);
@@ -534,9 +561,9 @@ class SqliteTuningLog final : public TuningLog {
         Statement s,
         stmts_.Get(absl::StrCat("SELECT ", kRecordColumns,
                                 " FROM records WHERE workload_key = ? AND target_key = ? AND "
-                                "status = 'ok' ORDER BY median_ms, id LIMIT ?")));
-    s.Bind(workload_key).Bind(target_key).Bind(k);
-    return ReadRecords(s);
+                                "status = 'ok' ORDER BY median_ms, id")));
+    s.Bind(workload_key).Bind(target_key);
+    return ReadRecords(s, static_cast<size_t>(k));
   }
 
   absl::StatusOr<std::optional<Record>> Best(const std::string& workload_key,
@@ -565,6 +592,7 @@ class SqliteTuningLog final : public TuningLog {
     int64_t after = 0;
     while (true) {
       std::vector<Record> page;
+      int64_t rows = 0;
       {
         absl::MutexLock lock(&mu_);
         TESSEL_ASSIGN_OR_RETURN(
@@ -572,14 +600,57 @@ class SqliteTuningLog final : public TuningLog {
                                                  " FROM records WHERE target_key = ? AND id > ? "
                                                  "ORDER BY id LIMIT ?")));
         s.Bind(target_key).Bind(after).Bind(kPage);
-        TESSEL_ASSIGN_OR_RETURN(page, ReadRecords(s));
+        TESSEL_ASSIGN_OR_RETURN(page,
+                                ReadRecords(s, std::numeric_limits<size_t>::max(), &after, &rows));
       }
       for (const Record& r : page) {
         if (!fn(r)) return absl::OkStatus();
       }
-      if (static_cast<int>(page.size()) < kPage) return absl::OkStatus();
-      after = page.back().id;
+      if (rows < kPage) return absl::OkStatus();
     }
+  }
+
+  absl::StatusOr<std::vector<BadRecord>> BadRecords() override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_ASSIGN_OR_RETURN(Statement s, stmts_.Get(absl::StrCat("SELECT ", kRecordColumns,
+                                                                 " FROM records ORDER BY id")));
+    std::vector<BadRecord> out;
+    while (true) {
+      TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      Record r;
+      absl::Status bad = ReadCheckedRecord(s, &r);
+      if (!bad.ok()) {
+        out.push_back({s.Int(0), s.Text(1), s.Text(2), s.Text(3), std::string(bad.message())});
+      }
+    }
+    return out;
+  }
+
+  absl::StatusOr<int64_t> QuarantineRecords(const std::vector<BadRecord>& bad) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_RETURN_IF_ERROR(Writable());
+    int64_t moved = 0;
+    const int64_t now = NowUnixMs();
+    TESSEL_RETURN_IF_ERROR(InTransaction([&]() -> absl::Status {
+      TESSEL_RETURN_IF_ERROR(Exec(
+          db_,
+          absl::StrCat("CREATE TABLE IF NOT EXISTS quarantined_records AS SELECT ", kRecordColumns,
+                       ", '' AS reason, 0 AS quarantined_unix_ms FROM records WHERE 0")));
+      for (const BadRecord& b : bad) {
+        TESSEL_ASSIGN_OR_RETURN(
+            Statement copy,
+            stmts_.Get(absl::StrCat("INSERT INTO quarantined_records (", kRecordColumns,
+                                    ", reason, quarantined_unix_ms) SELECT ", kRecordColumns,
+                                    ", ?, ? FROM records WHERE id = ?")));
+        TESSEL_RETURN_IF_ERROR(copy.Bind(b.problem).Bind(now).Bind(b.id).Run());
+        TESSEL_ASSIGN_OR_RETURN(Statement del, stmts_.Get("DELETE FROM records WHERE id = ?"));
+        TESSEL_RETURN_IF_ERROR(del.Bind(b.id).Run());
+        moved += sqlite3_changes(db_);
+      }
+      return absl::OkStatus();
+    }));
+    return moved;
   }
 
   absl::StatusOr<int64_t> SaveCostModel(CostModelRow* m) override {
@@ -644,8 +715,7 @@ class SqliteTuningLog final : public TuningLog {
       while (true) {
         TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
         if (!row) break;
-        TESSEL_ASSIGN_OR_RETURN(Record r, ReadRecord(s));
-        out << RecordToJson(r).dump() << "\n";
+        if (std::optional<Record> r = ReadGoodRecord(s)) out << RecordToJson(*r).dump() << "\n";
       }
       if (!out) return absl::DataLossError("writing the export failed");
       return absl::OkStatus();
@@ -654,16 +724,19 @@ class SqliteTuningLog final : public TuningLog {
     return st.ok() ? end : st;
   }
 
-  absl::StatusOr<ImportStats> ImportJsonl(std::istream& in) override {
+  absl::StatusOr<ImportStats> ImportJsonl(std::istream& in,
+                                          const JsonlImportOptions& options) override {
     absl::MutexLock lock(&mu_);
     TESSEL_RETURN_IF_ERROR(Writable());
     ImportStats stats;
+    // With options.replay: the workloads parsed so far, by key.
+    std::map<std::string, schedules::Workload> workloads;
     TESSEL_RETURN_IF_ERROR(InTransaction([&]() -> absl::Status {
       std::string line;
       int64_t line_no = 0;
       while (std::getline(in, line)) {
         ++line_no;
-        absl::Status st = ImportLine(line, &stats);
+        absl::Status st = ImportLine(line, options.replay ? &workloads : nullptr, &stats);
         if (!st.ok()) {
           return absl::Status(st.code(), absl::StrCat("line ", line_no, ": ", st.message()));
         }
@@ -708,13 +781,7 @@ class SqliteTuningLog final : public TuningLog {
 
   // Fills in uid and time, checks what the schema cannot.
   absl::Status PrepareRecord(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (r->workload_key.empty() || r->target_key.empty()) {
-      return absl::InvalidArgumentError("a record needs its workload_key and target_key");
-    }
-    if (r->trace_json.empty() || !json::accept(r->trace_json)) {
-      return absl::InvalidArgumentError(
-          "a record's trace_json must be a trace's JSON, or \"null\" for the reference lowering");
-    }
+    TESSEL_RETURN_IF_ERROR(CheckRecord(*r));
     if (r->uid.empty()) r->uid = NewUid();
     if (r->unix_ms == 0) r->unix_ms = NowUnixMs();
     return absl::OkStatus();
@@ -764,18 +831,58 @@ class SqliteTuningLog final : public TuningLog {
     return true;
   }
 
-  absl::StatusOr<std::vector<Record>> ReadRecords(Statement& s) {
+  // Why the record row `s` is on is bad (BadRecord), or OK with the record in `out`.
+  absl::Status ReadCheckedRecord(const Statement& s, Record* out) {
+    absl::StatusOr<Record> r = ReadRecord(s);
+    if (!r.ok()) return r.status();
+    TESSEL_RETURN_IF_ERROR(CheckRecord(*r));
+    *out = *std::move(r);
+    return absl::OkStatus();
+  }
+
+  // The record row `s` is on, or nullopt for a bad row, which is reported once.
+  std::optional<Record> ReadGoodRecord(const Statement& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Record r;
+    absl::Status bad = ReadCheckedRecord(s, &r);
+    if (bad.ok()) return r;
+    const int64_t id = s.Int(0);
+    if (reported_.insert(id).second) {
+      const std::string line = absl::StrCat("skipping record ", id, " (uid ", s.Text(1), ") of ",
+                                            path_, ": ", bad.message(), "; `tessel check --db ",
+                                            path_, " --quarantine` moves such records aside");
+      if (on_bad_row_) {
+        on_bad_row_(line);
+      } else {
+        std::cerr << "tessel: warning: " << line << "\n";
+      }
+    }
+    return std::nullopt;
+  }
+
+  // The good records among the rows of `s`, at most `limit`. `last_id`, when given, is set to
+  // the id of the last row read, good or bad (0 for none), and `rows` to the number of rows read.
+  absl::StatusOr<std::vector<Record>> ReadRecords(Statement& s,
+                                                  size_t limit = std::numeric_limits<size_t>::max(),
+                                                  int64_t* last_id = nullptr,
+                                                  int64_t* rows = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::vector<Record> out;
-    while (true) {
+    if (last_id != nullptr) *last_id = 0;
+    if (rows != nullptr) *rows = 0;
+    while (out.size() < limit) {
       TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
       if (!row) break;
-      TESSEL_ASSIGN_OR_RETURN(Record r, ReadRecord(s));
-      out.push_back(std::move(r));
+      if (last_id != nullptr) *last_id = s.Int(0);
+      if (rows != nullptr) ++*rows;
+      if (std::optional<Record> r = ReadGoodRecord(s)) out.push_back(*std::move(r));
     }
     return out;
   }
 
-  absl::Status ImportLine(const std::string& line, ImportStats* stats)
+  // One line of ImportJsonl. With `workloads` (options.replay), workloads are parsed into it and
+  // records replayed on theirs.
+  absl::Status ImportLine(const std::string& line,
+                          std::map<std::string, schedules::Workload>* workloads, ImportStats* stats)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) return absl::OkStatus();
     json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
@@ -797,6 +904,10 @@ class SqliteTuningLog final : public TuningLog {
       TESSEL_RETURN_IF_ERROR(f.String("name", false, &w.name));
       TESSEL_RETURN_IF_ERROR(f.String("spec", false, &w.spec));
       if (w.key.empty()) return absl::InvalidArgumentError("field 'key' is empty");
+      if (workloads != nullptr) {
+        TESSEL_ASSIGN_OR_RETURN(schedules::Workload parsed, WorkloadOfRow(w));
+        workloads->insert_or_assign(w.key, std::move(parsed));
+      }
       TESSEL_ASSIGN_OR_RETURN(Statement s,
                               stmts_.Get("INSERT INTO workloads (key, canonical, name, spec) "
                                          "VALUES (?, ?, ?, ?) ON CONFLICT(key) DO NOTHING"));
@@ -807,19 +918,52 @@ class SqliteTuningLog final : public TuningLog {
     if (type == "record") {
       Record r;
       TESSEL_RETURN_IF_ERROR(RecordFromJson(j, &r));
+      if (absl::Status bad = CheckRecord(r); !bad.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("record ", r.uid, ": ", bad.message()));
+      }
+      if (workloads != nullptr) TESSEL_RETURN_IF_ERROR(CheckImportedReplays(r, workloads));
       TESSEL_ASSIGN_OR_RETURN(bool inserted, InsertRecord(&r));
       (inserted ? stats->records_added : stats->records_skipped) += 1;
       return absl::OkStatus();
     }
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown type '", type, "'; expected \"workload\" or \"record\""));
+        absl::StrCat("unknown type '", Quoted(type), "'; expected \"workload\" or \"record\""));
+  }
+
+  // CheckReplays for an imported record, on its workload: parsed earlier in the import, or
+  // stored (and then parsed into `workloads`).
+  absl::Status CheckImportedReplays(const Record& r,
+                                    std::map<std::string, schedules::Workload>* workloads)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = workloads->find(r.workload_key);
+    if (it == workloads->end()) {
+      TESSEL_ASSIGN_OR_RETURN(std::optional<WorkloadRow> row, WorkloadLocked(r.workload_key));
+      if (!row) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "record ", r.uid, " names workload ", r.workload_key,
+            ", which is neither earlier in the file nor in the log; tessel export writes each "
+            "workload before its records"));
+      }
+      absl::StatusOr<schedules::Workload> parsed = WorkloadOfRow(*row);
+      if (!parsed.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("record ", r.uid, ": ", parsed.status().message()));
+      }
+      it = workloads->emplace(r.workload_key, *std::move(parsed)).first;
+    }
+    if (absl::Status bad = CheckReplays(it->second, r.target_key, r.trace_json); !bad.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("record ", r.uid, ": ", bad.message()));
+    }
+    return absl::OkStatus();
   }
 
   const std::string path_;
   sqlite3* const db_;
   const bool read_only_;
+  const std::function<void(const std::string&)> on_bad_row_;
   absl::Mutex mu_;
   StatementCache stmts_ ABSL_GUARDED_BY(mu_);
+  std::set<int64_t> reported_ ABSL_GUARDED_BY(mu_);  // bad rows already reported
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -934,15 +1078,37 @@ absl::Status Migrate(sqlite3* db, const std::string& path, bool empty,
   return Exec(db, "COMMIT");
 }
 
+// The folder a log's path names ("." for a bare name).
+std::string FolderOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
 absl::Status OpenChecks(const std::string& path, const TuningLogOptions& options) {
   if (path.empty()) {
     return absl::InvalidArgumentError("no tuning log path given; pass a file such as tessel.db");
   }
+  const std::string dir = FolderOf(path);
   struct stat st;
   if (stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, " is a directory; pass the tuning log's file, e.g. ", path, "/tessel.db"));
+    }
+    if (options.read_only) return absl::OkStatus();
+    // A writer needs the file and, for SQLite's -wal and -shm files, its folder.
+    if (access(path.c_str(), W_OK) != 0) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "the tuning log ", path,
+          " is read-only for this user, and this command writes to it; make it writable (chmod "
+          "u+w ",
+          path, ") or only read it (tessel best, tessel export)"));
+    }
+    if (access(dir.c_str(), W_OK) != 0) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "the folder ", dir, " of the tuning log ", path,
+          " is not writable for this user, and SQLite writes the log's -wal and -shm files "
+          "there; make the folder writable or move the log to one that is"));
     }
     return absl::OkStatus();
   }
@@ -951,16 +1117,31 @@ absl::Status OpenChecks(const std::string& path, const TuningLogOptions& options
         absl::StrCat("tuning log ", path,
                      " does not exist; check the path (a read-only open never creates a log)"));
   }
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return absl::NotFoundError(absl::StrCat("cannot create tuning log ", path, ": directory ", dir,
                                             " does not exist; create it first (mkdir -p ", dir,
                                             ")"));
   }
+  if (access(dir.c_str(), W_OK) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create tuning log ", path, ": the folder ", dir,
+                     " is not writable for this user; pass a path in a folder that is"));
+  }
   return absl::OkStatus();
+}
+
+// An SQLite URI of `path` that opens it immutable: read-only, without the -shm file (which a
+// reader that cannot write beside the log cannot make). Only for a log no one writes.
+std::string ImmutableUri(const std::string& path) {
+  std::string uri = "file:";
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      uri += absl::StrFormat("%%%02x", static_cast<unsigned char>(c));
+    } else {
+      uri += c;
+    }
+  }
+  return uri + "?immutable=1";
 }
 
 }  // namespace
@@ -1002,6 +1183,28 @@ absl::StatusOr<std::unique_ptr<TuningLog>> OpenSqliteTuningLog(
   sqlite3_busy_timeout(db, options.busy_timeout_ms);
 
   absl::StatusOr<FileHeader> h = ReadHeader(db);
+  const int read_error = sqlite3_extended_errcode(db) & 0xff;
+  if (!h.ok() && options.read_only &&
+      (read_error == SQLITE_READONLY || read_error == SQLITE_CANTOPEN)) {
+    // A reader that cannot write beside the log (a read-only folder, a log of another user) cannot
+    // make the -shm file of WAL mode. With no -wal file left by a writer, nothing is being
+    // written: read the file as it stands.
+    struct stat wal;
+    if (stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0) {
+      return fail(absl::FailedPreconditionError(absl::StrCat(
+          "cannot read the tuning log ", path, ": its latest writes are still in ", path,
+          "-wal, and this user cannot write beside the log to read them; read it as its owner, "
+          "or after its server stops (which folds them into the log)")));
+    }
+    sqlite3_close_v2(db);
+    db = nullptr;
+    rc = sqlite3_open_v2(ImmutableUri(path).c_str(), &db, flags | SQLITE_OPEN_URI, nullptr);
+    if (rc != SQLITE_OK) {
+      return fail(SqliteError(db, rc, absl::StrCat("cannot open tuning log ", path)));
+    }
+    sqlite3_extended_result_codes(db, 1);
+    h = ReadHeader(db);
+  }
   if (!h.ok()) {
     if ((sqlite3_extended_errcode(db) & 0xff) == SQLITE_NOTADB) {
       return fail(absl::FailedPreconditionError(NotATesselLog(path, "not an SQLite database")));
@@ -1032,7 +1235,7 @@ absl::StatusOr<std::unique_ptr<TuningLog>> OpenSqliteTuningLog(
     if (st.ok()) st = Migrate(db, path, fresh, migrations);
   }
   if (!st.ok()) return fail(st);
-  return std::unique_ptr<TuningLog>(new SqliteTuningLog(path, db, options.read_only));
+  return std::unique_ptr<TuningLog>(new SqliteTuningLog(path, db, options));
 }
 
 absl::StatusOr<std::unique_ptr<TuningLog>> OpenTuningLog(const std::string& path,

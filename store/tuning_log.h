@@ -97,10 +97,26 @@ struct CostModelRow {
   int64_t unix_ms = 0;
 };
 
+// A stored record that readers skip: it cannot be read back, or CheckRecord (store/record_check.h)
+// refuses it (a log written before those checks, or changed by hand).
+struct BadRecord {
+  int64_t id = 0;
+  std::string uid;
+  std::string workload_key;
+  std::string target_key;
+  std::string problem;  // why it is skipped
+};
+
 struct ImportStats {
   int64_t workloads_added = 0;
   int64_t records_added = 0;
   int64_t records_skipped = 0;  // uid already present
+};
+
+struct JsonlImportOptions {
+  // Also parse every workload and replay every record's trace (the cost of lowering each record
+  // once): what `tessel import` does with a file from elsewhere.
+  bool replay = false;
 };
 
 class TuningLog {
@@ -141,8 +157,20 @@ class TuningLog {
                                           const std::string& target_key) = 0;
   // Every record of a target (any workload), in id order, streamed to `fn` (stop by returning
   // false): what a cost model trains on.
+  //
+  // Every reader of records (RecordsOf, TopK, Best, ForEachRecordOfTarget, ExportJsonl) skips a
+  // bad row (BadRecord) and reports it once per open log through TuningLogOptions::on_bad_row:
+  // one bad row never stops a reader.
   virtual absl::Status ForEachRecordOfTarget(const std::string& target_key,
                                              const std::function<bool(const Record&)>& fn) = 0;
+
+  // The bad rows (see BadRecord) of the whole log, in id order.
+  virtual absl::StatusOr<std::vector<BadRecord>> BadRecords() = 0;
+  // Moves the records `bad` names (by id) out of the records table into quarantined_records, in
+  // one transaction: nothing is lost, and no reader sees them any more. quarantined_records is
+  // made by the first quarantine: the columns of records plus `reason` (BadRecord::problem) and
+  // `quarantined_unix_ms`. Returns how many moved (ids no longer stored are passed over).
+  virtual absl::StatusOr<int64_t> QuarantineRecords(const std::vector<BadRecord>& bad) = 0;
 
   // Cost models: the newest of (target, kind) is what LatestCostModel returns.
   virtual absl::StatusOr<int64_t> SaveCostModel(CostModelRow* m) = 0;
@@ -152,9 +180,12 @@ class TuningLog {
   // JSON lines: one {"type": "workload", ...} line per workload, then one {"type": "record", ...}
   // per record (job and task ids are not exported; the uid is). Import adds what it does not
   // have, in one transaction; a malformed line fails the import with its line number and
-  // nothing is added.
+  // nothing is added. A record must pass CheckRecord (store/record_check.h); with
+  // `options.replay`, every workload must parse and every record's trace replay on its workload
+  // (given earlier in the file or already stored; CheckReplays).
   virtual absl::Status ExportJsonl(std::ostream& out) = 0;
-  virtual absl::StatusOr<ImportStats> ImportJsonl(std::istream& in) = 0;
+  virtual absl::StatusOr<ImportStats> ImportJsonl(std::istream& in,
+                                                  const JsonlImportOptions& options = {}) = 0;
 
   virtual std::string path() const = 0;
 };
@@ -162,9 +193,17 @@ class TuningLog {
 struct TuningLogOptions {
   bool read_only = false;  // deploy-time queries: no writes, no migration (a stale log is an error)
   int busy_timeout_ms = 5000;
+  // Told of each bad row a reader skips, once per row and open log, with a line naming the row,
+  // the problem and the fix. Unset: the line goes to stderr. Called with the log's lock held:
+  // it must not call into the log.
+  std::function<void(const std::string&)> on_bad_row;
 };
 
-// Opens the log at `path`, creating it (and its schema) when missing unless read_only.
+// Opens the log at `path`, creating it (and its schema) when missing unless read_only. A writer
+// is refused at once, saying which, when the file or its folder is not writable for this user
+// (SQLite writes -wal and -shm files beside the log). A reader also reads a log it cannot write
+// beside (a read-only folder, another user's log), as the file stands, unless writes are still
+// waiting in its -wal file.
 absl::StatusOr<std::unique_ptr<TuningLog>> OpenTuningLog(const std::string& path,
                                                          const TuningLogOptions& options = {});
 

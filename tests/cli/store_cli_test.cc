@@ -87,6 +87,10 @@ Filled FillLog() {
 
   auto sm = schedules::ParseWorkloadSpec("softmax(rows=4, cols=32)");
   EXPECT_TRUE(sm.ok());
+  EXPECT_TRUE((*log)
+                  ->PutWorkload({schedules::WorkloadKey(*sm), schedules::CanonicalText(*sm),
+                                 sm->name, sm->spec})
+                  .ok());
   store::Record s = ref;
   s.workload_key = schedules::WorkloadKey(*sm);
   rs.push_back(s);
@@ -168,7 +172,7 @@ TEST(StoreCli, ExportImportRoundTripAndIdempotentImport) {
   Filled f = FillLog();
   CliResult out = RunTessel("export --db " + f.db, false);
   ASSERT_EQ(out.status, 0) << out.output;
-  EXPECT_EQ(std::count(out.output.begin(), out.output.end(), '\n'), 7);  // 1 workload, 6 records
+  EXPECT_EQ(std::count(out.output.begin(), out.output.end(), '\n'), 8);  // 2 workloads, 6 records
 
   const std::string file = f.dir + "/log.jsonl";
   CliResult to_file = RunTessel("export --db " + f.db + " --out " + file);
@@ -179,7 +183,7 @@ TEST(StoreCli, ExportImportRoundTripAndIdempotentImport) {
   CliResult imp = RunTessel("import --db " + db2 + " " + file);
   ASSERT_EQ(imp.status, 0) << imp.output;
   EXPECT_EQ(imp.output,
-            file + ": added 1 workload and 6 records, skipped 0 records already in " + db2 + "\n");
+            file + ": added 2 workloads and 6 records, skipped 0 records already in " + db2 + "\n");
   CliResult again = RunTessel("import --db " + db2 + " " + file);
   ASSERT_EQ(again.status, 0) << again.output;
   EXPECT_EQ(again.output,
@@ -195,7 +199,9 @@ TEST(StoreCli, ExportImportRoundTripAndIdempotentImport) {
 TEST(StoreCli, ImportOfAMalformedFileAddsNothing) {
   Filled f = FillLog();
   const std::string file = f.dir + "/bad.jsonl";
-  std::ofstream(file) << "{\"type\": \"workload\", \"key\": \"k\", \"canonical\": \"c\"}\n"
+  CliResult exported = RunTessel("export --db " + f.db, false);
+  ASSERT_EQ(exported.status, 0) << exported.output;
+  std::ofstream(file) << exported.output.substr(0, exported.output.find('\n') + 1)  // a workload
                       << "{\"type\": \"record\", \"uid\": \"u\"\n";
   const std::string db2 = f.dir + "/other.db";
   CliResult r = RunTessel("import --db " + db2 + " " + file);

@@ -69,7 +69,7 @@ class ReplayTest : public ::testing::Test {
       if (added == 1) {
         store::Record again = r;
         again.uid.clear();
-        again.measurement.timings.median_ms = 99;
+        again.measurement.timings = measure::MakeTimings({99});
         ASSERT_TRUE(log_->AddRecord(&again).ok());
       }
     }

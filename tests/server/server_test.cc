@@ -1,20 +1,34 @@
 // The server end to end: a real server on port 0 over a SQLite log in a temp dir, real
-// `tessel worker --target host` processes, clients through gRPC.
+// `tessel worker --target host` processes, clients through gRPC. What the server trusts of its
+// peers and its log (issue 20): a worker that speaks the real protocol and lies (an inf or
+// negative time reported as ok, a result for a candidate it was not sent, a second answer) gets
+// nothing of that into the log; a log that already holds a poisoned row still starts guided jobs.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/protocol.h"
+#include "server/listen_address.h"
+#include "tests/cli/cli_test_util.h"
 #include "tests/server/server_test_util.h"
+#include "tests/store/store_test_util.h"
 
 namespace tessel::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kMatmul[] = "matmul(M=32, N=32, K=32)";
 constexpr char kSoftmax[] = "softmax(rows=8, cols=64)";
@@ -499,6 +513,292 @@ TEST_F(ServerTest, WatchJobStreamsProgressUntilTheJobIsDone) {
   EXPECT_EQ(info.state(), proto::JOB_STATE_DONE);
   EXPECT_EQ(done.back(), 4);
   EXPECT_TRUE(std::is_sorted(done.begin(), done.end()));
+}
+
+// A worker of the real protocol that answers every candidate of every batch with `lie` (its
+// batch and candidate ids filled in), then with a result for a candidate it was not sent and a
+// second answer for the first one, until the stream ends.
+class LyingWorker {
+ public:
+  LyingWorker(const std::string& address, std::function<proto::MeasureResult(int)> lie)
+      : stub_(proto::Worker::NewStub(
+            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
+        lie_(std::move(lie)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~LyingWorker() {
+    ctx_.TryCancel();
+    thread_.join();
+  }
+  int answered() const { return answered_; }
+
+ private:
+  void Run() {
+    auto stream = stub_->Connect(&ctx_);
+    proto::WorkerMessage hello;
+    proto::Register* reg = hello.mutable_register_();
+    reg->set_protocol_version(proto::kWorkerProtocolVersion);
+    reg->set_worker_id("liar");
+    reg->set_host("nowhere");
+    proto::Device* d = reg->add_devices();
+    d->set_kind(proto::TARGET_KIND_HOST);
+    d->set_name("Test CPU");
+    d->set_arch("x86_64");
+    if (!stream->Write(hello)) return;
+    proto::ServerMessage in;
+    if (!stream->Read(&in) || !in.has_registered()) return;
+    proto::WorkerMessage credits;
+    credits.mutable_credits()->set_batches(1);
+    if (!stream->Write(credits)) return;
+    while (stream->Read(&in)) {
+      if (!in.has_batch()) continue;
+      const proto::MeasureBatch& b = in.batch();
+      std::vector<proto::WorkerMessage> out;
+      for (const proto::Candidate& c : b.candidates()) {
+        proto::WorkerMessage m;
+        *m.mutable_result() = lie_(answered_++);
+        m.mutable_result()->set_batch_id(b.batch_id());
+        m.mutable_result()->set_candidate_id(c.id());
+        out.push_back(m);
+      }
+      // Not one of its candidates, and the first one again with a plausible time.
+      proto::WorkerMessage stranger = out[0];
+      stranger.mutable_result()->set_candidate_id(987654321);
+      out.push_back(stranger);
+      proto::WorkerMessage again = out[0];
+      again.mutable_result()->clear_repeats_ms();
+      again.mutable_result()->add_repeats_ms(0.5);
+      again.mutable_result()->set_median_ms(0.5);
+      out.push_back(again);
+      proto::WorkerMessage done;
+      done.mutable_batch_done()->set_batch_id(b.batch_id());
+      out.push_back(done);
+      out.push_back(credits);
+      for (const proto::WorkerMessage& m : out) {
+        if (!stream->Write(m)) return;
+      }
+    }
+  }
+
+  grpc::ClientContext ctx_;
+  std::unique_ptr<proto::Worker::Stub> stub_;
+  std::function<proto::MeasureResult(int)> lie_;
+  std::atomic<int> answered_{0};
+  std::thread thread_;
+};
+
+proto::MeasureResult OkResult(std::vector<double> repeats, double median) {
+  proto::MeasureResult r;
+  r.set_status(proto::MEASURE_STATUS_OK);
+  for (double ms : repeats) r.add_repeats_ms(ms);
+  r.set_median_ms(median);
+  r.set_worker_id("someone-else");
+  return r;
+}
+
+TEST_F(ServerTest, AWorkersInvalidTimesNeverReachTheLog) {
+  StartInProcess(TestServerOptions(db_));
+  const double inf = std::numeric_limits<double>::infinity();
+  LyingWorker liar(server_->address(), [&](int i) {
+    return i % 2 == 0 ? OkResult({inf}, inf) : OkResult({-5.0}, -5.0);
+  });
+  const int64_t job = Submit(HostJob({kMatmul}, 2, 2));
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(60)));
+  // Each candidate was refused 3 times (a worker error is retried), then recorded as that error.
+  EXPECT_EQ(liar.answered(), 6);
+  std::vector<store::Record> records = RecordsOfJob(db_, job);
+  ASSERT_EQ(records.size(), 2u);
+  for (const store::Record& r : records) {
+    EXPECT_EQ(r.measurement.status, measure::MeasureStatus::kWorkerError);
+    EXPECT_THAT(r.measurement.error, HasSubstr("worker liar sent an invalid result: repeat 0 is "));
+    EXPECT_THAT(r.measurement.error, HasSubstr(" ms; a time must be finite and positive"));
+    EXPECT_EQ(r.measurement.worker_id, "liar");  // not the id the result claimed
+    EXPECT_TRUE(r.measurement.timings.repeats_ms.empty());
+    EXPECT_NE(r.candidate_id, 987654321u);
+  }
+  EXPECT_EQ(RawQuery(db_, "SELECT count(*) FROM records"), "2");
+  auto log = store::OpenTuningLog(db_);
+  ASSERT_TRUE(log.ok());
+  auto bad = (*log)->BadRecords();
+  ASSERT_TRUE(bad.ok());
+  EXPECT_TRUE(bad->empty());
+  // Nothing was measured ok: best says so instead of reporting an impossible time.
+  grpc::ClientContext ctx;
+  proto::QueryBestRequest q;
+  q.set_workload(kMatmul);
+  q.mutable_target()->set_kind("host");
+  proto::BestRecord best;
+  EXPECT_EQ(client_->QueryBest(&ctx, q, &best).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServerTest, AResultThatContradictsItsRepeatsIsRefused) {
+  StartInProcess(TestServerOptions(db_));
+  LyingWorker liar(server_->address(), [&](int) {
+    return OkResult({2.0, 2.1, 2.2}, 0.0001);
+  });  // a "fast" median
+  const int64_t job = Submit(HostJob({kMatmul}, 1, 1));
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(60)));
+  std::vector<store::Record> records = RecordsOfJob(db_, job);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].measurement.error,
+            "worker liar sent an invalid result: median_ms 0.0001 lies outside its repeats (2 to "
+            "2.2 ms)");
+}
+
+TEST_F(ServerTest, APoisonedRowDoesNotStopGuidedJobs) {
+  {
+    auto log = store::OpenTuningLog(db_);
+    ASSERT_TRUE(log.ok()) << log.status();
+    std::istringstream in(ReplayFixtureJsonl());
+    ASSERT_TRUE((*log)->ImportJsonl(in).ok());
+  }
+  // What issue 20 saw after a worker reported inf: repeats_ms [null] on an ok row.
+  ASSERT_EQ(RawExec(db_,
+                    "UPDATE records SET repeats_ms = '[null]', median_ms = 9e999 WHERE id = "
+                    "(SELECT min(id) FROM records WHERE status = 'ok')"),
+            "");
+  StartInProcess(TestServerOptions(db_));
+  auto w = StartHostWorker(server_->address(), dir_, "w1");
+  // A family with records (the poisoned row's) and one without.
+  proto::SubmitJobRequest r = HostJob({kReplayFixtureWorkload, "softmax(rows=8, cols=64)"}, 2, 2);
+  r.set_strategy("");  // the default: evolutionary, from a cost model of the log
+  const int64_t job = Submit(r);
+  ASSERT_GT(job, 0);
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(90)))
+      << w->Log();
+  EXPECT_EQ(GetJob(client_.get(), job).trials_done(), 4);
+}
+
+TEST_F(ServerTest, ASecondServerOnTheSameLogNamesTheHolderAndExits) {
+  StartInProcess(TestServerOptions(db_));
+  char host[256] = "";
+  gethostname(host, sizeof(host) - 1);
+  const std::string holder =
+      absl::StrCat("the tuning log ", db_, " is in use by another tessel server (pid ", getpid(),
+                   " on host ", host, " since ");
+  const std::string fix =
+      absl::StrCat("; lock file ", db_, ".lock): stop that server first, or pass another --db");
+  auto second = server::StartServer(TestServerOptions(db_));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), HasSubstr(holder));
+  EXPECT_THAT(second.status().message(), HasSubstr(fix));
+  // `tessel serve` says the same and exits.
+  CliResult r = RunTessel("serve --db " + db_ + " --listen 127.0.0.1:0");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("tessel serve: " + holder));
+  EXPECT_THAT(r.output, Not(HasSubstr("listening")));
+  // Once the first is gone the log is free again.
+  server_->Shutdown();
+  server_.reset();
+  auto third = server::StartServer(TestServerOptions(db_));
+  EXPECT_TRUE(third.ok()) << third.status();
+}
+
+TEST_F(ServerTest, ASecondServerOnATakenPortFailsSayingThePortIsInUse) {
+  StartInProcess(TestServerOptions(db_));
+  // The server's socket is not shared: even a socket asking for SO_REUSEPORT cannot bind it.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  const int one = 1;
+  ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)), 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  EXPECT_NE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(errno, EADDRINUSE);
+  close(fd);
+
+  server::ServerOptions o = TestServerOptions(dir_ + "/other.db");
+  o.listen = server_->address();
+  auto second = server::StartServer(o);
+  ASSERT_FALSE(second.ok());
+  const std::string message =
+      absl::StrCat("cannot listen on ", server_->address(), ": port ", server_->port(),
+                   " is in use (another tessel serve or another program holds it); stop that one "
+                   "or pass another --listen HOST:PORT");
+  EXPECT_EQ(second.status().message(), message);
+  // `tessel serve` prints only that (no gRPC log lines first).
+  CliResult r = RunTessel("serve --db " + dir_ + "/third.db --listen " + server_->address());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "tessel serve: " + message + "\n");
+}
+
+TEST(ListenAddress, AMalformedAddressOrPortIsRefusedSayingWhatToGive) {
+  for (const char* bad :
+       {"127.0.0.1:99999", "127.0.0.1:", "127.0.0.1:-1", "127.0.0.1:7x", "7070", ":7070"}) {
+    EXPECT_EQ(server::CheckListenAddress(bad).message(),
+              absl::StrCat("--listen ", bad,
+                           ": give HOST:PORT with a port from 0 (any free port) to 65535, e.g. "
+                           "127.0.0.1:7070"));
+  }
+  EXPECT_EQ(server::CheckListenAddress("no-such-host.invalid:7070").message(),
+            "--listen no-such-host.invalid:7070: host no-such-host.invalid is not a name or "
+            "address this machine can resolve; pass an address such as 127.0.0.1");
+  EXPECT_EQ(server::CheckListenAddress("192.0.2.1:0").message(),
+            "cannot listen on 192.0.2.1:0: 192.0.2.1 is not an address of this machine; pass one "
+            "of its addresses, e.g. 127.0.0.1");
+  EXPECT_TRUE(server::CheckListenAddress("127.0.0.1:0").ok());
+  EXPECT_TRUE(server::CheckListenAddress("localhost:0").ok());
+  CliResult r =
+      RunTessel("serve --db " + MakeTempDir("tessel_listen") + "/log.db --listen 127.0.0.1:99999");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output,
+            "tessel serve: --listen 127.0.0.1:99999: give HOST:PORT with a port from 0 (any free "
+            "port) to 65535, e.g. 127.0.0.1:7070\n");
+}
+
+TEST_F(ServerTest, AJobBeyondTheLimitsIsRefusedSayingWhichAndNothingIsStored) {
+  StartInProcess(TestServerOptions(db_));
+  std::vector<std::string> many;
+  for (int i = 1; i <= 101; ++i) many.push_back(absl::StrCat("softmax(rows=4, cols=", 4 * i, ")"));
+  grpc::Status s = SubmitError(HostJob(many, 4, 2));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            "the job lists 101 workloads, more than the most one job may list (100): split them "
+            "over several jobs");
+  proto::SubmitJobRequest named = HostJob({kSoftmax}, 4, 2);
+  named.set_name(std::string(300, 'n'));
+  s = SubmitError(named);
+  EXPECT_EQ(s.error_message(), "the job name ('" + std::string(77, 'n') +
+                                   "...') is 300 bytes, more than the most a name may have (256): "
+                                   "give a shorter one");
+  const std::string huge = "softmax(rows=4, cols=8)" + std::string(70000, ' ');
+  s = SubmitError(HostJob({huge}, 4, 2));
+  EXPECT_EQ(s.error_message(),
+            "workload 1 ('softmax(rows=4, cols=8)" + std::string(54, ' ') +
+                "...') is 70023 bytes, more than the most a workload text may have (65536): give "
+                "a spec or a definition of its tensors and statements only");
+  // A message past the receive limit is refused by gRPC before it is read.
+  proto::SubmitJobRequest giant = HostJob({kSoftmax}, 4, 2);
+  giant.set_name(std::string(20 << 20, 'x'));
+  s = SubmitError(giant);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  grpc::ClientContext ctx;
+  proto::ListJobsResponse jobs;
+  ASSERT_TRUE(client_->ListJobs(&ctx, proto::ListJobsRequest(), &jobs).ok());
+  EXPECT_EQ(jobs.jobs_size(), 0);
+}
+
+TEST_F(ServerTest, AWorkerStreamThatNeverRegistersIsEnded) {
+  server::ServerOptions o = TestServerOptions(db_);
+  o.registration_timeout_s = 0.5;
+  StartInProcess(o);
+  auto stub = proto::Worker::NewStub(
+      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stream = stub->Connect(&ctx);
+  const absl::Time start = absl::Now();
+  proto::ServerMessage m;
+  EXPECT_FALSE(stream->Read(&m));  // ended by the server, not by the 30 s deadline
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_NE(stream->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // A worker that registers in time is kept past the timeout.
+  auto w = StartHostWorker(server_->address(), dir_, "w");
+  const int64_t job = Submit(HostJob({kSoftmax}, 2, 2));
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(60)));
 }
 
 }  // namespace

@@ -314,18 +314,18 @@ TEST(TuningLog, TopKBestAndCountOk) {
   for (int i = 0; i < 6; ++i) {
     Record r = MakeTestRecord(i, "w", "cuda -arch=sm_90");
     r.measurement.status = measure::MeasureStatus::kOk;
-    r.measurement.timings.median_ms = medians[i];
+    r.measurement.timings = measure::MakeTimings({medians[i]});
     batch.push_back(r);
   }
   Record failed = MakeTestRecord(10, "w", "cuda -arch=sm_90");
   failed.measurement.status = measure::MeasureStatus::kTimeout;
-  failed.measurement.timings.median_ms = 0;
+  failed.measurement.timings = {};
   batch.push_back(failed);
   Record other_target = MakeTestRecord(11, "w", "cuda -arch=sm_80");
-  other_target.measurement.timings.median_ms = 0.1;
+  other_target.measurement.timings = measure::MakeTimings({0.1});
   batch.push_back(other_target);
   Record other_workload = MakeTestRecord(12, "v", "cuda -arch=sm_90");
-  other_workload.measurement.timings.median_ms = 0.1;
+  other_workload.measurement.timings = measure::MakeTimings({0.1});
   batch.push_back(other_workload);
   ASSERT_TRUE(log->AddRecords(&batch).ok());
 

@@ -1,0 +1,115 @@
+#include "store/record_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "schedules/schedule/trace.h"
+
+namespace tessel::store {
+namespace {
+
+bool FinitePositive(double v) { return std::isfinite(v) && v > 0; }
+bool FiniteNotNegative(double v) { return std::isfinite(v) && v >= 0; }
+
+// The target of a key Target::ToString wrote: "host" or "cuda -arch=ARCH".
+absl::StatusOr<schedules::Target> TargetOfKey(const std::string& target_key) {
+  if (target_key == "host") return schedules::HostTarget();
+  constexpr char kCuda[] = "cuda -arch=";
+  if (target_key.rfind(kCuda, 0) == 0) {
+    absl::StatusOr<schedules::Target> t =
+        schedules::MakeTarget("cuda", target_key.substr(sizeof(kCuda) - 1));
+    if (t.ok()) return t;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("target '", target_key,
+                   "' is not one this build knows (host, cuda -arch=sm_80, cuda -arch=sm_90)"));
+}
+
+}  // namespace
+
+absl::Status CheckMeasurement(const measure::Measurement& m) {
+  const measure::Timings& t = m.timings;
+  if (m.ok()) {
+    if (t.repeats_ms.empty()) {
+      return absl::InvalidArgumentError("an ok result has no timed repeat; it needs at least one");
+    }
+    for (size_t i = 0; i < t.repeats_ms.size(); ++i) {
+      if (!FinitePositive(t.repeats_ms[i])) {
+        return absl::InvalidArgumentError(absl::StrCat("repeat ", i, " is ", t.repeats_ms[i],
+                                                       " ms; a time must be finite and positive"));
+      }
+    }
+    if (!FinitePositive(t.median_ms)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("median_ms is ", t.median_ms,
+                       "; the median of an ok result must be finite and positive"));
+    }
+    const auto [lo, hi] = std::minmax_element(t.repeats_ms.begin(), t.repeats_ms.end());
+    if (t.median_ms < *lo || t.median_ms > *hi) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "median_ms ", t.median_ms, " lies outside its repeats (", *lo, " to ", *hi, " ms)"));
+    }
+  } else if (!t.repeats_ms.empty() || t.median_ms != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a ", measure::MeasureStatusName(m.status), " result carries timings (",
+        t.repeats_ms.size(), " repeats, median_ms ", t.median_ms, "); only an ok result is timed"));
+  }
+  if (!FiniteNotNegative(m.compile_ms) || !FiniteNotNegative(m.verify_ms)) {
+    return absl::InvalidArgumentError(absl::StrCat("compile_ms ", m.compile_ms, " and verify_ms ",
+                                                   m.verify_ms,
+                                                   ": times must be finite and not negative"));
+  }
+  for (const measure::KernelResources& k : m.kernels) {
+    if (k.registers < 0 || k.static_shared_bytes < 0 || k.dynamic_shared_bytes < 0 ||
+        k.local_bytes_per_thread < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kernel '", k.entry, "' has negative resources (registers ", k.registers,
+                       ", shared bytes ", k.static_shared_bytes, " + ", k.dynamic_shared_bytes,
+                       ", local bytes ", k.local_bytes_per_thread, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRecord(const Record& r) {
+  if (r.workload_key.empty() || r.target_key.empty()) {
+    return absl::InvalidArgumentError("a record needs its workload_key and target_key");
+  }
+  if (r.trace_json.empty() || !nlohmann::json::accept(r.trace_json)) {
+    return absl::InvalidArgumentError(
+        "a record's trace_json must be a trace's JSON, or \"null\" for the reference lowering");
+  }
+  return CheckMeasurement(r.measurement);
+}
+
+absl::StatusOr<schedules::Candidate> ReplayTrace(const schedules::Workload& workload,
+                                                 const schedules::Target& target,
+                                                 const std::string& trace_json) {
+  std::optional<schedules::Trace> trace;
+  if (trace_json != "null") {
+    absl::StatusOr<schedules::Trace> t = schedules::Trace::Parse(trace_json);
+    if (!t.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("its trace cannot be read: ", t.status().message()));
+    }
+    trace = *std::move(t);
+  }
+  absl::StatusOr<schedules::Candidate> c = schedules::BuildCandidate(workload, target, trace);
+  if (!c.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("its trace does not replay on its workload for ",
+                                                   target.ToString(), ": ", c.status().message()));
+  }
+  return c;
+}
+
+absl::Status CheckReplays(const schedules::Workload& workload, const std::string& target_key,
+                          const std::string& trace_json) {
+  absl::StatusOr<schedules::Target> target = TargetOfKey(target_key);
+  if (!target.ok()) return target.status();
+  return ReplayTrace(workload, *target, trace_json).status();
+}
+
+}  // namespace tessel::store
