@@ -189,13 +189,46 @@ std::vector<Expr> UniformComponents(const Combiner& c, const std::vector<Expr>& 
   return known;
 }
 
-bool CombineDivides(const Combiner& c, const std::vector<Expr>& known) {
-  struct DivFinder : ExprVisitor {
+std::vector<Expr> FoldUniform(const Combiner& c, const std::vector<Expr>& values, int64_t count) {
+  const std::vector<Expr> known = UniformComponents(c, values);
+  std::vector<Expr> result(c.size()), power(c.size());
+  for (size_t i = 0; i < c.size(); ++i) {
+    result[i] = known[i] ? c.identity[i] : Expr(c.lhs[i]);
+    power[i] = known[i] ? known[i] : Expr(c.rhs[i]);
+  }
+  // Only the known components are read back: each combines from known components alone.
+  auto keep = [&](std::vector<Expr> v, const std::vector<Expr>& placeholders) {
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (!known[i]) v[i] = placeholders[i];
+    }
+    return v;
+  };
+  const std::vector<Expr> lhs(c.lhs.begin(), c.lhs.end()), rhs(c.rhs.begin(), c.rhs.end());
+  for (int64_t n = count; n > 0; n >>= 1) {
+    if (n & 1) result = keep(CombineValues(c, result, power), lhs);
+    power = keep(CombineValues(c, power, power), rhs);
+  }
+  std::vector<Expr> out(c.size());
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (known[i] &&
+        (result[i]->kind == ExprKind::kFloatImm || result[i]->kind == ExprKind::kIntImm)) {
+      out[i] = result[i];
+    }
+  }
+  return out;
+}
+
+bool CombineIsSlow(const Combiner& c, const std::vector<Expr>& known) {
+  struct SlowFinder : ExprVisitor {
     bool found = false;
     void VisitBinary(const BinaryNode& n, const Expr& self) override {
       found |= n.op == BinaryOp::kDiv && n.b->kind != ExprKind::kFloatImm &&
                n.b->kind != ExprKind::kIntImm;
       ExprVisitor::VisitBinary(n, self);
+    }
+    void VisitCall(const CallNode& n, const Expr& self) override {
+      found = true;
+      ExprVisitor::VisitCall(n, self);
     }
   } finder;
   std::vector<Expr> lhs, rhs;

@@ -80,9 +80,13 @@ std::vector<Expr> CombineValues(const Combiner& c, const std::vector<Expr>& lhs,
 // whose value is a constant and whose combination reads only such components (a count of
 // elements that every thread has alike). The others are null.
 std::vector<Expr> UniformComponents(const Combiner& c, const std::vector<Expr>& values);
-// Whether lhs (+) rhs divides by something that is not a constant, the components of `known`
-// that are set being those constants (UniformComponents).
-bool CombineDivides(const Combiner& c, const std::vector<Expr>& known);
+// The uniform components (UniformComponents) of `count` tuples equal to `values` folded together
+// (by doubling), such as the count of elements of a chunk; null for the others.
+std::vector<Expr> FoldUniform(const Combiner& c, const std::vector<Expr>& values, int64_t count);
+// Whether lhs (+) rhs has a long latency: a division by something that is not a constant or a
+// math call (exp), the components of `known` that are set being those constants
+// (UniformComponents).
+bool CombineIsSlow(const Combiner& c, const std::vector<Expr>& known);
 // Substitutes lhs/rhs (and the steps' results) in `e` and folds as Combine does.
 Expr Instantiate(const Combiner& c, const Expr& e, const std::vector<Expr>& lhs,
                  const std::vector<Expr>& rhs, const std::vector<Expr>& step_results = {});

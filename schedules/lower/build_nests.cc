@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -110,6 +111,8 @@ class NestBuilder {
   // The iterations of the thread's own reduction loops (not those bound to threads or the
   // cluster).
   int64_t ThreadTripCount() const;
+  // The points of the stage's reduction domain (the product of its reduction extents).
+  int64_t DomainPoints() const;
   // The stores of the outputs from the components in `res`, under `cond`.
   Stmt StoreOutputs(const std::vector<BufferPtr>& res, const Expr& cond) const;
   Stmt MakeLoop(int iter, Stmt body, bool unrolled) const;
@@ -234,6 +237,13 @@ void NestBuilder::BindReduction() {
   }
   acc_ = ComponentScalars("_acc");
   uniform_.assign(acc_.size(), nullptr);
+}
+
+int64_t NestBuilder::DomainPoints() const {
+  const StageBound& b = state_.bounds[si_];
+  int64_t n = 1;
+  for (size_t r = s_.axes.size(); r < b.root_extent.size(); ++r) n *= b.root_extent[r];
+  return n;
 }
 
 int64_t NestBuilder::ThreadTripCount() const {
@@ -602,16 +612,20 @@ absl::StatusOr<std::vector<Stmt>> NestBuilder::FoldElements(std::vector<BufferPt
     if (pass.empty()) return absl::OkStatus();
     std::vector<Stmt> updates;
     std::vector<Expr> pass_results;
+    std::set<const Combiner::Step*> folded;
     for (const auto& [step, b] : pass) {
       Expr term = Instantiate(*comb_, step->term, {}, values_, results);
-      if (!guard && IsConstant(term)) {
-        // The same term for every element of every thread (a count): folded, so that the
-        // all-reduce sees a constant (UniformComponents).
-        const double trips = static_cast<double>(ThreadTripCount());
+      if (IsConstant(term) && (!guard || across_threads)) {
+        // The same term for every element (a count): folded, over the thread's elements (no
+        // guard: every thread has as many) or over all the reduction's (two_pass = 2: the guards
+        // keep exactly the reduction's domain), so that nothing exchanges or divides by it.
+        const double points =
+            static_cast<double>(across_threads ? DomainPoints() : ThreadTripCount());
         Expr v =
-            *step->op != ReduceOp::kSum ? term : Simplify(term * MakeFloat(trips, term->dtype));
+            *step->op != ReduceOp::kSum ? term : Simplify(term * MakeFloat(points, term->dtype));
         out.push_back(MakeStore(b, {MakeInt(0)}, v));
         pass_results.push_back(v);
+        folded.insert(step);
         continue;
       }
       out.push_back(MakeStore(b, {MakeInt(0)}, ReduceIdentity(*step->op, b->dtype)));
@@ -623,26 +637,32 @@ absl::StatusOr<std::vector<Stmt>> NestBuilder::FoldElements(std::vector<BufferPt
       if (!loops.ok()) return loops.status();
       out.push_back(*loops);
     }
-    if (across_threads) {
+    if (across_threads && folded.size() < pass.size()) {
       // The pass's results over all the reduction's elements: reduced across the threads (and
       // the cluster) with their own ops before the next pass reads them.
+      std::vector<size_t> reduced;
       std::vector<std::pair<ReduceOp, DType>> ops;
-      for (const auto& [step, b] : pass) ops.push_back({*step->op, b->dtype});
+      for (size_t i = 0; i < pass.size(); ++i) {
+        if (folded.count(pass[i].first)) continue;
+        reduced.push_back(i);
+        ops.push_back({*pass[i].first->op, pass[i].second->dtype});
+      }
       const CombinerPtr side_by_side = ComponentwiseCombiner(ops);
       for (int pos : {cross_, cluster_}) {
         if (pos < 0) continue;
         const IterVar& iv = s_.iters[s_.leaves[pos]];
         std::vector<BufferPtr> red;
-        for (const auto& [step, b] : pass) {
+        std::vector<Expr> values;
+        for (size_t i : reduced) {
+          const auto& [step, b] = pass[i];
           red.push_back(LocalScalar(
               absl::StrCat("_", step->result->name, pos == cross_ ? "_red" : "_cluster_red"),
               b->dtype));
+          values.push_back(pass_results[i]);
         }
-        out.push_back(
-            MakeAllReduce(side_by_side, pass_results, red, iv.thread, BlockDim(iv.thread)));
+        out.push_back(MakeAllReduce(side_by_side, values, red, iv.thread, BlockDim(iv.thread)));
         locals->insert(locals->end(), red.begin(), red.end());
-        pass_results.clear();
-        for (const BufferPtr& r : red) pass_results.push_back(load(r));
+        for (size_t j = 0; j < reduced.size(); ++j) pass_results[reduced[j]] = load(red[j]);
       }
     }
     results.insert(results.end(), pass_results.begin(), pass_results.end());

@@ -115,6 +115,28 @@ TEST(FuseReductions, RFactorGivesTuplePartials) {
   ExpectMatchesReference(s, HostTarget(), 2);
 }
 
+TEST(FuseReductions, ChunksThatDivideKeepTheirCountAsAConstant) {
+  // 1024 = 8 * 128: every chunk counts 128 elements, so the partials hold only the mean and m2
+  // and the combination reads the count as a constant; with two passes over all the partials the
+  // row's count is the constant 1024.
+  Schedule s = Fused("layernorm(rows=4, cols=1024)", "x_sum", "sq_sum");
+  auto loops = s.GetLoops(BlockNamed(&s, "x_sum"));
+  ASSERT_TRUE(loops.ok());
+  auto ks = s.Split(loops->back(), {-1, 128});
+  ASSERT_TRUE(ks.ok());
+  auto rf = s.RFactor((*ks)[0]);
+  ASSERT_TRUE(rf.ok()) << rf.status();
+  const schedules::Stage& partial = s.GetStage(*rf);
+  ASSERT_EQ(partial.outputs.size(), 2u);  // mean, m2 a chunk
+  EXPECT_EQ(schedules::ToString(partial.outputs[0].value), "mean");
+  EXPECT_THAT(schedules::ToString(s.FindStage("x_sum")->body), HasSubstr("tuple(128.0, "));
+  ExpectMatchesReference(s, HostTarget(), 10);
+  ASSERT_TRUE(s.Annotate(BlockNamed(&s, "x_sum"), "two_pass", 2).ok());
+  auto p = schedules::Lower(s, HostTarget());
+  ASSERT_TRUE(p.ok()) << p.status();
+  ExpectMatchesReference(s, HostTarget(), 11);
+}
+
 TEST(FuseReductions, TwoPassesOverPaddingOnlyGiveTheIdentity) {
   // 4 chunks of 100 over 300 columns: the last chunk is padding only, (-inf, 0) for every element;
   // its two-pass partial must be the identity, not NaN (exp(-inf - -inf)).

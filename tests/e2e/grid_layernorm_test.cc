@@ -61,20 +61,24 @@ TEST(GridLayernorm, OneKernelOneGridBarrierARow) {
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(w->buffer->shape, (std::vector<int64_t>{256}));
   const std::string ir = schedules::ToString(*p);
-  // The block's (count, mean, squares) partial comes from one all-reduce of the Welford tuple;
-  // the partials of all blocks meet after the one grid barrier of each row, in two passes (the
-  // count and sum, then the squares about the mean: an all-reduce each). The only block barrier
-  // follows the weight's copy to shared memory: nothing at the top of each row.
-  EXPECT_EQ(Count(ir, "allreduce_welford("), 1) << ir;
-  EXPECT_EQ(Count(ir, "allreduce_tuple(sum, sum)("), 1) << ir;
-  EXPECT_EQ(Count(ir, "allreduce_sum("), 1) << ir;
+  // The block's (count, mean, squares) partial comes from one all-reduce of the Welford tuple,
+  // its count a constant (every block has as many elements): only the mean and the squares are
+  // exchanged and stored. The partials of all blocks meet after the one grid barrier of each row,
+  // in two passes (the sum, then the squares about the mean: an all-reduce each; the count is
+  // the row's length). The only block barrier follows the weight's copy to shared memory:
+  // nothing at the top of each row.
+  EXPECT_EQ(Count(ir, "allreduce_welford(4.0, "), 1) << ir;
+  EXPECT_EQ(Count(ir, "allreduce_sum("), 2) << ir;
+  EXPECT_EQ(Count(ir, "x_sum_cnt[0] = 8192.0"), 1) << ir;
+  EXPECT_EQ(ir.find("x_sum_rf_n"), std::string::npos) << ir;
   EXPECT_EQ(Count(ir, "grid_barrier"), 1) << ir;
   EXPECT_EQ(Count(ir, " barrier\n"), 1) << ir;
   EXPECT_LT(ir.find(" barrier\n"), ir.find("for Y_i in")) << ir;
-  for (const char* partial : {"x_sum_rf[Y_i, j_0] = ", "x_sum_rf_m2[Y_i, j_0] = "}) {
+  for (const char* partial :
+       {"x_sum_rf[Y_i, j_0] = x_sum_rf_red_mean", "x_sum_rf_m2[Y_i, j_0] = "}) {
     EXPECT_LT(ir.find(partial), ir.find("grid_barrier")) << partial << "\n" << ir;
   }
-  EXPECT_LT(ir.find("grid_barrier"), ir.find("x_sum_acc_n[0] + x_sum_rf[")) << ir;
+  EXPECT_LT(ir.find("grid_barrier"), ir.find("x_sum_sum[0] + 2048.0 * x_sum_rf[")) << ir;
   auto src = Generate(*s, t);
   ASSERT_TRUE(src.ok()) << src.status();
   EXPECT_TRUE(src->kernels[0].launch.cooperative);

@@ -1,6 +1,7 @@
 // Reductions: decompose_reduction (the initialization in its own loop nest) and rfactor (partial
 // results over one split of a reduction axis, in a stage of their own).
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 #include <unordered_map>
@@ -96,20 +97,44 @@ absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
   rf.name = UniqueStageName(absl::StrCat(s->name, "_rf"));
   std::vector<int64_t> shape = s->buffer->shape;
   shape.push_back(f_extent);
-  // A tuple reduction's partials: one stage a component (the first leads, the others follow it).
+  // A tuple reduction's partials: one stage a component (the first leads, the others follow it),
+  // but for the components every chunk has alike (UniformComponents: the count of a chunk that
+  // divides the axis), which the stage reading the partials takes as constants.
   const CombinerPtr& comb = s->combiner;
-  rf.buffer =
-      MakeBuffer(rf.name, comb ? comb->type(0) : s->buffer->dtype, shape, MemScope::kGlobal);
+  std::vector<Expr> uniform(comb ? comb->size() : 0);
+  if (comb && f_extent * o_extent == root_extent) {
+    int64_t chunk = o_extent;
+    for (size_t r = 0; r < s->reduce_axes.size(); ++r) {
+      const int id = static_cast<int>(s->axes.size() + r);
+      if (id != root) chunk *= s->iters[id].extent;
+    }
+    uniform = FoldUniform(*comb, TupleValues(s->body), chunk);
+    if (std::all_of(uniform.begin(), uniform.end(), [](const Expr& e) { return e != nullptr; })) {
+      uniform.assign(comb->size(), nullptr);  // all constant: keep the stages
+    }
+  }
+  std::vector<size_t> stored;  // the components with a stage of partials
+  for (size_t c = 0; comb && c < comb->size(); ++c) {
+    if (!uniform[c]) stored.push_back(c);
+  }
+  rf.buffer = MakeBuffer(rf.name, comb ? comb->type(stored[0]) : s->buffer->dtype, shape,
+                         MemScope::kGlobal);
   std::vector<Stage> components;
-  for (size_t c = 1; comb && c < comb->size(); ++c) {
+  std::vector<BufferPtr> partial_buffers(comb ? comb->size() : 0);
+  if (comb) {
+    rf.outputs.push_back({rf.name, comb->lhs[stored[0]]});
+    partial_buffers[stored[0]] = rf.buffer;
+  }
+  for (size_t i = 1; i < stored.size(); ++i) {
+    const size_t c = stored[i];
     Stage m;
     m.name = UniqueStageName(absl::StrCat(rf.name, "_", comb->lhs[c]->name));
     m.buffer = MakeBuffer(m.name, comb->type(c), shape, MemScope::kGlobal);
     m.origin = kRFactor;
     rf.outputs.push_back({m.name, comb->lhs[c]});
+    partial_buffers[c] = m.buffer;
     components.push_back(std::move(m));
   }
-  if (comb) rf.outputs.insert(rf.outputs.begin(), {rf.name, comb->lhs[0]});
   std::unordered_map<const VarNode*, Expr> map;
   for (const VarPtr& a : s->axes) {
     rf.axes.push_back(MakeVar(a->name));
@@ -166,8 +191,10 @@ absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
   std::vector<Expr> idx(s->axes.begin(), s->axes.end());
   idx.push_back(sv);
   if (comb) {
-    std::vector<Expr> partials = {MakeLoad(rf.buffer, idx)};
-    for (const Stage& m : components) partials.push_back(MakeLoad(m.buffer, idx));
+    std::vector<Expr> partials;
+    for (size_t c = 0; c < comb->size(); ++c) {
+      partials.push_back(uniform[c] ? uniform[c] : MakeLoad(partial_buffers[c], idx));
+    }
     s->body = MakeTuple(partials);
   } else {
     s->body = MakeLoad(rf.buffer, idx);
