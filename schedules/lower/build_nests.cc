@@ -106,8 +106,11 @@ class NestBuilder {
   // The reduction loops (positions from first_reduce_ on) around `innermost`.
   absl::StatusOr<Stmt> ReductionLoops(Stmt innermost);
   // The thread's fold of its elements into `acc_`: one pass with the combiner, or the combiner's
-  // two passes (Combiner::steps) where the stage asks for them.
+  // two passes (Combiner::steps) where the stage asks for them (annotation "two_pass").
   absl::StatusOr<std::vector<Stmt>> FoldElements(std::vector<BufferPtr>* locals);
+  absl::StatusOr<std::vector<Stmt>> FoldOnePass();
+  // The steps' buffers go to `locals`; two_pass = 2 reduces each pass across threads.
+  absl::StatusOr<std::vector<Stmt>> FoldTwoPasses(int64_t two_pass, std::vector<BufferPtr>* locals);
   // The iterations of the thread's own reduction loops (not those bound to threads or the
   // cluster).
   int64_t ThreadTripCount() const;
@@ -555,49 +558,56 @@ absl::StatusOr<Stmt> NestBuilder::ReductionLoops(Stmt innermost) {
 }
 
 absl::StatusOr<std::vector<Stmt>> NestBuilder::FoldElements(std::vector<BufferPtr>* locals) {
-  const Expr guard = MakeAnd(spatial_cond_, reduce_cond_);
-  auto load = [](const BufferPtr& b) { return MakeLoad(b, {MakeInt(0)}); };
-  std::vector<Expr> acc;
-  for (const BufferPtr& b : acc_) acc.push_back(load(b));
   auto it = s_.annotations.find("two_pass");
   const int64_t two_pass = it == s_.annotations.end() ? 0 : it->second;
-  if (two_pass == 0 || !comb_->has_two_pass_form()) {
-    // acc = acc (+) values: the combiner's temporaries, then the new components (bound first
-    // when there are several, since each reads the old ones), then the stores.
-    // Each value that is not a constant is bound once: a tuple's combiner may read it several
-    // times (an op's reads it once).
-    std::vector<std::pair<VarPtr, Expr>> lets;
-    std::vector<Expr> values;
-    for (size_t i = 0; i < values_.size(); ++i) {
-      const Expr& v = values_[i];
-      if (comb_->op || v->kind == ExprKind::kFloatImm || v->kind == ExprKind::kIntImm) {
-        values.push_back(v);
-        continue;
-      }
-      VarPtr x = MakeVar(absl::StrCat(SanitizeName(s_.name), "_", comb_->rhs[i]->name), v->dtype);
-      lets.push_back({x, v});
-      values.push_back(x);
+  if (two_pass == 0 || !comb_->has_two_pass_form()) return FoldOnePass();
+  return FoldTwoPasses(two_pass, locals);
+}
+
+absl::StatusOr<std::vector<Stmt>> NestBuilder::FoldOnePass() {
+  const Expr guard = MakeAnd(spatial_cond_, reduce_cond_);
+  std::vector<Expr> acc;
+  for (const BufferPtr& b : acc_) acc.push_back(MakeLoad(b, {MakeInt(0)}));
+  // acc = acc (+) values: the combiner's temporaries, then the new components (bound first
+  // when there are several, since each reads the old ones), then the stores.
+  // Each value that is not a constant is bound once: a tuple's combiner may read it several
+  // times (an op's reads it once).
+  std::vector<std::pair<VarPtr, Expr>> lets;
+  std::vector<Expr> values;
+  for (size_t i = 0; i < values_.size(); ++i) {
+    const Expr& v = values_[i];
+    if (comb_->op || IsConstant(v)) {
+      values.push_back(v);
+      continue;
     }
-    Combination c = Combine(*comb_, acc, values, SanitizeName(s_.name));
-    std::vector<Stmt> stores;
-    lets.insert(lets.end(), c.lets.begin(), c.lets.end());
-    for (size_t i = 0; i < acc_.size(); ++i) {
-      Expr v = c.values[i];
-      if (acc_.size() > 1) {
-        VarPtr nv =
-            MakeVar(absl::StrCat(SanitizeName(s_.name), "_", comb_->lhs[i]->name), v->dtype);
-        lets.push_back({nv, v});
-        v = nv;
-      }
-      stores.push_back(MakeStore(acc_[i], {MakeInt(0)}, v));
-    }
-    Stmt update = MakeSeq(stores);
-    for (auto it = lets.rbegin(); it != lets.rend(); ++it)
-      update = MakeLet(it->first, it->second, update);
-    auto loops = ReductionLoops(MakeIf(guard, update));
-    if (!loops.ok()) return loops.status();
-    return std::vector<Stmt>{*loops};
+    VarPtr x = MakeVar(absl::StrCat(SanitizeName(s_.name), "_", comb_->rhs[i]->name), v->dtype);
+    lets.push_back({x, v});
+    values.push_back(x);
   }
+  Combination c = Combine(*comb_, acc, values, SanitizeName(s_.name));
+  std::vector<Stmt> stores;
+  lets.insert(lets.end(), c.lets.begin(), c.lets.end());
+  for (size_t i = 0; i < acc_.size(); ++i) {
+    Expr v = c.values[i];
+    if (acc_.size() > 1) {
+      VarPtr nv = MakeVar(absl::StrCat(SanitizeName(s_.name), "_", comb_->lhs[i]->name), v->dtype);
+      lets.push_back({nv, v});
+      v = nv;
+    }
+    stores.push_back(MakeStore(acc_[i], {MakeInt(0)}, v));
+  }
+  Stmt update = MakeSeq(stores);
+  for (auto it = lets.rbegin(); it != lets.rend(); ++it)
+    update = MakeLet(it->first, it->second, update);
+  auto loops = ReductionLoops(MakeIf(guard, update));
+  if (!loops.ok()) return loops.status();
+  return std::vector<Stmt>{*loops};
+}
+
+absl::StatusOr<std::vector<Stmt>> NestBuilder::FoldTwoPasses(int64_t two_pass,
+                                                             std::vector<BufferPtr>* locals) {
+  const Expr guard = MakeAnd(spatial_cond_, reduce_cond_);
+  auto load = [](const BufferPtr& b) { return MakeLoad(b, {MakeInt(0)}); };
   // The combiner's two passes: each run of reduction steps that do not read each other is one
   // pass over the elements, each step between them is computed once; the components from the
   // steps' results. With two_pass = 2 the passes go over all the reduction's elements: each

@@ -6,10 +6,10 @@
 // static array a slot, or slices of one dynamic array past 48 KiB.
 //
 // Scratch: a block all-reduce over threadIdx.x of more than 32 threads keeps one partial per warp
-// (three for a centred pair: mean, squares, count); one over threadIdx.y or .z one value per
-// thread; one slot per CTA for a cluster all-reduce. Reductions of values with the same C compute
-// type share the scratch, sized for the largest. All-reduces that code generation would refuse
-// (checked there) get no scratch.
+// and component of its tuple; one over threadIdx.y or .z one value per thread and component; one
+// slot per component in each CTA for a cluster all-reduce. Reductions of values with the same C
+// compute type share the scratch, sized for the largest. All-reduces that code generation would
+// refuse (checked there) get no scratch.
 
 #include "schedules/lower/program.h"
 

@@ -317,13 +317,13 @@ class CrossThreadReduction final : public ScheduleRule {
     return rules::RowInRegisters(s, y.name, reds, x.name, split);
   }
 
-  // Few long rows whose statistics are a sum and the centred squares about its mean (layernorm)
-  // in one grid-synchronized kernel (rules::GridRows): a sampled number of blocks (at most one
-  // an SM, so that all are resident) and of threads, 16-byte vectors, each thread's share of
-  // the row in registers; the first per-column operand of the consumer (layernorm's weight) in
-  // shared memory (one slice is 1/G of a row: two would not fit for long rows). Fails, leaving a
-  // partly changed schedule, where the statistics are not of that form or the sketch's own
-  // choices (the fewest blocks and threads) do not divide the row.
+  // Few long rows whose statistics fuse into one tuple reduction (layernorm's Welford triple,
+  // softmax's online pair) in one grid-synchronized kernel (rules::GridRows): a sampled number of
+  // blocks (at most one an SM, so that all are resident) and of threads, 16-byte vectors, each
+  // thread's share of the row in registers; the first per-column operand of the consumer
+  // (layernorm's weight) in shared memory (one slice is 1/G of a row: two would not fit for long
+  // rows). Fails, leaving a partly changed schedule, where the statistics are not of that form or
+  // the sketch's own choices (the fewest blocks and threads) do not divide the row.
   absl::Status InGrid(Schedule* s, const Stage& y, const std::vector<std::string>& reds,
                       const Buffer& x) const {
     const int64_t lanes = VectorLanes(x), cols = y.iters[1].extent;

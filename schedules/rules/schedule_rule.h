@@ -48,7 +48,7 @@ std::unique_ptr<ScheduleRule> MakeMultiLevelTiling(const Target& target);
 // Row reductions without reuse (softmax, layernorm, reduce) on CUDA: sampled threads per row
 // combining through warp shuffles and shared memory, vectorized loads, the reductions computed
 // at their consumer's row; rows too few to fill the GPU are split over blocks (rfactor) first;
-// softmax forks into a three-pass and an online (fuse_online_max) sketch.
+// reductions that fuse (softmax) fork into separate and tuple (fuse_reductions) sketches.
 std::unique_ptr<ScheduleRule> MakeCrossThreadReduction(const Target& target);
 // Every stage still unscheduled. CUDA: injective stages fused and bound to blocks and a sampled
 // number of threads with a sampled vector width; reductions one output per thread. Host: the
