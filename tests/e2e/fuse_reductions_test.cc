@@ -100,16 +100,21 @@ TEST(FuseReductions, HostAttachedAndSplitMatchesReference) {
   ExpectMatchesReference(s, HostTarget(), 5);
 }
 
+// The stage's reduction split into chunks of `chunk` and rfactored: the partials' stage.
+BlockRV RFactorChunks(Schedule* s, const std::string& stage, int64_t chunk) {
+  auto loops = s->GetLoops(BlockNamed(s, stage));
+  EXPECT_TRUE(loops.ok());
+  auto ks = s->Split(loops->back(), {-1, chunk});
+  EXPECT_TRUE(ks.ok());
+  auto rf = s->RFactor((*ks)[0]);
+  EXPECT_TRUE(rf.ok()) << rf.status();
+  return *rf;
+}
+
 TEST(FuseReductions, RFactorGivesTuplePartials) {
   // 1000 = 7 * 128 + 104: the last chunk's points beyond the row contribute the identity.
   Schedule s = Fused("layernorm(rows=4, cols=1000)", "x_sum", "sq_sum");
-  auto loops = s.GetLoops(BlockNamed(&s, "x_sum"));
-  ASSERT_TRUE(loops.ok());
-  auto ks = s.Split(loops->back(), {-1, 128});
-  ASSERT_TRUE(ks.ok());
-  auto rf = s.RFactor((*ks)[0]);
-  ASSERT_TRUE(rf.ok()) << rf.status();
-  const schedules::Stage& partial = s.GetStage(*rf);
+  const schedules::Stage& partial = s.GetStage(RFactorChunks(&s, "x_sum", 128));
   ASSERT_EQ(partial.outputs.size(), 3u);  // count, mean, m2 a chunk
   EXPECT_EQ(s.FindStage(partial.outputs[2].stage)->computed_by, partial.name);
   ExpectMatchesReference(s, HostTarget(), 2);
@@ -120,13 +125,7 @@ TEST(FuseReductions, ChunksThatDivideKeepTheirCountAsAConstant) {
   // and the combination reads the count as a constant; with two passes over all the partials the
   // row's count is the constant 1024.
   Schedule s = Fused("layernorm(rows=4, cols=1024)", "x_sum", "sq_sum");
-  auto loops = s.GetLoops(BlockNamed(&s, "x_sum"));
-  ASSERT_TRUE(loops.ok());
-  auto ks = s.Split(loops->back(), {-1, 128});
-  ASSERT_TRUE(ks.ok());
-  auto rf = s.RFactor((*ks)[0]);
-  ASSERT_TRUE(rf.ok()) << rf.status();
-  const schedules::Stage& partial = s.GetStage(*rf);
+  const schedules::Stage& partial = s.GetStage(RFactorChunks(&s, "x_sum", 128));
   ASSERT_EQ(partial.outputs.size(), 2u);  // mean, m2 a chunk
   EXPECT_EQ(schedules::ToString(partial.outputs[0].value), "mean");
   EXPECT_THAT(schedules::ToString(s.FindStage("x_sum")->body), HasSubstr("tuple(128.0, "));
