@@ -88,17 +88,54 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 constexpr int kMaxStatementTokens = 10000;
 constexpr int kMaxNesting = 200;
 
+// The first word of the next line of `text` after position `i` that holds anything but blanks
+// and comments ("" if none or it does not start with a word).
+std::string NextLineWord(const std::string& text, size_t i) {
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r')) ++i;
+    if (i < text.size() && (text[i] == '\n' || text[i] == '#')) {
+      while (i < text.size() && text[i] != '\n') ++i;
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && IsIdentChar(text[j])) ++j;
+    return text.substr(i, j - i);
+  }
+  return "";
+}
+
+struct OpenBracket {
+  char c;
+  int line, column;
+};
+
+absl::Status UnclosedBracket(const OpenBracket& b, const std::string& why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(Where(b.line, b.column), "unclosed '", std::string(1, b.c), "' (", why,
+                   "); close it with '", b.c == '(' ? ")" : "]", "'"));
+}
+
 absl::StatusOr<std::vector<Token>> Lex(const std::string& text) {
   std::vector<Token> out;
   int line = 1, column = 1;
-  int depth = 0;  // nesting of () and []: newlines inside brackets continue the statement
+  // The open () and [] brackets: newlines inside brackets continue the statement.
+  std::vector<OpenBracket> open;
   int statement_tokens = 0;
   size_t i = 0;
   const size_t n = text.size();
   while (i < n) {
     const char c = text[i];
     if (c == '\n') {
-      if (depth == 0) {
+      if (!open.empty()) {
+        // `output` and `with` only begin statements: the bracket was never closed.
+        const std::string next = NextLineWord(text, i + 1);
+        if (next == "output" || next == "with") {
+          return UnclosedBracket(open.back(), absl::StrCat("the next statement, `", next,
+                                                           "`, begins on a later line"));
+        }
+      }
+      if (open.empty()) {
         Token t;
         t.kind = TokKind::kSeparator;
         t.text = "\n";
@@ -199,8 +236,8 @@ absl::StatusOr<std::vector<Token>> Lex(const std::string& text) {
           return absl::InvalidArgumentError(
               absl::StrCat(Where(line, column), "unexpected character ", shown));
         }
-        if (c == '(' || c == '[') ++depth;
-        if ((c == ')' || c == ']') && depth > 0) --depth;
+        if (c == '(' || c == '[') open.push_back({c, line, column});
+        if ((c == ')' || c == ']') && !open.empty()) open.pop_back();
       }
     }
     t.text = text.substr(i, j - i);
@@ -220,6 +257,7 @@ absl::StatusOr<std::vector<Token>> Lex(const std::string& text) {
   end.line = line;
   end.column = column;
   out.push_back(end);
+  if (!open.empty()) return UnclosedBracket(open.back(), "the definition ends before it closes");
   return out;
 }
 

@@ -311,7 +311,13 @@ const ErrorCase kErrors[] = {
     {"MissingBracket", "A = input(f32, [4, 4])\nC[m, n] = A[m n]\noutput C\n",
      "line 2, column 15: expected ',' or ']' after index 0 of A, found 'n'"},
     {"MissingCloseParen", "A = input(f32, [4])\nC[m] = (A[m] + 1.0\noutput C\n",
-     "line 3, column 1: expected ')' to close the '(' at line 2, column 8, found 'output'"},
+     "line 2, column 8: unclosed '(' (the next statement, `output`, begins on a later line); "
+     "close it with ')'"},
+    // An unclosed bracket would make the newlines after it continue the statement: the `with`
+    // that binds M was swallowed, and M was reported unbound (issue 20).
+    {"UnclosedShapeBeforeWith", "A = input(f32, [M, 4]\nC[m] = A[m, 0]\noutput C\nwith M = 4\n",
+     "line 1, column 10: unclosed '(' (the next statement, `output`, begins on a later line); "
+     "close it with ')'"},
     {"TrailingJunk", "A = input(f32, [4])\nC[m] = A[m])\noutput C\n",
      "line 2, column 12: expected end of line or ';' after the definition of C, found ')'"},
     {"NotAStatement", "A = input(f32, [4])\n(C) = A\n",
@@ -349,7 +355,7 @@ const ErrorCase kErrors[] = {
     {"InputBadShapeSeparator", "A = input(f32, [4 4])\n",
      "line 1, column 19: expected ',' or ']' in the shape of A, found '4'"},
     {"InputMissingCloseParen", "A = input(f32, [4]\n",
-     "line 2, column 1: expected ')' after the shape of A, found end of input"},
+     "line 1, column 10: unclosed '(' (the definition ends before it closes); close it with ')'"},
     {"InputWithAxisList", "A[i] = input(f32, [4])\n",
      "line 1, column 8: an input takes its shape from input(DTYPE, [DIMS]); write A = input(...) "
      "without an axis list"},
