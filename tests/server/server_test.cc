@@ -398,7 +398,7 @@ TEST_F(ServerTest, BadSubmissionsAreRefusedWithTheirReasonAndNothingIsStored) {
   std::vector<Case> cases;
   auto job = [](const std::string& workload) { return HostJob({workload}, 4, 2); };
   cases.push_back({job("A = input(f32, [4, 4]\nB[i] = sum(j) A[i, j]\noutput B"),
-                   grpc::StatusCode::INVALID_ARGUMENT, "line 2, column 1: expected ')'"});
+                   grpc::StatusCode::INVALID_ARGUMENT, "line 1, column 10: unclosed '('"});
   cases.push_back({job("convolution(N=1)"), grpc::StatusCode::INVALID_ARGUMENT,
                    "unknown workload family 'convolution'; known families: matmul"});
   cases.push_back({job("matmul(M=0, N=32, K=32)"), grpc::StatusCode::INVALID_ARGUMENT,
