@@ -40,6 +40,13 @@ std::vector<VarPtr> Vars(const std::string& prefix, const std::vector<std::strin
   return out;
 }
 
+// Each component's known constant where `known` has one, else its variable of `vars`.
+std::vector<Expr> KnownOr(const std::vector<Expr>& known, const std::vector<VarPtr>& vars) {
+  std::vector<Expr> out;
+  for (size_t i = 0; i < vars.size(); ++i) out.push_back(known[i] ? known[i] : Expr(vars[i]));
+  return out;
+}
+
 Combiner Base(std::string name, const std::vector<std::string>& components, DType t) {
   Combiner c;
   c.name = std::move(name);
@@ -163,24 +170,17 @@ std::vector<Expr> CombineValues(const Combiner& c, const std::vector<Expr>& lhs,
 }
 
 std::vector<Expr> UniformComponents(const Combiner& c, const std::vector<Expr>& values) {
-  auto constant = [](const Expr& e) {
-    return e != nullptr && (e->kind == ExprKind::kFloatImm || e->kind == ExprKind::kIntImm);
-  };
   std::vector<Expr> known(c.size());
   for (size_t i = 0; i < c.size(); ++i) {
-    if (constant(values[i])) known[i] = values[i];
+    if (IsImmediate(values[i])) known[i] = values[i];
   }
   // Drop the components whose combination does not fold from the known ones alone.
   for (bool changed = true; changed;) {
     changed = false;
-    std::vector<Expr> lhs, rhs;
+    const std::vector<Expr> combined =
+        CombineValues(c, KnownOr(known, c.lhs), KnownOr(known, c.rhs));
     for (size_t i = 0; i < c.size(); ++i) {
-      lhs.push_back(known[i] ? known[i] : Expr(c.lhs[i]));
-      rhs.push_back(known[i] ? known[i] : Expr(c.rhs[i]));
-    }
-    const std::vector<Expr> combined = CombineValues(c, lhs, rhs);
-    for (size_t i = 0; i < c.size(); ++i) {
-      if (known[i] && !constant(combined[i])) {
+      if (known[i] && !IsImmediate(combined[i])) {
         known[i] = nullptr;
         changed = true;
       }
@@ -191,10 +191,9 @@ std::vector<Expr> UniformComponents(const Combiner& c, const std::vector<Expr>& 
 
 std::vector<Expr> FoldUniform(const Combiner& c, const std::vector<Expr>& values, int64_t count) {
   const std::vector<Expr> known = UniformComponents(c, values);
-  std::vector<Expr> result(c.size()), power(c.size());
+  std::vector<Expr> result = KnownOr(known, c.lhs), power = KnownOr(known, c.rhs);
   for (size_t i = 0; i < c.size(); ++i) {
-    result[i] = known[i] ? c.identity[i] : Expr(c.lhs[i]);
-    power[i] = known[i] ? known[i] : Expr(c.rhs[i]);
+    if (known[i]) result[i] = c.identity[i];
   }
   // Only the known components are read back: each combines from known components alone.
   auto keep = [&](std::vector<Expr> v, const std::vector<Expr>& placeholders) {
@@ -210,10 +209,7 @@ std::vector<Expr> FoldUniform(const Combiner& c, const std::vector<Expr>& values
   }
   std::vector<Expr> out(c.size());
   for (size_t i = 0; i < c.size(); ++i) {
-    if (known[i] &&
-        (result[i]->kind == ExprKind::kFloatImm || result[i]->kind == ExprKind::kIntImm)) {
-      out[i] = result[i];
-    }
+    if (known[i] && IsImmediate(result[i])) out[i] = result[i];
   }
   return out;
 }
@@ -222,8 +218,7 @@ bool CombineIsSlow(const Combiner& c, const std::vector<Expr>& known) {
   struct SlowFinder : ExprVisitor {
     bool found = false;
     void VisitBinary(const BinaryNode& n, const Expr& self) override {
-      found |= n.op == BinaryOp::kDiv && n.b->kind != ExprKind::kFloatImm &&
-               n.b->kind != ExprKind::kIntImm;
+      found |= n.op == BinaryOp::kDiv && !IsImmediate(n.b);
       ExprVisitor::VisitBinary(n, self);
     }
     void VisitCall(const CallNode& n, const Expr& self) override {
@@ -231,12 +226,9 @@ bool CombineIsSlow(const Combiner& c, const std::vector<Expr>& known) {
       ExprVisitor::VisitCall(n, self);
     }
   } finder;
-  std::vector<Expr> lhs, rhs;
-  for (size_t i = 0; i < c.size(); ++i) {
-    lhs.push_back(known[i] ? known[i] : Expr(c.lhs[i]));
-    rhs.push_back(known[i] ? known[i] : Expr(c.rhs[i]));
+  for (const Expr& v : CombineValues(c, KnownOr(known, c.lhs), KnownOr(known, c.rhs))) {
+    finder.Visit(v);
   }
-  for (const Expr& v : CombineValues(c, lhs, rhs)) finder.Visit(v);
   return finder.found;
 }
 

@@ -92,6 +92,10 @@ Expr MakeFloat(double v, DType t) { return std::make_shared<FloatImmNode>(v, t);
 Expr MakeBool(bool v) { return std::make_shared<IntImmNode>(v ? 1 : 0, DType::kBool); }
 VarPtr MakeVar(std::string name, DType t) { return std::make_shared<VarNode>(std::move(name), t); }
 
+bool IsImmediate(const Expr& e) {
+  return e != nullptr && (e->kind == ExprKind::kIntImm || e->kind == ExprKind::kFloatImm);
+}
+
 bool IsConstInt(const Expr& e, int64_t* value) {
   const auto* imm = As<IntImmNode>(e);
   if (imm == nullptr || imm->dtype == DType::kBool) return false;

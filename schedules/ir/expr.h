@@ -210,6 +210,8 @@ Expr operator==(Expr a, int64_t b);
 
 // The value of an integer immediate, or nullopt.
 bool IsConstInt(const Expr& e, int64_t* value = nullptr);
+// Whether `e` is an integer or float immediate.
+bool IsImmediate(const Expr& e);
 
 // Reductions of a compute definition and of a cross-thread AllReduce.
 enum class ReduceOp : uint8_t { kSum, kMax, kMin };

@@ -23,10 +23,6 @@ namespace tessel::schedules {
 
 namespace {
 
-bool IsConstant(const Expr& e) {
-  return e->kind == ExprKind::kFloatImm || e->kind == ExprKind::kIntImm;
-}
-
 // Rewrites loads of logical buffers to their realized buffers.
 class AccessRewriter : public ExprMutator {
  public:
@@ -576,7 +572,7 @@ absl::StatusOr<std::vector<Stmt>> NestBuilder::FoldOnePass() {
   std::vector<Expr> values;
   for (size_t i = 0; i < values_.size(); ++i) {
     const Expr& v = values_[i];
-    if (comb_->op || IsConstant(v)) {
+    if (comb_->op || IsImmediate(v)) {
       values.push_back(v);
       continue;
     }
@@ -625,7 +621,7 @@ absl::StatusOr<std::vector<Stmt>> NestBuilder::FoldTwoPasses(int64_t two_pass,
     std::set<const Combiner::Step*> folded;
     for (const auto& [step, b] : pass) {
       Expr term = Instantiate(*comb_, step->term, {}, values_, results);
-      if (IsConstant(term) && (!guard || across_threads)) {
+      if (IsImmediate(term) && (!guard || across_threads)) {
         // The same term for every element (a count): folded, over the thread's elements (no
         // guard: every thread has as many) or over all the reduction's (two_pass = 2: the guards
         // keep exactly the reduction's domain), so that nothing exchanges or divides by it.
@@ -700,7 +696,7 @@ absl::StatusOr<std::vector<Stmt>> NestBuilder::FoldTwoPasses(int64_t two_pass,
   if (absl::Status st = flush(); !st.ok()) return st;
   for (size_t c = 0; c < acc_.size(); ++c) {
     Expr v = Instantiate(*comb_, comb_->from_steps[c], {}, {}, results);
-    if (IsConstant(v)) uniform_[c] = v;
+    if (IsImmediate(v)) uniform_[c] = v;
     out.push_back(MakeStore(acc_[c], {MakeInt(0)}, v));
   }
   return out;
