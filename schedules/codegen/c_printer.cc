@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "schedules/ir/affine.h"
+#include "schedules/ir/tensor_intrin.h"
 #include "schedules/ir/expr_functor.h"
 #include "schedules/ir/stmt_analysis.h"
 #include "schedules/ir/substitute.h"
@@ -591,6 +592,7 @@ std::string CodeGenC::Print(const Expr& e, int* prec) {
     }
     case ExprKind::kCall: {
       const auto& n = static_cast<const CallNode&>(*e);
+      if (IsTensorCall(n.name)) return TensorCall(n);
       std::vector<std::string> args;
       for (const Expr& a : n.args) args.push_back(Print(a));
       std::string s = IsMathIntrinsic(n.name) ? MathCall(n.name, n.dtype, args) : "";
@@ -612,6 +614,13 @@ std::string CodeGenC::Print(const Expr& e, int* prec) {
     }
   }
   return "?";
+}
+
+std::string CodeGenC::TensorCall(const CallNode& n) {
+  Fail(absl::InvalidArgumentError(absl::StrCat(
+      "call of tensor-core intrinsic '", n.name,
+      "': the host target has no tensor cores; lower the schedule for a cuda target")));
+  return "0";
 }
 
 // ---- Statements.

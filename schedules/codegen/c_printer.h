@@ -114,6 +114,8 @@ class CodeGenC {
   virtual std::string MathCall(const std::string& name, DType t,
                                const std::vector<std::string>& args) = 0;
   virtual std::string MinMax(bool is_max, DType t, const std::string& a, const std::string& b) = 0;
+  // A tensor-core call left by lower_tensor_intrinsics (ir/tensor_intrin.h); the host has none.
+  virtual std::string TensorCall(const CallNode& n);
 
   // ---- Expressions.
   std::string Print(const Expr& e) {

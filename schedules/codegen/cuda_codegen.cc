@@ -140,6 +140,7 @@ absl::StatusOr<GeneratedSource> CudaCodeGen::Generate() {
   if (uses_f16_) absl::StrAppend(&code, "\n#include <cuda_fp16.h>\n");
   if (uses_bf16_) absl::StrAppend(&code, uses_f16_ ? "" : "\n", "#include <cuda_bf16.h>\n");
   if (uses_grid_barrier_) absl::StrAppend(&code, "\n", GridBarrierFunction());
+  if (!tensor_calls_.empty()) absl::StrAppend(&code, "\n", TensorCallHelpers(tensor_calls_));
   if (uses_floordiv_ || uses_float_floormod_) {
     absl::StrAppend(&code, "\n",
                     codegen::FloorDivHelpers("__device__ __forceinline__", uses_floordiv_,

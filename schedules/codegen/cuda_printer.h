@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -206,6 +207,13 @@ class CudaCodeGen final : public CodeGenC {
   std::unordered_set<const Buffer*> read_only_;
   std::unordered_set<const Buffer*> stream_loads_, stream_stores_;  // of the current kernel
   bool uses_grid_barrier_ = false;  // some kernel: emit the barrier function
+  // Tensor-core calls the program makes: their helper functions are defined before the kernels.
+  std::set<std::string> tensor_calls_;
+  std::string TensorCall(const CallNode& n) override;
 };
+
+// The definitions of the tensor-core helper functions named in `calls` (TensorCall), for the
+// top of a CUDA source (cuda_tensor_calls.cc).
+std::string TensorCallHelpers(const std::set<std::string>& calls);
 
 }  // namespace tessel::schedules::codegen

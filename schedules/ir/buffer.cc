@@ -17,7 +17,7 @@ const char* MemScopeName(MemScope s) {
 }
 
 bool ParseMemScope(std::string_view name, MemScope* out) {
-  for (MemScope s : {MemScope::kGlobal, MemScope::kShared, MemScope::kLocal}) {
+  for (MemScope s : {MemScope::kGlobal, MemScope::kShared, MemScope::kLocal, MemScope::kFragment}) {
     if (MemScopeName(s) == name) {
       *out = s;
       return true;

@@ -406,7 +406,7 @@ absl::Status NestBuilder::AttachedStages(int p, int iter, std::vector<Producer>*
     if (!a.computed_by.empty()) continue;  // written by the stage that computes it
     auto nest = NestBuilder(state_, launch_, static_cast<int>(ai)).Build();
     if (!nest.ok()) return nest.status();
-    const bool shared = a.buffer->scope != MemScope::kLocal && state_.target.is_cuda();
+    const bool shared = !IsRegisterScope(a.buffer->scope) && state_.target.is_cuda();
     if (a.attach.reverse) {
       after->push_back(*nest);
     } else {

@@ -37,6 +37,9 @@ absl::Status BuildNests(LoweringState* state);
 absl::Status SimplifyKernels(LoweringState* state);
 // Refuses a local buffer still indexed by an attached stage's block index (kernel_passes.cc).
 absl::Status CheckBlockAxesCompacted(LoweringState* state);
+// Loop nests marked by `tensorize` become tensor-core intrinsic calls and fragments per-thread
+// register arrays (CUDA; lower_tensor_intrinsics.cc). After it no fragment buffer remains.
+absl::Status LowerTensorIntrinsics(LoweringState* state);
 // The stream_loads / stream_stores annotations as the kernels' streamed buffers (CUDA).
 absl::Status MarkStreamingBuffers(LoweringState* state);
 // Each kernel's params: the program buffers its body touches, in program order.

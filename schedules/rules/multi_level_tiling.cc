@@ -40,6 +40,12 @@
 namespace tessel::schedules {
 namespace {
 
+using rules::GemmAxes;
+using rules::GemmAxesOf;
+using rules::Levels;
+using rules::OutputOf;
+using rules::TileChain;
+
 // Bounds of the levels (the innermost factor of each sample_perfect_tile).
 constexpr int64_t kCudaTileMax = 8;      // per-thread tile per axis (S3 x S4)
 constexpr int64_t kCudaInnerMax = 4;     // S4 (and R2)
@@ -49,54 +55,6 @@ constexpr int64_t kCudaR1Max = 8;        // R1: the shared-memory step is R1 x R
 constexpr int64_t kHostIMax = 4;
 constexpr int64_t kHostJMax = 16;  // the vectorized tile
 constexpr int64_t kHostKMax = 16;
-
-// The GEMM view of a contraction's output axes: the "n" axis (threadIdx.x, coalesced stores) is
-// the innermost axis; the "m" axis is the innermost other axis that an operand not using n
-// depends on (matmul C[m, n]: m; conv NCHW out[n, k, p, q]: n-axis q (data), m-axis k (weight);
-// NHWC out[n, p, q, k]: n-axis k (weight), m-axis q (data)); the second innermost axis when
-// there is none. Every other axis is a batch axis.
-struct GemmAxes {
-  int m = 0;
-  int n = 0;
-  std::vector<int> batch;
-};
-
-GemmAxes GemmAxesOf(const Stage& st) {
-  const int na = static_cast<int>(st.axes.size());
-  GemmAxes g;
-  g.n = na - 1;
-  g.m = na - 2;
-  // Axes used per operand (loads of one buffer together).
-  std::vector<std::pair<const Buffer*, std::vector<bool>>> ops;
-  for (const LoadNode* l : CollectLoads(st.body)) {
-    auto it = std::find_if(ops.begin(), ops.end(),
-                           [&](const auto& o) { return o.first == l->buffer.get(); });
-    if (it == ops.end()) {
-      ops.emplace_back(l->buffer.get(), std::vector<bool>(na, false));
-      it = ops.end() - 1;
-    }
-    for (const Expr& i : l->indices) {
-      for (int a = 0; a < na; ++a) {
-        if (UsesVar(i, st.axes[a].get())) it->second[a] = true;
-      }
-    }
-  }
-  int best = -1;
-  for (const auto& o : ops) {
-    if (o.second[g.n]) continue;  // an operand of the n side
-    for (int a = na - 2; a > best; --a) {
-      if (o.second[a]) {
-        best = a;
-        break;
-      }
-    }
-  }
-  if (best >= 0) g.m = best;
-  for (int a = 0; a < na; ++a) {
-    if (a != g.m && a != g.n) g.batch.push_back(a);
-  }
-  return g;
-}
 
 // The contraction's reduction loops in two groups, each in loop order: those that index every
 // operand as a plain variable (a convolution's channel: the GEMM's k) and the others (its filter
@@ -146,38 +104,6 @@ std::vector<std::string> ProducersOf(const Schedule& s, const Stage& st) {
       out.push_back(p->name);
     }
   }
-  return out;
-}
-
-std::string OutputOf(const Schedule& s) {
-  for (const Stage& st : s.stages()) {
-    if (st.is_output && !st.inlined()) return st.name;
-  }
-  return "";
-}
-
-// Loop levels from tiling one loop, outermost first, with the sampled factor of each level but
-// the outermost (factors[0] is unused).
-struct Levels {
-  std::vector<LoopRV> loops;
-  std::vector<IntRV> factors;
-};
-
-// Splits `loop` in bounds.size() + 1 levels. From the innermost out, each level's factor is the
-// innermost of a two-factor sample_perfect_tile of what the inner levels leave, at most its bound
-// (`bounds` innermost first); the outermost level takes the rest.
-absl::StatusOr<Levels> TileChain(Schedule* s, LoopRV loop, const std::vector<int64_t>& bounds) {
-  Levels out;
-  LoopRV cur = loop;
-  for (int64_t bound : bounds) {
-    TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> f, s->SamplePerfectTile(cur, 2, bound));
-    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> p, s->Split(cur, {f[0], f[1]}));
-    out.loops.insert(out.loops.begin(), p[1]);
-    out.factors.insert(out.factors.begin(), f[1]);
-    cur = p[0];
-  }
-  out.loops.insert(out.loops.begin(), cur);
-  out.factors.insert(out.factors.begin(), IntRV{});
   return out;
 }
 

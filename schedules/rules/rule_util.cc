@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "schedules/ir/substitute.h"
+#include "schedules/util/status_macros.h"
 
 namespace tessel::schedules::rules {
 
@@ -82,6 +83,65 @@ std::vector<std::string> ConsumersOf(const Schedule& s, const std::string& name)
   for (const Stage& st : s.stages()) {
     if (!st.inlined() && !CollectLoads(st.body, p->buffer.get()).empty()) out.push_back(st.name);
   }
+  return out;
+}
+
+GemmAxes GemmAxesOf(const Stage& st) {
+  const int na = static_cast<int>(st.axes.size());
+  GemmAxes g;
+  g.n = na - 1;
+  g.m = na - 2;
+  // Axes used per operand (loads of one buffer together).
+  std::vector<std::pair<const Buffer*, std::vector<bool>>> ops;
+  for (const LoadNode* l : CollectLoads(st.body)) {
+    auto it = std::find_if(ops.begin(), ops.end(),
+                           [&](const auto& o) { return o.first == l->buffer.get(); });
+    if (it == ops.end()) {
+      ops.emplace_back(l->buffer.get(), std::vector<bool>(na, false));
+      it = ops.end() - 1;
+    }
+    for (const Expr& i : l->indices) {
+      for (int a = 0; a < na; ++a) {
+        if (UsesVar(i, st.axes[a].get())) it->second[a] = true;
+      }
+    }
+  }
+  int best = -1;
+  for (const auto& o : ops) {
+    if (o.second[g.n]) continue;  // an operand of the n side
+    for (int a = na - 2; a > best; --a) {
+      if (o.second[a]) {
+        best = a;
+        break;
+      }
+    }
+  }
+  if (best >= 0) g.m = best;
+  for (int a = 0; a < na; ++a) {
+    if (a != g.m && a != g.n) g.batch.push_back(a);
+  }
+  return g;
+}
+
+std::string OutputOf(const Schedule& s) {
+  for (const Stage& st : s.stages()) {
+    if (st.is_output && !st.inlined()) return st.name;
+  }
+  return "";
+}
+
+absl::StatusOr<Levels> TileChain(Schedule* s, LoopRV loop, const std::vector<int64_t>& bounds) {
+  Levels out;
+  LoopRV cur = loop;
+  for (int64_t bound : bounds) {
+    TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> f, s->SamplePerfectTile(cur, 2, bound));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> p, s->Split(cur, {f[0], f[1]}));
+    out.loops.insert(out.loops.begin(), p[1]);
+    out.factors.insert(out.factors.begin(), f[1]);
+    cur = p[0];
+  }
+  out.loops.insert(out.loops.begin(), cur);
+  out.factors.insert(out.factors.begin(), IntRV{});
   return out;
 }
 

@@ -35,4 +35,32 @@ bool FeedsContraction(const Schedule& s, const std::string& name);
 // The stages that read the buffer of stage `name`.
 std::vector<std::string> ConsumersOf(const Schedule& s, const std::string& name);
 
+
+// ---- Contractions (multi_level_tiling.cc, multi_level_tiling_tensor_core.cc).
+
+// The GEMM view of a contraction's output axes: the "n" axis (threadIdx.x, coalesced stores) is
+// the innermost axis; the "m" axis is the innermost other axis that an operand not using n
+// depends on (matmul C[m, n]: m; conv NCHW out[n, k, p, q]: n-axis q (data), m-axis k (weight);
+// NHWC out[n, p, q, k]: n-axis k (weight), m-axis q (data)); the second innermost axis when
+// there is none. Every other axis is a batch axis.
+struct GemmAxes {
+  int m = 0;
+  int n = 0;
+  std::vector<int> batch;
+};
+GemmAxes GemmAxesOf(const Stage& st);
+// The workload's output stage (not inlined), or "".
+std::string OutputOf(const Schedule& s);
+
+// Loop levels from tiling one loop, outermost first, with the sampled factor of each level but
+// the outermost (factors[0] is unused).
+struct Levels {
+  std::vector<LoopRV> loops;
+  std::vector<IntRV> factors;
+};
+// Splits `loop` in bounds.size() + 1 levels. From the innermost out, each level's factor is the
+// innermost of a two-factor sample_perfect_tile of what the inner levels leave, at most its bound
+// (`bounds` innermost first); the outermost level takes the rest.
+absl::StatusOr<Levels> TileChain(Schedule* s, LoopRV loop, const std::vector<int64_t>& bounds);
+
 }  // namespace tessel::schedules::rules

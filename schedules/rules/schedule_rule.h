@@ -45,6 +45,9 @@ std::unique_ptr<ScheduleRule> MakeAutoInline();
 // Host, SSRSRS: i/j in four levels, k in two, the outer tiles parallel, the innermost j tile
 // vectorized.
 std::unique_ptr<ScheduleRule> MakeMultiLevelTiling(const Target& target);
+// f16/bf16 contractions on the tensor cores (CUDA; mma.sync, ldmatrix, a software pipeline): forks
+// the space, leaving an untouched copy for MultiLevelTiling (multi_level_tiling_tensor_core.cc).
+std::unique_ptr<ScheduleRule> MakeMultiLevelTilingTensorCore(const Target& target);
 // Row reductions without reuse (softmax, layernorm, reduce) on CUDA: sampled threads per row
 // combining through warp shuffles and shared memory, vectorized loads, the reductions computed
 // at their consumer's row; rows too few to fill the GPU are split over blocks (rfactor) first;

@@ -173,6 +173,15 @@ class Schedule {
   // mean).
   absl::Status FuseReductions(const std::vector<BlockRV>& blocks);
 
+  // ---- Tensor cores (ir/tensor_intrin.h). Marks `loop` and the loops inside it (the stage's
+  // next leaves, perfectly nested) to be replaced by intrinsic `intrin` ("mma_m16n8k16",
+  // "ldmatrix", "mma_accumulator") when lowered for CUDA. Checks the loops' extents and kinds
+  // (serial or unrolled, unbound), and the stage: mma sums products of two f16/bf16 fragments
+  // into an f32/f16 fragment, ldmatrix copies a shared buffer into a fragment, mma_accumulator
+  // reads or writes a fragment element by element. The accesses themselves are matched by
+  // lowering (lower_tensor_intrinsics), whose errors name the mismatch.
+  absl::Status Tensorize(LoopRV loop, const std::string& intrin);
+
   // Annotation keys with a meaning for lowering: stage "auto_unroll_max_step" (unroll inner loops
   // whose total trip count is at most the value), "two_pass" (a tuple reduction in the combiner's
   // two passes; see FuseReductions), a kernel's root stage "max_blocks_per_sm" (CUDA:

@@ -17,6 +17,7 @@ const InstructionTable& InstructionTable::Builtin() {
     RegisterAnnotationInstructions(t);
     RegisterReductionInstructions(t);
     RegisterReductionFusionInstructions(t);
+    RegisterTensorizeInstructions(t);
     return t;
   }();
   return *table;

@@ -19,5 +19,6 @@ void RegisterLayoutInstructions(InstructionTable* table);
 void RegisterAnnotationInstructions(InstructionTable* table);
 void RegisterReductionInstructions(InstructionTable* table);
 void RegisterReductionFusionInstructions(InstructionTable* table);
+void RegisterTensorizeInstructions(InstructionTable* table);
 
 }  // namespace tessel::schedules

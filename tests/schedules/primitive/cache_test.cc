@@ -93,7 +93,7 @@ TEST(ScheduleErrors, CacheReadBadScope) {
   BlockRV c = BlockOf(sch, "C");
   ExpectFails(
       sch, [&] { return sch.CacheRead("A", "global", {c}); }, kInvalid,
-      "cache_read: unknown cache scope 'global'; use shared or local");
+      "cache_read: unknown cache scope 'global'; use shared, local or fragment");
   ExpectFails(
       sch, [&] { return sch.CacheRead("A", "texture", {c}); }, kInvalid,
       "unknown cache scope 'texture'");
@@ -175,7 +175,7 @@ TEST(ScheduleErrors, CacheWriteBadScope) {
   BlockRV c = BlockOf(sch, "C");
   ExpectFails(
       sch, [&] { return sch.CacheWrite(c, "global"); }, kInvalid,
-      "cache_write: unknown cache scope 'global'; use shared or local");
+      "cache_write: unknown cache scope 'global'; use shared, local or fragment");
 }
 
 TEST(ScheduleErrors, CacheWriteAfterSplit) {

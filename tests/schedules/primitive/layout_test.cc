@@ -54,7 +54,7 @@ TEST(ScheduleErrors, SetScopeUnknown) {
   BlockRV b = BlockOf(sch, "B");
   ExpectFails(
       sch, [&] { return sch.SetScope(b, "texture"); }, kInvalid,
-      "set_scope: unknown scope 'texture'; use global, shared or local");
+      "set_scope: unknown scope 'texture'; use global, shared, local or fragment");
 }
 
 TEST(ScheduleErrors, SetScopeOutput) {

@@ -1,0 +1,47 @@
+#include "schedules/ir/tensor_intrin.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tessel::schedules {
+
+namespace {
+constexpr char kTensorizePrefix[] = "tensorize.";
+constexpr size_t kTensorizePrefixSize = sizeof(kTensorizePrefix) - 1;
+}  // namespace
+
+const std::vector<TensorIntrinInfo>& TensorIntrins() {
+  static const std::vector<TensorIntrinInfo>* const kTable = new std::vector<TensorIntrinInfo>{
+      {TensorIntrin::kMma, "mma_m16n8k16", {{16, 8, 16}}},
+      {TensorIntrin::kLdmatrix, "ldmatrix", {{16, 16}, {16, 8}, {8, 16}}},
+      {TensorIntrin::kAccumulator, "mma_accumulator", {{16, 8}}},
+  };
+  return *kTable;
+}
+
+const TensorIntrinInfo* FindTensorIntrin(std::string_view name) {
+  for (const TensorIntrinInfo& i : TensorIntrins()) {
+    if (name == i.name) return &i;
+  }
+  return nullptr;
+}
+
+std::string TensorIntrinNames() {
+  std::string out;
+  for (const TensorIntrinInfo& i : TensorIntrins()) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", i.name);
+  }
+  return out;
+}
+
+std::string TensorizeAnnotation(const TensorIntrinInfo& intrin) {
+  return absl::StrCat(kTensorizePrefix, intrin.name);
+}
+
+const TensorIntrinInfo* TensorizedBy(std::string_view annotation_key) {
+  if (annotation_key.substr(0, kTensorizePrefixSize) != kTensorizePrefix) return nullptr;
+  return FindTensorIntrin(annotation_key.substr(kTensorizePrefixSize));
+}
+
+bool IsTensorCall(std::string_view name) { return name.substr(0, 7) == "tessel_"; }
+
+}  // namespace tessel::schedules

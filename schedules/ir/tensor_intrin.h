@@ -1,0 +1,70 @@
+#pragma once
+
+// Tensor-core intrinsics: what `tensorize` (schedule.h) may replace a loop nest with, and the
+// calls the lowering pass lower_tensor_intrinsics (lower/passes.h) leaves in the IR for code
+// generation to print. One table describes each intrinsic once: its name in traces, the loop
+// nests it replaces, and the helper functions the CUDA printer defines for its calls.
+//
+// The register layouts are those of PTX `mma.sync.aligned.m16n8k16` (row.col): per warp, an A
+// tile of 16 x 16 (rows m, columns k) is 8 16-bit values a lane, a B tile of 16 x 8 (k x n) is 4,
+// and a 16 x 8 accumulator tile is 4 values: lane l holds rows l/4 and l/4 + 8, columns
+// 2 (l % 4) and 2 (l % 4) + 1. Fragment buffers (MemScope::kFragment) hold such tiles; they are
+// read and written only by the intrinsics and by loop nests tensorized with `mma_accumulator`,
+// which lowering distributes over the warp's lanes in the accumulator layout.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schedules/ir/expr.h"
+
+namespace tessel::schedules {
+
+enum class TensorIntrin : uint8_t {
+  // acc[m, n] += A[m, k] * B[k, n] over one 16 x 8 x 16 tile (loops m, n, k; m outermost), A and
+  // B 16-bit fragments (f16 or bf16, both the same), acc an f32 (or, when the workload
+  // accumulates in f16, f16) fragment. The nest that initializes acc (the reduction's init at
+  // the same loops m, n) is lowered like mma_accumulator.
+  kMma,
+  // A fragment tile loaded from shared memory with ldmatrix (loops of the tile's two axes:
+  // 16 x 16 for an A operand, 16 x 8 or 8 x 16 for a B operand), transposed on the way where the
+  // shared copy's contiguous axis is the tile's row axis.
+  kLdmatrix,
+  // A 16 x 8 nest (rows, columns) that reads or writes an accumulator fragment element by
+  // element (its initialization, the write-back with a fused epilogue): each lane runs the 4
+  // elements it holds.
+  kAccumulator,
+};
+
+struct TensorIntrinInfo {
+  TensorIntrin kind;
+  const char* name;  // as in traces: "mma_m16n8k16", "ldmatrix", "mma_accumulator"
+  // Extents of the loops tensorized, from the marked loop inward; one row a form.
+  std::vector<std::vector<int64_t>> forms;
+};
+
+// The table of intrinsics, in enum order.
+const std::vector<TensorIntrinInfo>& TensorIntrins();
+// The intrinsic called `name`, or nullptr.
+const TensorIntrinInfo* FindTensorIntrin(std::string_view name);
+// "mma_m16n8k16, ldmatrix, mma_accumulator": for messages.
+std::string TensorIntrinNames();
+
+// The loop annotation `tensorize` leaves: "tensorize.<name>" = 1.
+std::string TensorizeAnnotation(const TensorIntrinInfo& intrin);
+// The intrinsic a loop annotation key names, or nullptr when it is not a tensorize annotation.
+const TensorIntrinInfo* TensorizedBy(std::string_view annotation_key);
+
+// ---- Calls left by lowering (CallNode names). Their arguments are Loads of the first element
+// of each operand (the printer passes its address) followed by plain values.
+inline constexpr char kCallMma[] = "tessel_mma_m16n8k16";            // (acc, a, b): types in name
+inline constexpr char kCallLdmatrix[] = "tessel_ldmatrix";           // (dst, src), .x2/.x4/.trans
+inline constexpr char kCallCpAsync[] = "tessel_cp_async";            // (dst, src, bytes, valid)
+inline constexpr char kCallCpAsyncCommit[] = "tessel_cp_async_commit";  // ()
+inline constexpr char kCallCpAsyncWait[] = "tessel_cp_async_wait";      // (groups in flight)
+
+// Whether `name` is one of the calls above (with its suffixes).
+bool IsTensorCall(std::string_view name);
+
+}  // namespace tessel::schedules

@@ -1,0 +1,549 @@
+// lower_tensor_intrinsics: the loop nests `tensorize` marked (ir/tensor_intrin.h) become
+// tensor-core intrinsic calls, and fragment buffers per-thread register arrays.
+//
+// First every mma nest of a kernel is matched: its accumulator, A and B operands are fragments,
+// each indexed by exactly one of the nest's loops per tile axis (coefficient 1). That gives each
+// fragment its role and which of its axes are the tile's rows and columns. Then:
+//   - an mma nest becomes one call tessel_mma_m16n8k16_<acc>_<ab>(&acc[t], &a[t], &b[t]), t the
+//     tile's first register in each operand;
+//   - an ldmatrix nest becomes, in every lane, tessel_ldmatrix_x4 (A) or _x2 (B), transposed when
+//     the shared copy is contiguous along the tile's rows, with the lane's row address;
+//   - an accumulator nest (mma_accumulator, and the mma stage's initialization) runs in every lane
+//     over the 2 x 2 elements the lane holds: rows l/4 + 8h, columns 2 (l % 4) + e;
+//   - a fragment is allocated as a local array of its tiles' registers, tile after tile in
+//     row-major tile order.
+// Any other access of a fragment is an error naming it, and so is a tensorize mark on the host.
+
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "schedules/ir/affine.h"
+#include "schedules/ir/expr_functor.h"
+#include "schedules/ir/stmt_functor.h"
+#include "schedules/ir/substitute.h"
+#include "schedules/ir/tensor_intrin.h"
+#include "schedules/lower/passes.h"
+
+namespace tessel::schedules {
+
+namespace {
+
+constexpr int64_t kWarp = 32;
+
+// A fragment's role and register layout.
+struct Fragment {
+  enum class Role : uint8_t { kA, kB, kAcc } role;
+  int row_dim = -1, col_dim = -1;  // axes of the buffer: tile rows (m or n) and columns (k or n)
+  int64_t tile_rows = 0, tile_cols = 0, regs_per_tile = 0;  // elements a lane holds per tile
+  BufferPtr flat;                                           // the register array
+  int64_t Tiles(const Buffer& b) const {
+    return (b.shape[row_dim] / tile_rows) * (b.shape[col_dim] / tile_cols);
+  }
+};
+
+const char* RoleName(Fragment::Role r) {
+  switch (r) {
+    case Fragment::Role::kA:
+      return "an A operand";
+    case Fragment::Role::kB:
+      return "a B operand";
+    case Fragment::Role::kAcc:
+      return "an accumulator";
+  }
+  return "?";
+}
+
+// A tensorized loop nest: the marked loop and the loops inside it, and the innermost body.
+struct Nest {
+  const TensorIntrinInfo* intrin = nullptr;
+  std::vector<const ForNode*> loops;
+  Stmt body;
+};
+
+const TensorIntrinInfo* MarkOf(const ForNode& f) {
+  for (const auto& [key, value] : f.annotations) {
+    if (const TensorIntrinInfo* i = TensorizedBy(key)) return i;
+  }
+  return nullptr;
+}
+
+Stmt Unwrap(const Stmt& s) {
+  const auto* seq = As<SeqNode>(s);
+  return seq && seq->stmts.size() == 1 ? Unwrap(seq->stmts[0]) : s;
+}
+
+// The loops of the nest marked at `f`, as many as the intrinsic's form (fewer for an mma stage's
+// initialization, whose nest has no k loop).
+Nest NestAt(const ForNode& f) {
+  Nest n;
+  n.intrin = MarkOf(f);
+  n.loops.push_back(&f);
+  const size_t want = n.intrin->forms[0].size();
+  Stmt body = Unwrap(f.body);
+  while (n.loops.size() < want) {
+    const auto* inner = As<ForNode>(body);
+    if (!inner) break;
+    n.loops.push_back(inner);
+    body = Unwrap(inner->body);
+  }
+  n.body = body;
+  return n;
+}
+
+std::string NestDesc(const Nest& n) {
+  return absl::StrCat("the ", n.intrin->name, " nest at loop ", n.loops[0]->var->name);
+}
+
+// The single axis of `idx` that uses `v`, with coefficient 1; -1 when none; -2 when the use is
+// not of that form.
+int AxisOf(const std::vector<Expr>& idx, const VarNode* v) {
+  int axis = -1;
+  for (size_t d = 0; d < idx.size(); ++d) {
+    if (!UsesVar(idx[d], v)) continue;
+    int64_t coeff = 0;
+    AffineForm rest;
+    if (axis >= 0 || !SplitAffine(idx[d], v, &coeff, &rest) || coeff != 1) return -2;
+    axis = static_cast<int>(d);
+  }
+  return axis;
+}
+
+// The product's two loads of an mma nest's store acc = acc + a * b.
+struct MmaAccess {
+  const StoreNode* store = nullptr;
+  const LoadNode* a = nullptr;
+  const LoadNode* b = nullptr;
+};
+
+const LoadNode* CastLoad(const Expr& e) {
+  if (const auto* c = As<CastNode>(e)) return As<LoadNode>(c->value);
+  return As<LoadNode>(e);
+}
+
+absl::StatusOr<MmaAccess> MatchMmaStore(const Nest& n) {
+  MmaAccess m;
+  m.store = As<StoreNode>(n.body);
+  const auto* add = m.store ? As<BinaryNode>(m.store->value) : nullptr;
+  const BinaryNode* mul = nullptr;
+  if (add && add->op == BinaryOp::kAdd) {
+    const auto* acc = As<LoadNode>(add->a);
+    mul = As<BinaryNode>(add->b);
+    if (!acc || acc->buffer != m.store->buffer) {
+      acc = As<LoadNode>(add->b);
+      mul = As<BinaryNode>(add->a);
+    }
+    if (!acc || acc->buffer != m.store->buffer) mul = nullptr;
+  }
+  if (mul && mul->op == BinaryOp::kMul) {
+    m.a = CastLoad(mul->a);
+    m.b = CastLoad(mul->b);
+  }
+  if (!m.a || !m.b) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(NestDesc(n), " is not one unguarded store acc = acc + a * b (found ",
+                     n.body ? ToString(n.body) : "nothing",
+                     "); tensorize loops that no split leaves guarded (tiles that divide)"));
+  }
+  return m;
+}
+
+std::string IndexList(const std::vector<Expr>& idx) {
+  std::string out = "[";
+  for (size_t i = 0; i < idx.size(); ++i) absl::StrAppend(&out, i ? ", " : "", ToString(idx[i]));
+  return out + "]";
+}
+
+// The axes that loops `row` and `col` index in `access` of fragment `b` (checked); other axes
+// must have extent 1.
+absl::Status TileAxes(const Nest& n, const Buffer& b, const std::vector<Expr>& idx,
+                      const VarNode* row, const VarNode* col, const VarNode* other, int* row_dim,
+                      int* col_dim) {
+  *row_dim = AxisOf(idx, row);
+  *col_dim = AxisOf(idx, col);
+  const bool other_used = other && AxisOf(idx, other) != -1;
+  if (*row_dim < 0 || *col_dim < 0 || *row_dim == *col_dim || other_used) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        NestDesc(n), " indexes fragment ", b.name, " at ", IndexList(idx),
+        "; each tile axis must be indexed by one of the nest's loops plus an offset"));
+  }
+  for (size_t d = 0; d < b.shape.size(); ++d) {
+    if (static_cast<int>(d) != *row_dim && static_cast<int>(d) != *col_dim && b.shape[d] != 1) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("fragment ", b.name, " has extent ", b.shape[d], " on axis ", d,
+                       ", which is no tile axis; attach it where its other axes have extent 1"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+class TensorLowering : public StmtMutator {
+ public:
+  TensorLowering(const Kernel& k, const Analyzer& analyzer) : kernel_(k), analyzer_(analyzer) {}
+
+  // Phase 1: the roles of the kernel's fragments, from its mma nests.
+  absl::Status FindFragments(const Stmt& body) {
+    absl::Status st;
+    WalkStmt(body, [&](const Stmt& s) {
+      const auto* f = As<ForNode>(s);
+      if (!st.ok() || !f || !MarkOf(*f) || MarkOf(*f)->kind != TensorIntrin::kMma) return;
+      Nest n = NestAt(*f);
+      if (n.loops.size() == 3) st = AddMma(n);
+    });
+    return st;
+  }
+
+  absl::Status status() const { return status_; }
+
+ protected:
+  Stmt VisitFor(const ForNode& f, const Stmt& self) override {
+    if (!status_.ok()) return self;
+    if (!MarkOf(f)) return StmtMutator::VisitFor(f, self);
+    if (kernel_.launch.block[0] != kWarp) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          "kernel ", kernel_.name, " runs tensor-core intrinsics but its block has ",
+          kernel_.launch.block[0], " threads along threadIdx.x; the lanes of a warp are "
+          "threadIdx.x, so bind the block's other loops so that threadIdx.x has extent 32")));
+    }
+    Nest n = NestAt(f);
+    switch (n.intrin->kind) {
+      case TensorIntrin::kMma:
+        return n.loops.size() == 3 ? Mma(n) : Lanes(n);
+      case TensorIntrin::kLdmatrix:
+        return Ldmatrix(n);
+      case TensorIntrin::kAccumulator:
+        return Lanes(n);
+    }
+    return self;
+  }
+  Stmt VisitAllocate(const AllocateNode& a, const Stmt& self) override {
+    Stmt body = Visit(a.body);
+    if (a.buffer->scope != MemScope::kFragment) {
+      return body == a.body ? self : MakeAllocate(a.buffer, body);
+    }
+    auto it = fragments_.find(a.buffer.get());
+    if (it == fragments_.end()) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          "fragment ", a.buffer->name, " is not an operand or accumulator of any ",
+          "mma_m16n8k16 nest; fragments hold tensor-core tiles only")));
+    }
+    return MakeAllocate(it->second.flat, body);
+  }
+  Stmt VisitStore(const StoreNode& s, const Stmt& self) override {
+    if (s.buffer->scope == MemScope::kFragment) return Stray(*s.buffer, ToString(self));
+    CheckExprs(OwnExprs(self));
+    return self;
+  }
+  Stmt VisitIfThenElse(const IfThenElseNode& n, const Stmt& self) override {
+    CheckExprs({n.cond});
+    return StmtMutator::VisitIfThenElse(n, self);
+  }
+  Stmt VisitLetStmt(const LetStmtNode& n, const Stmt& self) override {
+    CheckExprs({n.value});
+    return StmtMutator::VisitLetStmt(n, self);
+  }
+
+ private:
+  Stmt Fail(absl::Status st) {
+    if (status_.ok()) status_ = std::move(st);
+    return MakeSeq({});
+  }
+  Stmt Stray(const Buffer& b, const std::string& where) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        "fragment ", b.name, " is accessed outside a tensorized nest (", where,
+        "); a fragment's lanes hold parts of its tiles, so tensorize the loops that read or "
+        "write it element by element with mma_accumulator")));
+  }
+  void CheckExprs(const std::vector<Expr>& exprs) {
+    for (const Expr& e : exprs) {
+      for (const LoadNode* l : CollectLoads(e)) {
+        if (l->buffer->scope == MemScope::kFragment) Stray(*l->buffer, ToString(e));
+      }
+    }
+  }
+
+  absl::Status AddFragment(const Nest& n, const BufferPtr& b, Fragment f) {
+    if (b->shape[f.row_dim] % f.tile_rows != 0 || b->shape[f.col_dim] % f.tile_cols != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "fragment ", b->name, " has ", b->shape[f.row_dim], " x ", b->shape[f.col_dim],
+          " elements on its tile axes; as ", RoleName(f.role), " of ", NestDesc(n),
+          " it holds tiles of ", f.tile_rows, " x ", f.tile_cols, ": tile it to multiples"));
+    }
+    auto it = fragments_.find(b.get());
+    if (it != fragments_.end()) {
+      if (it->second.role != f.role || it->second.row_dim != f.row_dim) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "fragment ", b->name, " is ", RoleName(it->second.role), " of one mma nest and ",
+            RoleName(f.role), " of ", NestDesc(n), "; give each use its own fragment"));
+      }
+      return absl::OkStatus();
+    }
+    f.flat = MakeBuffer(b->name, b->dtype, {f.Tiles(*b) * f.regs_per_tile}, MemScope::kLocal);
+    fragments_.emplace(b.get(), f);
+    return absl::OkStatus();
+  }
+
+  absl::Status AddMma(const Nest& n) {
+    auto m = MatchMmaStore(n);
+    if (!m.ok()) return m.status();
+    const VarNode* vm = n.loops[0]->var.get();
+    const VarNode* vn = n.loops[1]->var.get();
+    const VarNode* vk = n.loops[2]->var.get();
+    // A is the operand indexed by m.
+    const LoadNode* a = m->a;
+    const LoadNode* b = m->b;
+    if (AxisOf(a->indices, vm) < 0) std::swap(a, b);
+    Fragment fa{Fragment::Role::kA}, fb{Fragment::Role::kB}, fc{Fragment::Role::kAcc};
+    fa.tile_rows = 16, fa.tile_cols = 16, fa.regs_per_tile = 8;
+    fb.tile_rows = 8, fb.tile_cols = 16, fb.regs_per_tile = 4;
+    fc.tile_rows = 16, fc.tile_cols = 8, fc.regs_per_tile = 4;
+    for (const Buffer* x : {a->buffer.get(), b->buffer.get(), m->store->buffer.get()}) {
+      if (x->scope != MemScope::kFragment) {
+        return absl::FailedPreconditionError(absl::StrCat(NestDesc(n), " accesses ", x->name,
+                                                          " in ", MemScopeName(x->scope),
+                                                          " memory; mma operands are fragments"));
+      }
+    }
+    absl::Status st = TileAxes(n, *a->buffer, a->indices, vm, vk, vn, &fa.row_dim, &fa.col_dim);
+    if (st.ok()) st = TileAxes(n, *b->buffer, b->indices, vn, vk, vm, &fb.row_dim, &fb.col_dim);
+    if (st.ok()) {
+      st = TileAxes(n, *m->store->buffer, m->store->indices, vm, vn, vk, &fc.row_dim,
+                    &fc.col_dim);
+    }
+    if (st.ok()) st = AddFragment(n, a->buffer, fa);
+    if (st.ok()) st = AddFragment(n, b->buffer, fb);
+    if (st.ok()) st = AddFragment(n, m->store->buffer, fc);
+    return st;
+  }
+
+  const Fragment* FragmentOf(const Buffer* b) const {
+    auto it = fragments_.find(b);
+    return it == fragments_.end() ? nullptr : &it->second;
+  }
+
+  // The first register of the tile at `idx` (the nest's loops at zero) in fragment `f`.
+  Expr TileRegister(const Fragment& f, const Buffer& b, const std::vector<Expr>& idx) const {
+    const int64_t col_tiles = b.shape[f.col_dim] / f.tile_cols;
+    return analyzer_.Simplify(
+        (idx[f.row_dim] / f.tile_rows * col_tiles + idx[f.col_dim] / f.tile_cols) *
+        f.regs_per_tile);
+  }
+
+  std::vector<Expr> AtZero(const Nest& n, const std::vector<Expr>& idx) const {
+    std::unordered_map<const VarNode*, Expr> zero;
+    for (const ForNode* l : n.loops) zero[l->var.get()] = MakeInt(0, l->var->dtype);
+    std::vector<Expr> out;
+    for (const Expr& i : idx) out.push_back(analyzer_.Simplify(Substitute(i, zero)));
+    return out;
+  }
+
+  Expr RegisterOperand(const Nest& n, const LoadNode& l) const {
+    const Fragment& f = *FragmentOf(l.buffer.get());
+    return MakeLoad(f.flat, {TileRegister(f, *l.buffer, AtZero(n, l.indices))});
+  }
+
+  Stmt Mma(const Nest& n) {
+    auto m = MatchMmaStore(n);
+    if (!m.ok()) return Fail(m.status());
+    const LoadNode* a = m->a;
+    const LoadNode* b = m->b;
+    if (FragmentOf(a->buffer.get())->role != Fragment::Role::kA) std::swap(a, b);
+    const Fragment& fc = *FragmentOf(m->store->buffer.get());
+    Expr acc = MakeLoad(fc.flat, {TileRegister(fc, *m->store->buffer,
+                                               AtZero(n, m->store->indices))});
+    const std::string name = absl::StrCat(kCallMma, "_", DTypeName(fc.flat->dtype), "_",
+                                          DTypeName(a->buffer->dtype));
+    return MakeEvaluate(
+        MakeCall(name, {acc, RegisterOperand(n, *a), RegisterOperand(n, *b)}, DType::kInt32));
+  }
+
+  // A new lane variable and the loop over the warp's lanes around `body`.
+  static VarPtr LaneVar() { return MakeVar("lane", DType::kInt32); }
+  static Stmt LaneLoop(const VarPtr& lane, Stmt body) {
+    return MakeFor(lane, MakeInt(0, lane->dtype), MakeInt(kWarp, lane->dtype),
+                   ForKind::kThreadBinding, ThreadTag::kThreadX, std::move(body));
+  }
+
+  Stmt Ldmatrix(const Nest& n) {
+    const auto* st = As<StoreNode>(n.body);
+    const LoadNode* src = st ? As<LoadNode>(st->value) : nullptr;
+    const Fragment* f = st ? FragmentOf(st->buffer.get()) : nullptr;
+    if (!src || src->buffer->scope != MemScope::kShared || n.loops.size() != 2) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          NestDesc(n), " is not one unguarded copy from shared memory into a fragment (found ",
+          n.body ? ToString(n.body) : "nothing", ")")));
+    }
+    if (!f || f->role == Fragment::Role::kAcc) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          NestDesc(n), " loads fragment ", st->buffer->name,
+          ", which no mma_m16n8k16 nest reads as an A or B operand")));
+    }
+    // Which loop runs along the tile's rows, which along its columns (k).
+    const Buffer& fb = *st->buffer;
+    const VarNode* u = n.loops[0]->var.get();
+    const VarNode* v = n.loops[1]->var.get();
+    const VarNode* row = AxisOf(st->indices, u) == f->row_dim ? u : v;
+    const VarNode* col = row == u ? v : u;
+    int64_t row_ext = 0;
+    IsConstInt((row == u ? n.loops[0] : n.loops[1])->extent, &row_ext);
+    if (AxisOf(st->indices, row) != f->row_dim || AxisOf(st->indices, col) != f->col_dim ||
+        row_ext != f->tile_rows) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          NestDesc(n), " does not run over one ", f->tile_rows, " x ", f->tile_cols, " tile of ",
+          fb.name, " (", RoleName(f->role), "): its loops must index the tile's rows and "
+          "columns")));
+    }
+    const Expr flat = FlatIndex(*src->buffer, src->indices);
+    int64_t row_coeff = 0, col_coeff = 0;
+    AffineForm rest;
+    const bool affine =
+        SplitAffine(flat, row, &row_coeff, &rest) && SplitAffine(flat, col, &col_coeff, &rest);
+    const bool trans = affine && row_coeff == 1;
+    const int64_t stride = trans ? col_coeff : row_coeff;
+    if (!affine || (col_coeff != 1 && row_coeff != 1)) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          NestDesc(n), " reads ", src->buffer->name,
+          " with neither the tile's rows nor its columns contiguous; ldmatrix reads 8 "
+          "consecutive elements a row: keep one tile axis innermost in the shared copy")));
+    }
+    if (stride % 8 != 0) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          NestDesc(n), " reads rows of ", src->buffer->name, " ", stride,
+          " elements apart; ldmatrix needs 16-byte aligned rows: pad the shared copy with "
+          "storage_align to a multiple of 8 elements")));
+    }
+    // Lane l gives the address of row l % 8 of matrix (l / 8) % x: matrix j is row block
+    // j % (tile rows / 8), column block j / (tile rows / 8).
+    const int64_t row_blocks = f->tile_rows / 8;
+    const int64_t x = row_blocks * 2;
+    VarPtr lane = LaneVar();
+    Expr lv = MakeCast(kIndexType, lane);
+    Expr j = lv / 8 % x, i = lv % 8;
+    Expr r = j % row_blocks * 8, c = j / row_blocks * 8;
+    if (trans) {
+      c = c + i;
+    } else {
+      r = r + i;
+    }
+    std::unordered_map<const VarNode*, Expr> at = {{row, r}, {col, c}};
+    std::vector<Expr> sidx;
+    Analyzer an = analyzer_;
+    an.Bind(lane, 0, kWarp);
+    for (const Expr& e : src->indices) sidx.push_back(an.Simplify(Substitute(e, at)));
+    const std::string name = absl::StrCat(kCallLdmatrix, "_x", x, trans ? "_trans" : "");
+    Expr dst = MakeLoad(f->flat, {TileRegister(*f, fb, AtZero(n, st->indices))});
+    return LaneLoop(lane, MakeEvaluate(MakeCall(name, {dst, MakeLoad(src->buffer, sidx)},
+                                                DType::kInt32)));
+  }
+
+  // Runs the accumulator nest's body in every lane over the 2 x 2 elements it holds.
+  Stmt Lanes(const Nest& n) {
+    if (n.loops.size() != 2) {
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat(NestDesc(n), " is not a nest of two loops")));
+    }
+    const VarNode* u = n.loops[0]->var.get();
+    const VarNode* v = n.loops[1]->var.get();
+    VarPtr lane = LaneVar();
+    VarPtr h = MakeVar(n.loops[0]->var->name + "_h");
+    VarPtr e = MakeVar(n.loops[1]->var->name + "_e");
+    // Fragment accesses first (they need the loops' variables), then the loops' values.
+    class Rewriter : public ExprMutator {
+     public:
+      Rewriter(TensorLowering& t, const Nest& n, const VarNode* u, const VarNode* v, Expr reg)
+          : t_(t), n_(n), u_(u), v_(v), reg_(std::move(reg)) {}
+      Expr VisitLoad(const LoadNode& l, const Expr& self) override {
+        if (l.buffer->scope != MemScope::kFragment) return ExprMutator::VisitLoad(l, self);
+        return MakeLoad(Flat(*l.buffer), {Register(l.buffer, l.indices)});
+      }
+      BufferPtr Flat(const Buffer& b) {
+        const Fragment* f = t_.FragmentOf(&b);
+        return f ? f->flat : nullptr;
+      }
+      Expr Register(const BufferPtr& b, const std::vector<Expr>& idx) {
+        const Fragment* f = t_.FragmentOf(b.get());
+        if (!f || f->role != Fragment::Role::kAcc || AxisOf(idx, u_) != f->row_dim ||
+            AxisOf(idx, v_) != f->col_dim) {
+          if (status.ok()) {
+            status = absl::FailedPreconditionError(absl::StrCat(
+                NestDesc(n_), " accesses fragment ", b->name,
+                " other than as an accumulator indexed [rows + its first loop, columns + its "
+                "second loop]"));
+          }
+          return MakeInt(0);
+        }
+        return t_.TileRegister(*f, *b, t_.AtZero(n_, idx)) + reg_;
+      }
+      absl::Status status;
+
+     private:
+      TensorLowering& t_;
+      const Nest& n_;
+      const VarNode *u_, *v_;
+      Expr reg_;
+    } rw(*this, n, u, v, Expr(h) * 2 + Expr(e));
+    class StmtRw : public StmtMutator {
+     public:
+      explicit StmtRw(Rewriter& rw) : rw_(rw) {}
+      Expr VisitExpr(const Expr& x) override { return rw_.Visit(x); }
+      Stmt VisitStore(const StoreNode& s, const Stmt& self) override {
+        Stmt out = StmtMutator::VisitStore(s, self);
+        const auto* st = As<StoreNode>(out);
+        if (s.buffer->scope != MemScope::kFragment) return out;
+        return MakeStore(rw_.Flat(*s.buffer), {rw_.Register(s.buffer, s.indices)}, st->value);
+      }
+
+     private:
+      Rewriter& rw_;
+    } srw(rw);
+    Stmt body = srw.Visit(n.body);
+    if (!rw.status.ok()) return Fail(rw.status);
+    Expr lv = MakeCast(kIndexType, lane);
+    body = Substitute(body, {{u, lv / 4 + Expr(h) * 8}, {v, lv % 4 * 2 + Expr(e)}});
+    Analyzer an = analyzer_;
+    an.Bind(lane, 0, kWarp);
+    an.Bind(h, 0, 2);
+    an.Bind(e, 0, 2);
+    body = an.Simplify(body);
+    body = MakeFor(e, MakeInt(0), MakeInt(2), ForKind::kUnrolled, ThreadTag::kNone, body);
+    body = MakeFor(h, MakeInt(0), MakeInt(2), ForKind::kUnrolled, ThreadTag::kNone, body);
+    return LaneLoop(lane, body);
+  }
+
+  const Kernel& kernel_;
+  const Analyzer& analyzer_;
+  std::map<const Buffer*, Fragment> fragments_;
+  absl::Status status_;
+};
+
+bool HasTensorizeMark(const Stmt& body) {
+  bool found = false;
+  WalkStmt(body, [&](const Stmt& s) {
+    if (const auto* f = As<ForNode>(s)) found |= MarkOf(*f) != nullptr;
+  });
+  return found;
+}
+
+}  // namespace
+
+absl::Status LowerTensorIntrinsics(LoweringState* state) {
+  for (Kernel& k : state->program.kernels) {
+    if (!HasTensorizeMark(k.body)) continue;
+    if (!state->target.is_cuda()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kernel ", k.name, " has loops tensorized with tensor-core intrinsics (",
+          TensorIntrinNames(), "), which only CUDA targets have; lower the schedule for a cuda "
+          "target, or tune for the host with its own design space (it never tensorizes)"));
+    }
+    TensorLowering t(k, state->analyzer);
+    if (absl::Status st = t.FindFragments(k.body); !st.ok()) return st;
+    Stmt body = t.Visit(k.body);
+    if (!t.status().ok()) return t.status();
+    k.body = body;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessel::schedules

@@ -1,0 +1,228 @@
+// MultiLevelTilingTensorCore: f16/bf16 contractions on the tensor cores (mma.sync.m16n8k16),
+// in the spirit of Meta-Schedule's rule of the same name. It forks the space: the contraction is
+// also left to MultiLevelTiling (CUDA cores), and the search and the cost model choose.
+//
+// The output's m and n loops (rules::GemmAxesOf) are split into 16 (m) and 8 (n) element tiles,
+// and the tile counts into block / warp / per-warp levels, ordered [batch] mb nb | wm wn | fm fn |
+// m16 n8, bound to blockIdx.y/x (batch fused on blockIdx.z) and threadIdx.z/y (warps); threadIdx.x
+// is the warp's 32 lanes. The accumulator (cache_write "fragment") is computed at the warp level:
+// k is split into 16-element steps, ordered k0 (shared-memory step) k1 | fm fn | m16 n8 k16, the
+// innermost three tensorized with mma_m16n8k16. Each operand goes through shared memory at k0
+// (cooperative fetch over all the block's threads, vectors of a sampled width, rows padded for
+// conflict-free ldmatrix) and into fragments at k1 (ldmatrix, transposed where the operand's
+// contiguous axis is not k). The write-back, with the epilogue inlined (bias, GELU, casts), is
+// tensorized with mma_accumulator: each lane stores the accumulator elements it holds.
+//
+// Decisions: warps per block along m and n (up to 4 each), 16 x 8 tiles per warp along m and n
+// (up to 4 and 8), k steps per shared-memory stage (up to 4 steps of 16), the fetch width, and
+// the software pipeline's stages (annotation "software_pipeline" on k0: 1 = no pipeline).
+// Applies where M is a multiple of 16, N of 8 and K of 16, with one reduction axis and 2-D
+// operands (plus batch axes).
+
+#include <algorithm>
+
+#include "schedules/ir/substitute.h"
+#include "schedules/rules/rule_util.h"
+#include "schedules/rules/schedule_rule.h"
+#include "schedules/util/status_macros.h"
+
+namespace tessel::schedules {
+namespace {
+
+constexpr int64_t kWarpsMax = 4;    // warps along m and along n
+constexpr int64_t kTilesMMax = 4;   // 16-row tiles a warp along m
+constexpr int64_t kTilesNMax = 8;   // 8-column tiles a warp along n
+constexpr int64_t kKStepsMax = 4;   // 16-element k steps a shared-memory stage
+constexpr int64_t kStagesMax = 4;   // software pipeline stages
+
+bool Is16Bit(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
+
+const LoadNode* CastLoad(const Expr& e) {
+  if (const auto* c = As<CastNode>(e)) return As<LoadNode>(c->value);
+  return As<LoadNode>(e);
+}
+
+// An operand of the contraction: its buffer, and which of its axes is k and which the tile's
+// rows (m for A, n for B).
+struct Operand {
+  std::string name;
+  int k_axis = -1;
+  int row_axis = -1;
+  bool is_a = false;
+};
+
+// The two operands of a product of 16-bit loads with one reduction axis, or none.
+std::vector<Operand> OperandsOf(const Stage& st, const rules::GemmAxes& ga) {
+  const auto* mul = As<BinaryNode>(st.body);
+  if (!mul || mul->op != BinaryOp::kMul || st.reduce_axes.size() != 1) return {};
+  const LoadNode* loads[2] = {CastLoad(mul->a), CastLoad(mul->b)};
+  if (!loads[0] || !loads[1] || loads[0]->buffer == loads[1]->buffer) return {};
+  if (!Is16Bit(loads[0]->buffer->dtype) || loads[0]->buffer->dtype != loads[1]->buffer->dtype) {
+    return {};
+  }
+  const VarNode* k = st.reduce_axes[0].get();
+  const VarNode* m = st.axes[ga.m].get();
+  const VarNode* n = st.axes[ga.n].get();
+  std::vector<Operand> out;
+  for (const LoadNode* l : loads) {
+    Operand op{l->buffer->name};
+    for (size_t d = 0; d < l->indices.size(); ++d) {
+      const auto* v = As<VarNode>(l->indices[d]);
+      if (!v) return {};  // plain axis variables only (no convolution taps)
+      if (v == k) op.k_axis = static_cast<int>(d);
+      if (v == m || v == n) op.row_axis = static_cast<int>(d);
+      if (v == m) op.is_a = true;
+    }
+    if (op.k_axis < 0 || op.row_axis < 0) return {};
+    out.push_back(op);
+  }
+  if (out[0].is_a == out[1].is_a) return {};
+  if (!out[0].is_a) std::swap(out[0], out[1]);
+  return out;
+}
+
+class MultiLevelTilingTensorCore final : public ScheduleRule {
+ public:
+  explicit MultiLevelTilingTensorCore(const Target& t) : target_(t) {}
+  std::string name() const override { return "multi_level_tiling_tensor_core"; }
+
+  absl::StatusOr<std::vector<Schedule>> Apply(const Schedule& sch,
+                                              const std::string& stage) const override {
+    const Stage* st = sch.FindStage(stage);
+    if (!target_.is_cuda() || !st || st->inlined() || !rules::IsContraction(*st) ||
+        rules::IsScheduled(*st)) {
+      return std::vector<Schedule>{};
+    }
+    const Stage* out = sch.FindStage(rules::OutputOf(sch));
+    if (!out || out->buffer->shape != st->buffer->shape) return std::vector<Schedule>{};
+    const rules::GemmAxes ga = rules::GemmAxesOf(*st);
+    const std::vector<Operand> ops = OperandsOf(*st, ga);
+    if (ops.empty() || st->buffer->shape[ga.m] % 16 != 0 || st->buffer->shape[ga.n] % 8 != 0 ||
+        st->buffer->dtype == DType::kFloat64) {
+      return std::vector<Schedule>{};
+    }
+    for (const Stage& s : sch.stages()) {
+      // Computed operands (a padding stage) would need a fetch that computes them.
+      for (const Operand& op : ops) {
+        if (s.name == op.name) return std::vector<Schedule>{};
+      }
+    }
+    const int64_t k_extent = st->iters[st->axes.size()].extent;
+    if (k_extent % 16 != 0) return std::vector<Schedule>{};
+    Schedule s = sch;
+    TESSEL_RETURN_IF_ERROR(Cuda(&s, stage, ga, ops));
+    // The CUDA-core sketch stays: MultiLevelTiling schedules the untouched copy.
+    return std::vector<Schedule>{std::move(s), sch};
+  }
+
+ private:
+  absl::Status Cuda(Schedule* s, const std::string& gemm, const rules::GemmAxes& ga,
+                    const std::vector<Operand>& ops) const {
+    TESSEL_ASSIGN_OR_RETURN(BlockRV g, s->GetBlock(gemm));
+    TESSEL_ASSIGN_OR_RETURN(BlockRV acc, s->CacheWrite(g, "fragment"));
+    const std::string out = rules::OutputOf(*s);
+    if (out != gemm) TESSEL_RETURN_IF_ERROR(s->ComputeInline(g));
+    TESSEL_ASSIGN_OR_RETURN(BlockRV ob, s->GetBlock(out));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> ol, s->GetLoops(ob));
+    // Output: [batch] mb nb wm wn fm fn m16 n8.
+    TESSEL_ASSIGN_OR_RETURN(auto m_split, s->Split(ol[ga.m], {-1, 16}));
+    TESSEL_ASSIGN_OR_RETURN(auto n_split, s->Split(ol[ga.n], {-1, 8}));
+    TESSEL_ASSIGN_OR_RETURN(rules::Levels m, rules::TileChain(s, m_split[0], {kTilesMMax, kWarpsMax}));
+    TESSEL_ASSIGN_OR_RETURN(rules::Levels n, rules::TileChain(s, n_split[0], {kTilesNMax, kWarpsMax}));
+    std::vector<LoopRV> batch;
+    for (int b : ga.batch) batch.push_back(ol[b]);
+    std::vector<LoopRV> order = batch;
+    for (LoopRV l : {m.loops[0], n.loops[0], m.loops[1], n.loops[1], m.loops[2], n.loops[2],
+                     m_split[1], n_split[1]}) {
+      order.push_back(l);
+    }
+    TESSEL_RETURN_IF_ERROR(s->Reorder(order));
+    if (!batch.empty()) {
+      LoopRV bz = batch[0];
+      if (batch.size() > 1) {
+        TESSEL_ASSIGN_OR_RETURN(bz, s->Fuse(batch));
+      }
+      TESSEL_RETURN_IF_ERROR(s->Bind(bz, "blockIdx.z"));
+    }
+    TESSEL_RETURN_IF_ERROR(s->Bind(m.loops[0], "blockIdx.y"));
+    TESSEL_RETURN_IF_ERROR(s->Bind(n.loops[0], "blockIdx.x"));
+    TESSEL_RETURN_IF_ERROR(s->Bind(m.loops[1], "threadIdx.z"));
+    TESSEL_RETURN_IF_ERROR(s->Bind(n.loops[1], "threadIdx.y"));
+    TESSEL_RETURN_IF_ERROR(s->Unroll(m.loops[2]));
+    TESSEL_RETURN_IF_ERROR(s->Unroll(n.loops[2]));
+    TESSEL_RETURN_IF_ERROR(s->Tensorize(m_split[1], "mma_accumulator"));
+    TESSEL_RETURN_IF_ERROR(s->ComputeAt(acc, n.loops[1]));
+    const IntRV wm = m.factors[1], wn = n.factors[1];
+
+    // Accumulator: [batch] m n k -> k0 k1 [batch] fm fn m16 n8 k16.
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> cl, s->GetLoops(acc));
+    std::vector<LoopRV> cspatial, creduce;
+    for (LoopRV l : cl) (rules::IsReduceLoop(*s, l) ? creduce : cspatial).push_back(l);
+    TESSEL_ASSIGN_OR_RETURN(auto cm, s->Split(cspatial[ga.m], {-1, 16}));
+    TESSEL_ASSIGN_OR_RETURN(auto cn, s->Split(cspatial[ga.n], {-1, 8}));
+    TESSEL_ASSIGN_OR_RETURN(auto ck, s->Split(creduce[0], {-1, 16}));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> kf, s->SamplePerfectTile(ck[0], 2, kKStepsMax));
+    TESSEL_ASSIGN_OR_RETURN(auto k01, s->Split(ck[0], {kf[0], kf[1]}));
+    std::vector<LoopRV> corder = {k01[0], k01[1]};
+    for (int b : ga.batch) corder.push_back(cspatial[b]);
+    for (LoopRV l : {cm[0], cn[0], cm[1], cn[1], ck[1]}) corder.push_back(l);
+    TESSEL_RETURN_IF_ERROR(s->Reorder(corder));
+    TESSEL_RETURN_IF_ERROR(s->DecomposeReduction(acc, k01[0]));
+    for (LoopRV l : {k01[1], cm[0], cn[0]}) TESSEL_RETURN_IF_ERROR(s->Unroll(l));
+    TESSEL_ASSIGN_OR_RETURN(IntRV stages, rules::SampleUniform(s, {1, 2, 3, 4}, kStagesMax, 0));
+    TESSEL_RETURN_IF_ERROR(s->Annotate(k01[0], "software_pipeline", stages));
+
+    // Operands: shared memory at k0, fragments at k1.
+    TESSEL_ASSIGN_OR_RETURN(IntRV vec, rules::SampleUniform(s, {2, 4, 8}, 8));
+    for (const Operand& op : ops) {
+      TESSEL_ASSIGN_OR_RETURN(BlockRV sh, s->CacheRead(op.name, "shared", {acc}));
+      TESSEL_ASSIGN_OR_RETURN(BlockRV fr,
+                              s->CacheRead(s->GetStage(sh).name, "fragment", {acc}));
+      TESSEL_RETURN_IF_ERROR(s->ComputeAt(fr, k01[1]));
+      TESSEL_RETURN_IF_ERROR(s->ComputeAt(sh, k01[0]));
+      // Fragment: the row axis split into tiles; the tile's two loops innermost, in the
+      // operand's axis order, the outer of them tensorized with ldmatrix.
+      TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> fl, s->GetLoops(fr));
+      TESSEL_ASSIGN_OR_RETURN(auto rows, s->Split(fl[op.row_axis], {-1, op.is_a ? 16 : 8}));
+      std::vector<LoopRV> forder;
+      for (size_t d = 0; d < fl.size(); ++d) {
+        if (static_cast<int>(d) != op.row_axis && static_cast<int>(d) != op.k_axis) {
+          forder.push_back(fl[d]);
+        }
+      }
+      forder.push_back(rows[0]);
+      LoopRV first = op.row_axis < op.k_axis ? rows[1] : fl[op.k_axis];
+      LoopRV second = op.row_axis < op.k_axis ? fl[op.k_axis] : rows[1];
+      forder.push_back(first);
+      forder.push_back(second);
+      TESSEL_RETURN_IF_ERROR(s->Reorder(forder));
+      TESSEL_RETURN_IF_ERROR(s->Unroll(rows[0]));
+      TESSEL_RETURN_IF_ERROR(s->Tensorize(first, "ldmatrix"));
+      // Shared copy: rows padded by 8 elements (16 bytes) past a multiple of 32, so the 8 rows
+      // an ldmatrix reads fall in distinct banks; the fetch spread over all the block's threads.
+      const int ndim = static_cast<int>(s->GetStage(sh).axes.size());
+      TESSEL_RETURN_IF_ERROR(s->StorageAlign(sh, ndim - 2, 32, 8));
+      TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> sl, s->GetLoops(sh));
+      LoopRV fused = sl[0];
+      if (sl.size() > 1) {
+        TESSEL_ASSIGN_OR_RETURN(fused, s->Fuse(sl));
+      }
+      TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(fused, {-1, wm, wn, 32, vec}));
+      TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.z"));
+      TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.y"));
+      TESSEL_RETURN_IF_ERROR(s->Bind(p[3], "threadIdx.x"));
+      TESSEL_RETURN_IF_ERROR(s->Vectorize(p[4]));
+    }
+    return s->Tensorize(cm[1], "mma_m16n8k16");
+  }
+
+  Target target_;
+};
+
+}  // namespace
+
+std::unique_ptr<ScheduleRule> MakeMultiLevelTilingTensorCore(const Target& target) {
+  return std::make_unique<MultiLevelTilingTensorCore>(target);
+}
+
+}  // namespace tessel::schedules
