@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <string>
 #include <unordered_map>
 #include <utility>
 
 #include "schedules/ir/dtype.h"
+#include "schedules/ir/tensor_intrin.h"
 
 namespace tessel::costmodel {
 namespace {
@@ -81,6 +83,8 @@ struct Totals {
   double vector_bytes = 0, vectorized_loops = 0, vectorized_access_bytes = 0;
   double unrolled_loops = 0, max_unroll_product = 0, max_unroll_pragma = 0;
   double barriers_static = 0, barriers_per_thread = 0;
+  // Tensor cores: mma.sync flops, cp.async bytes, the deepest software pipeline.
+  double tensor_flops = 0, async_copy_bytes = 0, pipeline_stages = 0;
   double max_depth = 0, loops = 0;
   double heaviest_store = -1, innermost_extent = 0;
   double max_shared_alloc = 0, max_local_alloc = 0;
@@ -189,7 +193,24 @@ class Walker {
     }
   }
 
+  // mma.sync m16n8k16: 2 x 16 x 8 x 16 flops a warp, counted per lane (as mult_ counts); a
+  // cp.async of N bytes (tessel_cp_async_N).
+  void CountTensorCall(const std::string& name) {
+    if (name.rfind(schedules::kCallMma, 0) == 0) {
+      t_.tensor_flops += mult_ * (2.0 * 16 * 8 * 16 / 32);
+    } else if (name.rfind(schedules::kCallCpAsync, 0) == 0 &&
+               name.find("_commit") == std::string::npos &&
+               name.find("_wait") == std::string::npos) {
+      t_.async_copy_bytes += mult_ * std::atof(name.substr(name.rfind('_') + 1).c_str());
+    }
+  }
+
   void VisitFor(const schedules::ForNode& n) {
+    for (const auto& [key, value] : n.annotations) {
+      if (key == "software_pipeline") {
+        t_.pipeline_stages = std::max(t_.pipeline_stages, static_cast<double>(value));
+      }
+    }
     const int64_t extent = ConstExtent(n.extent);
     bool counted = true;
     if (n.kind == ForKind::kThreadBinding && n.thread != ThreadTag::kVThread) {
@@ -290,6 +311,7 @@ class Walker {
           AddFlops(1);
         } else {
           t_.intrinsics += mult_;
+          CountTensorCall(n.name);
         }
         for (const Expr& a : n.args) CountExpr(a);
         return;
@@ -619,7 +641,8 @@ const std::vector<std::string>& FeatureNames() {
         "log2_vector_bytes", "log2_vectorized_loops", "frac_bytes_vectorized",
         "log2_unrolled_loops", "log2_max_unroll_product", "log2_max_unroll_pragma",
         "log2_barriers_static", "log2_barriers_per_thread", "loop_depth", "log2_loops",
-        "log2_innermost_extent"};
+        "log2_innermost_extent", "log2_tensor_core_flops", "log2_async_copy_bytes",
+        "pipeline_stages"};
     for (int b = 0; b < kTopBuffers; ++b) {
       for (const char* f : kBufferFields) n.push_back("buf" + std::to_string(b) + "_" + f);
     }
@@ -735,6 +758,9 @@ Features ExtractFeatures(const schedules::Program& program, const schedules::Tar
   push(t.max_depth);
   log(t.loops);
   log(t.innermost_extent);
+  log(t.tensor_flops);
+  log(t.async_copy_bytes);
+  push(t.pipeline_stages);
 
   // The global buffers by bytes touched (then program order): a fixed number of slots.
   std::vector<const BufferStats*> order;

@@ -9,10 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "schedules/ir/affine.h"
-#include "schedules/ir/tensor_intrin.h"
 #include "schedules/ir/expr_functor.h"
 #include "schedules/ir/stmt_analysis.h"
 #include "schedules/ir/substitute.h"
+#include "schedules/ir/tensor_intrin.h"
 #include "schedules/util/check.h"
 
 namespace tessel::schedules::codegen {

@@ -63,8 +63,8 @@ std::string LdmatrixHelper(const std::string& name) {
   const bool x4 = absl::StrContains(name, "_x4");
   const std::string trans = absl::EndsWith(name, "_trans") ? ".trans" : "";
   std::string regs = x4 ? "{%0, %1, %2, %3}, [%4]" : "{%0, %1}, [%2]";
-  std::string outs = x4 ? "\"=r\"(d[0]), \"=r\"(d[1]), \"=r\"(d[2]), \"=r\"(d[3])"
-                        : "\"=r\"(d[0]), \"=r\"(d[1])";
+  std::string outs =
+      x4 ? "\"=r\"(d[0]), \"=r\"(d[1]), \"=r\"(d[2]), \"=r\"(d[3])" : "\"=r\"(d[0]), \"=r\"(d[1])";
   return absl::StrCat(
       "__device__ __forceinline__ void ", name, "(void* dst, const void* src) {\n",
       "  unsigned* d = static_cast<unsigned*>(dst);\n",

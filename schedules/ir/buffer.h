@@ -17,7 +17,9 @@ namespace tessel::schedules {
 enum class MemScope : uint8_t { kGlobal, kShared, kLocal, kFragment };
 
 // Registers of one thread (local) or of a warp's lanes (fragment): no other thread reads them.
-inline bool IsRegisterScope(MemScope s) { return s == MemScope::kLocal || s == MemScope::kFragment; }
+inline bool IsRegisterScope(MemScope s) {
+  return s == MemScope::kLocal || s == MemScope::kFragment;
+}
 
 const char* MemScopeName(MemScope s);  // "global", "shared", "local", "fragment"
 bool ParseMemScope(std::string_view name, MemScope* out);

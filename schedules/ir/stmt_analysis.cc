@@ -6,6 +6,7 @@
 #include "schedules/ir/expr_functor.h"
 #include "schedules/ir/stmt_functor.h"
 #include "schedules/ir/substitute.h"
+#include "schedules/ir/tensor_intrin.h"
 
 namespace tessel::schedules {
 
@@ -13,6 +14,14 @@ void CollectWrittenBuffers(const Stmt& s, std::unordered_set<const Buffer*>* out
   WalkStmt(s, [&](const Stmt& x) {
     if (const auto* st = As<StoreNode>(x)) out->insert(st->buffer.get());
     if (const auto* ev = As<EvaluateNode>(x)) {
+      // A tensor-core call (ir/tensor_intrin.h) writes its first operand only.
+      const auto* call = As<CallNode>(ev->value);
+      if (call && IsTensorCall(call->name)) {
+        if (const auto* dst = call->args.empty() ? nullptr : As<LoadNode>(call->args[0])) {
+          out->insert(dst->buffer.get());
+        }
+        return;
+      }
       for (const LoadNode* l : CollectLoads(ev->value)) out->insert(l->buffer.get());
     }
   });

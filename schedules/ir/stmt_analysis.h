@@ -18,7 +18,8 @@ namespace tessel::schedules {
 bool StoresIndependentOf(const Stmt& s, const VarNode* v);
 
 // Adds to `out` the buffers that `s` writes: those it stores to, and (conservatively) those
-// loaded in the arguments of intrinsic calls evaluated for their effect.
+// loaded in the arguments of intrinsic calls evaluated for their effect (a tensor-core call's
+// first operand only).
 void CollectWrittenBuffers(const Stmt& s, std::unordered_set<const Buffer*>* out);
 // True when `s` contains a Barrier or an AllReduce (code every thread of a block must reach).
 bool ContainsSync(const Stmt& s);

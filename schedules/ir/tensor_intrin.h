@@ -58,9 +58,9 @@ const TensorIntrinInfo* TensorizedBy(std::string_view annotation_key);
 
 // ---- Calls left by lowering (CallNode names). Their arguments are Loads of the first element
 // of each operand (the printer passes its address) followed by plain values.
-inline constexpr char kCallMma[] = "tessel_mma_m16n8k16";            // (acc, a, b): types in name
-inline constexpr char kCallLdmatrix[] = "tessel_ldmatrix";           // (dst, src), .x2/.x4/.trans
-inline constexpr char kCallCpAsync[] = "tessel_cp_async";            // (dst, src, bytes, valid)
+inline constexpr char kCallMma[] = "tessel_mma_m16n8k16";   // (acc, a, b): types in name
+inline constexpr char kCallLdmatrix[] = "tessel_ldmatrix";  // (dst, src), .x2/.x4/.trans
+inline constexpr char kCallCpAsync[] = "tessel_cp_async";   // (dst, src, bytes, valid)
 inline constexpr char kCallCpAsyncCommit[] = "tessel_cp_async_commit";  // ()
 inline constexpr char kCallCpAsyncWait[] = "tessel_cp_async_wait";      // (groups in flight)
 

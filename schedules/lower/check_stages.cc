@@ -1,4 +1,5 @@
 #include "absl/strings/str_cat.h"
+#include "schedules/ir/tensor_intrin.h"
 #include "schedules/lower/passes.h"
 
 namespace tessel::schedules {
@@ -54,6 +55,22 @@ absl::Status CheckGridLoop(const LoweringState& state, int si, const IterVar& iv
 
 absl::Status CheckStages(LoweringState* state_ptr) {
   const LoweringState& state = *state_ptr;
+  // Tensor-core marks first: on the host they are the reason, whatever else the schedule binds.
+  for (const Stage& s : state.stages) {
+    if (!state.target.is_cuda()) {
+      for (const IterVar& iv : s.iters) {
+        for (const auto& [key, value] : iv.annotations) {
+          if (const TensorIntrinInfo* intrin = TensorizedBy(key)) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "stage ", s.name, " has loop ", iv.var->name, " tensorized with ", intrin->name,
+                "; tensor-core intrinsics (", TensorIntrinNames(),
+                ") exist only on CUDA targets: lower the schedule for a cuda target, or tune for "
+                "the host with its own design space (it never tensorizes)"));
+          }
+        }
+      }
+    }
+  }
   for (size_t si = 0; si < state.stages.size(); ++si) {
     const Stage& s = state.stages[si];
     if (s.inlined() || !s.computed_by.empty()) continue;

@@ -165,9 +165,9 @@ absl::Status TileAxes(const Nest& n, const Buffer& b, const std::vector<Expr>& i
   *col_dim = AxisOf(idx, col);
   const bool other_used = other && AxisOf(idx, other) != -1;
   if (*row_dim < 0 || *col_dim < 0 || *row_dim == *col_dim || other_used) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        NestDesc(n), " indexes fragment ", b.name, " at ", IndexList(idx),
-        "; each tile axis must be indexed by one of the nest's loops plus an offset"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(NestDesc(n), " indexes fragment ", b.name, " at ", IndexList(idx),
+                     "; each tile axis must be indexed by one of the nest's loops plus an offset"));
   }
   for (size_t d = 0; d < b.shape.size(); ++d) {
     if (static_cast<int>(d) != *row_dim && static_cast<int>(d) != *col_dim && b.shape[d] != 1) {
@@ -204,7 +204,8 @@ class TensorLowering : public StmtMutator {
     if (kernel_.launch.block[0] != kWarp) {
       return Fail(absl::FailedPreconditionError(absl::StrCat(
           "kernel ", kernel_.name, " runs tensor-core intrinsics but its block has ",
-          kernel_.launch.block[0], " threads along threadIdx.x; the lanes of a warp are "
+          kernel_.launch.block[0],
+          " threads along threadIdx.x; the lanes of a warp are "
           "threadIdx.x, so bind the block's other loops so that threadIdx.x has extent 32")));
     }
     Nest n = NestAt(f);
@@ -225,9 +226,9 @@ class TensorLowering : public StmtMutator {
     }
     auto it = fragments_.find(a.buffer.get());
     if (it == fragments_.end()) {
-      return Fail(absl::FailedPreconditionError(absl::StrCat(
-          "fragment ", a.buffer->name, " is not an operand or accumulator of any ",
-          "mma_m16n8k16 nest; fragments hold tensor-core tiles only")));
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat("fragment ", a.buffer->name, " is not an operand or accumulator of any ",
+                       "mma_m16n8k16 nest; fragments hold tensor-core tiles only")));
     }
     return MakeAllocate(it->second.flat, body);
   }
@@ -309,8 +310,7 @@ class TensorLowering : public StmtMutator {
     absl::Status st = TileAxes(n, *a->buffer, a->indices, vm, vk, vn, &fa.row_dim, &fa.col_dim);
     if (st.ok()) st = TileAxes(n, *b->buffer, b->indices, vn, vk, vm, &fb.row_dim, &fb.col_dim);
     if (st.ok()) {
-      st = TileAxes(n, *m->store->buffer, m->store->indices, vm, vn, vk, &fc.row_dim,
-                    &fc.col_dim);
+      st = TileAxes(n, *m->store->buffer, m->store->indices, vm, vn, vk, &fc.row_dim, &fc.col_dim);
     }
     if (st.ok()) st = AddFragment(n, a->buffer, fa);
     if (st.ok()) st = AddFragment(n, b->buffer, fb);
@@ -351,10 +351,10 @@ class TensorLowering : public StmtMutator {
     const LoadNode* b = m->b;
     if (FragmentOf(a->buffer.get())->role != Fragment::Role::kA) std::swap(a, b);
     const Fragment& fc = *FragmentOf(m->store->buffer.get());
-    Expr acc = MakeLoad(fc.flat, {TileRegister(fc, *m->store->buffer,
-                                               AtZero(n, m->store->indices))});
-    const std::string name = absl::StrCat(kCallMma, "_", DTypeName(fc.flat->dtype), "_",
-                                          DTypeName(a->buffer->dtype));
+    Expr acc =
+        MakeLoad(fc.flat, {TileRegister(fc, *m->store->buffer, AtZero(n, m->store->indices))});
+    const std::string name =
+        absl::StrCat(kCallMma, "_", DTypeName(fc.flat->dtype), "_", DTypeName(a->buffer->dtype));
     return MakeEvaluate(
         MakeCall(name, {acc, RegisterOperand(n, *a), RegisterOperand(n, *b)}, DType::kInt32));
   }
@@ -376,9 +376,9 @@ class TensorLowering : public StmtMutator {
           n.body ? ToString(n.body) : "nothing", ")")));
     }
     if (!f || f->role == Fragment::Role::kAcc) {
-      return Fail(absl::FailedPreconditionError(absl::StrCat(
-          NestDesc(n), " loads fragment ", st->buffer->name,
-          ", which no mma_m16n8k16 nest reads as an A or B operand")));
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat(NestDesc(n), " loads fragment ", st->buffer->name,
+                       ", which no mma_m16n8k16 nest reads as an A or B operand")));
     }
     // Which loop runs along the tile's rows, which along its columns (k).
     const Buffer& fb = *st->buffer;
@@ -388,12 +388,15 @@ class TensorLowering : public StmtMutator {
     const VarNode* col = row == u ? v : u;
     int64_t row_ext = 0;
     IsConstInt((row == u ? n.loops[0] : n.loops[1])->extent, &row_ext);
+    // A B operand may be loaded two tiles (16 rows) at a time: ldmatrix.x4.
+    const bool two_tiles = f->role == Fragment::Role::kB && row_ext == 2 * f->tile_rows;
     if (AxisOf(st->indices, row) != f->row_dim || AxisOf(st->indices, col) != f->col_dim ||
-        row_ext != f->tile_rows) {
-      return Fail(absl::FailedPreconditionError(absl::StrCat(
-          NestDesc(n), " does not run over one ", f->tile_rows, " x ", f->tile_cols, " tile of ",
-          fb.name, " (", RoleName(f->role), "): its loops must index the tile's rows and "
-          "columns")));
+        (row_ext != f->tile_rows && !two_tiles)) {
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat(NestDesc(n), " does not run over one ", f->tile_rows, " x ", f->tile_cols,
+                       " tile of ", fb.name, " (", RoleName(f->role),
+                       "): its loops must index the tile's rows and "
+                       "columns")));
     }
     const Expr flat = FlatIndex(*src->buffer, src->indices);
     int64_t row_coeff = 0, col_coeff = 0;
@@ -414,14 +417,16 @@ class TensorLowering : public StmtMutator {
           " elements apart; ldmatrix needs 16-byte aligned rows: pad the shared copy with "
           "storage_align to a multiple of 8 elements")));
     }
-    // Lane l gives the address of row l % 8 of matrix (l / 8) % x: matrix j is row block
-    // j % (tile rows / 8), column block j / (tile rows / 8).
-    const int64_t row_blocks = f->tile_rows / 8;
-    const int64_t x = row_blocks * 2;
+    // Lane l gives the address of row l % 8 of 8 x 8 matrix j = (l / 8) % x, in the order of the
+    // registers: an A tile's are (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15),
+    // (rows 8-15, k 8-15); a B tile's (rows 0-7, k 0-7), (rows 0-7, k 8-15), then the next
+    // tile's.
+    const int64_t x = f->role == Fragment::Role::kA || two_tiles ? 4 : 2;
     VarPtr lane = LaneVar();
     Expr lv = MakeCast(kIndexType, lane);
     Expr j = lv / 8 % x, i = lv % 8;
-    Expr r = j % row_blocks * 8, c = j / row_blocks * 8;
+    Expr r = f->role == Fragment::Role::kA ? j % 2 * 8 : j / 2 * 8;
+    Expr c = f->role == Fragment::Role::kA ? j / 2 * 8 : j % 2 * 8;
     if (trans) {
       c = c + i;
     } else {
@@ -434,15 +439,15 @@ class TensorLowering : public StmtMutator {
     for (const Expr& e : src->indices) sidx.push_back(an.Simplify(Substitute(e, at)));
     const std::string name = absl::StrCat(kCallLdmatrix, "_x", x, trans ? "_trans" : "");
     Expr dst = MakeLoad(f->flat, {TileRegister(*f, fb, AtZero(n, st->indices))});
-    return LaneLoop(lane, MakeEvaluate(MakeCall(name, {dst, MakeLoad(src->buffer, sidx)},
-                                                DType::kInt32)));
+    return LaneLoop(
+        lane, MakeEvaluate(MakeCall(name, {dst, MakeLoad(src->buffer, sidx)}, DType::kInt32)));
   }
 
   // Runs the accumulator nest's body in every lane over the 2 x 2 elements it holds.
   Stmt Lanes(const Nest& n) {
     if (n.loops.size() != 2) {
-      return Fail(absl::FailedPreconditionError(
-          absl::StrCat(NestDesc(n), " is not a nest of two loops")));
+      return Fail(
+          absl::FailedPreconditionError(absl::StrCat(NestDesc(n), " is not a nest of two loops")));
     }
     const VarNode* u = n.loops[0]->var.get();
     const VarNode* v = n.loops[1]->var.get();
@@ -507,7 +512,14 @@ class TensorLowering : public StmtMutator {
     an.Bind(h, 0, 2);
     an.Bind(e, 0, 2);
     body = an.Simplify(body);
-    body = MakeFor(e, MakeInt(0), MakeInt(2), ForKind::kUnrolled, ThreadTag::kNone, body);
+    // A lane's two elements of a row are adjacent: stores to memory are a vector where
+    // plan_vectorization finds one.
+    bool to_memory = false;
+    WalkStmt(body, [&](const Stmt& x) {
+      if (const auto* st = As<StoreNode>(x)) to_memory |= !IsRegisterScope(st->buffer->scope);
+    });
+    body = MakeFor(e, MakeInt(0), MakeInt(2), to_memory ? ForKind::kVectorized : ForKind::kUnrolled,
+                   ThreadTag::kNone, body);
     body = MakeFor(h, MakeInt(0), MakeInt(2), ForKind::kUnrolled, ThreadTag::kNone, body);
     return LaneLoop(lane, body);
   }
@@ -531,12 +543,7 @@ bool HasTensorizeMark(const Stmt& body) {
 absl::Status LowerTensorIntrinsics(LoweringState* state) {
   for (Kernel& k : state->program.kernels) {
     if (!HasTensorizeMark(k.body)) continue;
-    if (!state->target.is_cuda()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "kernel ", k.name, " has loops tensorized with tensor-core intrinsics (",
-          TensorIntrinNames(), "), which only CUDA targets have; lower the schedule for a cuda "
-          "target, or tune for the host with its own design space (it never tensorizes)"));
-    }
+    if (!state->target.is_cuda()) continue;  // check_stages refused the marks already
     TensorLowering t(k, state->analyzer);
     if (absl::Status st = t.FindFragments(k.body); !st.ok()) return st;
     Stmt body = t.Visit(k.body);

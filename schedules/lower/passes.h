@@ -40,6 +40,10 @@ absl::Status CheckBlockAxesCompacted(LoweringState* state);
 // Loop nests marked by `tensorize` become tensor-core intrinsic calls and fragments per-thread
 // register arrays (CUDA; lower_tensor_intrinsics.cc). After it no fragment buffer remains.
 absl::Status LowerTensorIntrinsics(LoweringState* state);
+// Loops annotated "software_pipeline" = S >= 2 fetch S - 1 iterations ahead into S slots of their
+// shared buffers, with cp.async where a fetch is a contiguous copy (CUDA;
+// inject_software_pipeline.cc).
+absl::Status InjectSoftwarePipeline(LoweringState* state);
 // The stream_loads / stream_stores annotations as the kernels' streamed buffers (CUDA).
 absl::Status MarkStreamingBuffers(LoweringState* state);
 // Each kernel's params: the program buffers its body touches, in program order.

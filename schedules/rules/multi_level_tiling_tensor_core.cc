@@ -14,8 +14,9 @@
 // tensorized with mma_accumulator: each lane stores the accumulator elements it holds.
 //
 // Decisions: warps per block along m and n (up to 4 each), 16 x 8 tiles per warp along m and n
-// (up to 4 and 8), k steps per shared-memory stage (up to 4 steps of 16), the fetch width, and
-// the software pipeline's stages (annotation "software_pipeline" on k0: 1 = no pipeline).
+// (up to 4 and 8), k steps per shared-memory stage (up to 8 steps of 16), the fetch width, and
+// the software pipeline's stages (annotation "software_pipeline" on k0: 1 = no pipeline), and
+// whether the fragments are double-buffered across k steps (the same annotation on k1).
 // Applies where M is a multiple of 16, N of 8 and K of 16, with one reduction axis and 2-D
 // operands (plus batch axes).
 
@@ -29,11 +30,11 @@
 namespace tessel::schedules {
 namespace {
 
-constexpr int64_t kWarpsMax = 4;    // warps along m and along n
-constexpr int64_t kTilesMMax = 4;   // 16-row tiles a warp along m
-constexpr int64_t kTilesNMax = 8;   // 8-column tiles a warp along n
-constexpr int64_t kKStepsMax = 4;   // 16-element k steps a shared-memory stage
-constexpr int64_t kStagesMax = 4;   // software pipeline stages
+constexpr int64_t kWarpsMax = 4;   // warps along m and along n
+constexpr int64_t kTilesMMax = 4;  // 16-row tiles a warp along m
+constexpr int64_t kTilesNMax = 8;  // 8-column tiles a warp along n
+constexpr int64_t kKStepsMax = 8;  // 16-element k steps a shared-memory stage
+constexpr int64_t kStagesMax = 4;  // software pipeline stages
 
 bool Is16Bit(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
 
@@ -127,8 +128,10 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     // Output: [batch] mb nb wm wn fm fn m16 n8.
     TESSEL_ASSIGN_OR_RETURN(auto m_split, s->Split(ol[ga.m], {-1, 16}));
     TESSEL_ASSIGN_OR_RETURN(auto n_split, s->Split(ol[ga.n], {-1, 8}));
-    TESSEL_ASSIGN_OR_RETURN(rules::Levels m, rules::TileChain(s, m_split[0], {kTilesMMax, kWarpsMax}));
-    TESSEL_ASSIGN_OR_RETURN(rules::Levels n, rules::TileChain(s, n_split[0], {kTilesNMax, kWarpsMax}));
+    TESSEL_ASSIGN_OR_RETURN(rules::Levels m,
+                            rules::TileChain(s, m_split[0], {kTilesMMax, kWarpsMax}));
+    TESSEL_ASSIGN_OR_RETURN(rules::Levels n,
+                            rules::TileChain(s, n_split[0], {kTilesNMax, kWarpsMax}));
     std::vector<LoopRV> batch;
     for (int b : ga.batch) batch.push_back(ol[b]);
     std::vector<LoopRV> order = batch;
@@ -171,19 +174,24 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     for (LoopRV l : {k01[1], cm[0], cn[0]}) TESSEL_RETURN_IF_ERROR(s->Unroll(l));
     TESSEL_ASSIGN_OR_RETURN(IntRV stages, rules::SampleUniform(s, {1, 2, 3, 4}, kStagesMax, 0));
     TESSEL_RETURN_IF_ERROR(s->Annotate(k01[0], "software_pipeline", stages));
+    // The fragments of the next k step loaded while this one's mma run (2: double-buffered).
+    TESSEL_ASSIGN_OR_RETURN(IntRV frag_stages, rules::SampleUniform(s, {1, 2}, 2, 0));
+    TESSEL_RETURN_IF_ERROR(s->Annotate(k01[1], "software_pipeline", frag_stages));
 
     // Operands: shared memory at k0, fragments at k1.
     TESSEL_ASSIGN_OR_RETURN(IntRV vec, rules::SampleUniform(s, {2, 4, 8}, 8));
+    // B fragments one 8-column tile or two (ldmatrix.x2 or .x4) at a time.
+    TESSEL_ASSIGN_OR_RETURN(IntRV b_rows, rules::SampleUniform(s, {8, 16}, 16, 0));
     for (const Operand& op : ops) {
       TESSEL_ASSIGN_OR_RETURN(BlockRV sh, s->CacheRead(op.name, "shared", {acc}));
-      TESSEL_ASSIGN_OR_RETURN(BlockRV fr,
-                              s->CacheRead(s->GetStage(sh).name, "fragment", {acc}));
+      TESSEL_ASSIGN_OR_RETURN(BlockRV fr, s->CacheRead(s->GetStage(sh).name, "fragment", {acc}));
       TESSEL_RETURN_IF_ERROR(s->ComputeAt(fr, k01[1]));
       TESSEL_RETURN_IF_ERROR(s->ComputeAt(sh, k01[0]));
       // Fragment: the row axis split into tiles; the tile's two loops innermost, in the
       // operand's axis order, the outer of them tensorized with ldmatrix.
       TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> fl, s->GetLoops(fr));
-      TESSEL_ASSIGN_OR_RETURN(auto rows, s->Split(fl[op.row_axis], {-1, op.is_a ? 16 : 8}));
+      TESSEL_ASSIGN_OR_RETURN(
+          auto rows, s->Split(fl[op.row_axis], {-1, op.is_a ? Factor(16) : Factor(b_rows)}));
       std::vector<LoopRV> forder;
       for (size_t d = 0; d < fl.size(); ++d) {
         if (static_cast<int>(d) != op.row_axis && static_cast<int>(d) != op.k_axis) {
@@ -212,6 +220,7 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.y"));
       TESSEL_RETURN_IF_ERROR(s->Bind(p[3], "threadIdx.x"));
       TESSEL_RETURN_IF_ERROR(s->Vectorize(p[4]));
+      TESSEL_RETURN_IF_ERROR(s->Unroll(p[0]));
     }
     return s->Tensorize(cm[1], "mma_m16n8k16");
   }

@@ -35,7 +35,6 @@ bool FeedsContraction(const Schedule& s, const std::string& name);
 // The stages that read the buffer of stage `name`.
 std::vector<std::string> ConsumersOf(const Schedule& s, const std::string& name);
 
-
 // ---- Contractions (multi_level_tiling.cc, multi_level_tiling_tensor_core.cc).
 
 // The GEMM view of a contraction's output axes: the "n" axis (threadIdx.x, coalesced stores) is

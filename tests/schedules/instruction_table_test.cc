@@ -58,7 +58,8 @@ TEST(InstructionTable, EachFamilyRegistersItsInstructions) {
       {RegisterLayoutInstructions, {"storage_align", "split_buffer_axis", "set_scope"}},
       {RegisterAnnotationInstructions, {"annotate_loop", "annotate_stage"}},
       {RegisterReductionInstructions, {"decompose_reduction", "rfactor"}},
-      {RegisterReductionFusionInstructions, {"fuse_reductions"}}};
+      {RegisterReductionFusionInstructions, {"fuse_reductions"}},
+      {RegisterTensorizeInstructions, {"tensorize"}}};
   std::vector<std::string> all;
   for (const auto& [reg, expected] : families) {
     InstructionTable table;

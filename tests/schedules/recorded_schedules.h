@@ -157,6 +157,76 @@ struct Recorded {
   bool cuda;
 };
 
+// CUDA f16 matmul on the tensor cores, as the tensor-core tiling rule builds it with fixed
+// factors: a fragment accumulator at the warp loop (mma_m16n8k16), operands through shared memory
+// (a `stages`-stage software pipeline) into fragments (ldmatrix), the write-back tensorized with
+// mma_accumulator (or left element-wise when `tensorize_store` is false, which lowering refuses).
+inline Schedule CudaTensorCoreMatmul(uint64_t seed, int64_t stages = 3, bool tensorize_store = true,
+                                     const std::string& spec =
+                                         "matmul(M=64, N=64, K=64, "
+                                         "dtype=f16)") {
+  auto w = ParseWorkloadSpec(spec);
+  if (!w.ok()) throw std::runtime_error(w.status().ToString());
+  Schedule sch = NewSchedule(*w, seed);
+  auto check = [](const absl::Status& st) {
+    if (!st.ok()) throw std::runtime_error(st.ToString());
+  };
+  BlockRV c = BlockOf(sch, "C");
+  BlockRV acc = ValueOrDie(sch.CacheWrite(c, "fragment"));
+  BlockRV out = c;
+  if (sch.FindStage("D")) {  // the f16 output: the accumulator's write-back inlined into it
+    check(sch.ComputeInline(c));
+    out = BlockOf(sch, "D");
+  }
+  std::vector<LoopRV> ol = LoopsOf(sch, out);
+  // 2 x 2 warps of 16 x 16 each (two 8-column tiles): [mb, wm, fm, 16] x [nb, wn, fn, 8].
+  std::vector<LoopRV> m = ValueOrDie(sch.Split(ol[ol.size() - 2], {-1, 2, 1, 16}));
+  std::vector<LoopRV> n = ValueOrDie(sch.Split(ol.back(), {-1, 2, 2, 8}));
+  check(sch.Reorder({m[0], n[0], m[1], n[1], m[2], n[2], m[3], n[3]}));
+  check(sch.Bind(m[0], "blockIdx.y"));
+  check(sch.Bind(n[0], "blockIdx.x"));
+  check(sch.Bind(m[1], "threadIdx.z"));
+  check(sch.Bind(n[1], "threadIdx.y"));
+  check(sch.Unroll(n[2]));
+  if (tensorize_store) check(sch.Tensorize(m[3], "mma_accumulator"));
+  check(sch.ComputeAt(acc, n[1]));
+  std::vector<LoopRV> cl = LoopsOf(sch, acc);
+  const size_t nc = cl.size();
+  std::vector<LoopRV> cm = ValueOrDie(sch.Split(cl[nc - 3], {-1, 16}));
+  std::vector<LoopRV> cn = ValueOrDie(sch.Split(cl[nc - 2], {-1, 8}));
+  IntRV ksteps = ValueOrDie(sch.SampleCategorical({1, 2}, {0.5, 0.5}));
+  std::vector<LoopRV> ck = ValueOrDie(sch.Split(cl[nc - 1], {-1, ksteps, 16}));
+  check(sch.Reorder({ck[0], ck[1], cm[0], cn[0], cm[1], cn[1], ck[2]}));
+  check(sch.DecomposeReduction(acc, ck[0]));
+  check(sch.Unroll(cn[0]));
+  check(sch.Annotate(ck[0], "software_pipeline", stages));
+  for (const char* name : {"A", "B"}) {
+    BlockRV sh = ValueOrDie(sch.CacheRead(name, "shared", {acc}));
+    BlockRV fr = ValueOrDie(sch.CacheRead(sch.GetStage(sh).name, "fragment", {acc}));
+    check(sch.ComputeAt(fr, ck[1]));
+    check(sch.ComputeAt(sh, ck[0]));
+    std::vector<LoopRV> fl = LoopsOf(sch, fr);
+    const bool a = std::string(name) == "A";
+    std::vector<LoopRV> rows = ValueOrDie(sch.Split(fl[a ? 0 : 1], {-1, a ? 16 : 8}));
+    if (a) {
+      check(sch.Tensorize(rows[1], "ldmatrix"));
+    } else {
+      check(sch.Reorder({rows[0], fl[0], rows[1]}));
+      check(sch.Tensorize(fl[0], "ldmatrix"));
+    }
+    check(sch.StorageAlign(sh, 0, 32, 8));
+    std::vector<LoopRV> sl = LoopsOf(sch, sh);
+    LoopRV f = ValueOrDie(sch.Fuse(sl));
+    std::vector<LoopRV> p = ValueOrDie(sch.Split(f, {-1, 2, 2, 32, 8}));
+    check(sch.Bind(p[1], "threadIdx.z"));
+    check(sch.Bind(p[2], "threadIdx.y"));
+    check(sch.Bind(p[3], "threadIdx.x"));
+    check(sch.Vectorize(p[4]));
+  }
+  check(sch.Tensorize(cm[1], "mma_m16n8k16"));
+  return sch;
+}
+
 inline std::vector<Recorded> AllRecorded() {
   return {{"CudaTiledMatmul", CudaTiledMatmul, true},
           {"HostSoftmax", HostSoftmax, false},
@@ -165,7 +235,8 @@ inline std::vector<Recorded> AllRecorded() {
           {"HostChainMerged", HostChainMerged, false},
           {"HostOnlineSoftmax", HostOnlineSoftmax, false},
           {"HostFusedLayernorm", HostFusedLayernorm, false},
-          {"CudaFusedLayernormStats", CudaFusedLayernormStats, true}};
+          {"CudaFusedLayernormStats", CudaFusedLayernormStats, true},
+          {"CudaTensorCoreMatmul", [](uint64_t seed) { return CudaTensorCoreMatmul(seed); }, true}};
 }
 
 // The program lowered for the recorded schedule's target, or the error.

@@ -34,8 +34,9 @@ const LoadNode* CastLoad(const Expr& e) {
 absl::Status CheckMmaStage(const Stage& s) {
   const std::string what = absl::StrCat("stage ", s.name);
   if (!s.reduce || *s.reduce != ReduceOp::kSum) {
-    return Precondition(kTensorize, what + " is not a sum reduction; mma_m16n8k16 computes "
-                                           "acc += A * B");
+    return Precondition(kTensorize, what +
+                                        " is not a sum reduction; mma_m16n8k16 computes "
+                                        "acc += A * B");
   }
   if (s.buffer->scope != MemScope::kFragment) {
     return Precondition(kTensorize,
@@ -44,9 +45,9 @@ absl::Status CheckMmaStage(const Stage& s) {
                                      "stage to \"fragment\" and tensorize that stage"));
   }
   if (s.buffer->dtype != DType::kFloat32 && s.buffer->dtype != DType::kFloat16) {
-    return Precondition(kTensorize, absl::StrCat(what, " accumulates in ",
-                                                 DTypeName(s.buffer->dtype),
-                                                 "; mma accumulates in f32 or f16"));
+    return Precondition(kTensorize,
+                        absl::StrCat(what, " accumulates in ", DTypeName(s.buffer->dtype),
+                                     "; mma accumulates in f32 or f16"));
   }
   const auto* mul = As<BinaryNode>(s.body);
   const LoadNode* a = mul && mul->op == BinaryOp::kMul ? CastLoad(mul->a) : nullptr;
@@ -57,17 +58,16 @@ absl::Status CheckMmaStage(const Stage& s) {
   }
   for (const LoadNode* l : {a, b}) {
     if (l->buffer->scope != MemScope::kFragment) {
-      return Precondition(kTensorize,
-                          absl::StrCat(what, " reads operand ", l->buffer->name, " from ",
-                                       MemScopeName(l->buffer->scope),
-                                       " memory; cache_read it to \"fragment\" first"));
+      return Precondition(kTensorize, absl::StrCat(what, " reads operand ", l->buffer->name,
+                                                   " from ", MemScopeName(l->buffer->scope),
+                                                   " memory; cache_read it to \"fragment\" first"));
     }
     if (!Is16Bit(l->buffer->dtype) || l->buffer->dtype != a->buffer->dtype) {
-      return Precondition(kTensorize,
-                          absl::StrCat(what, " reads ", a->buffer->name, " (",
-                                       DTypeName(a->buffer->dtype), ") and ", b->buffer->name, " (",
-                                       DTypeName(b->buffer->dtype),
-                                       "); mma_m16n8k16 multiplies two f16 or two bf16 operands"));
+      return Precondition(
+          kTensorize,
+          absl::StrCat(what, " reads ", a->buffer->name, " (", DTypeName(a->buffer->dtype),
+                       ") and ", b->buffer->name, " (", DTypeName(b->buffer->dtype),
+                       "); mma_m16n8k16 multiplies two f16 or two bf16 operands"));
     }
   }
   return absl::OkStatus();
@@ -77,12 +77,13 @@ absl::Status CheckMmaStage(const Stage& s) {
 absl::Status CheckLdmatrixStage(const Stage& s) {
   const std::string what = absl::StrCat("stage ", s.name);
   const LoadNode* src = As<LoadNode>(s.body);
-  if (s.buffer->scope != MemScope::kFragment || !src ||
-      src->buffer->scope != MemScope::kShared || s.reduces()) {
+  if (s.buffer->scope != MemScope::kFragment || !src || src->buffer->scope != MemScope::kShared ||
+      s.reduces()) {
     return Precondition(kTensorize,
-                        absl::StrCat(what, " is not a copy from shared memory into a fragment; "
-                                           "ldmatrix loads a fragment (cache_read \"fragment\") "
-                                           "of a shared copy (cache_read \"shared\")"));
+                        absl::StrCat(what,
+                                     " is not a copy from shared memory into a fragment; "
+                                     "ldmatrix loads a fragment (cache_read \"fragment\") "
+                                     "of a shared copy (cache_read \"shared\")"));
   }
   if (!Is16Bit(s.buffer->dtype)) {
     return Precondition(kTensorize, absl::StrCat(what, " holds ", DTypeName(s.buffer->dtype),
@@ -123,11 +124,11 @@ absl::Status Schedule::Tensorize(LoopRV loop, const std::string& intrin) {
     const std::string desc = LoopDesc(*s, s->leaves[p + i]);
     if (iv.thread != ThreadTag::kNone ||
         (iv.kind != ForKind::kSerial && iv.kind != ForKind::kUnrolled)) {
-      return Precondition(kTensorize, absl::StrCat(desc, " is ",
-                                                   iv.thread != ThreadTag::kNone
-                                                       ? ThreadTagName(iv.thread)
-                                                       : ForKindName(iv.kind),
-                                                   "; the loops of an intrinsic stay serial"));
+      return Precondition(kTensorize,
+                          absl::StrCat(desc, " is ",
+                                       iv.thread != ThreadTag::kNone ? ThreadTagName(iv.thread)
+                                                                     : ForKindName(iv.kind),
+                                       "; the loops of an intrinsic stay serial"));
     }
     for (const auto& [key, value] : iv.annotations) {
       if (TensorizedBy(key)) {
@@ -137,11 +138,10 @@ absl::Status Schedule::Tensorize(LoopRV loop, const std::string& intrin) {
     // mma: m and n spatial, k a reduction; the others all spatial.
     const bool want_reduce = info->kind == TensorIntrin::kMma && i == 2;
     if (iv.reduce != want_reduce) {
-      return Precondition(kTensorize, absl::StrCat(desc, " is a ",
-                                                   iv.reduce ? "reduction" : "spatial",
-                                                   " loop; ", intrin, " needs ",
-                                                   want_reduce ? "a reduction" : "a spatial",
-                                                   " loop there"));
+      return Precondition(
+          kTensorize,
+          absl::StrCat(desc, " is a ", iv.reduce ? "reduction" : "spatial", " loop; ", intrin,
+                       " needs ", want_reduce ? "a reduction" : "a spatial", " loop there"));
     }
   }
   bool matches = false;

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Does `tessel tune` reach the vendor libraries? For each workload: tune it cold with N trials into
+# a fresh log, take the best record, and measure it (`tessel measure`: verified, L2 flushed, the
+# median of its repeats) alternately with PyTorch eager (bench/torch_baselines.py: cuBLAS, cuDNN),
+# three times each in the same run; print library_ms / tessel_ms (>= 1: Tessel is at least as
+# fast), the best of the three medians of each.
+#
+# Usage (on a GPU host, from the repository root, with the tessel bundle in .gpu/):
+#   bench/tune_vs_library.sh [-n TRIALS] SPEC...
+# Logs and tune outputs stay in $WORK (default: a fresh temporary folder); the table also goes to
+# $OUT/library.tsv when OUT is set. Each best kernel's CUDA source is kept as $WORK/TAG.best.cu.
+set -uo pipefail
+trials=256
+if [[ ${1:-} == -n ]]; then trials=$2; shift 2; fi
+specs=("$@")
+out=${WORK:-$(mktemp -d)}
+mkdir -p "$out"
+tessel() { .gpu/run tessel "$@"; }
+median_ms() { sed -n 's/^median_ms: //p' "$1"; }
+min() { printf '%s\n' "$@" | grep -v '^$' | sort -g | head -1; }
+
+printf '%-64s %6s %10s %10s %8s\n' workload trials library_ms tessel_ms ratio
+for spec in "${specs[@]}"; do
+  tag=$(printf '%s' "$spec" | tr -c 'A-Za-z0-9' '_' | sed 's/__*/_/g; s/_$//')
+  db="$out/$tag.db"
+  rm -f "$db"
+  start=$(date +%s)
+  tessel tune -q -n "$trials" --seed 1 --db "$db" -w "$spec" > "$out/$tag.tune.log" 2>&1
+  secs=$(( $(date +%s) - start ))
+  tessel best --db "$db" -w "$spec" --target cuda --emit json > "$out/$tag.best.json"
+  tessel best --db "$db" -w "$spec" --target cuda --emit cuda > "$out/$tag.best.cu"
+  l=() b=()
+  for i in 1 2 3; do
+    l+=("$(python3 bench/torch_baselines.py "$spec" | cut -f2)")
+    tessel measure --candidate "$out/$tag.best.json" > "$out/$tag.m.txt" 2>&1
+    b+=("$(median_ms "$out/$tag.m.txt")")
+  done
+  lm=$(min "${l[@]}") bm=$(min "${b[@]}")
+  ratio=$(awk -v l="$lm" -v b="$bm" 'BEGIN { if (b > 0) printf "%.3f", l / b; else print "n/a" }')
+  line=$(printf '%-64s %6s %10s %10s %8s  (%ss)' "$spec" "$trials" "$lm" "$bm" "$ratio" "$secs")
+  echo "$line"
+  [[ -n ${OUT:-} ]] && echo "$line" >> "$OUT/library.tsv"
+done

@@ -1,0 +1,304 @@
+// inject_software_pipeline: a loop annotated "software_pipeline" = S (S >= 2) whose body fetches
+// shared buffers and then computes on them becomes an S-stage pipeline. A loop whose body
+// allocates registers (tensor-core fragments) and loads them before computing becomes the same
+// pipeline in registers: iteration t loads the operands of t + S - 1, then computes on t's, with
+// no barrier and no asynchronous copy.
+//
+// The loop's body as build_nests makes it: [barrier] fetch... barrier compute..., the fetches
+// being the nests that write shared buffers allocated in the body. Each such buffer gets S slots
+// (a leading axis); iteration t fetches into slot t % S and computes on slot t % S. A fetch whose
+// innermost loop is a vectorized copy of 4, 8 or 16 contiguous bytes from global memory becomes
+// one cp.async (tessel_cp_async_<bytes>, zero-filled where the copy's guard or padding select is
+// false); others stay synchronous stores. The result:
+//
+//   for s < S - 1: fetch(s) (when s < E); commit
+//   for t < E:
+//     wait until at most S - 2 groups are in flight; barrier
+//     fetch(t + S - 1) (when t + S - 1 < E); commit
+//     compute(t)
+//   wait for every group
+//
+// One barrier an iteration: the fetch of t + S - 1 overwrites the slot computed on at t - 1, which
+// every thread has left once it passes the barrier at t.
+
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "schedules/ir/affine.h"
+#include "schedules/ir/expr_functor.h"
+#include "schedules/ir/stmt_analysis.h"
+#include "schedules/ir/stmt_functor.h"
+#include "schedules/ir/substitute.h"
+#include "schedules/ir/tensor_intrin.h"
+#include "schedules/lower/passes.h"
+
+namespace tessel::schedules {
+
+namespace {
+
+constexpr char kPipelineKey[] = "software_pipeline";
+
+int64_t PipelineStages(const ForNode& f) {
+  for (const auto& [key, value] : f.annotations) {
+    if (key == kPipelineKey) return value;
+  }
+  return 0;
+}
+
+// Accesses of the multi-buffered buffers get the slot index first.
+class SlotRewriter : public StmtMutator {
+ public:
+  SlotRewriter(const std::unordered_map<const Buffer*, BufferPtr>& slotted, Expr slot)
+      : slotted_(slotted), slot_(std::move(slot)), exprs_(*this) {}
+
+  std::vector<Expr> Indices(const std::vector<Expr>& idx) const {
+    std::vector<Expr> out = {slot_};
+    out.insert(out.end(), idx.begin(), idx.end());
+    return out;
+  }
+  BufferPtr Slotted(const Buffer* b) const {
+    auto it = slotted_.find(b);
+    return it == slotted_.end() ? nullptr : it->second;
+  }
+
+ protected:
+  Expr VisitExpr(const Expr& e) override { return exprs_.Visit(e); }
+  Stmt VisitStore(const StoreNode& s, const Stmt& self) override {
+    Stmt out = StmtMutator::VisitStore(s, self);
+    BufferPtr b = Slotted(s.buffer.get());
+    if (!b) return out;
+    const auto* st = As<StoreNode>(out);
+    return MakeStore(b, Indices(st->indices), st->value);
+  }
+
+ private:
+  class Exprs : public ExprMutator {
+   public:
+    explicit Exprs(SlotRewriter& r) : r_(r) {}
+    Expr VisitLoad(const LoadNode& l, const Expr& self) override {
+      Expr e = ExprMutator::VisitLoad(l, self);
+      BufferPtr b = r_.Slotted(l.buffer.get());
+      if (!b) return e;
+      return MakeLoad(b, r_.Indices(As<LoadNode>(e)->indices));
+    }
+
+   private:
+    SlotRewriter& r_;
+  };
+  const std::unordered_map<const Buffer*, BufferPtr>& slotted_;
+  Expr slot_;
+  Exprs exprs_;
+};
+
+// `cond` as a condition of the whole vector of `lanes` lanes of `v`, or null when it may differ
+// between them: each conjunct is free of v, or is `x < c` with x = v + terms that are all
+// multiples of `lanes`, c too (true for lane 0 exactly when for every lane).
+Expr UniformOverLanes(const Expr& cond, const VarNode* v, int64_t lanes) {
+  if (!UsesVar(cond, v)) return cond;
+  const auto* b = As<BinaryNode>(cond);
+  if (b && b->op == BinaryOp::kAnd) {
+    Expr x = UniformOverLanes(b->a, v, lanes), y = UniformOverLanes(b->b, v, lanes);
+    return x && y ? MakeAnd(x, y) : nullptr;
+  }
+  int64_t coeff = 0, bound = 0;
+  AffineForm rest;
+  if (!b || b->op != BinaryOp::kLt || !IsConstInt(b->b, &bound) || bound % lanes != 0 ||
+      !SplitAffine(b->a, v, &coeff, &rest) || coeff != 1 || !AllMultiplesOf(rest, lanes)) {
+    return nullptr;
+  }
+  return Substitute(cond, {{v, MakeInt(0, v->dtype)}});
+}
+
+// The copy a vectorized fetch loop does, as one cp.async where it fits.
+class AsyncCopies : public StmtMutator {
+ protected:
+  Stmt VisitFor(const ForNode& f, const Stmt& self) override {
+    if (f.kind != ForKind::kVectorized) return StmtMutator::VisitFor(f, self);
+    Stmt copy = AsyncCopy(f);
+    return copy ? copy : self;
+  }
+
+ private:
+  static Stmt AsyncCopy(const ForNode& f) {
+    int64_t lanes = 0;
+    if (!IsConstInt(f.extent, &lanes)) return nullptr;
+    Stmt body = f.body;
+    Expr valid;
+    if (const auto* i = As<IfThenElseNode>(body); i && !i->else_case) {
+      valid = UniformOverLanes(i->cond, f.var.get(), lanes);
+      if (!valid) return nullptr;
+      body = i->then_case;
+    }
+    const auto* st = As<StoreNode>(body);
+    if (!st || st->buffer->scope != MemScope::kShared) return nullptr;
+    Expr value = st->value;
+    if (const auto* sel = As<SelectNode>(value)) {  // padding: zeros where the input is not
+      if (UsesVar(sel->cond, f.var.get()) || !IsImmediate(sel->false_value)) return nullptr;
+      int64_t zero = 1;
+      const auto* fz = As<FloatImmNode>(sel->false_value);
+      if (!(fz && fz->value == 0.0) && !(IsConstInt(sel->false_value, &zero) && zero == 0)) {
+        return nullptr;
+      }
+      valid = MakeAnd(valid, sel->cond);
+      value = sel->true_value;
+    }
+    const auto* src = As<LoadNode>(value);
+    if (!src || src->buffer->scope != MemScope::kGlobal ||
+        src->buffer->dtype != st->buffer->dtype) {
+      return nullptr;
+    }
+    const int64_t bytes = lanes * DTypeBytes(st->buffer->dtype);
+    if (bytes != 4 && bytes != 8 && bytes != 16) return nullptr;
+    // Both sides contiguous in the lane and aligned to the copy's size.
+    for (const Expr& flat :
+         {FlatIndex(*st->buffer, st->indices), FlatIndex(*src->buffer, src->indices)}) {
+      int64_t coeff = 0;
+      AffineForm rest;
+      if (!SplitAffine(flat, f.var.get(), &coeff, &rest) || coeff != 1 ||
+          !AllMultiplesOf(rest, lanes)) {
+        return nullptr;
+      }
+    }
+    std::unordered_map<const VarNode*, Expr> zero = {{f.var.get(), MakeInt(0, f.var->dtype)}};
+    std::vector<Expr> dst_idx, src_idx;
+    for (const Expr& e : st->indices) dst_idx.push_back(Substitute(e, zero));
+    for (const Expr& e : src->indices) src_idx.push_back(Substitute(e, zero));
+    return MakeEvaluate(MakeCall(absl::StrCat(kCallCpAsync, "_", bytes),
+                                 {MakeLoad(st->buffer, dst_idx), MakeLoad(src->buffer, src_idx),
+                                  valid ? valid : MakeBool(true)},
+                                 DType::kInt32));
+  }
+};
+
+Stmt Call0(const std::string& name) { return MakeEvaluate(MakeCall(name, {}, DType::kInt32)); }
+
+class Pipeliner : public StmtMutator {
+ public:
+  absl::Status status() const { return status_; }
+
+ protected:
+  Stmt VisitFor(const ForNode& f, const Stmt& self) override {
+    Stmt out = StmtMutator::VisitFor(f, self);
+    const int64_t stages = PipelineStages(f);
+    if (stages < 2 || !status_.ok()) return out;
+    return Pipeline(*As<ForNode>(out), stages);
+  }
+
+ private:
+  Stmt Fail(const ForNode& f, const std::string& why) {
+    if (status_.ok()) {
+      status_ = absl::FailedPreconditionError(absl::StrCat(
+          "loop ", f.var->name, " is annotated software_pipeline but ", why,
+          "; pipeline a loop whose body fetches shared memory, waits at a barrier and computes"));
+    }
+    return MakeSeq({});
+  }
+
+  Stmt Pipeline(const ForNode& f, int64_t stages) {
+    int64_t extent = 0;
+    if (!IsConstInt(f.extent, &extent) || !IsConstInt(f.min) || As<IntImmNode>(f.min)->value != 0) {
+      return Fail(f, "its extent is not a constant");
+    }
+    // The buffers allocated in the body (all shared, or all registers), and the body inside
+    // their allocations.
+    std::vector<BufferPtr> shared;
+    Stmt body = f.body;
+    while (const auto* a = As<AllocateNode>(body)) {
+      if (!shared.empty() &&
+          (a->buffer->scope == MemScope::kShared) != (shared[0]->scope == MemScope::kShared)) {
+        break;
+      }
+      if (a->buffer->scope != MemScope::kShared && a->buffer->scope != MemScope::kLocal) break;
+      shared.push_back(a->buffer);
+      body = a->body;
+    }
+    const auto* seq = As<SeqNode>(body);
+    if (shared.empty() || !seq) return Fail(f, "its body allocates no shared or local buffer");
+    const bool registers = shared[0]->scope == MemScope::kLocal;
+    std::unordered_set<const Buffer*> shared_set;
+    for (const BufferPtr& b : shared) shared_set.insert(b.get());
+    size_t i = 0;
+    if (As<BarrierNode>(seq->stmts[0])) ++i;
+    std::vector<Stmt> fetches;
+    for (; i < seq->stmts.size() && !As<BarrierNode>(seq->stmts[i]); ++i) {
+      std::unordered_set<const Buffer*> written;
+      CollectWrittenBuffers(seq->stmts[i], &written);
+      bool fetch = !written.empty();
+      for (const Buffer* w : written) fetch &= shared_set.count(w) > 0;
+      if (!fetch && registers) break;  // register fetches end where the computation starts
+      if (!fetch) return Fail(f, "its fetches also write other buffers");
+      fetches.push_back(seq->stmts[i]);
+    }
+    if (fetches.empty() || (!registers && i == seq->stmts.size())) {
+      return Fail(f, "its body does not fetch shared memory before a barrier");
+    }
+    if (registers) --i;  // no barrier to skip: the computation starts at i
+    std::vector<Stmt> compute(seq->stmts.begin() + i + 1, seq->stmts.end());
+    // S slots a buffer.
+    std::unordered_map<const Buffer*, BufferPtr> slotted;
+    std::vector<BufferPtr> allocs;
+    for (const BufferPtr& b : shared) {
+      std::vector<int64_t> shape = {stages};
+      shape.insert(shape.end(), b->shape.begin(), b->shape.end());
+      std::vector<int64_t> strides = {b->AllocatedElements()};
+      for (int64_t s : b->Strides()) strides.push_back(s);
+      BufferPtr nb = MakeBuffer(b->name, b->dtype, shape, b->scope, strides);
+      slotted[b.get()] = nb;
+      allocs.push_back(nb);
+    }
+    const VarNode* t = f.var.get();
+    auto fetch_at = [&](const Expr& iter) {
+      Stmt s = Substitute(MakeSeq(fetches), {{t, iter}});
+      SlotRewriter rw(slotted, iter % stages);
+      return registers ? rw.Visit(s) : AsyncCopies().Visit(rw.Visit(s));
+    };
+    // Registers: the next iterations' operands are loaded before this one's computation, so
+    // their latency hides behind it; no copy is asynchronous, so nothing waits.
+    std::vector<Stmt> prologue;
+    for (int64_t s = 0; s + 1 < stages; ++s) {
+      Expr iter = MakeInt(s, t->dtype);
+      prologue.push_back(MakeIf(iter < extent, fetch_at(iter)));
+      if (!registers) prologue.push_back(Call0(kCallCpAsyncCommit));
+    }
+    Expr ahead = Expr(f.var) + (stages - 1);
+    SlotRewriter rw(slotted, Expr(f.var) % stages);
+    std::vector<Stmt> loop_body;
+    if (!registers) {
+      loop_body = {Call0(absl::StrCat(kCallCpAsyncWait, "_", stages - 2)), MakeBarrier()};
+    }
+    loop_body.push_back(MakeIf(ahead < extent, fetch_at(ahead)));
+    if (!registers) loop_body.push_back(Call0(kCallCpAsyncCommit));
+    loop_body.push_back(rw.Visit(MakeSeq(compute)));
+    Stmt loop =
+        MakeFor(f.var, f.min, f.extent, f.kind, f.thread, MakeSeq(loop_body), f.annotations);
+    Stmt out = MakeSeq({MakeSeq(prologue), loop});
+    if (!registers) out = MakeSeq({out, Call0(absl::StrCat(kCallCpAsyncWait, "_0"))});
+    for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) out = MakeAllocate(*it, out);
+    return out;
+  }
+
+  absl::Status status_;
+};
+
+}  // namespace
+
+absl::Status InjectSoftwarePipeline(LoweringState* state) {
+  for (Kernel& k : state->program.kernels) {
+    bool annotated = false;
+    WalkStmt(k.body, [&](const Stmt& s) {
+      if (const auto* f = As<ForNode>(s)) annotated |= PipelineStages(*f) >= 2;
+    });
+    if (!annotated) continue;
+    if (!state->target.is_cuda()) continue;  // the host runs the loop as it is
+    Pipeliner p;
+    Stmt body = p.Visit(k.body);
+    if (!p.status().ok()) return p.status();
+    k.body = state->analyzer.Simplify(body);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessel::schedules

@@ -1,0 +1,236 @@
+// Tensor cores without a GPU: the tensorize primitive's checks, lower_tensor_intrinsics and
+// inject_software_pipeline on a recorded schedule (the calls they leave, the fragments they turn
+// into registers, their errors), NVRTC compiling the kernels for sm_80 and sm_90 where the CUDA
+// toolkit is installed, and the tensor-core sketch of the design space.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "costmodel/features.h"
+#include "schedules/codegen/cuda_codegen.h"
+#include "schedules/lower/lower.h"
+#include "schedules/space/space_generator.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/schedules/recorded_schedules.h"
+#ifdef TESSEL_HAVE_CUDA
+#include "worker/cuda/nvrtc_compiler.h"
+#endif
+
+namespace tessel::schedules {
+namespace {
+
+using recorded_schedules::CudaTensorCoreMatmul;
+using test_workloads::BlockOf;
+using test_workloads::CudaT;
+using test_workloads::HostT;
+using test_workloads::LoopsOf;
+using test_workloads::NewSchedule;
+using test_workloads::ValueOrDie;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string CudaOf(const Schedule& s, const Target& t = CudaT()) {
+  auto p = Lower(s, t);
+  if (!p.ok()) return "ERROR: " + std::string(p.status().message());
+  auto src = GenerateCuda(*p, t);
+  if (!src.ok()) return "ERROR: " + std::string(src.status().message());
+  return src->code;
+}
+
+TEST(TensorCore, LowersToMmaLdmatrixAndRegisterFragments) {
+  auto p = Lower(CudaTensorCoreMatmul(1, /*stages=*/1), CudaT());
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::string ir = ToString(*p);
+  EXPECT_THAT(ir, HasSubstr("tessel_mma_m16n8k16_f32_f16("));
+  EXPECT_THAT(ir, HasSubstr("tessel_ldmatrix_x4("));        // A, k contiguous
+  EXPECT_THAT(ir, HasSubstr("tessel_ldmatrix_x2_trans("));  // B [k, n]: n contiguous
+  // Every fragment is a register array of its tiles: C 1 x 2 tiles of 4, A one tile of 8 per k
+  // step, B 2 tiles of 4.
+  EXPECT_THAT(ir, HasSubstr("alloc local f32 C_fragment[8]"));
+  EXPECT_THAT(ir, Not(HasSubstr("alloc fragment")));
+  EXPECT_EQ(p->kernels[0].launch.block[0], 32);
+  const std::string cuda = CudaOf(CudaTensorCoreMatmul(1, 1));
+  EXPECT_THAT(cuda, HasSubstr("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"));
+  EXPECT_THAT(cuda, HasSubstr("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16"));
+}
+
+TEST(TensorCore, PipelinedFetchesAreAsyncCopiesIntoSlots) {
+  const std::string cuda = CudaOf(CudaTensorCoreMatmul(1, /*stages=*/3));
+  EXPECT_THAT(cuda, HasSubstr("tessel_cp_async_16("));
+  EXPECT_THAT(cuda, HasSubstr("cp.async.cg.shared.global"));
+  EXPECT_THAT(cuda, HasSubstr("tessel_cp_async_wait_1();"));  // S - 2 groups in flight
+  EXPECT_THAT(cuda, HasSubstr("tessel_cp_async_wait_0();"));
+  // Three slots of each shared buffer.
+  auto p = Lower(CudaTensorCoreMatmul(1, 3), CudaT());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_THAT(ToString(*p), HasSubstr("alloc shared f16 A_shared[3, 32, "));
+}
+
+TEST(TensorCore, WriteBackIsVectorizedPerLane) {
+  const std::string cuda = CudaOf(CudaTensorCoreMatmul(1, 1));
+  EXPECT_THAT(cuda, HasSubstr(" % 4 * 2]) = "));
+  EXPECT_THAT(cuda, HasSubstr("1 x unsigned int"));  // a lane's two halves of a row as one store
+}
+
+TEST(TensorCore, HostTargetRefusesTensorizedSchedules) {
+  auto p = Lower(CudaTensorCoreMatmul(1, 1), HostT());
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(std::string(p.status().message()),
+              HasSubstr("tensor-core intrinsics (mma_m16n8k16, ldmatrix, mma_accumulator) exist "
+                        "only on CUDA targets"));
+}
+
+TEST(TensorCore, UntensorizedAccessOfAFragmentIsAnError) {
+  auto p = Lower(CudaTensorCoreMatmul(1, 1, /*tensorize_store=*/false), CudaT());
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("fragment C_fragment is accessed outside a tensorized nest"));
+  EXPECT_THAT(p.status().message(), HasSubstr("with mma_accumulator"));
+}
+
+TEST(TensorCore, BatchedTransposedBf16AndEpilogueLower) {
+  for (const char* spec :
+       {"matmul(M=64, N=64, K=64, batch=2, dtype=bf16)",
+        "matmul(M=64, N=64, K=64, transpose_a=true, transpose_b=true, dtype=f16)",
+        "matmul_bias_gelu(M=64, N=64, K=64, dtype=bf16)"}) {
+    SCOPED_TRACE(spec);
+    auto w = ParseWorkloadSpec(spec);
+    ASSERT_TRUE(w.ok()) << w.status();
+    auto space = SpaceGenerator::Create(*w, CudaT());
+    ASSERT_TRUE(space.ok()) << space.status();
+    int tc = 0, valid = 0;
+    for (uint64_t seed = 1; seed <= 24; ++seed) {
+      auto c = space->Sample(seed);
+      if (!c.ok()) continue;
+      ++valid;
+      tc += c->source.code.find("tessel_mma_m16n8k16") != std::string::npos;
+    }
+    EXPECT_GE(valid, 22);
+    EXPECT_GE(tc, 4);
+  }
+}
+
+#ifdef TESSEL_HAVE_CUDA
+TEST(TensorCore, KernelsCompileWithNvrtcForSm80AndSm90) {
+  if (!worker::FindCudaIncludeDir().ok()) GTEST_SKIP() << "no CUDA include directory";
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    const Target t = CudaTarget(arch);
+    for (int64_t stages : {1, 2, 4}) {
+      auto p = Lower(CudaTensorCoreMatmul(1, stages), t);
+      ASSERT_TRUE(p.ok()) << p.status();
+      auto src = GenerateCuda(*p, t);
+      ASSERT_TRUE(src.ok()) << src.status();
+      worker::NvrtcOptions o;
+      o.arch = arch;
+      auto bin = worker::CompileCuda(*src, o);
+      EXPECT_TRUE(bin.ok()) << arch << ": " << bin.status() << "\n" << src->code;
+    }
+  }
+}
+#endif
+
+TEST(TensorCore, CostModelFeaturesSeeTensorCoresAndThePipeline) {
+  const std::vector<std::string>& names = costmodel::FeatureNames();
+  auto at = [&](const std::string& n) {
+    return std::find(names.begin(), names.end(), n) - names.begin();
+  };
+  auto p1 = Lower(CudaTensorCoreMatmul(1, 1), CudaT());
+  auto p3 = Lower(CudaTensorCoreMatmul(1, 3), CudaT());
+  ASSERT_TRUE(p1.ok() && p3.ok());
+  const costmodel::Features f1 = costmodel::ExtractFeatures(*p1, CudaT());
+  const costmodel::Features f3 = costmodel::ExtractFeatures(*p3, CudaT());
+  EXPECT_GT(f1[at("log2_tensor_core_flops")], 0);
+  EXPECT_EQ(f1[at("log2_tensor_core_flops")], f3[at("log2_tensor_core_flops")]);
+  EXPECT_EQ(f1[at("log2_async_copy_bytes")], 0);  // one stage: synchronous fetches
+  EXPECT_GT(f3[at("log2_async_copy_bytes")], 0);
+  EXPECT_EQ(f3[at("pipeline_stages")], 3);
+}
+
+// ---- The primitive's checks.
+
+class TensorizeErrors : public ::testing::Test {
+ protected:
+  TensorizeErrors() : sch_(NewSchedule(LoadSpec("matmul(M=32, N=32, K=32, dtype=f16)"))) {}
+  static Workload LoadSpec(const std::string& spec) { return testing::LoadSpec(spec); }
+  Schedule sch_;
+};
+
+TEST_F(TensorizeErrors, UnknownIntrinsic) {
+  BlockRV c = BlockOf(sch_, "C");
+  absl::Status st = sch_.Tensorize(LoopsOf(sch_, c)[0], "wmma");
+  EXPECT_EQ(st.message(),
+            "tensorize: unknown intrinsic 'wmma'; use one of mma_m16n8k16, ldmatrix, "
+            "mma_accumulator");
+}
+
+TEST_F(TensorizeErrors, ExtentsOfTheLoops) {
+  BlockRV c = BlockOf(sch_, "C");
+  absl::Status st = sch_.Tensorize(LoopsOf(sch_, c)[0], "mma_m16n8k16");
+  EXPECT_THAT(st.message(), HasSubstr("have extents 32 x 32 x 32; mma_m16n8k16 replaces loops of "
+                                      "16 x 8 x 16: split them to those extents"));
+}
+
+TEST_F(TensorizeErrors, MmaNeedsAFragmentAccumulator) {
+  BlockRV c = BlockOf(sch_, "C");
+  std::vector<LoopRV> l = LoopsOf(sch_, c);
+  std::vector<LoopRV> i = ValueOrDie(sch_.Split(l[0], {-1, 16}));
+  std::vector<LoopRV> j = ValueOrDie(sch_.Split(l[1], {-1, 8}));
+  std::vector<LoopRV> k = ValueOrDie(sch_.Split(l[2], {-1, 16}));
+  ASSERT_TRUE(sch_.Reorder({i[0], j[0], k[0], i[1], j[1], k[1]}).ok());
+  absl::Status st = sch_.Tensorize(i[1], "mma_m16n8k16");
+  EXPECT_THAT(st.message(), HasSubstr("stage C writes global memory; mma accumulates in a "
+                                      "fragment: cache_write the stage to \"fragment\""));
+  st = sch_.Tensorize(j[1], "ldmatrix");
+  EXPECT_THAT(st.message(), HasSubstr("is a reduction loop; ldmatrix needs a spatial loop there"));
+}
+
+TEST_F(TensorizeErrors, OperandsMustBeFragments) {
+  BlockRV c = BlockOf(sch_, "C");
+  BlockRV acc = ValueOrDie(sch_.CacheWrite(c, "fragment"));
+  std::vector<LoopRV> l = LoopsOf(sch_, acc);
+  std::vector<LoopRV> i = ValueOrDie(sch_.Split(l[0], {-1, 16}));
+  std::vector<LoopRV> j = ValueOrDie(sch_.Split(l[1], {-1, 8}));
+  std::vector<LoopRV> k = ValueOrDie(sch_.Split(l[2], {-1, 16}));
+  ASSERT_TRUE(sch_.Reorder({i[0], j[0], k[0], i[1], j[1], k[1]}).ok());
+  absl::Status st = sch_.Tensorize(i[1], "mma_m16n8k16");
+  EXPECT_THAT(st.message(), HasSubstr("reads operand A from global memory; cache_read it to "
+                                      "\"fragment\" first"));
+}
+
+TEST_F(TensorizeErrors, LdmatrixCopiesFromShared) {
+  BlockRV c = BlockOf(sch_, "C");
+  BlockRV fr = ValueOrDie(sch_.CacheRead("A", "fragment", {c}));
+  std::vector<LoopRV> l = LoopsOf(sch_, fr);
+  std::vector<LoopRV> i = ValueOrDie(sch_.Split(l[0], {-1, 16}));
+  std::vector<LoopRV> k = ValueOrDie(sch_.Split(l[1], {-1, 16}));
+  ASSERT_TRUE(sch_.Reorder({i[0], k[0], i[1], k[1]}).ok());
+  absl::Status st = sch_.Tensorize(i[1], "ldmatrix");
+  EXPECT_THAT(st.message(), HasSubstr("is not a copy from shared memory into a fragment"));
+}
+
+TEST_F(TensorizeErrors, AccumulatorNestTouchesAFragment) {
+  BlockRV c = BlockOf(sch_, "C");
+  std::vector<LoopRV> l = LoopsOf(sch_, c);
+  std::vector<LoopRV> i = ValueOrDie(sch_.Split(l[0], {-1, 16}));
+  std::vector<LoopRV> j = ValueOrDie(sch_.Split(l[1], {-1, 8}));
+  ASSERT_TRUE(sch_.Reorder({i[0], j[0], i[1], j[1]}).ok());
+  absl::Status st = sch_.Tensorize(i[1], "mma_accumulator");
+  EXPECT_THAT(st.message(), HasSubstr("stage C neither reads nor writes a fragment"));
+}
+
+TEST(TensorCorePipeline, ALoopWithoutSharedFetchesIsRefused) {
+  // Pipelining the accumulator's inner k loop (no shared fetch in its body) is refused.
+  Schedule sch = CudaTensorCoreMatmul(1, 1);
+  BlockRV acc = BlockOf(sch, "C_fragment");
+  std::vector<LoopRV> l = LoopsOf(sch, acc);
+  ASSERT_TRUE(sch.Annotate(l[3], "software_pipeline", 2).ok());  // the n tiles (extent 2)
+  auto p = Lower(sch, CudaT());
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("is annotated software_pipeline but"));
+  EXPECT_THAT(p.status().message(), HasSubstr("pipeline a loop whose body fetches shared memory"));
+}
+
+}  // namespace
+}  // namespace tessel::schedules
