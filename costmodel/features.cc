@@ -197,7 +197,9 @@ class Walker {
   // cp.async of N bytes (tessel_cp_async_N).
   void CountTensorCall(const std::string& name) {
     if (name.rfind(schedules::kCallMma, 0) == 0) {
-      t_.tensor_flops += mult_ * (2.0 * 16 * 8 * 16 / 32);
+      constexpr double kLaneFlops = 2.0 * 16 * 8 * 16 / 32;
+      t_.tensor_flops += mult_ * kLaneFlops;
+      AddFlops(kLaneFlops);  // the program's arithmetic, whatever unit does it
     } else if (name.rfind(schedules::kCallCpAsync, 0) == 0 &&
                name.find("_commit") == std::string::npos &&
                name.find("_wait") == std::string::npos) {
