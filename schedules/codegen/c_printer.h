@@ -30,6 +30,11 @@ std::string FloatLiteral(double v, DType t);
 // A C literal of the integer; LL suffix where it does not fit 32 bits.
 std::string IntLiteral(int64_t v);
 bool IsCIdentifier(const std::string& s);
+// Variables and buffers that lowering makes for code generation (lower_all_reduce: registers,
+// scratch, shuffled values) are named "tessel_..." and printed as named: lowering scopes them.
+bool IsLoweringTemporary(const std::string& name);
+// A scalar register of lowering: a rank-0 local lowering temporary.
+bool IsRegister(const Buffer& b);
 
 // Unique C identifiers derived from IR name hints. Hints are sanitized; names that start with
 // "tessel_" are reserved for the generators' own temporaries (Temp), so hints get a prefix.
@@ -114,6 +119,11 @@ class CodeGenC {
   virtual std::string MathCall(const std::string& name, DType t,
                                const std::vector<std::string>& args) = 0;
   virtual std::string MinMax(bool is_max, DType t, const std::string& a, const std::string& b) = 0;
+  // A call of an intrinsic that is not a math function (e.g. schedules/ir/thread_intrinsics.h),
+  // with its precedence in *prec; empty when the target does not support it.
+  virtual std::string IntrinsicCall(const CallNode& n, int* prec) { return ""; }
+  // The C type a let of `value` (of type `t`) is declared with.
+  virtual std::string DeclaredType(DType t, const Expr& value) { return ComputeType(t); }
 
   // ---- Expressions.
   std::string Print(const Expr& e) {
@@ -122,7 +132,9 @@ class CodeGenC {
   }
   std::string Print(const Expr& e, int* prec);
   std::string Operand(const Expr& e, int min_prec);
-  // "name[flat]" of an element, in storage type.
+  // "name[flat]" of an element, in storage type. Lowering temporaries (IsLoweringTemporary):
+  // a scalar register (rank 0) prints as its name, a one-dimensional scratch buffer with its index
+  // as written.
   std::string Access(const BufferPtr& buffer, const std::vector<Expr>& indices);
   // How a scalar load reads its element (default: Access), and the statement of a scalar store
   // of `value` (default: `access = value;`).
@@ -144,7 +156,7 @@ class CodeGenC {
   void EmitStmt(const Stmt& s);
   virtual void EmitFor(const ForNode& n) = 0;
   virtual void EmitAllocate(const AllocateNode& n) = 0;
-  virtual void EmitBarrier(BarrierScope scope) = 0;
+  virtual void EmitBarrier(const BarrierNode& n) = 0;
   virtual void EmitAllReduce(const AllReduceNode& n) = 0;
   // A plain C for loop over n.var, preceded by `pragmas` lines.
   void EmitLoop(const ForNode& n, const std::vector<std::string>& pragmas,
@@ -154,7 +166,7 @@ class CodeGenC {
   std::string AnnotationUnrollPragma(const ForNode& n, const std::string& unroll_pragma,
                                      bool full_needs_count);
   static std::string AnnotationComment(const ForNode& n);
-  void EmitStore(const StoreNode& n);
+  virtual void EmitStore(const StoreNode& n);
   // `value` converted to the storage type of `t`, for a store.
   std::string StoredValue(DType t, const Expr& value);
 
