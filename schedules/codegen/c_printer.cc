@@ -44,12 +44,6 @@ bool IsCIdentifier(const std::string& s) {
   return true;
 }
 
-bool IsLoweringTemporary(const std::string& name) { return name.rfind("tessel_", 0) == 0; }
-
-bool IsRegister(const Buffer& b) {
-  return b.scope == MemScope::kLocal && b.shape.empty() && IsLoweringTemporary(b.name);
-}
-
 namespace {
 
 // Words a name hint must not take: C++ keywords, CUDA built-ins and the names generated code

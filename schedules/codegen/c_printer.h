@@ -30,11 +30,6 @@ std::string FloatLiteral(double v, DType t);
 // A C literal of the integer; LL suffix where it does not fit 32 bits.
 std::string IntLiteral(int64_t v);
 bool IsCIdentifier(const std::string& s);
-// Variables and buffers that lowering makes for code generation (lower_all_reduce: registers,
-// scratch, shuffled values) are named "tessel_..." and printed as named: lowering scopes them.
-bool IsLoweringTemporary(const std::string& name);
-// A scalar register of lowering: a rank-0 local lowering temporary.
-bool IsRegister(const Buffer& b);
 
 // Unique C identifiers derived from IR name hints. Hints are sanitized; names that start with
 // "tessel_" are reserved for the generators' own temporaries (Temp), so hints get a prefix.

@@ -55,7 +55,7 @@ void Walk(const Stmt& s, int64_t live_local, KernelResources* r) {
       if (n.buffer->scope == MemScope::kShared) {
         r->shared_bytes += n.buffer->AllocatedBytes();
         Walk(n.body, live_local, r);
-      } else if (n.buffer->shape.empty() && n.buffer->name.rfind("tessel_", 0) == 0) {
+      } else if (IsRegister(*n.buffer)) {
         // A scalar register of lower_all_reduce: in the overhead (kRegisterOverhead).
         Walk(n.body, live_local, r);
       } else {
