@@ -15,6 +15,7 @@
 
 namespace tessel::schedules {
 
+// `int64_indices` is unused since lower_all_reduce sizes the scratch (by compute type).
 SharedPlan PlanSharedMemory(const Kernel& kernel, bool int64_indices);
 
 }  // namespace tessel::schedules
