@@ -186,6 +186,11 @@ class Walker {
         for (const schedules::BufferPtr& r : n.results) Access(*r, {}, /*write=*/true);
         return;
       }
+      case StmtKind::kScope: {
+        // An expanded all-reduce (lower_all_reduce) counts as the all-reduce it expands.
+        const auto& n = *schedules::As<schedules::ScopeNode>(s);
+        return Visit(n.origin ? n.origin : n.body);
+      }
       case StmtKind::kEvaluate:
         t_.intrinsics += mult_;
         CountExpr(schedules::As<schedules::EvaluateNode>(s)->value);

@@ -12,7 +12,6 @@
 #include "schedules/ir/expr_functor.h"
 #include "schedules/ir/stmt_analysis.h"
 #include "schedules/ir/substitute.h"
-#include "schedules/ir/tensor_intrin.h"
 #include "schedules/util/check.h"
 
 namespace tessel::schedules::codegen {
@@ -375,7 +374,7 @@ std::string CodeGenC::ComputeToStorage(DType t, const std::string& s) {
 std::string CodeGenC::BindBuffer(const Buffer* b) {
   auto it = buffer_names_.find(b);
   if (it != buffer_names_.end()) return it->second;
-  std::string name = names_.Unique(b->name);
+  std::string name = IsLoweringTemporary(b->name) ? b->name : names_.Unique(b->name);
   buffer_names_.emplace(b, name);
   return name;
 }
@@ -392,7 +391,10 @@ std::string CodeGenC::BufferName(const Buffer* b) {
 
 std::string CodeGenC::BindVar(const VarNode* v, bool non_negative) {
   auto it = var_names_.find(v);
-  if (it == var_names_.end()) it = var_names_.emplace(v, names_.Unique(v->name)).first;
+  if (it == var_names_.end()) {
+    it = var_names_.emplace(v, IsLoweringTemporary(v->name) ? v->name : names_.Unique(v->name))
+             .first;
+  }
   ++bound_[v];
   if (non_negative) {
     non_negative_.insert(v);
@@ -453,6 +455,10 @@ std::string CodeGenC::Operand(const Expr& e, int min_prec) {
 
 std::string CodeGenC::Access(const BufferPtr& buffer, const std::vector<Expr>& indices) {
   const std::string name = BufferName(buffer.get());
+  if (IsLoweringTemporary(buffer->name) && indices.size() == buffer->shape.size() &&
+      indices.size() <= 1) {
+    return indices.empty() ? name : name + "[" + Print(indices[0]) + "]";
+  }
   if (indices.size() != buffer->shape.size()) {
     Fail(absl::InvalidArgumentError(absl::StrCat("access of buffer '", buffer->name, "' with ",
                                                  indices.size(), " indices; it has rank ",
@@ -592,7 +598,9 @@ std::string CodeGenC::Print(const Expr& e, int* prec) {
     }
     case ExprKind::kCall: {
       const auto& n = static_cast<const CallNode&>(*e);
-      if (IsTensorCall(n.name)) return TensorCall(n);
+      if (!IsMathIntrinsic(n.name)) {
+        if (std::string s = IntrinsicCall(n, prec); !s.empty()) return s;
+      }
       std::vector<std::string> args;
       for (const Expr& a : n.args) args.push_back(Print(a));
       std::string s = IsMathIntrinsic(n.name) ? MathCall(n.name, n.dtype, args) : "";
@@ -614,13 +622,6 @@ std::string CodeGenC::Print(const Expr& e, int* prec) {
     }
   }
   return "?";
-}
-
-std::string CodeGenC::TensorCall(const CallNode& n) {
-  Fail(absl::InvalidArgumentError(absl::StrCat(
-      "call of tensor-core intrinsic '", n.name,
-      "': the host target has no tensor cores; lower the schedule for a cuda target")));
-  return "0";
 }
 
 // ---- Statements.
@@ -661,15 +662,22 @@ void CodeGenC::EmitStmt(const Stmt& s) {
         OpenBlock("");
         DeclareInBlock(name);
       }
-      Line("const " + ComputeType(n.var->dtype) + " " + name + " = " + value + ";");
+      Line("const " + DeclaredType(n.var->dtype, n.value) + " " + name + " = " + value + ";");
       EmitStmt(n.body);
       if (nested) CloseBlock();
       UnbindVar(n.var.get());
       return;
     }
     case StmtKind::kBarrier:
-      EmitBarrier(static_cast<const BarrierNode&>(*s).scope);
+      EmitBarrier(static_cast<const BarrierNode&>(*s));
       return;
+    case StmtKind::kScope: {
+      const auto& n = static_cast<const ScopeNode&>(*s);
+      OpenBlock("", n.comment.empty() ? "" : "  // " + n.comment);
+      EmitStmt(n.body);
+      CloseBlock();
+      return;
+    }
     case StmtKind::kAllReduce:
       EmitAllReduce(static_cast<const AllReduceNode&>(*s));
       return;

@@ -114,8 +114,12 @@ class CodeGenC {
   virtual std::string MathCall(const std::string& name, DType t,
                                const std::vector<std::string>& args) = 0;
   virtual std::string MinMax(bool is_max, DType t, const std::string& a, const std::string& b) = 0;
-  // A tensor-core call left by lower_tensor_intrinsics (ir/tensor_intrin.h); the host has none.
-  virtual std::string TensorCall(const CallNode& n);
+  // A call of an intrinsic that is not a math function (schedules/ir/thread_intrinsics.h, and the
+  // tensor-core calls of schedules/ir/tensor_intrin.h), with its precedence in *prec; empty when
+  // the target does not support it.
+  virtual std::string IntrinsicCall(const CallNode& n, int* prec) { return ""; }
+  // The C type a let of `value` (of type `t`) is declared with.
+  virtual std::string DeclaredType(DType t, const Expr& value) { return ComputeType(t); }
 
   // ---- Expressions.
   std::string Print(const Expr& e) {
@@ -124,7 +128,9 @@ class CodeGenC {
   }
   std::string Print(const Expr& e, int* prec);
   std::string Operand(const Expr& e, int min_prec);
-  // "name[flat]" of an element, in storage type.
+  // "name[flat]" of an element, in storage type. Lowering temporaries (IsLoweringTemporary):
+  // a scalar register (rank 0) prints as its name, a one-dimensional scratch buffer with its index
+  // as written.
   std::string Access(const BufferPtr& buffer, const std::vector<Expr>& indices);
   // How a scalar load reads its element (default: Access), and the statement of a scalar store
   // of `value` (default: `access = value;`).
@@ -146,7 +152,7 @@ class CodeGenC {
   void EmitStmt(const Stmt& s);
   virtual void EmitFor(const ForNode& n) = 0;
   virtual void EmitAllocate(const AllocateNode& n) = 0;
-  virtual void EmitBarrier(BarrierScope scope) = 0;
+  virtual void EmitBarrier(const BarrierNode& n) = 0;
   virtual void EmitAllReduce(const AllReduceNode& n) = 0;
   // A plain C for loop over n.var, preceded by `pragmas` lines.
   void EmitLoop(const ForNode& n, const std::vector<std::string>& pragmas,
@@ -156,7 +162,7 @@ class CodeGenC {
   std::string AnnotationUnrollPragma(const ForNode& n, const std::string& unroll_pragma,
                                      bool full_needs_count);
   static std::string AnnotationComment(const ForNode& n);
-  void EmitStore(const StoreNode& n);
+  virtual void EmitStore(const StoreNode& n);
   // `value` converted to the storage type of `t`, for a store.
   std::string StoredValue(DType t, const Expr& value);
 

@@ -1,6 +1,8 @@
 #include "schedules/codegen/cuda_codegen.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <string>
@@ -15,8 +17,10 @@
 #include "schedules/ir/affine.h"
 #include "schedules/ir/expr.h"
 #include "schedules/ir/stmt.h"
+#include "schedules/ir/tensor_intrin.h"
 #include "schedules/ir/stmt_analysis.h"
 #include "schedules/ir/substitute.h"
+#include "schedules/ir/thread_intrinsics.h"
 #include "schedules/lower/plan_vectorization.h"
 #include "schedules/util/check.h"
 
@@ -25,6 +29,15 @@ namespace codegen {
 namespace {
 
 const char* const kLaneNames[] = {"x", "y", "z", "w"};
+
+// Precedence of C's shifts and bitwise and (c_printer.h's scale).
+constexpr int kPrecShift = 11, kPrecBitAnd = 8;
+
+std::string Hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "0x%08xu", v);
+  return buf;
+}
 
 constexpr codegen::StorageNames kCudaStorage = {
     "int",          "long long",        "half",         "__nv_bfloat16",
@@ -86,9 +99,17 @@ std::string GridBarrierFunction() {
 
 }  // namespace
 
-void CudaCodeGen::EmitBarrier(BarrierScope scope) {
-  if (scope == BarrierScope::kBlock) {
-    Line("__syncthreads();");
+void CudaCodeGen::EmitBarrier(const BarrierNode& n) {
+  const std::string comment = n.comment.empty() ? "" : "  // " + n.comment;
+  if (n.scope == BarrierScope::kBlock) {
+    Line("__syncthreads();" + comment);
+    return;
+  }
+  if (n.scope == BarrierScope::kCluster) {
+    Line(
+        "asm volatile(\"barrier.cluster.arrive.release.aligned;\\n\\t"
+        "barrier.cluster.wait.acquire.aligned;\" ::: \"memory\");" +
+        comment);
     return;
   }
   if (!kernel_->launch.cooperative) {
@@ -100,7 +121,7 @@ void CudaCodeGen::EmitBarrier(BarrierScope scope) {
   uses_grid_barrier_ = true;
   const int64_t blocks =
       kernel_->launch.grid[0] * kernel_->launch.grid[1] * kernel_->launch.grid[2];
-  Line(absl::StrCat("tessel_grid_barrier(tessel_grid_sync, ", blocks, "u);"));
+  Line(absl::StrCat("tessel_grid_barrier(tessel_grid_sync, ", blocks, "u);", comment));
 }
 
 absl::StatusOr<GeneratedSource> CudaCodeGen::Generate() {
@@ -153,8 +174,6 @@ absl::StatusOr<GeneratedSource> CudaCodeGen::Generate() {
 
 absl::Status CudaCodeGen::DeclareShared(const Kernel& k) {
   shared_.clear();
-  red_scratch_.clear();
-  cluster_scratch_.clear();
   for (const SharedSlot& slot : k.shared.slots) {
     SharedDecl d{"", "", &slot};
     switch (slot.kind) {
@@ -165,12 +184,12 @@ absl::Status CudaCodeGen::DeclareShared(const Kernel& k) {
       case SharedSlot::Kind::kReduceScratch:
         d.type = ComputeType(slot.dtype);
         d.name = names_.Temp(absl::StrCat("red_", DTypeName(slot.dtype)));
-        red_scratch_[d.type] = d.name;
+        if (slot.buffer) buffer_names_[slot.buffer.get()] = d.name;
         break;
       case SharedSlot::Kind::kClusterScratch:
         d.type = ComputeType(slot.dtype);
         d.name = names_.Temp(absl::StrCat("cluster_red_", DTypeName(slot.dtype)));
-        cluster_scratch_[d.type] = d.name;
+        if (slot.buffer) buffer_names_[slot.buffer.get()] = d.name;
         break;
     }
     shared_.push_back(d);
@@ -182,17 +201,6 @@ absl::Status CudaCodeGen::DeclareShared(const Kernel& k) {
                                 target_.arch, "; use smaller shared-memory tiles")));
   }
   return absl::OkStatus();
-}
-
-std::string CudaCodeGen::Scratch(const std::map<std::string, std::string>& scratch,
-                                 const std::string& type) {
-  auto it = scratch.find(type);
-  if (it != scratch.end()) return it->second;
-  Fail(absl::InvalidArgumentError(
-      absl::StrCat("an all-reduce of ", type,
-                   " values has no scratch in the kernel's shared-memory plan; plan it with "
-                   "PlanSharedMemory (lowering does)")));
-  return "tessel_missing_scratch";
 }
 
 absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
@@ -257,7 +265,6 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
     }
   }
   if (k.launch.cooperative) params.push_back("unsigned int* __restrict__ tessel_grid_sync");
-  if (absl::Status st = CheckAllReduces(k); !st.ok()) return st;
   if (absl::Status st = DeclareShared(k); !st.ok()) return st;
   vectors_.clear();
   for (const VectorLoop& v : k.vectors) vectors_[v.loop.get()] = &v;
@@ -317,6 +324,10 @@ void CudaCodeGen::EmitAllocate(const AllocateNode& n) {
       EmitStmt(n.body);
       return;
     case MemScope::kLocal: {
+      if (IsRegister(b)) {
+        EmitRegister(n);
+        return;
+      }
       const std::string name = BindBuffer(&b);
       const bool nested = !DeclareInBlock(name);
       if (nested) {
@@ -342,6 +353,125 @@ void CudaCodeGen::EmitAllocate(const AllocateNode& n) {
           "does not support yet")));
       return;
   }
+}
+
+void CudaCodeGen::EmitAllReduce(const AllReduceNode& n) {
+  Fail(absl::InvalidArgumentError(absl::StrCat(
+      "AllReduce over ", ThreadTagName(n.thread), " with extent ", n.extent,
+      " has not been expanded; expand it with LowerKernelAllReduces (lowering does)")));
+}
+
+namespace {
+
+// Whether `e` is a call of one of the intrinsics printed as asm statements.
+bool IsAsmIntrinsic(const Expr& e) {
+  const auto* c = As<CallNode>(e);
+  return c && (c->name == intrinsic::kMapSharedRank || c->name == intrinsic::kLoadSharedCluster);
+}
+
+}  // namespace
+
+void CudaCodeGen::EmitRegister(const AllocateNode& n) {
+  const Buffer& b = *n.buffer;
+  const std::string name = BindBuffer(&b);
+  Stmt first = n.body;
+  std::vector<Stmt> rest;
+  if (const auto* seq = As<SeqNode>(n.body)) {
+    first = seq->stmts[0];
+    rest.assign(seq->stmts.begin() + 1, seq->stmts.end());
+  }
+  const auto* init = As<StoreNode>(first);
+  if (init && init->buffer.get() != &b) init = nullptr;
+  const std::string type = init ? DeclaredType(b.dtype, init->value) : ComputeType(b.dtype);
+  const bool nested = !DeclareInBlock(name);
+  if (nested) {
+    OpenBlock("");
+    DeclareInBlock(name);
+  }
+  if (init && !IsAsmIntrinsic(init->value)) {
+    Line(absl::StrCat(type, " ", name, " = ", StoredValue(b.dtype, init->value), ";"));
+    EmitStmt(MakeSeq(rest));
+  } else {
+    Line(absl::StrCat(type, " ", name, ";"));
+    EmitStmt(n.body);
+  }
+  if (nested) CloseBlock();
+}
+
+std::string CudaCodeGen::IntrinsicCall(const CallNode& n, int* prec) {
+  namespace in = intrinsic;
+  const std::vector<Expr>& a = n.args;
+  *prec = kPrecPrimary;
+  if (IsTensorCall(n.name)) return TensorCall(n);
+  auto operand = [&](const Expr& e) { return Operand(e, kPrecPrimary); };
+  if (a.empty() &&
+      (n.name == in::kThreadIdxX || n.name == in::kThreadIdxY || n.name == in::kThreadIdxZ)) {
+    return n.name;
+  }
+  int64_t bits = 0;
+  if (n.name == in::kLaneMask && a.size() == 1 && IsConstInt(a[0], &bits)) {
+    return Hex32(static_cast<uint32_t>(bits));
+  }
+  if (a.size() == 2 && n.name == in::kShiftLeft) {
+    return absl::StrCat("(", operand(a[0]), " << ", operand(a[1]), ")");
+  }
+  if (a.size() == 2 && n.name == in::kShiftRight) {
+    *prec = kPrecShift;
+    return absl::StrCat(operand(a[0]), " >> ", operand(a[1]));
+  }
+  if (a.size() == 2 && n.name == in::kBitwiseAnd) {
+    *prec = kPrecBitAnd;
+    return absl::StrCat(operand(a[0]), " & ", operand(a[1]));
+  }
+  if ((a.size() == 3 || a.size() == 4) && n.name == in::kShflXorSync) {
+    std::vector<std::string> args;
+    for (const Expr& e : a) args.push_back(Print(e));
+    return absl::StrCat("__shfl_xor_sync(", absl::StrJoin(args, ", "), ")");
+  }
+  if (a.size() == 1 && n.name == in::kSharedAddress && As<LoadNode>(a[0])) {
+    return absl::StrCat("static_cast<unsigned>(__cvta_generic_to_shared(",
+                        BufferName(As<LoadNode>(a[0])->buffer.get()), "))");
+  }
+  return "";
+}
+
+std::string CudaCodeGen::DeclaredType(DType t, const Expr& value) {
+  const auto* c = As<CallNode>(value);
+  if (c && (c->name == intrinsic::kLaneMask || c->name == intrinsic::kShiftLeft ||
+            c->name == intrinsic::kSharedAddress || c->name == intrinsic::kMapSharedRank)) {
+    return "unsigned";
+  }
+  return ComputeType(t);
+}
+
+void CudaCodeGen::EmitStore(const StoreNode& n) {
+  const auto* c = As<CallNode>(n.value);
+  if (!IsAsmIntrinsic(n.value) || !IsRegister(*n.buffer) || c->args.size() != 2) {
+    CodeGenC::EmitStore(n);
+    return;
+  }
+  const std::string reg = BufferName(n.buffer.get());
+  if (c->name == intrinsic::kMapSharedRank) {
+    Line(absl::StrCat("asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"(", reg,
+                      ") : \"r\"(", Print(c->args[0]), "), \"r\"(", Print(c->args[1]), "));"));
+    return;
+  }
+  // load_shared_cluster(address, byte offset).
+  const std::string type = ComputeType(n.buffer->dtype);
+  const char* ld = type == "float"    ? "ld.shared::cluster.f32 %0, [%1];"
+                   : type == "double" ? "ld.shared::cluster.f64 %0, [%1];"
+                   : type == "int"    ? "ld.shared::cluster.s32 %0, [%1];"
+                                      : "ld.shared::cluster.s64 %0, [%1];";
+  const char* constraint = type == "float"    ? "=f"
+                           : type == "double" ? "=d"
+                           : type == "int"    ? "=r"
+                                              : "=l";
+  int64_t offset = 0;
+  IsConstInt(c->args[1], &offset);
+  const std::string address =
+      offset == 0 ? Print(c->args[0]) : absl::StrCat(Print(c->args[0]), " + ", offset, "u");
+  Line(absl::StrCat("asm volatile(\"", ld, "\" : \"", constraint, "\"(", reg, ") : \"r\"(", address,
+                    ") : \"memory\");"));
 }
 
 void CudaCodeGen::EmitFor(const ForNode& n) {

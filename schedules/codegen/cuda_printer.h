@@ -1,8 +1,8 @@
 #pragma once
 
-// The CUDA printer behind GenerateCuda (cuda_codegen.h), shared by the files that define its
-// members: cuda_codegen.cc (kernels, loops, vectorized loops as planned) and cuda_all_reduce.cc
-// (the all-reduce emitters, which a lowering pass will replace by IR). Internal to codegen/.
+// The CUDA printer behind GenerateCuda (cuda_codegen.h): kernels, loops, vectorized loops as
+// planned, and the intrinsics of the expanded all-reduces (lower_all_reduce,
+// schedules/ir/thread_intrinsics.h), defined in cuda_codegen.cc. Internal to codegen/.
 
 #include <functional>
 #include <map>
@@ -84,7 +84,7 @@ class CudaCodeGen final : public CodeGenC {
 
   void EmitFor(const ForNode& n) override;
   void EmitAllocate(const AllocateNode& n) override;
-  void EmitBarrier(BarrierScope scope) override;
+  void EmitBarrier(const BarrierNode& n) override;
   // Other blocks' writes (a cooperative kernel's written global buffers) are read from L2 (L1 is
   // not coherent across SMs); streamed buffers (Kernel::stream_loads / stream_stores) are read
   // and written with evict-first hints.
@@ -114,43 +114,22 @@ class CudaCodeGen final : public CodeGenC {
     if (f == nullptr && read_only_.count(b)) f = "__ldg";
     return f != nullptr ? absl::StrCat(f, "(", ptr, ")") : absl::StrCat("*", ptr);
   }
+  // All-reduces are expanded by lowering (lower_all_reduce): one here is an error.
   void EmitAllReduce(const AllReduceNode& n) override;
-  // An AllReduce over cluster.x: one tuple a CTA, combined through distributed shared memory.
-  void EmitClusterAllReduce(const AllReduceNode& n);
-  // The shuffle mask of this thread's group of `lanes` (a power of two up to 32) lanes along
-  // threadIdx.x.
-  std::string LaneMask(int64_t lanes) const;
-  // The first of this thread's row's `warps` per-warp entries in an all-reduce's scratch, as a
-  // prefix of an index ("" for a one-dimensional block).
-  std::string WarpRowPrefix(int64_t warps) const;
-  // An all-reduce's running tuple: component c is the C variable names[c] (tessel_red, or
-  // tessel_red0, tessel_red1, ...) or, where known[c] is set, that constant in every thread
-  // (UniformComponents: nothing to exchange, and what depends on it folds).
-  struct ReduceTuple {
-    std::vector<std::string> names;
-    std::vector<Expr> known;
-  };
-  ReduceTuple StartTuple(const AllReduceNode& n);
-  std::string Component(const ReduceTuple& t, size_t c);
-  // acc = acc (+) other with the all-reduce's combiner: `other` the other tuple's C expressions,
-  // `other_known` its uniform components (where acc's are).
-  void CombineInto(const AllReduceNode& n, ReduceTuple* acc, const std::vector<std::string>& other,
-                   const std::vector<Expr>& other_known);
-  // The `warps` per-warp partials (entry(c, w): component c of warp w's) combined into `red` in
-  // a few chains and then pairwise, the uniform components alike in every warp.
-  void CombineWarpPartials(const AllReduceNode& n, ReduceTuple* red, int64_t warps,
-                           const std::function<std::string(size_t, int64_t)>& entry);
-  // results[i][0] = component i, each in its result's type.
-  void StoreReduceResults(const AllReduceNode& n, const ReduceTuple& red);
+  // Registers of lowering (IsRegister) are scalars: `float tessel_red = value;` where the first
+  // statement of their scope stores to them (not through an asm intrinsic), else `float name;`.
+  void EmitRegister(const AllocateNode& n);
+  // The intrinsics of schedules/ir/thread_intrinsics.h.
+  std::string IntrinsicCall(const CallNode& n, int* prec) override;
+  // `unsigned` for the lets of unsigned intrinsics (lane masks, shared addresses).
+  std::string DeclaredType(DType t, const Expr& value) override;
+  // Stores of asm intrinsics (map_shared_rank, load_shared_cluster) to registers print as asm.
+  void EmitStore(const StoreNode& n) override;
 
  private:
   absl::Status EmitKernel(const Kernel& k, KernelSource* ks);
-  // Checks that every AllReduce of the kernel is one this generator prints.
-  absl::Status CheckAllReduces(const Kernel& k);
   // Names the slots of the kernel's shared-memory plan (PlanSharedMemory) and checks its size.
   absl::Status DeclareShared(const Kernel& k);
-  // The shared scratch of the plan for values of C type `type` (fails when there is none).
-  std::string Scratch(const std::map<std::string, std::string>& scratch, const std::string& type);
   void EmitThreadBinding(const ForNode& n);
   // A vectorized loop as its plan (Kernel::vectors, plan_vectorization.h) says.
   void EmitVectorized(const ForNode& n, const VectorLoop& plan);
@@ -184,9 +163,6 @@ class CudaCodeGen final : public CodeGenC {
   std::vector<std::vector<std::string>> EmitLaneLoads(const VarNode* v, const Expr& min,
                                                       const std::vector<Expr>& loads, int64_t lanes,
                                                       int64_t first);
-  // threadIdx.x + B0 * (threadIdx.y + B1 * threadIdx.z), dropping axes of extent 1.
-  std::string LinearThreadIndex() const;
-  std::string Combine(ReduceOp op, DType t, const std::string& a, const std::string& b);
   std::string WithKernel(const std::string& msg) const {
     return absl::StrCat("kernel '", kernel_->name, "': ", msg);
   }
@@ -198,9 +174,6 @@ class CudaCodeGen final : public CodeGenC {
   std::vector<SharedDecl> shared_;
   // The current kernel's vectorized loops' plans, by loop.
   std::unordered_map<const StmtNode*, const VectorLoop*> vectors_;
-  // AllReduce scratch array name by compute type.
-  std::map<std::string, std::string> red_scratch_;
-  std::map<std::string, std::string> cluster_scratch_;  // per type: a CTA's slot (cluster.x)
   // Cooperative kernel: global buffers it writes, which other blocks read after grid barriers.
   std::unordered_set<const Buffer*> cross_block_;
   // Global buffers of the kernel's params that it does not write.
@@ -209,7 +182,8 @@ class CudaCodeGen final : public CodeGenC {
   bool uses_grid_barrier_ = false;  // some kernel: emit the barrier function
   // Tensor-core calls the program makes: their helper functions are defined before the kernels.
   std::set<std::string> tensor_calls_;
-  std::string TensorCall(const CallNode& n) override;
+  // A tensor-core call (IntrinsicCall's; cuda_tensor_calls.cc).
+  std::string TensorCall(const CallNode& n);
 };
 
 // The definitions of the tensor-core helper functions named in `calls` (TensorCall), for the

@@ -135,7 +135,7 @@ class HostCodeGen final : public CodeGenC {
 
   void EmitFor(const ForNode& n) override;
   void EmitAllocate(const AllocateNode& n) override;
-  void EmitBarrier(BarrierScope) override {}
+  void EmitBarrier(const BarrierNode&) override {}
   void EmitAllReduce(const AllReduceNode& n) override {
     Fail(absl::InvalidArgumentError(absl::StrCat(
         "AllReduce over ", ThreadTagName(n.thread), " into '", n.results[0]->name,

@@ -61,4 +61,10 @@ BufferPtr MakeBuffer(std::string name, DType dtype, std::vector<int64_t> shape, 
   return b;
 }
 
+bool IsLoweringTemporary(std::string_view name) { return name.rfind("tessel_", 0) == 0; }
+
+bool IsRegister(const Buffer& b) {
+  return b.scope == MemScope::kLocal && b.shape.empty() && IsLoweringTemporary(b.name);
+}
+
 }  // namespace tessel::schedules

@@ -45,4 +45,11 @@ using BufferPtr = std::shared_ptr<const Buffer>;
 BufferPtr MakeBuffer(std::string name, DType dtype, std::vector<int64_t> shape,
                      MemScope scope = MemScope::kGlobal, std::vector<int64_t> strides = {});
 
+// Variables and buffers that lowering makes for code generation (lower_all_reduce: registers,
+// scratch, exchanged values) are named "tessel_..."; code generation prints them as named.
+bool IsLoweringTemporary(std::string_view name);
+// A scalar register of lowering: a rank-0 local lowering temporary (printed as a C scalar; not
+// counted as a local buffer's words by the register estimate).
+bool IsRegister(const Buffer& b);
+
 }  // namespace tessel::schedules

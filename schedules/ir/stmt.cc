@@ -90,7 +90,9 @@ Stmt MakeSeq(std::vector<Stmt> stmts) {
 Stmt MakeLet(VarPtr var, Expr value, Stmt body) {
   return std::make_shared<LetStmtNode>(std::move(var), std::move(value), std::move(body));
 }
-Stmt MakeBarrier(BarrierScope scope) { return std::make_shared<BarrierNode>(scope); }
+Stmt MakeBarrier(BarrierScope scope, std::string comment) {
+  return std::make_shared<BarrierNode>(scope, std::move(comment));
+}
 Stmt MakeAllReduce(ReduceOp op, Expr value, BufferPtr result, ThreadTag thread, int64_t extent) {
   CombinerPtr c = ReduceCombiner(op, value->dtype);
   return MakeAllReduce(std::move(c), {std::move(value)}, {std::move(result)}, thread, extent);
@@ -101,6 +103,9 @@ Stmt MakeAllReduce(CombinerPtr combiner, std::vector<Expr> values, std::vector<B
                                          thread, extent);
 }
 Stmt MakeEvaluate(Expr value) { return std::make_shared<EvaluateNode>(std::move(value)); }
+Stmt MakeScope(std::string comment, Stmt body, Stmt origin) {
+  return std::make_shared<ScopeNode>(std::move(comment), std::move(body), std::move(origin));
+}
 
 namespace {
 
@@ -167,11 +172,25 @@ void Print(std::ostream& os, const Stmt& s, int indent) {
       Print(os, n.body, indent);
       return;
     }
-    case StmtKind::kBarrier:
+    case StmtKind::kBarrier: {
+      const auto& n = static_cast<const BarrierNode&>(*s);
       os << pad
-         << (static_cast<const BarrierNode&>(*s).scope == BarrierScope::kGrid ? "grid_barrier\n"
-                                                                              : "barrier\n");
+         << (n.scope == BarrierScope::kGrid      ? "grid_barrier"
+             : n.scope == BarrierScope::kCluster ? "cluster_barrier"
+                                                 : "barrier");
+      if (!n.comment.empty()) os << "  // " << n.comment;
+      os << "\n";
       return;
+    }
+    case StmtKind::kScope: {
+      const auto& n = static_cast<const ScopeNode&>(*s);
+      os << pad << "{";
+      if (!n.comment.empty()) os << "  // " << n.comment;
+      os << "\n";
+      Print(os, n.body, indent + 1);
+      os << pad << "}\n";
+      return;
+    }
     case StmtKind::kAllReduce: {
       const auto& n = static_cast<const AllReduceNode&>(*s);
       for (size_t i = 0; i < n.results.size(); ++i) {
@@ -212,6 +231,8 @@ std::vector<Stmt> ChildStmts(const Stmt& s) {
       return static_cast<const SeqNode&>(*s).stmts;
     case StmtKind::kLetStmt:
       return {static_cast<const LetStmtNode&>(*s).body};
+    case StmtKind::kScope:
+      return {static_cast<const ScopeNode&>(*s).body};
     case StmtKind::kStore:
     case StmtKind::kBarrier:
     case StmtKind::kAllReduce:
@@ -251,6 +272,7 @@ std::vector<Expr> OwnExprs(const Stmt& s) {
     case StmtKind::kAllocate:
     case StmtKind::kSeq:
     case StmtKind::kBarrier:
+    case StmtKind::kScope:
       return {};
   }
   return {};

@@ -25,7 +25,8 @@ namespace tessel::schedules {
   X(LetStmt)                 \
   X(Barrier)                 \
   X(AllReduce)               \
-  X(Evaluate)
+  X(Evaluate)                \
+  X(Scope)
 
 enum class StmtKind : uint8_t {
 #define TESSEL_X(name) k##name,
@@ -141,16 +142,18 @@ struct LetStmtNode final : StmtNode {
   const Stmt body;
 };
 
-// Who waits at a barrier: the threads of a block (__syncthreads), or every thread of the grid
-// (a software grid barrier; the kernel is then launched cooperatively, LaunchConfig::cooperative).
-enum class BarrierScope : uint8_t { kBlock, kGrid };
+// Who waits at a barrier: the threads of a block (__syncthreads), every thread of the grid
+// (a software grid barrier; the kernel is then launched cooperatively, LaunchConfig::cooperative),
+// or the threads of the CTAs of a cluster (release/acquire: orders distributed shared memory).
+enum class BarrierScope : uint8_t { kBlock, kGrid, kCluster };
 
 // A barrier; a no-op on the host. A grid barrier also orders global memory: what any block wrote
-// before it, every block reads after it.
+// before it, every block reads after it. `comment` is printed after it (why it is there).
 struct BarrierNode final : StmtNode {
   static constexpr StmtKind kKind = StmtKind::kBarrier;
-  explicit BarrierNode(BarrierScope s) : StmtNode(kKind), scope(s) {}
+  BarrierNode(BarrierScope s, std::string c) : StmtNode(kKind), scope(s), comment(std::move(c)) {}
   const BarrierScope scope;
+  const std::string comment;
 };
 
 // Combines a tuple of values (one per component of `combiner`) across the `extent` threads of
@@ -175,6 +178,18 @@ struct AllReduceNode final : StmtNode {
   const int64_t extent;
 };
 
+// A block of statements: a C scope for the registers and lets of `body`, with a comment. `origin`,
+// where set, is the statement the block expands (lower_all_reduce: the AllReduce), for analyses
+// that model it as one operation (the cost model's features); it is not part of the program.
+struct ScopeNode final : StmtNode {
+  static constexpr StmtKind kKind = StmtKind::kScope;
+  ScopeNode(std::string c, Stmt b, Stmt o)
+      : StmtNode(kKind), comment(std::move(c)), body(std::move(b)), origin(std::move(o)) {}
+  const std::string comment;
+  const Stmt body;
+  const Stmt origin;  // may be null
+};
+
 // Evaluates an expression for its effect (tensor-core intrinsic calls).
 struct EvaluateNode final : StmtNode {
   static constexpr StmtKind kKind = StmtKind::kEvaluate;
@@ -189,11 +204,12 @@ Stmt MakeAllocate(BufferPtr buffer, Stmt body);
 Stmt MakeIf(Expr cond, Stmt then_case, Stmt else_case = nullptr);  // folds constant conditions
 Stmt MakeSeq(std::vector<Stmt> stmts);  // flattens nested sequences, drops nulls
 Stmt MakeLet(VarPtr var, Expr value, Stmt body);
-Stmt MakeBarrier(BarrierScope scope = BarrierScope::kBlock);
+Stmt MakeBarrier(BarrierScope scope = BarrierScope::kBlock, std::string comment = "");
 Stmt MakeAllReduce(ReduceOp op, Expr value, BufferPtr result, ThreadTag thread, int64_t extent);
 Stmt MakeAllReduce(CombinerPtr combiner, std::vector<Expr> values, std::vector<BufferPtr> results,
                    ThreadTag thread, int64_t extent);
 Stmt MakeEvaluate(Expr value);
+Stmt MakeScope(std::string comment, Stmt body, Stmt origin = nullptr);
 
 // The statements directly inside `s` (a loop's, allocation's or let's body, both branches of
 // an if, a sequence's statements), in order; none for the leaves. An absent else is left out.

@@ -84,6 +84,10 @@ class StmtMutator {
     Expr v = VisitExpr(n.value);
     return v == n.value ? self : MakeEvaluate(v);
   }
+  virtual Stmt VisitScope(const ScopeNode& n, const Stmt& self) {
+    Stmt body = Visit(n.body);
+    return body == n.body ? self : MakeScope(n.comment, body, n.origin);
+  }
 };
 
 }  // namespace tessel::schedules

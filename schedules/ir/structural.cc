@@ -141,6 +141,11 @@ class EqualChecker {
       case StmtKind::kBarrier:
         return static_cast<const BarrierNode&>(*a).scope ==
                static_cast<const BarrierNode&>(*b).scope;
+      case StmtKind::kScope:
+        return static_cast<const ScopeNode&>(*a).comment ==
+                   static_cast<const ScopeNode&>(*b).comment &&
+               Equal(static_cast<const ScopeNode&>(*a).body,
+                     static_cast<const ScopeNode&>(*b).body);
       case StmtKind::kAllReduce: {
         const auto& x = static_cast<const AllReduceNode&>(*a);
         const auto& y = static_cast<const AllReduceNode&>(*b);
@@ -314,6 +319,11 @@ class Hasher {
       case StmtKind::kBarrier:
         // Block barriers hash as before grid barriers existed.
         if (static_cast<const BarrierNode&>(*s).scope == BarrierScope::kGrid) Str("grid");
+        if (static_cast<const BarrierNode&>(*s).scope == BarrierScope::kCluster) Str("cluster");
+        return;
+      case StmtKind::kScope:
+        Str("scope");
+        Hash(static_cast<const ScopeNode&>(*s).body);
         return;
       case StmtKind::kAllReduce: {
         const auto& n = static_cast<const AllReduceNode&>(*s);

@@ -166,6 +166,8 @@ bool StmtUsesVar(const Stmt& s, const VarNode* v) {
     }
     case StmtKind::kBarrier:
       return false;
+    case StmtKind::kScope:
+      return StmtUsesVar(static_cast<const ScopeNode&>(*s).body, v);
     case StmtKind::kAllReduce: {
       const auto& n = static_cast<const AllReduceNode&>(*s);
       for (const Expr& v : n.values) {

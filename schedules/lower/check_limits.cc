@@ -55,6 +55,9 @@ void Walk(const Stmt& s, int64_t live_local, KernelResources* r) {
       if (n.buffer->scope == MemScope::kShared) {
         r->shared_bytes += n.buffer->AllocatedBytes();
         Walk(n.body, live_local, r);
+      } else if (IsRegister(*n.buffer)) {
+        // A scalar register of lower_all_reduce: in the overhead (kRegisterOverhead).
+        Walk(n.body, live_local, r);
       } else {
         const int64_t words = (n.buffer->AllocatedBytes() + 3) / 4;
         r->local_elements = std::max(r->local_elements, live_local + words);
@@ -73,6 +76,9 @@ void Walk(const Stmt& s, int64_t live_local, KernelResources* r) {
       return;
     case StmtKind::kLetStmt:
       Walk(static_cast<const LetStmtNode&>(*s).body, live_local, r);
+      return;
+    case StmtKind::kScope:
+      Walk(static_cast<const ScopeNode&>(*s).body, live_local, r);
       return;
     default:
       return;

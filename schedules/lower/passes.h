@@ -48,6 +48,13 @@ absl::Status InjectSoftwarePipeline(LoweringState* state);
 absl::Status MarkStreamingBuffers(LoweringState* state);
 // Each kernel's params: the program buffers its body touches, in program order.
 absl::Status CollectKernelParams(LoweringState* state);
+// Expands every AllReduce of a CUDA kernel into warp shuffles, block reductions through shared
+// scratch (listed in Kernel::scratch) and cluster reductions through distributed shared memory,
+// with uniform components folded (lower_all_reduce.cc, lower_all_reduce.h). Assumes the bodies
+// are simplified; builds the expansion as it is to be printed, so no pass after it may simplify.
+// Rejects all-reduces the expansion does not support, with the fix in the message. After it no
+// AllReduce reaches CUDA code generation; host programs keep theirs (host codegen refuses them).
+absl::Status LowerAllReduces(LoweringState* state);
 // Places every kernel's shared buffers and reduction scratch (CUDA; plan_shared_memory.h).
 absl::Status PlanKernelsSharedMemory(LoweringState* state);
 // Plans how every vectorized loop is printed (CUDA; plan_vectorization.h): the kernel bodies

@@ -64,6 +64,8 @@ const std::vector<LoweringPass>& LoweringPasses() {
        MarkStreamingBuffers},
       {"collect_kernel_params", "sets each kernel's params: the global buffers it touches",
        CollectKernelParams},
+      {"lower_all_reduce", "expands all-reduces: shuffles, shared and cluster scratch, barriers",
+       LowerAllReduces},
       {"plan_shared_memory", "places shared buffers and all-reduce scratch in shared memory",
        PlanKernelsSharedMemory},
       {"plan_vectorization", "decides how each vectorized loop is printed: vectors or scalars",

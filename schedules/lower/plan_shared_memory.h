@@ -5,16 +5,17 @@
 // the kernel's shared memory (Kernel::shared). Code generation declares what the plan says: one
 // static array a slot, or slices of one dynamic array past 48 KiB.
 //
-// Scratch: a block all-reduce over threadIdx.x of more than 32 threads keeps one partial per warp
-// and component of its tuple; one over threadIdx.y or .z one value per thread and component; one
-// slot per component in each CTA for a cluster all-reduce. Reductions of values with the same C
-// compute type share the scratch, sized for the largest. All-reduces that code generation would
-// refuse (checked there) get no scratch.
+// Scratch: lower_all_reduce lists the scratch of the all-reduces it expands in Kernel::scratch
+// (a block all-reduce over threadIdx.x of more than 32 threads keeps one partial per warp and
+// component of its tuple; one over threadIdx.y or .z one value per thread and component; one slot
+// per component in each CTA for a cluster all-reduce; reductions of values with the same compute
+// type share the scratch, sized for the largest).
 
 #include "schedules/lower/program.h"
 
 namespace tessel::schedules {
 
+// `int64_indices` is unused since lower_all_reduce sizes the scratch (by compute type).
 SharedPlan PlanSharedMemory(const Kernel& kernel, bool int64_indices);
 
 }  // namespace tessel::schedules

@@ -40,7 +40,9 @@ struct SharedSlot {
     kClusterScratch,  // cluster all-reduces: one value of `dtype` a CTA
   };
   Kind kind = Kind::kBuffer;
-  BufferPtr buffer;               // kBuffer only
+  // kBuffer: the allocated buffer; the scratch kinds: the shared buffer that lower_all_reduce's
+  // expansion reads and writes (not allocated in the body; code generation declares it).
+  BufferPtr buffer;
   DType dtype = DType::kFloat32;  // the element type
   int64_t elements = 0;
   int64_t bytes = 0;
@@ -83,6 +85,9 @@ struct Kernel {
   // once, so they do not push out what is reused), from the stream_loads / stream_stores
   // annotations of the kernel's stages.
   std::vector<BufferPtr> stream_loads, stream_stores;
+  // CUDA: the shared scratch of the all-reduces (lower_all_reduce), block scratch then cluster
+  // scratch, each by compute type; plan_shared_memory places it after the shared buffers.
+  std::vector<SharedSlot> scratch;
   SharedPlan shared;  // CUDA: where each shared buffer and reduction scratch lives
   // CUDA: how each vectorized loop of the body is printed, in body order.
   std::vector<VectorLoop> vectors;

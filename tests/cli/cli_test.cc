@@ -64,12 +64,14 @@ TEST(Cli, LowerPrintsTheProgramAfterEveryPass) {
   const size_t build = r.output.find("// after build_nests: ");
   const size_t vthread = r.output.find("// after inject_vthread: ");
   const size_t last = r.output.find("// after collect_kernel_params: ");
+  const size_t all_reduce = r.output.find("// after lower_all_reduce: ");
   const size_t emitted = r.output.find("// workload softmax");
   ASSERT_NE(first, std::string::npos) << r.output;
   EXPECT_LT(first, build);
   EXPECT_LT(build, vthread);
   EXPECT_LT(vthread, last);
-  EXPECT_LT(last, emitted);
+  EXPECT_LT(last, all_reduce);
+  EXPECT_LT(all_reduce, emitted);
   EXPECT_NE(emitted, std::string::npos);
   // The stage passes print a program without kernels; build_nests the first kernels.
   EXPECT_EQ(r.output.substr(first, build - first).find("kernel "), std::string::npos);

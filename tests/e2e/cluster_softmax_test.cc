@@ -50,7 +50,7 @@ TEST(ClusterSoftmax, EachRowIsSplitOverAClusterAndHeldInRegisters) {
   const auto* x = schedules::test_workloads::FindAllocate(k.body, "X_local");
   ASSERT_NE(x, nullptr);
   EXPECT_EQ(x->buffer->shape, (std::vector<int64_t>{1, 4, 4}));
-  const std::string ir = schedules::ToString(*p);
+  const std::string ir = schedules::test_workloads::IrBeforePass(*s, t, "lower_all_reduce");
   EXPECT_THAT(ir, HasSubstr("allreduce_max(row_max_red[0]) over cluster.x x4")) << ir;
   EXPECT_THAT(ir, HasSubstr("allreduce_sum(row_sum_red[0]) over cluster.x x4")) << ir;
   auto src = Generate(*s, t);

@@ -13,6 +13,7 @@
 #include "schedules/schedule/trace.h"
 #include "schedules/workload/parser.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/schedules/test_workloads.h"
 
 namespace tessel::testing {
 namespace {
@@ -186,7 +187,9 @@ TEST(FuseReductions, CudaAcrossThreadsIsOneTupleAllReduce) {
   ASSERT_TRUE(s.Bind((*rs)[1], "threadIdx.x").ok());
   auto p = schedules::Lower(s, schedules::CudaTarget("sm_90"));
   ASSERT_TRUE(p.ok()) << p.status();
-  const std::string ir = schedules::ToString(*p);
+  // As lowering has it before the all-reduces are expanded (lower_all_reduce).
+  const std::string ir = schedules::test_workloads::IrBeforePass(s, schedules::CudaTarget("sm_90"),
+                                                                 "lower_all_reduce");
   size_t count = 0;
   for (size_t at = ir.find("allreduce_"); at != std::string::npos;
        at = ir.find("allreduce_", at + 1)) {

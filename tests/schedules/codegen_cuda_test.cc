@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "schedules/ir/expr.h"
 #include "schedules/ir/stmt.h"
+#include "schedules/lower/lower_all_reduce.h"
 #include "schedules/lower/plan_shared_memory.h"
 #include "schedules/lower/plan_vectorization.h"
 #include "schedules/lower/program.h"
@@ -69,8 +70,11 @@ Program OneKernel(std::string name, std::vector<ProgramBuffer> buffers, std::arr
 
 // `p` with the shared-memory and vectorization plans of each kernel, as lowering leaves it
 // (plan_shared_memory, plan_vectorization).
+// The kernels as the last lowering passes leave them: all-reduces expanded, shared memory and
+// vectorized loops planned.
 Program Planned(Program p) {
   for (Kernel& k : p.kernels) {
+    EXPECT_TRUE(LowerKernelAllReduces(&k, p.needs_int64_indices).ok());
     k.shared = PlanSharedMemory(k, p.needs_int64_indices);
     k.vectors = PlanVectorization(k);
   }
@@ -698,20 +702,30 @@ TEST(CodegenCuda, UnsupportedAllReduceExtentIsAnError) {
       MakeAllocate(
           red, MakeSeq({MakeAllReduce(ReduceOp::kSum, MakeFloat(1.0), red, ThreadTag::kThreadX, 48),
                         MakeStore(c, {Zero()}, MakeLoad(red, {Zero()}))})));
+  // Checked where all-reduces are expanded (lower_all_reduce).
   Program p = OneKernel("red48", {{c, BufferRole::kOutput}}, {1, 1, 1}, {48, 1, 1}, body);
-  absl::StatusOr<GeneratedSource> src = GenerateCuda(Planned(p), CudaTarget("sm_90"));
-  ASSERT_FALSE(src.ok());
-  EXPECT_EQ(src.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_TRUE(Contains(std::string(src.status().message()), "extent 48 is not supported"))
-      << src.status();
+  Kernel k = p.kernels[0];
+  absl::Status st = LowerKernelAllReduces(&k, false);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(Contains(std::string(st.message()), "extent 48 is not supported")) << st;
+  EXPECT_TRUE(Contains(std::string(st.message()), "kernel 'red48_kernel0'")) << st;
 
   // An extent that differs from the block dimension.
-  p.kernels[0].launch.block = {64, 1, 1};
-  src = GenerateCuda(Planned(p), CudaTarget("sm_90"));
-  ASSERT_FALSE(src.ok());
-  EXPECT_TRUE(Contains(std::string(src.status().message()),
+  k = p.kernels[0];
+  k.launch.block = {64, 1, 1};
+  st = LowerKernelAllReduces(&k, false);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Contains(std::string(st.message()),
                        "the block has 64 threads on that axis; the extent must equal the block "
                        "dimension"))
+      << st;
+
+  // Code generation prints expanded all-reduces only.
+  absl::StatusOr<GeneratedSource> src = GenerateCuda(p, CudaTarget("sm_90"));
+  ASSERT_FALSE(src.ok());
+  EXPECT_TRUE(Contains(std::string(src.status().message()),
+                       "has not been expanded; expand it with LowerKernelAllReduces"))
       << src.status();
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "schedules/lower/lower_all_reduce.h"
 #include "schedules/lower/plan_shared_memory.h"
 #include "schedules/schedule/region.h"
 #include "schedules/schedule/schedule.h"
@@ -570,9 +571,9 @@ TEST(PlanSharedMemory, PlacesBuffersThenScratchAtAlignedOffsets) {
                                    ThreadTag::kThreadX, 128),
                      MakeAllReduce(ReduceOp::kSum, MakeFloat(1.0, DType::kFloat64), r64,
                                    ThreadTag::kThreadX, 128),
-                     // 32 lanes or fewer reduce by shuffles alone.
-                     MakeAllReduce(ReduceOp::kSum, MakeFloat(1.0), r32, ThreadTag::kThreadX, 32),
                      MakeAllReduce(ReduceOp::kSum, MakeFloat(1.0), rc, ThreadTag::kClusterX, 2)}));
+  // lower_all_reduce sizes the scratch (Kernel::scratch); the plan places it.
+  TESSEL_ASSERT_OK(LowerKernelAllReduces(&k, /*int64_indices=*/false));
   const SharedPlan plan = PlanSharedMemory(k, /*int64_indices=*/false);
   EXPECT_EQ(ToString(plan),
             "shared 112 bytes: tile at 0, reduce_scratch f64[4] at 48, reduce_scratch f32[4] at "

@@ -204,6 +204,17 @@ inline const AllocateNode* FindAllocate(const Stmt& s, const std::string& name) 
   }
 }
 
+// The program's IR (ToString) as lowering has it just before the pass named `pass` runs, such as
+// "lower_all_reduce" (the all-reduces not yet expanded); empty when lowering stops earlier.
+inline std::string IrBeforePass(const Schedule& s, const Target& t, const std::string& pass) {
+  std::string previous, before;
+  (void)Lower(s, t, [&](const LoweringPass& p, const Program& program) {
+    if (p.name == pass) before = previous;
+    previous = ToString(program);
+  });
+  return before;
+}
+
 // Number of non-overlapping occurrences of `needle` in `hay`.
 inline int CountOf(const std::string& hay, const std::string& needle) {
   int n = 0;

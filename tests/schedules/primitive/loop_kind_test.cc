@@ -70,7 +70,7 @@ TEST(ScheduleBind, ReductionToThreadsMakesAllReduce) {
   EXPECT_EQ(prog->kernels[0].launch.grid[0], 64);
   const std::string ir = ToString(prog->kernels[0].body);
   EXPECT_THAT(ir, HasSubstr("allreduce_sum"));
-  EXPECT_THAT(ir, HasSubstr("over threadIdx.x x256"));
+  EXPECT_THAT(ir, HasSubstr("allreduce_sum over threadIdx.x (256 threads)"));  // expanded
   EXPECT_THAT(ir, HasSubstr("alloc local f32 S_acc[1]"));
   EXPECT_THAT(ir, HasSubstr("S[i] = S_red[0]"));
   EXPECT_THAT(ir, HasSubstr("k == 0"));  // one thread stores the result
