@@ -131,6 +131,7 @@ class Daemon {
   bool writes_done_ ABSL_GUARDED_BY(write_mu_) = false;
 
   std::string worker_id_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
   pthread_t main_thread_{};
 };
 
@@ -202,6 +203,10 @@ absl::Status Daemon::StartDevices() {
 
 absl::Status Daemon::Run() {
   if (absl::Status s = proto::CheckServerAddress(options_.server); !s.ok()) return s;
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      proto::MakeChannelCredentials(options_.transport);
+  if (!credentials.ok()) return credentials.status();
+  credentials_ = *credentials;
   if (options_.max_batches < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max batches ", options_.max_batches, ": the worker must hold at least 1"));
@@ -299,9 +304,10 @@ absl::Status Daemon::Session(bool* registered) {
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
   std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(options_.server, grpc::InsecureChannelCredentials(), args);
+      grpc::CreateCustomChannel(options_.server, credentials_, args);
   std::unique_ptr<proto::Worker::Stub> stub = proto::Worker::NewStub(channel);
   grpc::ClientContext context;
+  proto::AttachToken(options_.transport, &context);
   std::unique_ptr<Stream> stream = stub->Connect(&context);
 
   proto::WorkerMessage hello;
@@ -335,6 +341,12 @@ absl::Status Daemon::Session(bool* registered) {
   }
   if (!got_answer) {
     const grpc::Status st = stream->Finish();
+    if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+        st.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      return absl::Status(static_cast<absl::StatusCode>(st.error_code()),
+                          absl::StrCat("the server at ", options_.server,
+                                       " refused this worker: ", st.error_message()));
+    }
     if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
         st.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -343,8 +355,10 @@ absl::Status Daemon::Session(bool* registered) {
               ? " (it has no Worker service: is this a Tessel server?)"
               : ""));
     }
+    const std::string hint = proto::TransportHint(options_.transport, st);
     Log(absl::StrCat("cannot reach the server at ", options_.server, ": ",
-                     st.error_message().empty() ? "the stream ended" : st.error_message()));
+                     st.error_message().empty() ? "the stream ended" : st.error_message(),
+                     hint.empty() ? "" : absl::StrCat(" (", hint, ")")));
     return absl::OkStatus();
   }
   if (first.has_rejected()) {
@@ -392,7 +406,12 @@ absl::Status Daemon::Session(bool* registered) {
   }
   Log(absl::StrCat(
       "registered with ", options_.server, " (server ", first.registered().server_version(),
-      ", protocol ", first.registered().protocol_version(), ") as ", worker_id_, " with ",
+      ", protocol ", first.registered().protocol_version(), ") as ",
+      first.registered().worker_id().empty() ? worker_id_ : first.registered().worker_id(),
+      first.registered().worker_id().empty() || first.registered().worker_id() == worker_id_
+          ? ""
+          : absl::StrCat(" (", worker_id_, " is connected already)"),
+      " with ",
       devices_.size(), " ", target_, " device(s), ", options_.max_batches, " credits"));
   proto::WorkerMessage credits;
   if (draining) {
