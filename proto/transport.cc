@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -69,10 +70,10 @@ void AttachToken(const TransportOptions& options, grpc::ClientContext* context) 
 
 std::string TransportHint(const TransportOptions& options, const grpc::Status& status) {
   if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return "";
-  const std::string& m = status.error_message();
+  const std::string m = absl::AsciiStrToLower(status.error_message());
   if (options.Tls()) {
-    if (absl::StrContainsIgnoreCase(m, "handshake") || absl::StrContainsIgnoreCase(m, "ssl") ||
-        absl::StrContainsIgnoreCase(m, "tls") || absl::StrContainsIgnoreCase(m, "certificate")) {
+    if (absl::StrContains(m, "handshake") || absl::StrContains(m, "ssl") ||
+        absl::StrContains(m, "tls") || absl::StrContains(m, "certificate")) {
       return "the TLS handshake failed: check that --tls-ca is the CA that signed the server's "
              "certificate, that the certificate names the host you connect to, and that the "
              "server serves TLS (and pass --tls-cert and --tls-key if it requires a client "

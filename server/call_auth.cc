@@ -11,11 +11,12 @@ namespace tessel::server {
 
 absl::StatusOr<Principal> CallAuth::Check(const grpc::ServerContext& context,
                                           std::initializer_list<Role> allowed,
-                                          std::string_view action) const {
+                                          absl::string_view action) const {
   if (tokens_ == nullptr) return Principal{"", Role::kAdmin};
   std::vector<std::string> roles;
   for (Role r : allowed) roles.push_back(RoleName(r));
-  const std::string needed = absl::StrCat("a ", absl::StrJoin(roles, " or "), " token");
+  const std::string needed = absl::StrCat(roles.front() == "admin" ? "an " : "a ",
+                                          absl::StrJoin(roles, " or "), " token");
   const std::string make =
       absl::StrCat("an admin makes one with `tessel token create --role ", roles.front(),
                    " --tokens FILE`");
@@ -34,7 +35,7 @@ absl::StatusOr<Principal> CallAuth::Check(const grpc::ServerContext& context,
                      "--token TOKEN or set TESSEL_TOKEN"));
   }
   std::optional<Principal> p =
-      tokens_->Find(std::string_view(value).substr(sizeof(proto::kBearerPrefix) - 1));
+      tokens_->Find(absl::string_view(value).substr(sizeof(proto::kBearerPrefix) - 1));
   if (!p.has_value()) {
     return absl::UnauthenticatedError(absl::StrCat(
         action, ": this server does not know the token given (mistyped, revoked, or made for "
@@ -45,8 +46,9 @@ absl::StatusOr<Principal> CallAuth::Check(const grpc::ServerContext& context,
     if (p->role == r) return *p;
   }
   return absl::PermissionDeniedError(
-      absl::StrCat(action, " needs ", needed, ", and token '", p->name, "' is a ",
-                   RoleName(p->role), " token: pass ", needed, " with --token or TESSEL_TOKEN"));
+      absl::StrCat(action, " needs ", needed, ", and token '", p->name, "' is a",
+                   p->role == Role::kAdmin ? "n " : " ", RoleName(p->role), " token: pass ",
+                   needed, " with --token or TESSEL_TOKEN"));
 }
 
 }  // namespace tessel::server

@@ -15,9 +15,9 @@
 
 #include <initializer_list>
 #include <string>
-#include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "server/token_store.h"
 #include "server/tokens_file.h"
 
@@ -34,7 +34,7 @@ class CallAuth {
   // the call does in the messages ("submitting a job").
   absl::StatusOr<Principal> Check(const grpc::ServerContext& context,
                                   std::initializer_list<Role> allowed,
-                                  std::string_view action) const;
+                                  absl::string_view action) const;
 
  private:
   TokenStore* const tokens_;

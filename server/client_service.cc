@@ -79,7 +79,7 @@ constexpr std::initializer_list<Role> kClientRoles = {Role::kClient, Role::kAdmi
 }  // namespace
 
 absl::StatusOr<JobStatus> ClientService::OwnJob(const Principal& caller, int64_t job_id,
-                                                std::string_view action) {
+                                                absl::string_view action) {
   absl::StatusOr<JobStatus> s = jobs_->Get(job_id);
   if (!s.ok()) return s.status();
   if (caller.role == Role::kAdmin || s->row.submitted_by == caller.name) return s;

@@ -50,7 +50,7 @@ class ClientService final : public proto::Tessel::Service {
  private:
   // The job `job_id` when `caller` may see it: an admin any job, a client its own ones.
   absl::StatusOr<JobStatus> OwnJob(const Principal& caller, int64_t job_id,
-                                   std::string_view action);
+                                   absl::string_view action);
 
   JobManager* const jobs_;
   WorkerRegistry* const registry_;

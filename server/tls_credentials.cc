@@ -1,6 +1,7 @@
 #include "server/tls_credentials.h"
 
 #include <openssl/bio.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -16,6 +17,7 @@ X509* ParseCertificate(const std::string& pem) {
   BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
   X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
   BIO_free(bio);
+  ERR_clear_error();  // a failure leaves nothing on this thread's queue for gRPC to trip on
   return cert;
 }
 
@@ -23,6 +25,7 @@ EVP_PKEY* ParseKey(const std::string& pem) {
   BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
   EVP_PKEY* key = PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
   BIO_free(bio);
+  ERR_clear_error();
   return key;
 }
 
@@ -68,6 +71,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
         "certificate was made with (openssl req ... -nodes writes one without a passphrase)"));
   }
   const bool match = X509_check_private_key(x509, pkey) == 1;
+  ERR_clear_error();
   X509_free(x509);
   EVP_PKEY_free(pkey);
   if (!match) {

@@ -43,7 +43,7 @@ void TokenStore::ReloadIfChanged() {
   }
 }
 
-std::optional<Principal> TokenStore::Find(std::string_view token) {
+std::optional<Principal> TokenStore::Find(absl::string_view token) {
   const std::string hash = HashToken(token);
   absl::MutexLock lock(&mu_);
   ReloadIfChanged();

@@ -15,10 +15,10 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "server/event_log.h"
 #include "server/tokens_file.h"
@@ -33,7 +33,7 @@ class TokenStore {
                                                           const EventLog* events);
 
   // Who `token` belongs to, or nullopt for a token not in the file.
-  std::optional<Principal> Find(std::string_view token);
+  std::optional<Principal> Find(absl::string_view token);
 
   const std::string& path() const { return path_; }
 

@@ -23,7 +23,7 @@ namespace {
 
 constexpr size_t kMaxNameBytes = 64;
 
-bool ValidName(std::string_view name) {
+bool ValidName(absl::string_view name) {
   if (name.empty() || name.size() > kMaxNameBytes) return false;
   for (char c : name) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '@' &&
@@ -34,7 +34,7 @@ bool ValidName(std::string_view name) {
   return true;
 }
 
-bool ValidHash(std::string_view hash) {
+bool ValidHash(absl::string_view hash) {
   if (hash.size() != 64) return false;
   for (char c : hash) {
     if (!absl::ascii_isxdigit(static_cast<unsigned char>(c)) || absl::ascii_isupper(c)) {
@@ -58,7 +58,7 @@ const char* RoleName(Role role) {
   return "unknown";
 }
 
-absl::StatusOr<Role> ParseRole(std::string_view name) {
+absl::StatusOr<Role> ParseRole(absl::string_view name) {
   for (Role r : {Role::kClient, Role::kWorker, Role::kAdmin}) {
     if (name == RoleName(r)) return r;
   }
@@ -66,7 +66,7 @@ absl::StatusOr<Role> ParseRole(std::string_view name) {
       absl::StrCat("unknown role '", name, "'; use client, worker or admin"));
 }
 
-std::string HashToken(std::string_view token) {
+std::string HashToken(absl::string_view token) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   EVP_Digest(token.data(), token.size(), digest, &size, EVP_sha256(), nullptr);

@@ -15,9 +15,9 @@
 
 #include <map>
 #include <string>
-#include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace tessel::server {
 
@@ -25,7 +25,7 @@ enum class Role { kClient, kWorker, kAdmin };
 
 const char* RoleName(Role role);  // "client", "worker", "admin"
 // InvalidArgument naming the roles for anything else.
-absl::StatusOr<Role> ParseRole(std::string_view name);
+absl::StatusOr<Role> ParseRole(absl::string_view name);
 
 // Who a call comes from: the name of its token and its role.
 struct Principal {
@@ -34,7 +34,7 @@ struct Principal {
 };
 
 // SHA-256 of `token` as 64 lowercase hex digits (OpenSSL).
-std::string HashToken(std::string_view token);
+std::string HashToken(absl::string_view token);
 
 // The tokens of a file's text, by hash. A malformed line is reported with its number and `path`;
 // a name or a hash given twice too.
