@@ -6,9 +6,9 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
-#include "proto/transport.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "proto/transport.h"
 #include "schedules/target/target.h"
 #include "schedules/workload/workload.h"
 #include "store/tuning_log.h"
@@ -25,7 +25,7 @@ struct BestOptions {
   std::string workload;
   std::string target = "host";
   std::string arch = "sm_90";
-  std::string emit;  // default: cpp for host, cuda for cuda
+  std::string emit;                   // default: cpp for host, cuda for cuda
   proto::TransportOptions transport;  // with --server: TLS and the token
 };
 

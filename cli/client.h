@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
+#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "CLI/CLI.hpp"
 #include "proto/tessel.grpc.pb.h"
 #include "proto/transport.h"
 

@@ -21,8 +21,7 @@ absl::StatusOr<std::string> ReadPemFile(const std::string& flag, const std::stri
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(absl::StrCat(flag, " ", path, ": cannot read it (",
-                                            std::strerror(errno),
-                                            "); pass a readable PEM file"));
+                                            std::strerror(errno), "); pass a readable PEM file"));
   }
   std::stringstream ss;
   ss << in.rdbuf();

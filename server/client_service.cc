@@ -178,8 +178,7 @@ grpc::Status ClientService::CancelJob(grpc::ServerContext* context,
                                       proto::JobInfo* response) {
   absl::StatusOr<Principal> caller = auth_->Check(*context, kClientRoles, "cancelling a job");
   if (!caller.ok()) return ToGrpc(caller.status());
-  if (absl::StatusOr<JobStatus> own = OwnJob(*caller, req->job_id(), "cancelling job");
-      !own.ok()) {
+  if (absl::StatusOr<JobStatus> own = OwnJob(*caller, req->job_id(), "cancelling job"); !own.ok()) {
     return ToGrpc(own.status());
   }
   absl::StatusOr<JobStatus> s = jobs_->Cancel(req->job_id());

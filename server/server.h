@@ -57,7 +57,7 @@ class Server {
 // database, a log another server holds (naming that server), or an address that cannot be bound
 // (CheckListenAddress: malformed, not of this machine, or a port in use); a TLS file or tokens file
 // that cannot be used; and an address beyond loopback without TLS and tokens unless
-// options.insecure (ListenRefusal says why).
+// options.insecure (InsecureListening says why).
 absl::StatusOr<std::unique_ptr<Server>> StartServer(const ServerOptions& options);
 
 // What listening as `options` says leaves open, when it reaches beyond loopback without TLS or

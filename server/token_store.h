@@ -43,8 +43,8 @@ class TokenStore {
     off_t size = 0;
     ino_t inode = 0;
     bool operator==(const Stamp& o) const {
-      return mtime.tv_sec == o.mtime.tv_sec && mtime.tv_nsec == o.mtime.tv_nsec &&
-             size == o.size && inode == o.inode;
+      return mtime.tv_sec == o.mtime.tv_sec && mtime.tv_nsec == o.mtime.tv_nsec && size == o.size &&
+             inode == o.inode;
     }
   };
   TokenStore(std::string path, const EventLog* events) : path_(std::move(path)), events_(events) {}

@@ -85,9 +85,9 @@ absl::StatusOr<std::map<std::string, Principal>> ParseTokensFile(const std::stri
     if (line.empty() || line.front() == '#') continue;
     std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
     auto bad = [&](const std::string& why) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, " line ", line_number, ": ", why,
-          "; each line is `SHA256 ROLE NAME` as `tessel token create` writes it"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " line ", line_number, ": ", why,
+                       "; each line is `SHA256 ROLE NAME` as `tessel token create` writes it"));
     };
     if (fields.size() != 3) return bad(absl::StrCat(fields.size(), " fields instead of 3"));
     if (!ValidHash(fields[0])) return bad("the first field is not 64 lowercase hex digits");
@@ -115,9 +115,9 @@ namespace {
 absl::StatusOr<std::string> ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::NotFoundError(absl::StrCat(
-        "cannot read the tokens file ", path, " (", std::strerror(errno),
-        "); make it with `tessel token create --role admin --tokens ", path, "`"));
+    return absl::NotFoundError(
+        absl::StrCat("cannot read the tokens file ", path, " (", std::strerror(errno),
+                     "); make it with `tessel token create --role admin --tokens ", path, "`"));
   }
   std::stringstream ss;
   ss << in.rdbuf();
@@ -170,14 +170,14 @@ absl::StatusOr<CreatedToken> CreateToken(const std::string& path, Role role, std
     return absl::InternalError("OpenSSL could not draw random bytes for the token");
   }
   CreatedToken created;
-  created.token = absl::StrCat(
-      "tsl_", absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(bytes),
-                                                       sizeof(bytes))));
+  created.token = absl::StrCat("tsl_", absl::BytesToHexString(absl::string_view(
+                                           reinterpret_cast<const char*>(bytes), sizeof(bytes))));
   created.principal = Principal{name, role};
   std::string text = ends_in_newline ? "" : "\n";
   if (!exists) {
-    text = "# Tessel tokens (sha256 role name), made by `tessel token create`; delete a line to "
-           "revoke its token\n";
+    text =
+        "# Tessel tokens (sha256 role name), made by `tessel token create`; delete a line to "
+        "revoke its token\n";
   }
   absl::StrAppend(&text, HashToken(created.token), " ", RoleName(role), " ", name, "\n");
   const int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
@@ -190,8 +190,8 @@ absl::StatusOr<CreatedToken> CreateToken(const std::string& path, Role role, std
   const int err = errno;
   close(fd);
   if (written != static_cast<ssize_t>(text.size())) {
-    return absl::InternalError(absl::StrCat("writing the tokens file ", path, " failed (",
-                                            std::strerror(err), ")"));
+    return absl::InternalError(
+        absl::StrCat("writing the tokens file ", path, " failed (", std::strerror(err), ")"));
   }
   return created;
 }

@@ -114,8 +114,8 @@ grpc::Status WorkerService::Connect(grpc::ServerContext* context, Stream* stream
   absl::StatusOr<Principal> caller =
       auth_->Check(*context, {Role::kWorker, Role::kAdmin}, "the worker stream");
   if (!caller.ok()) {
-    events_->Log(absl::StrCat("a worker stream from ", peer, " was refused: ",
-                              caller.status().message()));
+    events_->Log(
+        absl::StrCat("a worker stream from ", peer, " was refused: ", caller.status().message()));
     return grpc::Status(static_cast<grpc::StatusCode>(caller.status().code()),
                         std::string(caller.status().message()));
   }
@@ -186,12 +186,11 @@ grpc::Status WorkerService::Connect(grpc::ServerContext* context, Stream* stream
   }
   events_->Log(absl::StrCat(
       "worker ", worker_id, " registered (", reg.host(), ", tessel ", reg.version(),
-      caller->name.empty() ? "" : absl::StrCat(", token '", caller->name, "'"), "): ",
-      absl::StrJoin(names, ", "),
-      worker_id != asked_id
-          ? absl::StrCat("; a worker ", asked_id, " is connected already, so this one is ",
-                         worker_id)
-          : ""));
+      caller->name.empty() ? "" : absl::StrCat(", token '", caller->name, "'"),
+      "): ", absl::StrJoin(names, ", "),
+      worker_id != asked_id ? absl::StrCat("; a worker ", asked_id,
+                                           " is connected already, so this one is ", worker_id)
+                            : ""));
 
   proto::WorkerMessage m;
   while (stream->Read(&m)) {

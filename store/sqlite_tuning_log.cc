@@ -145,7 +145,8 @@ constexpr char kInsertRecord[] =
 
 constexpr char kJobColumns[] =
     "id, name, target_kind, target_arch, target_key, strategy, priority, trials_budget, "
-    "time_budget_s, seed, batch_size, state, error, created_unix_ms, finished_unix_ms, submitted_by";
+    "time_budget_s, seed, batch_size, state, error, created_unix_ms, finished_unix_ms, "
+    "submitted_by";
 
 std::string RepeatsToJson(const std::vector<double>& repeats) { return json(repeats).dump(); }
 

@@ -57,14 +57,12 @@ const Pki& TestPki() {
                    " -days 2 -subj /CN=tessel-test-ca"));
     EXPECT_TRUE(Sh("openssl req -x509 " + ec + " -keyout " + d + "/other_ca.key -out " +
                    p->other_ca + " -days 2 -subj /CN=another-ca"));
-    for (const auto& [name, ext] :
-         std::vector<std::pair<std::string, std::string>>{{"server", " -extfile " + d + "/server.ext"},
-                                                          {"client", ""}}) {
+    for (const auto& [name, ext] : std::vector<std::pair<std::string, std::string>>{
+             {"server", " -extfile " + d + "/server.ext"}, {"client", ""}}) {
       EXPECT_TRUE(Sh("openssl req " + ec + " -keyout " + d + "/" + name + ".key -out " + d + "/" +
                      name + ".csr -subj /CN=" + name));
-      EXPECT_TRUE(Sh("openssl x509 -req -in " + d + "/" + name + ".csr -CA " + p->ca +
-                     " -CAkey " + p->ca_key + " -CAcreateserial -days 2 -out " + d + "/" + name +
-                     ".pem" + ext));
+      EXPECT_TRUE(Sh("openssl x509 -req -in " + d + "/" + name + ".csr -CA " + p->ca + " -CAkey " +
+                     p->ca_key + " -CAcreateserial -days 2 -out " + d + "/" + name + ".pem" + ext));
     }
     return p;
   }();
@@ -133,10 +131,10 @@ struct Caller {
   }
   // Opens a worker stream as worker `id` and registers; the server's first answer (Registered)
   // in `first`, and the stream's status when it ended instead.
-  grpc::Status Register(const std::string& id, proto::ServerMessage* first,
-                        grpc::ClientContext* ctx,
-                        std::unique_ptr<grpc::ClientReaderWriter<proto::WorkerMessage,
-                                                                 proto::ServerMessage>>* keep) const {
+  grpc::Status Register(
+      const std::string& id, proto::ServerMessage* first, grpc::ClientContext* ctx,
+      std::unique_ptr<grpc::ClientReaderWriter<proto::WorkerMessage, proto::ServerMessage>>* keep)
+      const {
     proto::AttachToken(transport, ctx);
     auto stub = proto::Worker::NewStub(channel);
     auto stream = stub->Connect(ctx);
@@ -164,11 +162,11 @@ class SecurityTest : public ::testing::Test {
     ASSERT_FALSE(dir_.empty());
     db_ = dir_ + "/log.db";
     tokens_ = dir_ + "/tokens";
-    for (const auto& [role, name] : std::vector<std::pair<server::Role, std::string>>{
-             {server::Role::kClient, "alice"},
-             {server::Role::kClient, "bob"},
-             {server::Role::kWorker, "w1"},
-             {server::Role::kAdmin, "root"}}) {
+    for (const auto& [role, name] :
+         std::vector<std::pair<server::Role, std::string>>{{server::Role::kClient, "alice"},
+                                                           {server::Role::kClient, "bob"},
+                                                           {server::Role::kWorker, "w1"},
+                                                           {server::Role::kAdmin, "root"}}) {
       auto t = server::CreateToken(tokens_, role, name);
       ASSERT_TRUE(t.ok()) << t.status();
       token_[name] = t->token;
@@ -270,9 +268,8 @@ TEST_F(SecurityTest, AClientTokenCannotOpenTheWorkerStream) {
             "the worker stream needs a worker or admin token, and token 'alice' is a client "
             "token: pass a worker or admin token with --token or TESSEL_TOKEN");
   // The real worker gives up at once (retrying would not help), saying why.
-  TesselProcess worker({"worker", "--server", server_->address(), "--target", "host",
-                        "--tls-ca", TestPki().ca, "--token", token_.at("alice"), "--cache",
-                        dir_ + "/cache"},
+  TesselProcess worker({"worker", "--server", server_->address(), "--target", "host", "--tls-ca",
+                        TestPki().ca, "--token", token_.at("alice"), "--cache", dir_ + "/cache"},
                        dir_ + "/worker.log");
   ASSERT_EQ(worker.Wait(absl::Seconds(20)), 1) << worker.Log();
   EXPECT_THAT(worker.Log(),
@@ -326,10 +323,10 @@ TEST_F(SecurityTest, AWorkerWithAWorkerTokenMeasuresAClientsJobOverTls) {
   Start(SecureOptions());
   unsetenv("TESSEL_TOKEN");
   // A worker without a token is refused and stops.
-  TesselProcess worker({"worker", "--server", server_->address(), "--target", "host",
-                        "--worker-id", "w", "--tls-ca", TestPki().ca, "--cache", dir_ + "/cache",
-                        "--heartbeat-s", "0.2"},
-                       dir_ + "/worker.log");
+  TesselProcess worker(
+      {"worker", "--server", server_->address(), "--target", "host", "--worker-id", "w", "--tls-ca",
+       TestPki().ca, "--cache", dir_ + "/cache", "--heartbeat-s", "0.2"},
+      dir_ + "/worker.log");
   int64_t job = 0;
   ASSERT_TRUE(As("alice").Submit(HostJob({kMatmul}, 2, 2), &job).ok());
   ASSERT_EQ(worker.Wait(absl::Seconds(20)), 1) << worker.Log();
@@ -337,10 +334,10 @@ TEST_F(SecurityTest, AWorkerWithAWorkerTokenMeasuresAClientsJobOverTls) {
                                       "TESSEL_TOKEN"));
   // One with the worker token (from $TESSEL_TOKEN: the environment is copied at the spawn).
   setenv("TESSEL_TOKEN", token_.at("w1").c_str(), 1);
-  TesselProcess real({"worker", "--server", server_->address(), "--target", "host",
-                      "--worker-id", "w", "--tls-ca", TestPki().ca, "--cache", dir_ + "/cache",
-                      "--heartbeat-s", "0.2"},
-                     dir_ + "/real.log");
+  TesselProcess real(
+      {"worker", "--server", server_->address(), "--target", "host", "--worker-id", "w", "--tls-ca",
+       TestPki().ca, "--cache", dir_ + "/cache", "--heartbeat-s", "0.2"},
+      dir_ + "/real.log");
   unsetenv("TESSEL_TOKEN");
   const Caller alice = As("alice");
   ASSERT_TRUE(WaitUntil(
@@ -437,17 +434,17 @@ TEST_F(SecurityTest, APlainOrWronglyTrustingClientIsToldAboutTls) {
   const std::string token = " --token " + token_.at("alice");
   CliResult plain = RunTessel("jobs --server " + server_->address() + token);
   EXPECT_EQ(plain.status, 1);
-  EXPECT_THAT(plain.output, HasSubstr("tessel jobs: no Tessel server answers at " +
-                                      server_->address()));
+  EXPECT_THAT(plain.output,
+              HasSubstr("tessel jobs: no Tessel server answers at " + server_->address()));
   EXPECT_THAT(plain.output, HasSubstr("; if the server serves TLS, pass --tls-ca FILE"));
-  CliResult wrong_ca = RunTessel("jobs --server " + server_->address() + token + " --tls-ca " +
-                                 TestPki().other_ca);
+  CliResult wrong_ca =
+      RunTessel("jobs --server " + server_->address() + token + " --tls-ca " + TestPki().other_ca);
   EXPECT_EQ(wrong_ca.status, 1);
   EXPECT_THAT(wrong_ca.output,
               HasSubstr("the TLS handshake failed: check that --tls-ca is the CA that signed the "
                         "server's certificate"));
-  CliResult ok = RunTessel("jobs --server " + server_->address() + token + " --tls-ca " +
-                           TestPki().ca);
+  CliResult ok =
+      RunTessel("jobs --server " + server_->address() + token + " --tls-ca " + TestPki().ca);
   EXPECT_EQ(ok.status, 0) << ok.output;
   CliResult none = RunTessel("jobs --server " + server_->address() + " --tls-ca " + TestPki().ca);
   EXPECT_EQ(none.status, 1);
@@ -460,9 +457,9 @@ TEST_F(SecurityTest, BadTlsAndTokensFilesAreRefusedAtStartNamingThem) {
   const Pki& pki = TestPki();
   server::ServerOptions o = SecureOptions();
   o.tls.cert = dir_ + "/missing.pem";
-  EXPECT_THAT(StartError(o).message(),
-              HasSubstr("--tls-cert " + dir_ + "/missing.pem: cannot read it (No such file or "
-                        "directory); pass a readable PEM file"));
+  EXPECT_THAT(StartError(o).message(), HasSubstr("--tls-cert " + dir_ +
+                                                 "/missing.pem: cannot read it (No such file or "
+                                                 "directory); pass a readable PEM file"));
   o = SecureOptions();
   o.tls.cert = tokens_;
   EXPECT_EQ(StartError(o).message(),
@@ -509,7 +506,8 @@ TEST_F(SecurityTest, BadTlsAndTokensFilesAreRefusedAtStartNamingThem) {
   EXPECT_EQ(StartError(o).message(),
             "cannot read the tokens file " + dir_ +
                 "/no_tokens (No such file or directory); make it with `tessel token create "
-                "--role admin --tokens " + dir_ + "/no_tokens`");
+                "--role admin --tokens " +
+                dir_ + "/no_tokens`");
   std::ofstream(dir_ + "/bad_tokens") << "# comment\nabc client x\n";
   o.tokens_path = dir_ + "/bad_tokens";
   EXPECT_EQ(StartError(o).message(),
@@ -561,8 +559,7 @@ TEST_F(SecurityTest, ServeRefusesOrWarnsOnTheCommandLine) {
   ASSERT_TRUE(WaitUntil([&] { return serve.Log().find("warning:") != std::string::npos; },
                         absl::Seconds(20)))
       << serve.Log();
-  EXPECT_THAT(serve.Log(),
-              HasSubstr("tessel serve: warning: --insecure: listening on 0.0.0.0:"));
+  EXPECT_THAT(serve.Log(), HasSubstr("tessel serve: warning: --insecure: listening on 0.0.0.0:"));
   EXPECT_THAT(serve.Log(), HasSubstr(", beyond this machine, without TLS and tokens: anyone who "
                                      "can reach the port can submit and cancel jobs, pose as a "
                                      "worker and write results into the log"));
@@ -617,11 +614,10 @@ TEST(TokensFile, BadLinesAndNamesAreNamed) {
                 " already; pass another --name (or delete its line there to revoke it first)");
   EXPECT_EQ(server::CreateToken(path, server::Role::kAdmin, "a b").status().message(),
             "--name 'a b': give 1-64 of the characters A-Z a-z 0-9 . _ @ -");
-  EXPECT_EQ(server::CreateToken("/nonexistent_dir/tokens", server::Role::kAdmin, "")
-                .status()
-                .message(),
-            "cannot write the tokens file /nonexistent_dir/tokens (No such file or directory); "
-            "pass a --tokens path you can write");
+  EXPECT_EQ(
+      server::CreateToken("/nonexistent_dir/tokens", server::Role::kAdmin, "").status().message(),
+      "cannot write the tokens file /nonexistent_dir/tokens (No such file or directory); "
+      "pass a --tokens path you can write");
 }
 
 TEST(TokenCommand, CreatePrintsTheTokenOnceAndRefusesABadRole) {
@@ -637,8 +633,8 @@ TEST(TokenCommand, CreatePrintsTheTokenOnceAndRefusesABadRole) {
   EXPECT_EQ(read->at(server::HashToken(token)).name, "alice");
   CliResult said = RunTessel("token create --role admin --tokens " + path);
   EXPECT_EQ(said.status, 0);
-  EXPECT_THAT(said.output, HasSubstr("tessel token create: admin token 'admin-1' added to " +
-                                     path + "; it is shown once, here (only its hash is kept):"));
+  EXPECT_THAT(said.output, HasSubstr("tessel token create: admin token 'admin-1' added to " + path +
+                                     "; it is shown once, here (only its hash is kept):"));
   CliResult bad = RunTessel("token create --role boss --tokens " + path);
   EXPECT_EQ(bad.status, 1);
   EXPECT_THAT(bad.output, HasSubstr("tessel token create: --role unknown role 'boss'; use client, "

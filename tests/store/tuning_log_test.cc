@@ -521,7 +521,7 @@ TEST(TuningLogOpen, NewerSchemaIsRefusedUntouched) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_EQ(s.message(), path +
                                " was written by a newer Tessel (schema 3, this build reads up to "
-                               "1); upgrade Tessel");
+                               "2); upgrade Tessel");
     EXPECT_EQ(ReadBytes(path), before);
   }
 }
@@ -620,8 +620,9 @@ TEST(TuningLogMigration, Version1FileMigratesToVersion3AndKeepsItsRecords) {
   EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "3");
   EXPECT_EQ(RawQuery(path, "SELECT note FROM records WHERE uid = 'u1'"), "none");
   // Version 2's step ran on the way: jobs name the token that submitted them.
-  EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name = "
-                           "'submitted_by'"),
+  EXPECT_EQ(RawQuery(path,
+                     "SELECT count(*) FROM pragma_table_info('jobs') WHERE name = "
+                     "'submitted_by'"),
             "1");
   EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM records"), "2");
   // This build (schema 2) now refuses it, naming both versions.

@@ -203,10 +203,6 @@ absl::Status Daemon::StartDevices() {
 
 absl::Status Daemon::Run() {
   if (absl::Status s = proto::CheckServerAddress(options_.server); !s.ok()) return s;
-  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      proto::MakeChannelCredentials(options_.transport);
-  if (!credentials.ok()) return credentials.status();
-  credentials_ = *credentials;
   if (options_.max_batches < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max batches ", options_.max_batches, ": the worker must hold at least 1"));
@@ -221,6 +217,12 @@ absl::Status Daemon::Run() {
   sigaddset(&set, SIGUSR1);  // wakes the signal thread at shutdown
   sigaddset(&set, SIGUSR2);  // options_.stop was notified
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // After the signals are blocked: making credentials starts gRPC's threads, which inherit the
+  // mask (a thread without it would take SIGTERM's default action).
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      proto::MakeChannelCredentials(options_.transport);
+  if (!credentials.ok()) return credentials.status();
+  credentials_ = *credentials;
   signal(SIGPIPE, SIG_IGN);
   main_thread_ = pthread_self();
   std::thread signals([this] { SignalLoop(); });
@@ -411,8 +413,7 @@ absl::Status Daemon::Session(bool* registered) {
       first.registered().worker_id().empty() || first.registered().worker_id() == worker_id_
           ? ""
           : absl::StrCat(" (", worker_id_, " is connected already)"),
-      " with ",
-      devices_.size(), " ", target_, " device(s), ", options_.max_batches, " credits"));
+      " with ", devices_.size(), " ", target_, " device(s), ", options_.max_batches, " credits"));
   proto::WorkerMessage credits;
   if (draining) {
     credits.mutable_draining()->set_reason("the worker is shutting down (SIGTERM)");

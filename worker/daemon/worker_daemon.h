@@ -28,7 +28,7 @@
 namespace tessel::worker {
 
 struct WorkerOptions {
-  std::string server;           // HOST:PORT of the server's Worker service
+  std::string server;  // HOST:PORT of the server's Worker service
   // TLS (tls_ca: the CA of the server's certificate; tls_cert and tls_key when the server
   // requires a client certificate) and the worker token sent with the stream.
   proto::TransportOptions transport;
