@@ -147,11 +147,11 @@ absl::Status ServerImpl::Start() {
   address_ = absl::StrCat(options_.listen.substr(0, colon), ":", port_);
   started_ = true;
   maintenance_ = std::thread([this] { Maintain(); });
-  events_.Log(
-      absl::StrCat("listening on ", address_, options_.tls.enabled() ? " (TLS" : " (plain",
-                   options_.tls.require_client_cert ? ", client certificates required" : "",
-                   tokens_ != nullptr ? ", tokens of " + options_.tokens_path : ", no tokens",
-                   "), log ", options_.db_path));
+  events_.Log(absl::StrCat(
+      "listening on ", address_, ", log ", options_.db_path,
+      options_.tls.enabled() ? " (TLS" : " (plain",
+      options_.tls.require_client_cert ? ", client certificates required" : "",
+      tokens_ != nullptr ? ", tokens of " + options_.tokens_path : ", no tokens", ")"));
   return absl::OkStatus();
 }
 
