@@ -51,6 +51,7 @@ void AddBestCommand(CLI::App& app) {
   cmd->add_option("--arch", opts->arch, "CUDA architecture: sm_80 or sm_90")->capture_default_str();
   cmd->add_option("--emit", opts->emit,
                   "cuda, cpp, json or summary (default: the target's source)");
+  AddTransportFlags(cmd, &opts->transport);
   cmd->callback([opts]() { SetExitCode(RunBest(*opts)); });
 }
 
@@ -71,10 +72,10 @@ absl::StatusOr<std::optional<BestRecord>> FetchBestFromDb(const std::string& db_
   return std::optional<BestRecord>(BestRecord{std::move((*best)->record), *count, db_path});
 }
 
-absl::StatusOr<std::optional<BestRecord>> FetchBestFromServer(const std::string& address,
-                                                              const std::string& workload_arg,
-                                                              const schedules::Target& target) {
-  absl::StatusOr<Client> client = Client::Connect(address);
+absl::StatusOr<std::optional<BestRecord>> FetchBestFromServer(
+    const std::string& address, const proto::TransportOptions& transport,
+    const std::string& workload_arg, const schedules::Target& target) {
+  absl::StatusOr<Client> client = Client::Connect(address, transport);
   if (!client.ok()) return client.status();
   absl::StatusOr<std::string> text = WorkloadArgumentText(workload_arg);
   if (!text.ok()) return text.status();
@@ -189,7 +190,7 @@ int RunBest(const BestOptions& o) {
   }
   // Fetch.
   auto best = o.server.empty() ? FetchBestFromDb(o.db, *workload, *target)
-                               : FetchBestFromServer(o.server, o.workload, *target);
+                               : FetchBestFromServer(o.server, o.transport, o.workload, *target);
   if (!best.ok()) return fail(best.status());
   if (!best->has_value()) {
     return fail(NoBestRecordError(*workload, *target,

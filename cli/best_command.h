@@ -8,6 +8,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "proto/transport.h"
 #include "schedules/target/target.h"
 #include "schedules/workload/workload.h"
 #include "store/tuning_log.h"
@@ -24,7 +25,8 @@ struct BestOptions {
   std::string workload;
   std::string target = "host";
   std::string arch = "sm_90";
-  std::string emit;  // default: cpp for host, cuda for cuda
+  std::string emit;                   // default: cpp for host, cuda for cuda
+  proto::TransportOptions transport;  // with --server: TLS and the token
 };
 
 void AddBestCommand(CLI::App& app);
@@ -45,9 +47,9 @@ absl::StatusOr<std::optional<BestRecord>> FetchBestFromDb(const std::string& db_
                                                           const schedules::Target& target);
 
 // The same asked of the server at `address` (QueryBest); nullopt when it has none.
-absl::StatusOr<std::optional<BestRecord>> FetchBestFromServer(const std::string& address,
-                                                              const std::string& workload_arg,
-                                                              const schedules::Target& target);
+absl::StatusOr<std::optional<BestRecord>> FetchBestFromServer(
+    const std::string& address, const proto::TransportOptions& transport,
+    const std::string& workload_arg, const schedules::Target& target);
 
 // "no ok record of W (key K) for T in SOURCE; tune it first with tessel tune or tessel submit".
 absl::Status NoBestRecordError(const schedules::Workload& workload, const schedules::Target& target,

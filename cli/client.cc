@@ -19,36 +19,50 @@ std::string DefaultServerAddress() {
   return "127.0.0.1:7070";
 }
 
-absl::StatusOr<Client> Client::Connect(const std::string& address) {
+void AddTransportFlags(CLI::App* cmd, proto::TransportOptions* transport) {
+  cmd->add_option("--tls-ca", transport->tls_ca,
+                  "Connect over TLS, trusting this CA certificate (PEM) for the server's");
+  cmd->add_option("--tls-cert", transport->tls_cert,
+                  "This client's certificate (PEM), for a server that requires one");
+  cmd->add_option("--tls-key", transport->tls_key, "The private key (PEM) of --tls-cert");
+  cmd->add_option("--token", transport->token,
+                  "The token to send (default: $TESSEL_TOKEN); tessel token create makes one");
+}
+
+absl::StatusOr<Client> Client::Connect(const std::string& address,
+                                       proto::TransportOptions transport) {
   if (absl::Status s = proto::CheckServerAddress(address); !s.ok()) return s;
+  if (transport.token.empty()) transport.token = proto::TokenFromEnvironment();
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      proto::MakeChannelCredentials(transport);
+  if (!credentials.ok()) return credentials.status();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-  return Client(address, proto::Tessel::NewStub(channel));
+  auto channel = grpc::CreateCustomChannel(address, *credentials, args);
+  return Client(address, std::move(transport), proto::Tessel::NewStub(channel));
 }
 
 absl::Status Client::FromGrpc(const grpc::Status& s) const {
   if (s.ok()) return absl::OkStatus();
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
       s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    const std::string hint = proto::TransportHint(transport_, s);
     return absl::UnavailableError(
         absl::StrCat("no Tessel server answers at ", address_, " (", s.error_message(),
                      "); start one with `tessel serve --db FILE --listen ", address_,
-                     "`, or pass --server HOST:PORT (or set TESSEL_SERVER)"));
+                     "`, or pass --server HOST:PORT (or set TESSEL_SERVER)",
+                     hint.empty() ? "" : absl::StrCat("; ", hint)));
   }
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
-namespace {
-
 // Unary calls fail at once when nothing listens at the address, and give up after 30 s.
-void Prepare(grpc::ClientContext* context) {
+void Client::Prepare(grpc::ClientContext* context) const {
   context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  proto::AttachToken(transport_, context);
 }
-
-}  // namespace
 
 absl::StatusOr<int64_t> Client::SubmitJob(const proto::SubmitJobRequest& request) const {
   grpc::ClientContext context;
@@ -114,6 +128,7 @@ absl::StatusOr<proto::ListWorkersResponse> Client::ListWorkers() const {
 absl::StatusOr<proto::JobInfo> Client::WatchJob(
     int64_t job_id, const std::function<void(const proto::JobInfo&)>& on_update) const {
   grpc::ClientContext context;
+  proto::AttachToken(transport_, &context);
   proto::WatchJobRequest request;
   request.set_job_id(job_id);
   std::unique_ptr<grpc::ClientReader<proto::JobInfo>> reader = stub_->WatchJob(&context, request);

@@ -10,9 +10,11 @@
 #include <memory>
 #include <string>
 
+#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/tessel.grpc.pb.h"
+#include "proto/transport.h"
 
 namespace tessel::cli {
 
@@ -20,10 +22,16 @@ namespace tessel::cli {
 // 127.0.0.1:7070 (what `tessel serve` listens on by default).
 std::string DefaultServerAddress();
 
+// Adds --tls-ca, --tls-cert, --tls-key and --token to a command that talks to a server.
+void AddTransportFlags(CLI::App* cmd, proto::TransportOptions* transport);
+
 class Client {
  public:
-  // Checks `address` (HOST:PORT) and opens a channel; connecting happens at the first call.
-  static absl::StatusOr<Client> Connect(const std::string& address);
+  // Checks `address` (HOST:PORT) and opens a channel, over TLS when `transport` says so (its
+  // files are read now); connecting happens at the first call. Every call carries the token:
+  // transport.token, else $TESSEL_TOKEN.
+  static absl::StatusOr<Client> Connect(const std::string& address,
+                                        proto::TransportOptions transport = {});
 
   const std::string& address() const { return address_; }
 
@@ -39,12 +47,16 @@ class Client {
       int64_t job_id, const std::function<void(const proto::JobInfo&)>& on_update) const;
 
  private:
-  Client(std::string address, std::shared_ptr<proto::Tessel::Stub> stub)
-      : address_(std::move(address)), stub_(std::move(stub)) {}
+  Client(std::string address, proto::TransportOptions transport,
+         std::shared_ptr<proto::Tessel::Stub> stub)
+      : address_(std::move(address)), transport_(std::move(transport)), stub_(std::move(stub)) {}
   // A gRPC status as an absl::Status; an unreachable server is named with the fix.
   absl::Status FromGrpc(const grpc::Status& s) const;
+  // A deadline of 30 s and the token.
+  void Prepare(grpc::ClientContext* context) const;
 
   std::string address_;
+  proto::TransportOptions transport_;
   std::shared_ptr<proto::Tessel::Stub> stub_;
 };
 

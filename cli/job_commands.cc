@@ -15,6 +15,7 @@ namespace {
 
 struct JobFlags {
   std::string server;
+  proto::TransportOptions transport;
   int64_t job_id = 0;
   bool unfinished = false;
   bool wait = false;
@@ -24,7 +25,7 @@ struct JobFlags {
 template <typename Body>
 int WithClient(const char* command, const JobFlags& f, Body body) {
   absl::StatusOr<Client> client =
-      Client::Connect(f.server.empty() ? DefaultServerAddress() : f.server);
+      Client::Connect(f.server.empty() ? DefaultServerAddress() : f.server, f.transport);
   absl::Status s = client.ok() ? body(*client) : client.status();
   if (!s.ok()) {
     std::cerr << "tessel " << command << ": " << s.message() << "\n";
@@ -36,6 +37,7 @@ int WithClient(const char* command, const JobFlags& f, Body body) {
 CLI::App* AddServerFlag(CLI::App* cmd, JobFlags* f) {
   cmd->add_option("--server,-s", f->server,
                   "HOST:PORT of the server (default: $TESSEL_SERVER or 127.0.0.1:7070)");
+  AddTransportFlags(cmd, &f->transport);
   return cmd;
 }
 

@@ -73,6 +73,7 @@ void PrintJob(std::ostream& out, const proto::JobInfo& job) {
       JobStateName(job.state()), job.target(), job.strategy(), job.priority(), job.trials_done(),
       job.trials_budget(), Duration(job.elapsed_s()),
       job.elapsed_s() > 0 ? 100 * job.search_s() / job.elapsed_s() : 0.0);
+  if (!job.submitted_by().empty()) out << "  submitted by token '" << job.submitted_by() << "'\n";
   if (!job.error().empty()) out << "  error: " << job.error() << "\n";
   auto label = [](const proto::TaskInfo& t) {
     if (t.workload_spec().find('\n') != std::string::npos || t.workload_spec().empty()) {

@@ -15,6 +15,7 @@
 #include "cli/sample_command.h"
 #include "cli/serve_command.h"
 #include "cli/submit_command.h"
+#include "cli/token_command.h"
 #include "cli/tune_command.h"
 #include "cli/worker_command.h"
 #include "worker/worker_build_info.h"
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   tessel::cli::AddImportCommand(app);
   tessel::cli::AddCheckCommand(app);
   tessel::cli::AddCostModelCommand(app);
+  tessel::cli::AddTokenCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -58,6 +58,12 @@ int RunServe(ServeFlags& flags) {
     std::cerr << "tessel serve: " << s.status().message() << "\n";
     return 1;
   }
+  if (const std::string open = server::InsecureListening(o); !open.empty()) {
+    std::cerr << "tessel serve: warning: --insecure: listening on " << (*s)->address()
+              << ", beyond this machine, " << open
+              << ": anyone who can reach the port can submit and cancel jobs, pose as a worker "
+                 "and write results into the log\n";
+  }
   std::cout << "tessel serve: listening on " << (*s)->address() << ", log " << o.db_path
             << std::endl;
   int sig = 0;
@@ -105,6 +111,18 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_flag("--counters", o.timing.hardware_counters,
                 "CUDA: workers also collect DRAM bytes and achieved occupancy (CUPTI)");
   cmd->add_flag("--quiet,-q", o.quiet, "No event lines on stderr");
+  cmd->add_option("--tls-cert", o.tls.cert, "Serve TLS with this certificate (PEM)");
+  cmd->add_option("--tls-key", o.tls.key, "The private key (PEM) of --tls-cert");
+  cmd->add_option("--tls-ca", o.tls.ca,
+                  "CA certificate (PEM) that signs client certificates; clients that present one "
+                  "must be signed by it");
+  cmd->add_flag("--require-client-cert", o.tls.require_client_cert,
+                "Refuse clients and workers without a certificate signed by --tls-ca");
+  cmd->add_option("--tokens", o.tokens_path,
+                  "Tokens file (tessel token create): every call needs a token of the right "
+                  "role; read again whenever the file changes");
+  cmd->add_flag("--insecure", o.insecure,
+                "Allow listening beyond loopback without TLS and tokens (prints a warning)");
   cmd->callback([flags]() { SetExitCode(RunServe(*flags)); });
 }
 

@@ -17,6 +17,7 @@ namespace {
 
 struct SubmitFlags {
   std::string server;
+  proto::TransportOptions transport;
   std::vector<std::string> workloads;
   std::string target = "host";
   std::string arch;
@@ -54,7 +55,7 @@ int RunSubmit(const SubmitFlags& f) {
   request.set_batch_size(f.batch_size);
 
   absl::StatusOr<Client> client =
-      Client::Connect(f.server.empty() ? DefaultServerAddress() : f.server);
+      Client::Connect(f.server.empty() ? DefaultServerAddress() : f.server, f.transport);
   if (!client.ok()) return fail(client.status());
   absl::StatusOr<int64_t> job = client->SubmitJob(request);
   if (!job.ok()) return fail(job.status());
@@ -73,6 +74,7 @@ void AddSubmitCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("submit", "Submit a tuning job to a Tessel server");
   cmd->add_option("--server,-s", f->server,
                   "HOST:PORT of the server (default: $TESSEL_SERVER or 127.0.0.1:7070)");
+  AddTransportFlags(cmd, &f->transport);
   cmd->add_option("--workload,-w", f->workloads,
                   "Built-in spec, definition or file; repeat for several tasks")
       ->required();

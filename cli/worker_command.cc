@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "cli/exit_code.h"
+#include "proto/transport.h"
 #include "worker/daemon/worker_daemon.h"
 #include "worker/isolation/child_main.h"
 
@@ -22,6 +23,7 @@ struct WorkerFlags {
 int RunWorkerCommand(WorkerFlags& flags) {
   worker::WorkerOptions& o = flags.options;
   o.version = TESSEL_VERSION;
+  if (o.transport.token.empty()) o.transport.token = proto::TokenFromEnvironment();
   if (!flags.devices.empty()) {
     for (absl::string_view part : absl::StrSplit(flags.devices, ',')) {
       int ordinal = -1;
@@ -57,7 +59,17 @@ void AddWorkerCommand(CLI::App& app) {
                   "Compiler threads (default: one per core)");
   cmd->add_option("--cache", o.cache_dir,
                   "Compile cache directory (default: $XDG_CACHE_HOME/tessel or ~/.cache/tessel)");
-  cmd->add_option("--worker-id", o.worker_id, "Name sent to the server (default: HOST:PID)");
+  cmd->add_option("--worker-id", o.worker_id,
+                  "Name sent to the server (default: HOST:PID; made unique by the server when a "
+                  "worker of that name is connected)");
+  cmd->add_option("--tls-ca", o.transport.tls_ca,
+                  "Connect over TLS, trusting this CA certificate (PEM) for the server's");
+  cmd->add_option("--tls-cert", o.transport.tls_cert,
+                  "This worker's certificate (PEM), for a server that requires one");
+  cmd->add_option("--tls-key", o.transport.tls_key, "The private key (PEM) of --tls-cert");
+  cmd->add_option("--token", o.transport.token,
+                  "A worker token (default: $TESSEL_TOKEN); tessel token create --role worker "
+                  "makes one");
   cmd->add_option("--max-batches", o.max_batches, "Batches held at once (credits)")
       ->capture_default_str();
   cmd->add_option("--heartbeat-s", o.heartbeat_s, "Seconds between heartbeats")

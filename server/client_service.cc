@@ -71,13 +71,34 @@ void ToProto(const JobStatus& s, proto::JobInfo* out) {
   out->set_search_s(s.search_s);
   out->set_error(r.error);
   out->set_seed(r.seed);
+  out->set_submitted_by(r.submitted_by);
 }
+
+constexpr std::initializer_list<Role> kClientRoles = {Role::kClient, Role::kAdmin};
 
 }  // namespace
 
-grpc::Status ClientService::SubmitJob(grpc::ServerContext*, const proto::SubmitJobRequest* req,
+absl::StatusOr<JobStatus> ClientService::OwnJob(const Principal& caller, int64_t job_id,
+                                                absl::string_view action) {
+  absl::StatusOr<JobStatus> s = jobs_->Get(job_id);
+  if (!s.ok()) return s.status();
+  if (caller.role == Role::kAdmin || s->row.submitted_by == caller.name) return s;
+  return absl::PermissionDeniedError(absl::StrCat(
+      action, " ", job_id, " is refused: that job was submitted by ",
+      s->row.submitted_by.empty() ? "no token (before tokens were required)"
+                                  : absl::StrCat("token '", s->row.submitted_by, "'"),
+      ", and client token '", caller.name,
+      "' reads and cancels only its own jobs; pass that job's token or an admin token with "
+      "--token"));
+}
+
+grpc::Status ClientService::SubmitJob(grpc::ServerContext* context,
+                                      const proto::SubmitJobRequest* req,
                                       proto::SubmitJobResponse* response) {
+  absl::StatusOr<Principal> caller = auth_->Check(*context, kClientRoles, "submitting a job");
+  if (!caller.ok()) return ToGrpc(caller.status());
   JobRequest r;
+  r.submitted_by = caller->name;
   r.workloads.assign(req->workloads().begin(), req->workloads().end());
   r.target_kind = req->target().kind();
   r.target_arch = req->target().arch();
@@ -95,26 +116,38 @@ grpc::Status ClientService::SubmitJob(grpc::ServerContext*, const proto::SubmitJ
   return grpc::Status::OK;
 }
 
-grpc::Status ClientService::GetJob(grpc::ServerContext*, const proto::GetJobRequest* req,
+grpc::Status ClientService::GetJob(grpc::ServerContext* context, const proto::GetJobRequest* req,
                                    proto::JobInfo* response) {
-  absl::StatusOr<JobStatus> s = jobs_->Get(req->job_id());
+  absl::StatusOr<Principal> caller = auth_->Check(*context, kClientRoles, "reading a job");
+  if (!caller.ok()) return ToGrpc(caller.status());
+  absl::StatusOr<JobStatus> s = OwnJob(*caller, req->job_id(), "reading job");
   if (!s.ok()) return ToGrpc(s.status());
   ToProto(*s, response);
   return grpc::Status::OK;
 }
 
-grpc::Status ClientService::ListJobs(grpc::ServerContext*, const proto::ListJobsRequest* req,
+grpc::Status ClientService::ListJobs(grpc::ServerContext* context,
+                                     const proto::ListJobsRequest* req,
                                      proto::ListJobsResponse* response) {
+  absl::StatusOr<Principal> caller = auth_->Check(*context, kClientRoles, "listing jobs");
+  if (!caller.ok()) return ToGrpc(caller.status());
   absl::StatusOr<std::vector<JobStatus>> jobs = jobs_->List(req->unfinished_only());
   if (!jobs.ok()) return ToGrpc(jobs.status());
-  for (const JobStatus& j : *jobs) ToProto(j, response->add_jobs());
+  for (const JobStatus& j : *jobs) {
+    // A client sees its own jobs only.
+    if (caller->role == Role::kAdmin || j.row.submitted_by == caller->name) {
+      ToProto(j, response->add_jobs());
+    }
+  }
   return grpc::Status::OK;
 }
 
 grpc::Status ClientService::WatchJob(grpc::ServerContext* context,
                                      const proto::WatchJobRequest* req,
                                      grpc::ServerWriter<proto::JobInfo>* writer) {
-  absl::StatusOr<JobStatus> s = jobs_->Get(req->job_id());
+  absl::StatusOr<Principal> caller = auth_->Check(*context, kClientRoles, "watching a job");
+  if (!caller.ok()) return ToGrpc(caller.status());
+  absl::StatusOr<JobStatus> s = OwnJob(*caller, req->job_id(), "watching job");
   if (!s.ok()) return ToGrpc(s.status());
   constexpr absl::Duration kMinInterval = absl::Milliseconds(250);
   while (true) {
@@ -140,16 +173,26 @@ grpc::Status ClientService::WatchJob(grpc::ServerContext* context,
   }
 }
 
-grpc::Status ClientService::CancelJob(grpc::ServerContext*, const proto::CancelJobRequest* req,
+grpc::Status ClientService::CancelJob(grpc::ServerContext* context,
+                                      const proto::CancelJobRequest* req,
                                       proto::JobInfo* response) {
+  absl::StatusOr<Principal> caller = auth_->Check(*context, kClientRoles, "cancelling a job");
+  if (!caller.ok()) return ToGrpc(caller.status());
+  if (absl::StatusOr<JobStatus> own = OwnJob(*caller, req->job_id(), "cancelling job"); !own.ok()) {
+    return ToGrpc(own.status());
+  }
   absl::StatusOr<JobStatus> s = jobs_->Cancel(req->job_id());
   if (!s.ok()) return ToGrpc(s.status());
   ToProto(*s, response);
   return grpc::Status::OK;
 }
 
-grpc::Status ClientService::QueryBest(grpc::ServerContext*, const proto::QueryBestRequest* req,
+grpc::Status ClientService::QueryBest(grpc::ServerContext* context,
+                                      const proto::QueryBestRequest* req,
                                       proto::BestRecord* response) {
+  absl::StatusOr<Principal> caller =
+      auth_->Check(*context, kClientRoles, "asking for the best kernel");
+  if (!caller.ok()) return ToGrpc(caller.status());
   absl::StatusOr<schedules::Workload> w = schedules::ParseWorkloadText(req->workload());
   if (!w.ok()) {
     return ToGrpc(absl::InvalidArgumentError(absl::StrCat("workload: ", w.status().message())));
@@ -188,8 +231,11 @@ grpc::Status ClientService::QueryBest(grpc::ServerContext*, const proto::QueryBe
   return grpc::Status::OK;
 }
 
-grpc::Status ClientService::ListWorkers(grpc::ServerContext*, const proto::ListWorkersRequest*,
+grpc::Status ClientService::ListWorkers(grpc::ServerContext* context,
+                                        const proto::ListWorkersRequest*,
                                         proto::ListWorkersResponse* response) {
+  absl::StatusOr<Principal> caller = auth_->Check(*context, {Role::kAdmin}, "listing the workers");
+  if (!caller.ok()) return ToGrpc(caller.status());
   for (const WorkerEntry& w : registry_->List()) {
     proto::WorkerInfo* info = response->add_workers();
     info->set_worker_id(w.worker_id);

@@ -4,6 +4,11 @@
 // tuning log and registry calls and their answers into proto messages; errors become gRPC
 // statuses with the message of the absl::Status (INVALID_ARGUMENT, NOT_FOUND, ...).
 //
+// Every call is checked by CallAuth first: SubmitJob and QueryBest need a client or admin token;
+// GetJob, WatchJob and CancelJob too, and a client token only for a job it submitted
+// (PERMISSION_DENIED otherwise); ListJobs lists a client token's own jobs (an admin's: all);
+// ListWorkers needs an admin token. A job records the name of the token that submitted it.
+//
 // Threads: gRPC calls the methods on its own threads, any number at once.
 
 #include <grpcpp/grpcpp.h>
@@ -11,6 +16,7 @@
 #include <atomic>
 
 #include "proto/tessel.grpc.pb.h"
+#include "server/call_auth.h"
 #include "server/job_manager.h"
 #include "server/worker_registry.h"
 #include "store/tuning_log.h"
@@ -19,8 +25,9 @@ namespace tessel::server {
 
 class ClientService final : public proto::Tessel::Service {
  public:
-  ClientService(JobManager* jobs, WorkerRegistry* registry, store::TuningLog* log)
-      : jobs_(jobs), registry_(registry), log_(log) {}
+  ClientService(JobManager* jobs, WorkerRegistry* registry, store::TuningLog* log,
+                const CallAuth* auth)
+      : jobs_(jobs), registry_(registry), log_(log), auth_(auth) {}
 
   // Ends the WatchJob streams (at shutdown).
   void Stop() { stopped_ = true; }
@@ -41,9 +48,14 @@ class ClientService final : public proto::Tessel::Service {
                            proto::ListWorkersResponse* response) override;
 
  private:
+  // The job `job_id` when `caller` may see it: an admin any job, a client its own ones.
+  absl::StatusOr<JobStatus> OwnJob(const Principal& caller, int64_t job_id,
+                                   absl::string_view action);
+
   JobManager* const jobs_;
   WorkerRegistry* const registry_;
   store::TuningLog* const log_;
+  const CallAuth* const auth_;
   std::atomic<bool> stopped_{false};
 };
 

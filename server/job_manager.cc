@@ -371,6 +371,7 @@ absl::StatusOr<int64_t> JobManager::Submit(const JobRequest& request) {
   job.batch_size = request.batch_size > 0 ? request.batch_size : options_.default_batch_size;
   job.state = store::JobState::kQueued;
   job.created_unix_ms = NowMs();
+  job.submitted_by = request.submitted_by;
   std::vector<store::TaskRow> tasks;
   for (size_t i = 0; i < workloads.size(); ++i) {
     store::WorkloadRow w;

@@ -69,6 +69,7 @@ struct JobRequest {
   std::string name;
   uint64_t seed = 0;
   int batch_size = 0;
+  std::string submitted_by;  // the name of the submitting token (empty without tokens)
 };
 
 struct TaskStatus {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -64,6 +65,15 @@ absl::Status CheckListenAddress(const std::string& listen) {
   }
   return absl::UnavailableError(absl::StrCat("cannot listen on ", listen, ": ", std::strerror(err),
                                              "; pass another --listen HOST:PORT"));
+}
+
+bool IsLoopbackListen(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
 }  // namespace tessel::server

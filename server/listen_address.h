@@ -17,4 +17,8 @@ namespace tessel::server {
 // host is not of this machine. Port 0 (any free port) is only checked for its host.
 absl::Status CheckListenAddress(const std::string& listen);
 
+// True when the host of HOST:PORT is a loopback one (127.0.0.0/8, ::1, localhost): only this
+// machine can connect. 0.0.0.0, [::] and every other address reach beyond it.
+bool IsLoopbackListen(const std::string& listen);
+
 }  // namespace tessel::server

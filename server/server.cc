@@ -12,11 +12,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "server/call_auth.h"
 #include "server/client_service.h"
 #include "server/dispatcher.h"
 #include "server/event_log.h"
 #include "server/job_manager.h"
 #include "server/listen_address.h"
+#include "server/tls_credentials.h"
+#include "server/token_store.h"
 #include "server/worker_registry.h"
 #include "server/worker_service.h"
 #include "store/log_lock.h"
@@ -49,6 +52,8 @@ class ServerImpl final : public Server {
   EventLog events_;
   std::unique_ptr<store::LogLock> lock_;  // held for the server's life
   std::unique_ptr<store::TuningLog> log_;
+  std::unique_ptr<TokenStore> tokens_;  // null without --tokens
+  std::unique_ptr<CallAuth> auth_;
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<JobManager> jobs_;
@@ -78,6 +83,23 @@ absl::Status ServerImpl::Start() {
         "the registration timeout must be a positive number of seconds");
   }
   if (absl::Status s = CheckListenAddress(options_.listen); !s.ok()) return s;
+  if (const std::string open = InsecureListening(options_); !open.empty() && !options_.insecure) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--listen ", options_.listen, " reaches beyond this machine ", open,
+        ": anyone who can reach the port could submit and cancel jobs, pose as a worker and "
+        "write results into the log. Pass --tls-cert FILE --tls-key FILE and --tokens FILE "
+        "(README, Security), listen on 127.0.0.1, or pass --insecure on a network you trust"));
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(options_.tls);
+  if (!credentials.ok()) return credentials.status();
+  if (!options_.tokens_path.empty()) {
+    absl::StatusOr<std::unique_ptr<TokenStore>> tokens =
+        TokenStore::Open(options_.tokens_path, &events_);
+    if (!tokens.ok()) return tokens.status();
+    tokens_ = std::move(*tokens);
+  }
+  auth_ = std::make_unique<CallAuth>(tokens_.get());
   absl::StatusOr<std::unique_ptr<store::TuningLog>> log = store::OpenTuningLog(options_.db_path);
   if (!log.ok()) {
     return absl::Status(log.status().code(),
@@ -103,11 +125,12 @@ absl::Status ServerImpl::Start() {
         s.code(), absl::StrCat("cannot resume the jobs of ", options_.db_path, ": ", s.message()));
   }
   worker_service_ = std::make_unique<WorkerService>(registry_.get(), dispatcher_.get(), jobs_.get(),
-                                                    options_.version, &events_);
-  client_service_ = std::make_unique<ClientService>(jobs_.get(), registry_.get(), log_.get());
+                                                    auth_.get(), options_.version, &events_);
+  client_service_ =
+      std::make_unique<ClientService>(jobs_.get(), registry_.get(), log_.get(), auth_.get());
 
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(options_.listen, *credentials, &port_);
   builder.RegisterService(worker_service_.get());
   builder.RegisterService(client_service_.get());
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // one server per port
@@ -124,7 +147,11 @@ absl::Status ServerImpl::Start() {
   address_ = absl::StrCat(options_.listen.substr(0, colon), ":", port_);
   started_ = true;
   maintenance_ = std::thread([this] { Maintain(); });
-  events_.Log(absl::StrCat("listening on ", address_, ", log ", options_.db_path));
+  events_.Log(absl::StrCat(
+      "listening on ", address_, ", log ", options_.db_path,
+      options_.tls.enabled() ? " (TLS" : " (plain",
+      options_.tls.require_client_cert ? ", client certificates required" : "",
+      tokens_ != nullptr ? ", tokens of " + options_.tokens_path : ", no tokens", ")"));
   return absl::OkStatus();
 }
 
@@ -174,6 +201,15 @@ void ServerImpl::Shutdown() {
 }
 
 }  // namespace
+
+std::string InsecureListening(const ServerOptions& options) {
+  if (IsLoopbackListen(options.listen)) return "";
+  const bool tls = options.tls.enabled();
+  const bool tokens = !options.tokens_path.empty();
+  if (tls && tokens) return "";
+  if (!tls && !tokens) return "without TLS and tokens";
+  return tls ? "without tokens" : "without TLS (tokens would cross the network in the clear)";
+}
 
 absl::StatusOr<std::unique_ptr<Server>> StartServer(const ServerOptions& options) {
   auto server = std::make_unique<ServerImpl>(options);

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "measure/measurement.h"
+#include "server/tls_credentials.h"
 
 namespace tessel::server {
 
@@ -29,6 +30,12 @@ struct ServerOptions {
   measure::TimingOptions timing;
   double candidate_timeout_s = 0;
   double tick_s = 0.2;  // the maintenance thread's period (deadlines, heartbeats)
+  // Trust (README, Security). TLS for both services; the tokens file (server/tokens_file.h,
+  // read again when it changes); empty: no tokens, every call is taken as an admin's. Listening
+  // beyond loopback needs TLS and tokens, or `insecure`.
+  TlsOptions tls;
+  std::string tokens_path;
+  bool insecure = false;
 };
 
 class Server {
@@ -48,7 +55,14 @@ class Server {
 // server is destroyed), resumes unfinished jobs and starts listening (one server per port: no
 // port sharing). Fails with a message naming the problem for an unreadable, unwritable or foreign
 // database, a log another server holds (naming that server), or an address that cannot be bound
-// (CheckListenAddress: malformed, not of this machine, or a port in use).
+// (CheckListenAddress: malformed, not of this machine, or a port in use); a TLS file or tokens file
+// that cannot be used; and an address beyond loopback without TLS and tokens unless
+// options.insecure (InsecureListening says why).
 absl::StatusOr<std::unique_ptr<Server>> StartServer(const ServerOptions& options);
+
+// What listening as `options` says leaves open, when it reaches beyond loopback without TLS or
+// tokens ("without TLS and tokens"); empty when nothing is. StartServer refuses such options
+// unless options.insecure; `tessel serve --insecure` prints it as a warning.
+std::string InsecureListening(const ServerOptions& options);
 
 }  // namespace tessel::server

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace tessel::server {
 
 bool DevicesMatch(const std::vector<WorkerDevice>& devices, schedules::TargetKind kind,
@@ -13,8 +15,20 @@ bool DevicesMatch(const std::vector<WorkerDevice>& devices, schedules::TargetKin
   return false;
 }
 
-uint64_t WorkerRegistry::Add(WorkerEntry entry, std::shared_ptr<WorkerConnection> connection) {
+uint64_t WorkerRegistry::Add(WorkerEntry entry, std::shared_ptr<WorkerConnection> connection,
+                             std::string* worker_id) {
   absl::MutexLock lock(&mu_);
+  auto taken = [&](const std::string& id) {
+    for (const auto& [session, slot] : workers_) {
+      if (slot.entry.worker_id == id) return true;
+    }
+    return false;
+  };
+  if (taken(entry.worker_id)) {
+    const std::string asked = entry.worker_id;
+    for (int n = 2; taken(entry.worker_id); ++n) entry.worker_id = absl::StrCat(asked, "#", n);
+  }
+  if (worker_id != nullptr) *worker_id = entry.worker_id;
   entry.session = next_session_++;
   const uint64_t session = entry.session;
   workers_[session] = Slot{std::move(entry), std::move(connection)};

@@ -77,8 +77,11 @@ bool DevicesMatch(const std::vector<WorkerDevice>& devices, schedules::TargetKin
 
 class WorkerRegistry {
  public:
-  // Adds a worker; returns its session id.
-  uint64_t Add(WorkerEntry entry, std::shared_ptr<WorkerConnection> connection);
+  // Adds a worker; returns its session id. Worker ids are unique among the connected workers: an
+  // id already connected gets "#2" (then "#3", ...) appended; `worker_id` (may be null) is set
+  // to the id given.
+  uint64_t Add(WorkerEntry entry, std::shared_ptr<WorkerConnection> connection,
+               std::string* worker_id = nullptr);
   // Forgets the session (no-op when absent).
   void Remove(uint64_t session);
   bool Contains(uint64_t session);

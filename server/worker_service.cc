@@ -110,8 +110,16 @@ void WorkerService::DropUnregistered(int64_t opened_before_unix_ms) {
 }
 
 grpc::Status WorkerService::Connect(grpc::ServerContext* context, Stream* stream) {
-  proto::WorkerMessage first;
   const std::string peer = context->peer();
+  absl::StatusOr<Principal> caller =
+      auth_->Check(*context, {Role::kWorker, Role::kAdmin}, "the worker stream");
+  if (!caller.ok()) {
+    events_->Log(
+        absl::StrCat("a worker stream from ", peer, " was refused: ", caller.status().message()));
+    return grpc::Status(static_cast<grpc::StatusCode>(caller.status().code()),
+                        std::string(caller.status().message()));
+  }
+  proto::WorkerMessage first;
   {
     absl::MutexLock lock(&mu_);
     unregistered_[context] = NowMs();
@@ -161,15 +169,28 @@ grpc::Status WorkerService::Connect(grpc::ServerContext* context, Stream* stream
   }
   entry.connected_unix_ms = NowMs();
   entry.last_heard_unix_ms = entry.connected_unix_ms;
-  const std::string worker_id = entry.worker_id;
+  const std::string asked_id = entry.worker_id;
   auto connection = std::make_shared<StreamConnection>(context, stream);
+  // The id is made unique first, so that Registered can say it; no batch is sent before the
+  // worker grants credits, which it does after Registered.
+  std::string worker_id;
+  const uint64_t session = registry_->Add(std::move(entry), connection, &worker_id);
   proto::ServerMessage registered;
   registered.mutable_registered()->set_protocol_version(proto::kWorkerProtocolVersion);
   registered.mutable_registered()->set_server_version(server_version_);
-  if (!connection->Write(registered)) return grpc::Status::OK;
-  const uint64_t session = registry_->Add(std::move(entry), connection);
-  events_->Log(absl::StrCat("worker ", worker_id, " registered (", reg.host(), ", tessel ",
-                            reg.version(), "): ", absl::StrJoin(names, ", ")));
+  registered.mutable_registered()->set_worker_id(worker_id);
+  if (!connection->Write(registered)) {
+    connection->Detach();
+    registry_->Remove(session);
+    return grpc::Status::OK;
+  }
+  events_->Log(absl::StrCat(
+      "worker ", worker_id, " registered (", reg.host(), ", tessel ", reg.version(),
+      caller->name.empty() ? "" : absl::StrCat(", token '", caller->name, "'"),
+      "): ", absl::StrJoin(names, ", "),
+      worker_id != asked_id ? absl::StrCat("; a worker ", asked_id,
+                                           " is connected already, so this one is ", worker_id)
+                            : ""));
 
   proto::WorkerMessage m;
   while (stream->Read(&m)) {

@@ -8,6 +8,11 @@
 // Register is ended by DropUnregistered (the server's maintenance thread calls it), so that it
 // does not hold its thread for good.
 //
+// A stream needs a worker or admin token (CallAuth; UNAUTHENTICATED or PERMISSION_DENIED before
+// anything is read). Worker ids are unique per connection: a worker registering under an id that
+// is connected already gets a distinct one ("gpu-1#2", sent back in Registered), and every
+// result is credited to its connection's id, whatever the result claims.
+//
 // Threads: gRPC calls Connect on its own threads, one per stream; DropUnregistered may be called
 // from any thread.
 
@@ -21,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 
 #include "proto/tessel.grpc.pb.h"
+#include "server/call_auth.h"
 #include "server/dispatcher.h"
 #include "server/event_log.h"
 #include "server/job_manager.h"
@@ -31,10 +37,11 @@ namespace tessel::server {
 class WorkerService final : public proto::Worker::Service {
  public:
   WorkerService(WorkerRegistry* registry, Dispatcher* dispatcher, JobManager* jobs,
-                std::string server_version, const EventLog* events)
+                const CallAuth* auth, std::string server_version, const EventLog* events)
       : registry_(registry),
         dispatcher_(dispatcher),
         jobs_(jobs),
+        auth_(auth),
         server_version_(std::move(server_version)),
         events_(events) {}
 
@@ -49,6 +56,7 @@ class WorkerService final : public proto::Worker::Service {
   WorkerRegistry* const registry_;
   Dispatcher* const dispatcher_;
   JobManager* const jobs_;
+  const CallAuth* const auth_;
   const std::string server_version_;
   const EventLog* const events_;
   absl::Mutex mu_;

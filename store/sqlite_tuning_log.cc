@@ -126,6 +126,12 @@ CREATE TABLE cost_models (
 CREATE INDEX cost_models_latest ON cost_models(target_key, kind, id);
 )sql";
 
+// Version 2: a job records the name of the token that submitted it (tessel serve --tokens); empty
+// for jobs submitted without tokens and for every job of a version-1 log.
+const char* const kSchemaV2 = R"sql(
+ALTER TABLE jobs ADD COLUMN submitted_by TEXT NOT NULL DEFAULT '';
+)sql";
+
 constexpr char kRecordColumns[] =
     "id, uid, workload_key, target_key, job_id, task_id, candidate_id, trace, status, error, "
     "repeats_ms, median_ms, compile_ms, verify_ms, registers, shared_bytes, local_bytes, "
@@ -139,7 +145,8 @@ constexpr char kInsertRecord[] =
 
 constexpr char kJobColumns[] =
     "id, name, target_kind, target_arch, target_key, strategy, priority, trials_budget, "
-    "time_budget_s, seed, batch_size, state, error, created_unix_ms, finished_unix_ms";
+    "time_budget_s, seed, batch_size, state, error, created_unix_ms, finished_unix_ms, "
+    "submitted_by";
 
 std::string RepeatsToJson(const std::vector<double>& repeats) { return json(repeats).dump(); }
 
@@ -202,6 +209,7 @@ absl::StatusOr<JobRow> ReadJob(const Statement& s) {
   j.error = s.Text(12);
   j.created_unix_ms = s.Int(13);
   j.finished_unix_ms = s.Int(14);
+  j.submitted_by = s.Text(15);
   return j;
 }
 
@@ -379,8 +387,8 @@ class SqliteTuningLog final : public TuningLog {
           Statement s,
           stmts_.Get("INSERT INTO jobs (name, target_kind, target_arch, target_key, strategy, "
                      "priority, trials_budget, time_budget_s, seed, batch_size, state, error, "
-                     "created_unix_ms, finished_unix_ms) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                     "created_unix_ms, finished_unix_ms, submitted_by) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
       s.Bind(job->name)
           .Bind(job->target_kind)
           .Bind(job->target_arch)
@@ -394,7 +402,8 @@ class SqliteTuningLog final : public TuningLog {
           .Bind(JobStateName(job->state))
           .Bind(job->error)
           .Bind(job->created_unix_ms)
-          .Bind(job->finished_unix_ms);
+          .Bind(job->finished_unix_ms)
+          .Bind(job->submitted_by);
       TESSEL_RETURN_IF_ERROR(s.Run());
       const int64_t job_id = sqlite3_last_insert_rowid(db_);
       for (TaskRow& t : *tasks) {
@@ -1149,6 +1158,7 @@ std::string ImmutableUri(const std::string& path) {
 const std::vector<Migration>& TuningLogMigrations() {
   static const auto* migrations = new std::vector<Migration>{
       {1, "workloads, jobs, tasks, records and cost models", kSchemaV1},
+      {2, "jobs record the token that submitted them", kSchemaV2},
   };
   return *migrations;
 }

@@ -54,6 +54,7 @@ struct JobRow {
   std::string error;
   int64_t created_unix_ms = 0;
   int64_t finished_unix_ms = 0;  // 0 while unfinished
+  std::string submitted_by;      // the name of the token that submitted it; empty without tokens
 };
 
 struct TaskRow {

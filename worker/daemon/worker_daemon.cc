@@ -131,6 +131,7 @@ class Daemon {
   bool writes_done_ ABSL_GUARDED_BY(write_mu_) = false;
 
   std::string worker_id_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
   pthread_t main_thread_{};
 };
 
@@ -216,6 +217,12 @@ absl::Status Daemon::Run() {
   sigaddset(&set, SIGUSR1);  // wakes the signal thread at shutdown
   sigaddset(&set, SIGUSR2);  // options_.stop was notified
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // After the signals are blocked: making credentials starts gRPC's threads, which inherit the
+  // mask (a thread without it would take SIGTERM's default action).
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      proto::MakeChannelCredentials(options_.transport);
+  if (!credentials.ok()) return credentials.status();
+  credentials_ = *credentials;
   signal(SIGPIPE, SIG_IGN);
   main_thread_ = pthread_self();
   std::thread signals([this] { SignalLoop(); });
@@ -299,9 +306,10 @@ absl::Status Daemon::Session(bool* registered) {
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
   std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(options_.server, grpc::InsecureChannelCredentials(), args);
+      grpc::CreateCustomChannel(options_.server, credentials_, args);
   std::unique_ptr<proto::Worker::Stub> stub = proto::Worker::NewStub(channel);
   grpc::ClientContext context;
+  proto::AttachToken(options_.transport, &context);
   std::unique_ptr<Stream> stream = stub->Connect(&context);
 
   proto::WorkerMessage hello;
@@ -335,6 +343,12 @@ absl::Status Daemon::Session(bool* registered) {
   }
   if (!got_answer) {
     const grpc::Status st = stream->Finish();
+    if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+        st.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      return absl::Status(static_cast<absl::StatusCode>(st.error_code()),
+                          absl::StrCat("the server at ", options_.server,
+                                       " refused this worker: ", st.error_message()));
+    }
     if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
         st.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -343,8 +357,10 @@ absl::Status Daemon::Session(bool* registered) {
               ? " (it has no Worker service: is this a Tessel server?)"
               : ""));
     }
+    const std::string hint = proto::TransportHint(options_.transport, st);
     Log(absl::StrCat("cannot reach the server at ", options_.server, ": ",
-                     st.error_message().empty() ? "the stream ended" : st.error_message()));
+                     st.error_message().empty() ? "the stream ended" : st.error_message(),
+                     hint.empty() ? "" : absl::StrCat(" (", hint, ")")));
     return absl::OkStatus();
   }
   if (first.has_rejected()) {
@@ -392,8 +408,12 @@ absl::Status Daemon::Session(bool* registered) {
   }
   Log(absl::StrCat(
       "registered with ", options_.server, " (server ", first.registered().server_version(),
-      ", protocol ", first.registered().protocol_version(), ") as ", worker_id_, " with ",
-      devices_.size(), " ", target_, " device(s), ", options_.max_batches, " credits"));
+      ", protocol ", first.registered().protocol_version(), ") as ",
+      first.registered().worker_id().empty() ? worker_id_ : first.registered().worker_id(),
+      first.registered().worker_id().empty() || first.registered().worker_id() == worker_id_
+          ? ""
+          : absl::StrCat(" (", worker_id_, " is connected already)"),
+      " with ", devices_.size(), " ", target_, " device(s), ", options_.max_batches, " credits"));
   proto::WorkerMessage credits;
   if (draining) {
     credits.mutable_draining()->set_reason("the worker is shutting down (SIGTERM)");

@@ -23,11 +23,15 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
+#include "proto/transport.h"
 
 namespace tessel::worker {
 
 struct WorkerOptions {
-  std::string server;           // HOST:PORT of the server's Worker service
+  std::string server;  // HOST:PORT of the server's Worker service
+  // TLS (tls_ca: the CA of the server's certificate; tls_cert and tls_key when the server
+  // requires a client certificate) and the worker token sent with the stream.
+  proto::TransportOptions transport;
   std::string target = "auto";  // host, cuda, or auto (cuda when a GPU can be opened)
   std::vector<int> devices;     // CUDA ordinals; empty: every GPU
   int compile_threads = 0;      // 0: one per core
@@ -51,8 +55,9 @@ struct WorkerOptions {
 };
 
 // Runs the daemon until a SIGTERM or SIGINT has drained it (returns OK) or a fatal error: a bad
-// option, no usable device, the server rejected the registration or speaks another protocol
-// version (returns it; these do not get better by retrying). Blocks SIGTERM and SIGINT in the
+// option, no usable device, the server rejected the registration or its token
+// (UNAUTHENTICATED, PERMISSION_DENIED) or speaks another protocol version (returns it; these do
+// not get better by retrying). Blocks SIGTERM and SIGINT in the
 // calling thread (and so in every thread it starts) to receive them on its signal thread, unless
 // handle_signals is false; notifying options.stop drains it likewise.
 absl::Status RunWorker(const WorkerOptions& options);
