@@ -125,11 +125,14 @@ class AsyncCopies : public StmtMutator {
   static Stmt AsyncCopy(const ForNode& f) {
     int64_t lanes = 0;
     if (!IsConstInt(f.extent, &lanes)) return nullptr;
+    // A guard skips the copy (its destination may lie outside the buffer); a padding select
+    // copies zeros instead (cp.async's zero fill: the destination is in the buffer, the source
+    // is not read).
     Stmt body = f.body;
-    Expr valid;
+    Expr guard, valid;
     if (const auto* i = As<IfThenElseNode>(body); i && !i->else_case) {
-      valid = UniformOverLanes(i->cond, f.var.get(), lanes);
-      if (!valid) return nullptr;
+      guard = UniformOverLanes(i->cond, f.var.get(), lanes);
+      if (!guard) return nullptr;
       body = i->then_case;
     }
     const auto* st = As<StoreNode>(body);
@@ -166,10 +169,11 @@ class AsyncCopies : public StmtMutator {
     std::vector<Expr> dst_idx, src_idx;
     for (const Expr& e : st->indices) dst_idx.push_back(Substitute(e, zero));
     for (const Expr& e : src->indices) src_idx.push_back(Substitute(e, zero));
-    return MakeEvaluate(MakeCall(absl::StrCat(kCallCpAsync, "_", bytes),
-                                 {MakeLoad(st->buffer, dst_idx), MakeLoad(src->buffer, src_idx),
-                                  valid ? valid : MakeBool(true)},
-                                 DType::kInt32));
+    Stmt copy = MakeEvaluate(MakeCall(absl::StrCat(kCallCpAsync, "_", bytes),
+                                      {MakeLoad(st->buffer, dst_idx),
+                                       MakeLoad(src->buffer, src_idx), valid ? valid : MakeBool(true)},
+                                      DType::kInt32));
+    return guard ? MakeIf(guard, copy) : copy;
   }
 };
 

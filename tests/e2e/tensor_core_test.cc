@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <regex>
 
 #include "costmodel/features.h"
 #include "schedules/codegen/cuda_codegen.h"
@@ -62,6 +63,9 @@ TEST(TensorCore, PipelinedFetchesAreAsyncCopiesIntoSlots) {
   EXPECT_THAT(cuda, HasSubstr("cp.async.cg.shared.global"));
   EXPECT_THAT(cuda, HasSubstr("tessel_cp_async_wait_1();"));  // S - 2 groups in flight
   EXPECT_THAT(cuda, HasSubstr("tessel_cp_async_wait_0();"));
+  // A guarded fetch skips the copy (a zero fill would still write outside the tile).
+  EXPECT_TRUE(std::regex_search(cuda, std::regex(R"(if \([^\n]*\) \{\n\s*tessel_cp_async_16\()")))
+      << cuda;
   // Three slots of each shared buffer.
   auto p = Lower(CudaTensorCoreMatmul(1, 3), CudaT());
   ASSERT_TRUE(p.ok()) << p.status();
