@@ -44,4 +44,11 @@ const TensorIntrinInfo* TensorizedBy(std::string_view annotation_key) {
 
 bool IsTensorCall(std::string_view name) { return name.substr(0, 7) == "tessel_"; }
 
+bool IsMmaOperandType(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
+
+const LoadNode* LoadUnderCast(const Expr& e) {
+  if (const auto* c = As<CastNode>(e)) return As<LoadNode>(c->value);
+  return As<LoadNode>(e);
+}
+
 }  // namespace tessel::schedules

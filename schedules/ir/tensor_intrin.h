@@ -67,4 +67,9 @@ inline constexpr char kCallCpAsyncWait[] = "tessel_cp_async_wait";      // (grou
 // Whether `name` is one of the calls above (with its suffixes).
 bool IsTensorCall(std::string_view name);
 
+// The operand types of mma_m16n8k16: f16 and bf16.
+bool IsMmaOperandType(DType t);
+// The load `e` is, directly or under one cast (an mma operand f32(A[m, k])), or nullptr.
+const LoadNode* LoadUnderCast(const Expr& e);
+
 }  // namespace tessel::schedules

@@ -169,10 +169,11 @@ class AsyncCopies : public StmtMutator {
     std::vector<Expr> dst_idx, src_idx;
     for (const Expr& e : st->indices) dst_idx.push_back(Substitute(e, zero));
     for (const Expr& e : src->indices) src_idx.push_back(Substitute(e, zero));
-    Stmt copy = MakeEvaluate(MakeCall(absl::StrCat(kCallCpAsync, "_", bytes),
-                                      {MakeLoad(st->buffer, dst_idx),
-                                       MakeLoad(src->buffer, src_idx), valid ? valid : MakeBool(true)},
-                                      DType::kInt32));
+    Stmt copy =
+        MakeEvaluate(MakeCall(absl::StrCat(kCallCpAsync, "_", bytes),
+                              {MakeLoad(st->buffer, dst_idx), MakeLoad(src->buffer, src_idx),
+                               valid ? valid : MakeBool(true)},
+                              DType::kInt32));
     return guard ? MakeIf(guard, copy) : copy;
   }
 };

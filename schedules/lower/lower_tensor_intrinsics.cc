@@ -118,11 +118,6 @@ struct MmaAccess {
   const LoadNode* b = nullptr;
 };
 
-const LoadNode* CastLoad(const Expr& e) {
-  if (const auto* c = As<CastNode>(e)) return As<LoadNode>(c->value);
-  return As<LoadNode>(e);
-}
-
 absl::StatusOr<MmaAccess> MatchMmaStore(const Nest& n) {
   MmaAccess m;
   m.store = As<StoreNode>(n.body);
@@ -138,8 +133,8 @@ absl::StatusOr<MmaAccess> MatchMmaStore(const Nest& n) {
     if (!acc || acc->buffer != m.store->buffer) mul = nullptr;
   }
   if (mul && mul->op == BinaryOp::kMul) {
-    m.a = CastLoad(mul->a);
-    m.b = CastLoad(mul->b);
+    m.a = LoadUnderCast(mul->a);
+    m.b = LoadUnderCast(mul->b);
   }
   if (!m.a || !m.b) {
     return absl::FailedPreconditionError(

@@ -23,6 +23,7 @@
 #include <algorithm>
 
 #include "schedules/ir/substitute.h"
+#include "schedules/ir/tensor_intrin.h"
 #include "schedules/rules/rule_util.h"
 #include "schedules/rules/schedule_rule.h"
 #include "schedules/util/status_macros.h"
@@ -35,13 +36,6 @@ constexpr int64_t kTilesMMax = 4;  // 16-row tiles a warp along m
 constexpr int64_t kTilesNMax = 8;  // 8-column tiles a warp along n
 constexpr int64_t kKStepsMax = 8;  // 16-element k steps a shared-memory stage
 constexpr int64_t kStagesMax = 4;  // software pipeline stages
-
-bool Is16Bit(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
-
-const LoadNode* CastLoad(const Expr& e) {
-  if (const auto* c = As<CastNode>(e)) return As<LoadNode>(c->value);
-  return As<LoadNode>(e);
-}
 
 // An operand of the contraction: its buffer, and which of its axes is k and which the tile's
 // rows (m for A, n for B).
@@ -56,9 +50,10 @@ struct Operand {
 std::vector<Operand> OperandsOf(const Stage& st, const rules::GemmAxes& ga) {
   const auto* mul = As<BinaryNode>(st.body);
   if (!mul || mul->op != BinaryOp::kMul || st.reduce_axes.size() != 1) return {};
-  const LoadNode* loads[2] = {CastLoad(mul->a), CastLoad(mul->b)};
+  const LoadNode* loads[2] = {LoadUnderCast(mul->a), LoadUnderCast(mul->b)};
   if (!loads[0] || !loads[1] || loads[0]->buffer == loads[1]->buffer) return {};
-  if (!Is16Bit(loads[0]->buffer->dtype) || loads[0]->buffer->dtype != loads[1]->buffer->dtype) {
+  if (!IsMmaOperandType(loads[0]->buffer->dtype) ||
+      loads[0]->buffer->dtype != loads[1]->buffer->dtype) {
     return {};
   }
   const VarNode* k = st.reduce_axes[0].get();

@@ -22,14 +22,6 @@ namespace {
 
 constexpr char kTensorize[] = "tensorize";
 
-bool Is16Bit(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
-
-// The load under at most one cast, or nullptr.
-const LoadNode* CastLoad(const Expr& e) {
-  if (const auto* c = As<CastNode>(e)) return As<LoadNode>(c->value);
-  return As<LoadNode>(e);
-}
-
 // mma: the stage sums products of two 16-bit fragment operands into a fragment.
 absl::Status CheckMmaStage(const Stage& s) {
   const std::string what = absl::StrCat("stage ", s.name);
@@ -50,8 +42,8 @@ absl::Status CheckMmaStage(const Stage& s) {
                                      "; mma accumulates in f32 or f16"));
   }
   const auto* mul = As<BinaryNode>(s.body);
-  const LoadNode* a = mul && mul->op == BinaryOp::kMul ? CastLoad(mul->a) : nullptr;
-  const LoadNode* b = mul && mul->op == BinaryOp::kMul ? CastLoad(mul->b) : nullptr;
+  const LoadNode* a = mul && mul->op == BinaryOp::kMul ? LoadUnderCast(mul->a) : nullptr;
+  const LoadNode* b = mul && mul->op == BinaryOp::kMul ? LoadUnderCast(mul->b) : nullptr;
   if (!a || !b) {
     return Precondition(kTensorize, absl::StrCat(what, " computes ", ToString(s.body),
                                                  "; mma_m16n8k16 needs a product of two loads"));
@@ -62,7 +54,7 @@ absl::Status CheckMmaStage(const Stage& s) {
                                                    " from ", MemScopeName(l->buffer->scope),
                                                    " memory; cache_read it to \"fragment\" first"));
     }
-    if (!Is16Bit(l->buffer->dtype) || l->buffer->dtype != a->buffer->dtype) {
+    if (!IsMmaOperandType(l->buffer->dtype) || l->buffer->dtype != a->buffer->dtype) {
       return Precondition(
           kTensorize,
           absl::StrCat(what, " reads ", a->buffer->name, " (", DTypeName(a->buffer->dtype),
@@ -85,7 +77,7 @@ absl::Status CheckLdmatrixStage(const Stage& s) {
                                      "ldmatrix loads a fragment (cache_read \"fragment\") "
                                      "of a shared copy (cache_read \"shared\")"));
   }
-  if (!Is16Bit(s.buffer->dtype)) {
+  if (!IsMmaOperandType(s.buffer->dtype)) {
     return Precondition(kTensorize, absl::StrCat(what, " holds ", DTypeName(s.buffer->dtype),
                                                  "; ldmatrix loads f16 or bf16 fragments"));
   }
