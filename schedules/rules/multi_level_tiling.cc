@@ -159,15 +159,7 @@ class MultiLevelTiling final : public ScheduleRule {
     const bool batch_first = ga.batch.empty() || ga.batch.back() < std::min(ga.m, ga.n);
     if (!batch_first) tiles.insert(tiles.begin(), batch.begin(), batch.end());
     TESSEL_RETURN_IF_ERROR(s->Reorder(tiles));
-    if (!batch.empty()) {
-      LoopRV bz = batch[0];
-      if (batch.size() > 1) {
-        TESSEL_ASSIGN_OR_RETURN(bz, s->Fuse(batch));
-      }
-      TESSEL_RETURN_IF_ERROR(s->Bind(bz, "blockIdx.z"));
-    }
-    TESSEL_RETURN_IF_ERROR(s->Bind(m.loops[0], "blockIdx.y"));
-    TESSEL_RETURN_IF_ERROR(s->Bind(n.loops[0], "blockIdx.x"));
+    TESSEL_RETURN_IF_ERROR(rules::BindBlocks(s, batch, m.loops[0], n.loops[0]));
     TESSEL_RETURN_IF_ERROR(s->Bind(m.loops[1], "vthread"));
     TESSEL_RETURN_IF_ERROR(s->Bind(n.loops[1], "vthread"));
     TESSEL_RETURN_IF_ERROR(s->Bind(m.loops[2], "threadIdx.y"));

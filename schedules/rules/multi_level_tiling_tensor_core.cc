@@ -135,15 +135,7 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       order.push_back(l);
     }
     TESSEL_RETURN_IF_ERROR(s->Reorder(order));
-    if (!batch.empty()) {
-      LoopRV bz = batch[0];
-      if (batch.size() > 1) {
-        TESSEL_ASSIGN_OR_RETURN(bz, s->Fuse(batch));
-      }
-      TESSEL_RETURN_IF_ERROR(s->Bind(bz, "blockIdx.z"));
-    }
-    TESSEL_RETURN_IF_ERROR(s->Bind(m.loops[0], "blockIdx.y"));
-    TESSEL_RETURN_IF_ERROR(s->Bind(n.loops[0], "blockIdx.x"));
+    TESSEL_RETURN_IF_ERROR(rules::BindBlocks(s, batch, m.loops[0], n.loops[0]));
     TESSEL_RETURN_IF_ERROR(s->Bind(m.loops[1], "threadIdx.z"));
     TESSEL_RETURN_IF_ERROR(s->Bind(n.loops[1], "threadIdx.y"));
     TESSEL_RETURN_IF_ERROR(s->Unroll(m.loops[2]));

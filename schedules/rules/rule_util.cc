@@ -145,4 +145,16 @@ absl::StatusOr<Levels> TileChain(Schedule* s, LoopRV loop, const std::vector<int
   return out;
 }
 
+absl::Status BindBlocks(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m, LoopRV n) {
+  if (!batch.empty()) {
+    LoopRV bz = batch[0];
+    if (batch.size() > 1) {
+      TESSEL_ASSIGN_OR_RETURN(bz, s->Fuse(batch));
+    }
+    TESSEL_RETURN_IF_ERROR(s->Bind(bz, "blockIdx.z"));
+  }
+  TESSEL_RETURN_IF_ERROR(s->Bind(m, "blockIdx.y"));
+  return s->Bind(n, "blockIdx.x");
+}
+
 }  // namespace tessel::schedules::rules

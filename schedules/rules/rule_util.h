@@ -62,4 +62,8 @@ struct Levels {
 // (`bounds` innermost first); the outermost level takes the rest.
 absl::StatusOr<Levels> TileChain(Schedule* s, LoopRV loop, const std::vector<int64_t>& bounds);
 
+// Binds a contraction's block level (CUDA): the batch loops, fused, to blockIdx.z, `m` to
+// blockIdx.y and `n` to blockIdx.x.
+absl::Status BindBlocks(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m, LoopRV n);
+
 }  // namespace tessel::schedules::rules
