@@ -39,6 +39,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := workload_parser trace_replay candidate_file jsonl_import proto_convert
 
 fuzz: $(STAMP)
+	@command -v clang++ >/dev/null || { echo "make fuzz needs clang and libFuzzer: apt-get install \
+	  clang libclang-rt-14-dev libomp-dev" >&2; exit 1; }
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD_DIR) -DCMAKE_BUILD_TYPE=Debug -DTESSEL_FUZZ=ON \
 	  -DTESSEL_WITH_CUDA=OFF
 	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target tessel_fuzzers
