@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "google/protobuf/stubs/logging.h"
 #include "measure/measurement.h"
 #include "proto/convert.h"
 #include "proto/tessel.pb.h"
@@ -48,6 +49,12 @@ void SourceOf(const tp::Source& s) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // Parsing garbage is expected here: protobuf's complaints (invalid UTF-8, ...) are not wanted.
+  static const bool quiet = [] {
+    google::protobuf::SetLogHandler(nullptr);
+    return true;
+  }();
+  (void)quiet;
   const int n = static_cast<int>(size);
   if (static_cast<size_t>(n) != size) return 0;
   if (tp::WorkerMessage w; w.ParseFromArray(data, n) && w.has_result()) Result(w.result());
