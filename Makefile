@@ -5,7 +5,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 STAMP := $(BUILD_DIR)/.deps-installed
 
-.PHONY: all build deps tune test gpu-test format clean
+.PHONY: all build deps tune test gpu-test fuzz format clean
 
 all: build
 
@@ -30,6 +30,27 @@ test: build
 
 gpu-test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -L gpu
+
+# The libFuzzer targets of tests/fuzz, built with clang, AddressSanitizer and UBSan in
+# $(FUZZ_BUILD_DIR), each run for FUZZ_SECONDS on its seed corpus (new inputs go to
+# $(FUZZ_BUILD_DIR)/corpus/<target>, crashes to $(FUZZ_BUILD_DIR)/crash-*). Needs clang.
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := workload_parser trace_replay candidate_file jsonl_import proto_convert
+
+fuzz: $(STAMP)
+	@command -v clang++ >/dev/null || { echo "make fuzz needs clang and libFuzzer: apt-get install \
+	  clang libclang-rt-14-dev libomp-dev" >&2; exit 1; }
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD_DIR) -DCMAKE_BUILD_TYPE=Debug -DTESSEL_FUZZ=ON \
+	  -DTESSEL_WITH_CUDA=OFF
+	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target tessel_fuzzers
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD_DIR)/corpus/$$t; \
+	  echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \
+	  $(FUZZ_BUILD_DIR)/tests/fuzz/tessel_fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=25 \
+	    -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD_DIR)/ \
+	    $(FUZZ_BUILD_DIR)/corpus/$$t tests/fuzz/corpus/$$t; \
+	done
 
 format:
 	git ls-files '*.cc' '*.h' | xargs clang-format -i

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "schedules/workload/parser.h"
 
 namespace tessel::proto {
 namespace {
@@ -98,6 +99,30 @@ absl::StatusOr<schedules::GeneratedSource> FromProto(const Source& in) {
       return absl::InvalidArgumentError(
           absl::StrCat("Source.buffers[", i, "] ('", b.name(), "') has ", b.shape_size(),
                        " dimensions but ", b.strides_size(), " strides: give one per dimension"));
+    }
+    // The sizes the worker allocates by: positive extents, strides >= 0, and an element count and
+    // span a 64-bit integer can hold and the limit allows (a peer's shape is not trusted).
+    for (int d = 0; d < b.shape_size(); ++d) {
+      if (b.shape(d) <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Source.buffers[", i, "] ('", b.name(), "') has extent ", b.shape(d),
+                         " in dimension ", d, ": extents must be positive"));
+      }
+    }
+    const std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
+    if (absl::Status s = schedules::CheckTensorElements(b.name(), shape); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Source.buffers[", i, "] ('", b.name(), "'): ", s.message()));
+    }
+    int64_t span = 1;  // elements the allocation spans: 1 + sum of (extent - 1) * stride
+    for (int d = 0; d < b.strides_size(); ++d) {
+      int64_t reach = 0;
+      if (b.strides(d) < 0 || __builtin_mul_overflow(b.shape(d) - 1, b.strides(d), &reach) ||
+          __builtin_add_overflow(span, reach, &span) || span > schedules::kMaxTensorElements) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Source.buffers[", i, "] ('", b.name(), "') has stride ", b.strides(d),
+            " in dimension ", d, ": strides must be >= 0 and span at most 2^40 elements"));
+      }
     }
     out.buffers.push_back(schedules::ProgramBuffer{
         schedules::MakeBuffer(b.name(), *dtype, {b.shape().begin(), b.shape().end()},

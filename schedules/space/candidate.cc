@@ -160,7 +160,8 @@ absl::StatusOr<CandidateFile> ReadCandidateFile(const std::string& path) {
   if (!text.ok()) return text.status();
   json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Malformed(path, "it is not a JSON object");
-  if (j.value("format", "") != "tessel-candidate") {
+  // Every value is type-checked before it is read (json::value and get throw on a wrong type).
+  if (!j.contains("format") || !j["format"].is_string() || j["format"] != "tessel-candidate") {
     return Malformed(path, "\"format\" is not \"tessel-candidate\"");
   }
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"] != 1) {
@@ -229,6 +230,9 @@ absl::StatusOr<CandidateFile> ReadCandidateFile(const std::string& path) {
       }
       shape.push_back(d.get<int64_t>());
     }
+    if (absl::Status s = CheckTensorElements(bname, shape); !s.ok()) {
+      return Malformed(path, absl::StrCat("buffer ", bname, ": ", s.message()));
+    }
     BufferRole r;
     if (role == "input") {
       r = BufferRole::kInput;
@@ -261,13 +265,26 @@ absl::StatusOr<CandidateFile> ReadCandidateFile(const std::string& path) {
     };
     TESSEL_RETURN_IF_ERROR(dims("grid", &ks.launch.grid));
     TESSEL_RETURN_IF_ERROR(dims("block", &ks.launch.block));
-    ks.launch.dynamic_shared_bytes = k.value("dynamic_shared_bytes", int64_t{0});
-    ks.launch.cooperative = k.value("cooperative", false);
+    if (k.contains("dynamic_shared_bytes")) {
+      const json& v = k["dynamic_shared_bytes"];
+      if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+        return Malformed(path, absl::StrCat("kernel ", ks.entry,
+                                            ": \"dynamic_shared_bytes\" must be an integer >= 0"));
+      }
+      ks.launch.dynamic_shared_bytes = v.get<int64_t>();
+    }
+    if (k.contains("cooperative")) {
+      if (!k["cooperative"].is_boolean()) {
+        return Malformed(
+            path, absl::StrCat("kernel ", ks.entry, ": \"cooperative\" must be true or false"));
+      }
+      ks.launch.cooperative = k["cooperative"].get<bool>();
+    }
     if (!k.contains("params") || !k["params"].is_array()) {
       return Malformed(path, absl::StrCat("kernel ", ks.entry, ": \"params\" must be an array"));
     }
     for (const json& p : k["params"]) {
-      if (!p.is_number_integer() || p.get<int>() < 0 || p.get<int>() >= nbuf) {
+      if (!p.is_number_integer() || p.get<int64_t>() < 0 || p.get<int64_t>() >= nbuf) {
         return Malformed(path,
                          absl::StrCat("kernel ", ks.entry, " names a buffer that does not exist"));
       }

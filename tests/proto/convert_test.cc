@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <string>
+
 #include "proto/protocol.h"
 #include "schedules/target/target.h"
 #include "schedules/workload/builtins.h"
@@ -100,6 +103,39 @@ TEST(ProtoConvert, MalformedSourcesNameTheField) {
     EXPECT_THAT(std::string(proto::FromProto(bad).status().message()),
                 HasSubstr("has 4 grid and 3 block extents: give 3 of each"));
   }
+}
+
+// Buffer sizes a peer could get wrong (found by tests/fuzz/proto_convert_fuzzer.cc; the input is
+// its corpus's regression_buffer_overflow.bin): a shape whose element count overflows int64 was
+// accepted, and the worker's size arithmetic (Buffer::NumElements) overflowed.
+TEST(ProtoConvert, BufferSizesAreChecked) {
+  proto::Source p;
+  proto::ToProto(CudaSoftmax(), &p);
+  auto message = [&](const std::function<void(proto::Buffer*)>& change) {
+    proto::Source bad = p;
+    change(bad.mutable_buffers(0));
+    return std::string(proto::FromProto(bad).status().message());
+  };
+  EXPECT_THAT(message([](proto::Buffer* b) {
+                b->clear_shape();
+                b->add_shape(int64_t{1} << 62);
+                b->add_shape(4);
+              }),
+              HasSubstr("Source.buffers[0] ('X'): tensor X of shape [4611686018427387904, 4] has "
+                        "more elements than a 64-bit integer can count"));
+  EXPECT_THAT(message([](proto::Buffer* b) { b->set_shape(0, -3); }),
+              HasSubstr("Source.buffers[0] ('X') has extent -3 in dimension 0: extents must be "
+                        "positive"));
+  EXPECT_THAT(message([](proto::Buffer* b) {
+                b->clear_strides();
+                for (int d = 0; d < b->shape_size(); ++d) b->add_strides(int64_t{1} << 41);
+              }),
+              HasSubstr("strides must be >= 0 and span at most 2^40 elements"));
+  EXPECT_THAT(message([](proto::Buffer* b) {
+                b->clear_strides();
+                for (int d = 0; d < b->shape_size(); ++d) b->add_strides(-1);
+              }),
+              HasSubstr("has stride -1 in dimension 0"));
 }
 
 TEST(ProtoConvert, TimingOptionsRoundTripAndAreChecked) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -674,6 +675,40 @@ TEST(CandidateFile, Errors) {
   EXPECT_THAT(stale.status().message(),
               HasSubstr("the file was written with (its definition changed); sample the "
                         "candidate again"));
+}
+
+// Values of the wrong type or out of range (found by tests/fuzz/candidate_file_fuzzer.cc; the
+// inputs are in its corpus as regression_*): each was an uncaught exception (abort) or an index
+// taken modulo 2^32, and is now an error naming the field.
+TEST(CandidateFile, WrongTypesAreErrors) {
+  auto format = schedules::ReadCandidateFile(WriteText("f.json", R"({"format": 1})"));
+  EXPECT_THAT(format.status().message(), HasSubstr("\"format\" is not \"tessel-candidate\""));
+
+  SpaceGenerator g = Space("softmax(rows=200, cols=300)", CudaTarget("sm_90"));
+  auto c = g.Sample(5);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const nlohmann::json good = schedules::CandidateToJson(*c, "x.cu");
+  ASSERT_TRUE(schedules::ReadCandidateFile(WriteText("good.json", good.dump())).ok());
+  auto read_with = [&](const std::function<void(nlohmann::json&)>& change) {
+    nlohmann::json j = good;
+    change(j);
+    return schedules::ReadCandidateFile(WriteText("changed.json", j.dump())).status();
+  };
+  EXPECT_THAT(
+      read_with([](nlohmann::json& j) { j["kernels"][0]["cooperative"] = "yes"; }).message(),
+      HasSubstr("\"cooperative\" must be true or false"));
+  EXPECT_THAT(read_with([](nlohmann::json& j) {
+                j["kernels"][0]["dynamic_shared_bytes"] = "big";
+              }).message(),
+              HasSubstr("\"dynamic_shared_bytes\" must be an integer >= 0"));
+  EXPECT_THAT(read_with([](nlohmann::json& j) {
+                j["kernels"][0]["params"] = {int64_t{1} << 32};
+              }).message(),
+              HasSubstr("names a buffer that does not exist"));
+  EXPECT_THAT(read_with([](nlohmann::json& j) {
+                j["buffers"][0]["shape"] = {int64_t{1} << 40, int64_t{1} << 40};
+              }).message(),
+              HasSubstr("has more elements than a 64-bit integer can count"));
 }
 
 }  // namespace
