@@ -205,19 +205,14 @@ class Walker {
       constexpr double kLaneFlops = 2.0 * 16 * 8 * 16 / 32;
       t_.tensor_flops += mult_ * kLaneFlops;
       AddFlops(kLaneFlops);  // the program's arithmetic, whatever unit does it
-    } else if (name.rfind(schedules::kCallCpAsync, 0) == 0 &&
-               name.find("_commit") == std::string::npos &&
-               name.find("_wait") == std::string::npos) {
-      t_.async_copy_bytes += mult_ * std::atof(name.substr(name.rfind('_') + 1).c_str());
+    } else if (const int64_t bytes = schedules::CpAsyncCallBytes(name); bytes > 0) {
+      t_.async_copy_bytes += mult_ * static_cast<double>(bytes);
     }
   }
 
   void VisitFor(const schedules::ForNode& n) {
-    for (const auto& [key, value] : n.annotations) {
-      if (key == "software_pipeline") {
-        t_.pipeline_stages = std::max(t_.pipeline_stages, static_cast<double>(value));
-      }
-    }
+    t_.pipeline_stages = std::max(
+        t_.pipeline_stages, static_cast<double>(schedules::SoftwarePipelineStages(n.annotations)));
     const int64_t extent = ConstExtent(n.extent);
     bool counted = true;
     if (n.kind == ForKind::kThreadBinding && n.thread != ThreadTag::kVThread) {

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "schedules/codegen/cuda_printer.h"
 #include "schedules/ir/tensor_intrin.h"
@@ -73,10 +72,8 @@ std::string LdmatrixHelper(const std::string& name) {
       ";\"\n               : ", outs, "\n               : \"r\"(s));\n}\n");
 }
 
-std::string CpAsyncHelper(const std::string& name) {
-  // tessel_cp_async_<bytes>: (dst, src, valid): the bytes copied, or zeros where !valid.
-  int bytes = 16;
-  if (!absl::SimpleAtoi(name.substr(name.rfind('_') + 1), &bytes)) bytes = 16;
+// tessel_cp_async_<bytes>: (dst, src, valid): the bytes copied, or zeros where !valid.
+std::string CpAsyncHelper(const std::string& name, int64_t bytes) {
   const char* cache = bytes == 16 ? "cg" : "ca";
   return absl::StrCat(
       "__device__ __forceinline__ void ", name, "(void* dst, const void* src, bool valid) {\n",
@@ -97,13 +94,13 @@ std::string TensorCallHelpers(const std::set<std::string>& calls) {
     } else if (name == kCallCpAsyncCommit) {
       absl::StrAppend(&out, "__device__ __forceinline__ void ", name,
                       "() { asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n");
-    } else if (absl::StartsWith(name, kCallCpAsyncWait)) {
-      // tessel_cp_async_wait_<n>: at most n groups still in flight.
+    } else if (const int64_t groups = CpAsyncWaitGroups(name); groups >= 0) {
+      // At most `groups` groups still in flight.
       absl::StrAppend(&out, "__device__ __forceinline__ void ", name,
-                      "() { asm volatile(\"cp.async.wait_group ", name.substr(name.rfind('_') + 1),
+                      "() { asm volatile(\"cp.async.wait_group ", groups,
                       ";\" ::: \"memory\"); }\n");
-    } else if (absl::StartsWith(name, kCallCpAsync)) {
-      absl::StrAppend(&out, CpAsyncHelper(name));
+    } else if (const int64_t bytes = CpAsyncCallBytes(name); bytes > 0) {
+      absl::StrAppend(&out, CpAsyncHelper(name, bytes));
     }
   }
   return out;

@@ -42,6 +42,44 @@ const TensorIntrinInfo* TensorizedBy(std::string_view annotation_key) {
   return FindTensorIntrin(annotation_key.substr(kTensorizePrefixSize));
 }
 
+const TensorIntrinInfo* TensorizedBy(
+    const std::vector<std::pair<std::string, int64_t>>& annotations) {
+  for (const auto& [key, value] : annotations) {
+    if (const TensorIntrinInfo* i = TensorizedBy(key)) return i;
+  }
+  return nullptr;
+}
+
+int64_t SoftwarePipelineStages(const std::vector<std::pair<std::string, int64_t>>& annotations) {
+  for (const auto& [key, value] : annotations) {
+    if (key == kSoftwarePipeline) return value;
+  }
+  return 0;
+}
+
+namespace {
+
+// The number after `prefix` + "_" in `name`, or -1.
+int64_t NumberAfter(std::string_view name, std::string_view prefix) {
+  if (name.size() <= prefix.size() + 1 || name.substr(0, prefix.size()) != prefix ||
+      name[prefix.size()] != '_') {
+    return -1;
+  }
+  int64_t n = 0;
+  for (char c : name.substr(prefix.size() + 1)) {
+    if (c < '0' || c > '9') return -1;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string CpAsyncCall(int64_t bytes) { return absl::StrCat(kCallCpAsync, "_", bytes); }
+std::string CpAsyncWaitCall(int64_t groups) { return absl::StrCat(kCallCpAsyncWait, "_", groups); }
+int64_t CpAsyncCallBytes(std::string_view name) { return NumberAfter(name, kCallCpAsync); }
+int64_t CpAsyncWaitGroups(std::string_view name) { return NumberAfter(name, kCallCpAsyncWait); }
+
 bool IsTensorCall(std::string_view name) { return name.substr(0, 7) == "tessel_"; }
 
 bool IsMmaOperandType(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "schedules/ir/expr.h"
@@ -55,6 +56,15 @@ std::string TensorIntrinNames();
 std::string TensorizeAnnotation(const TensorIntrinInfo& intrin);
 // The intrinsic a loop annotation key names, or nullptr when it is not a tensorize annotation.
 const TensorIntrinInfo* TensorizedBy(std::string_view annotation_key);
+// The intrinsic a loop's annotations tensorize it with, or nullptr.
+const TensorIntrinInfo* TensorizedBy(
+    const std::vector<std::pair<std::string, int64_t>>& annotations);
+
+// The loop annotation that makes a loop an S-stage software pipeline (inject_software_pipeline);
+// 0 or 1: none.
+inline constexpr char kSoftwarePipeline[] = "software_pipeline";
+// Its value among a loop's annotations (0 when absent).
+int64_t SoftwarePipelineStages(const std::vector<std::pair<std::string, int64_t>>& annotations);
 
 // ---- Calls left by lowering (CallNode names). Their arguments are Loads of the first element
 // of each operand (the printer passes its address) followed by plain values.
@@ -66,6 +76,13 @@ inline constexpr char kCallCpAsyncWait[] = "tessel_cp_async_wait";      // (grou
 
 // Whether `name` is one of the calls above (with its suffixes).
 bool IsTensorCall(std::string_view name);
+// The call names that carry a number: a cp.async of `bytes` (4, 8 or 16), and a wait until at
+// most `groups` commit groups are in flight.
+std::string CpAsyncCall(int64_t bytes);
+std::string CpAsyncWaitCall(int64_t groups);
+// The number a call of those two kinds carries (bytes, groups); -1 for any other name.
+int64_t CpAsyncCallBytes(std::string_view name);
+int64_t CpAsyncWaitGroups(std::string_view name);
 
 // The operand types of mma_m16n8k16: f16 and bf16.
 bool IsMmaOperandType(DType t);

@@ -51,26 +51,28 @@ absl::Status CheckGridLoop(const LoweringState& state, int si, const IterVar& iv
   return absl::OkStatus();
 }
 
+// Tensor-core marks first: on the host they are the reason, whatever else the schedule binds.
+absl::Status CheckNoTensorCoresOnHost(const LoweringState& state) {
+  if (state.target.is_cuda()) return absl::OkStatus();
+  for (const Stage& s : state.stages) {
+    for (const IterVar& iv : s.iters) {
+      if (const TensorIntrinInfo* intrin = TensorizedBy(iv.annotations)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "stage ", s.name, " has loop ", iv.var->name, " tensorized with ", intrin->name,
+            "; tensor-core intrinsics (", TensorIntrinNames(),
+            ") exist only on CUDA targets: lower the schedule for a cuda target, or tune for "
+            "the host with its own design space (it never tensorizes)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckStages(LoweringState* state_ptr) {
   const LoweringState& state = *state_ptr;
-  // Tensor-core marks first: on the host they are the reason, whatever else the schedule binds.
-  for (const Stage& s : state.stages) {
-    if (!state.target.is_cuda()) {
-      for (const IterVar& iv : s.iters) {
-        for (const auto& [key, value] : iv.annotations) {
-          if (const TensorIntrinInfo* intrin = TensorizedBy(key)) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "stage ", s.name, " has loop ", iv.var->name, " tensorized with ", intrin->name,
-                "; tensor-core intrinsics (", TensorIntrinNames(),
-                ") exist only on CUDA targets: lower the schedule for a cuda target, or tune for "
-                "the host with its own design space (it never tensorizes)"));
-          }
-        }
-      }
-    }
-  }
+  if (absl::Status st = CheckNoTensorCoresOnHost(state); !st.ok()) return st;
   for (size_t si = 0; si < state.stages.size(); ++si) {
     const Stage& s = state.stages[si];
     if (s.inlined() || !s.computed_by.empty()) continue;

@@ -39,14 +39,7 @@ namespace tessel::schedules {
 
 namespace {
 
-constexpr char kPipelineKey[] = "software_pipeline";
-
-int64_t PipelineStages(const ForNode& f) {
-  for (const auto& [key, value] : f.annotations) {
-    if (key == kPipelineKey) return value;
-  }
-  return 0;
-}
+int64_t PipelineStages(const ForNode& f) { return SoftwarePipelineStages(f.annotations); }
 
 // Accesses of the multi-buffered buffers get the slot index first.
 class SlotRewriter : public StmtMutator {
@@ -170,7 +163,7 @@ class AsyncCopies : public StmtMutator {
     for (const Expr& e : st->indices) dst_idx.push_back(Substitute(e, zero));
     for (const Expr& e : src->indices) src_idx.push_back(Substitute(e, zero));
     Stmt copy =
-        MakeEvaluate(MakeCall(absl::StrCat(kCallCpAsync, "_", bytes),
+        MakeEvaluate(MakeCall(CpAsyncCall(bytes),
                               {MakeLoad(st->buffer, dst_idx), MakeLoad(src->buffer, src_idx),
                                valid ? valid : MakeBool(true)},
                               DType::kInt32));
@@ -272,7 +265,7 @@ class Pipeliner : public StmtMutator {
     SlotRewriter rw(slotted, Expr(f.var) % stages);
     std::vector<Stmt> loop_body;
     if (!registers) {
-      loop_body = {Call0(absl::StrCat(kCallCpAsyncWait, "_", stages - 2)), MakeBarrier()};
+      loop_body = {Call0(CpAsyncWaitCall(stages - 2)), MakeBarrier()};
     }
     loop_body.push_back(MakeIf(ahead < extent, fetch_at(ahead)));
     if (!registers) loop_body.push_back(Call0(kCallCpAsyncCommit));
@@ -280,7 +273,7 @@ class Pipeliner : public StmtMutator {
     Stmt loop =
         MakeFor(f.var, f.min, f.extent, f.kind, f.thread, MakeSeq(loop_body), f.annotations);
     Stmt out = MakeSeq({MakeSeq(prologue), loop});
-    if (!registers) out = MakeSeq({out, Call0(absl::StrCat(kCallCpAsyncWait, "_0"))});
+    if (!registers) out = MakeSeq({out, Call0(CpAsyncWaitCall(0))});
     for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) out = MakeAllocate(*it, out);
     return out;
   }

@@ -63,12 +63,7 @@ struct Nest {
   Stmt body;
 };
 
-const TensorIntrinInfo* MarkOf(const ForNode& f) {
-  for (const auto& [key, value] : f.annotations) {
-    if (const TensorIntrinInfo* i = TensorizedBy(key)) return i;
-  }
-  return nullptr;
-}
+const TensorIntrinInfo* MarkOf(const ForNode& f) { return TensorizedBy(f.annotations); }
 
 Stmt Unwrap(const Stmt& s) {
   const auto* seq = As<SeqNode>(s);
@@ -291,6 +286,7 @@ class TensorLowering : public StmtMutator {
     const LoadNode* a = m->a;
     const LoadNode* b = m->b;
     if (AxisOf(a->indices, vm) < 0) std::swap(a, b);
+    mmas_[n.loops[0]] = {m->store, a, b};
     Fragment fa{Fragment::Role::kA}, fb{Fragment::Role::kB}, fc{Fragment::Role::kAcc};
     fa.tile_rows = 16, fa.tile_cols = 16, fa.regs_per_tile = 8;
     fb.tile_rows = 8, fb.tile_cols = 16, fb.regs_per_tile = 4;
@@ -339,19 +335,15 @@ class TensorLowering : public StmtMutator {
     return MakeLoad(f.flat, {TileRegister(f, *l.buffer, AtZero(n, l.indices))});
   }
 
+  // An mma nest FindFragments matched (its store and its A and B loads, in that order).
   Stmt Mma(const Nest& n) {
-    auto m = MatchMmaStore(n);
-    if (!m.ok()) return Fail(m.status());
-    const LoadNode* a = m->a;
-    const LoadNode* b = m->b;
-    if (FragmentOf(a->buffer.get())->role != Fragment::Role::kA) std::swap(a, b);
-    const Fragment& fc = *FragmentOf(m->store->buffer.get());
-    Expr acc =
-        MakeLoad(fc.flat, {TileRegister(fc, *m->store->buffer, AtZero(n, m->store->indices))});
+    const MmaAccess& m = mmas_.at(n.loops[0]);
+    const Fragment& fc = *FragmentOf(m.store->buffer.get());
+    Expr acc = MakeLoad(fc.flat, {TileRegister(fc, *m.store->buffer, AtZero(n, m.store->indices))});
     const std::string name =
-        absl::StrCat(kCallMma, "_", DTypeName(fc.flat->dtype), "_", DTypeName(a->buffer->dtype));
+        absl::StrCat(kCallMma, "_", DTypeName(fc.flat->dtype), "_", DTypeName(m.a->buffer->dtype));
     return MakeEvaluate(
-        MakeCall(name, {acc, RegisterOperand(n, *a), RegisterOperand(n, *b)}, DType::kInt32));
+        MakeCall(name, {acc, RegisterOperand(n, *m.a), RegisterOperand(n, *m.b)}, DType::kInt32));
   }
 
   // A new lane variable and the loop over the warp's lanes around `body`.
@@ -522,6 +514,7 @@ class TensorLowering : public StmtMutator {
   const Kernel& kernel_;
   const Analyzer& analyzer_;
   std::map<const Buffer*, Fragment> fragments_;
+  std::map<const ForNode*, MmaAccess> mmas_;  // by the nest's marked loop, A first (FindFragments)
   absl::Status status_;
 };
 

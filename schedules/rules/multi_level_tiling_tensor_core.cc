@@ -97,11 +97,9 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
         st->buffer->dtype == DType::kFloat64) {
       return std::vector<Schedule>{};
     }
-    for (const Stage& s : sch.stages()) {
-      // Computed operands (a padding stage) would need a fetch that computes them.
-      for (const Operand& op : ops) {
-        if (s.name == op.name) return std::vector<Schedule>{};
-      }
+    for (const Operand& op : ops) {
+      // A computed operand (a padding stage) would need a fetch that computes it.
+      if (sch.FindStage(op.name)) return std::vector<Schedule>{};
     }
     const int64_t k_extent = st->iters[st->axes.size()].extent;
     if (k_extent % 16 != 0) return std::vector<Schedule>{};
@@ -160,10 +158,10 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     TESSEL_RETURN_IF_ERROR(s->DecomposeReduction(acc, k01[0]));
     for (LoopRV l : {k01[1], cm[0], cn[0]}) TESSEL_RETURN_IF_ERROR(s->Unroll(l));
     TESSEL_ASSIGN_OR_RETURN(IntRV stages, rules::SampleUniform(s, {1, 2, 3, 4}, kStagesMax, 0));
-    TESSEL_RETURN_IF_ERROR(s->Annotate(k01[0], "software_pipeline", stages));
+    TESSEL_RETURN_IF_ERROR(s->Annotate(k01[0], kSoftwarePipeline, stages));
     // The fragments of the next k step loaded while this one's mma run (2: double-buffered).
     TESSEL_ASSIGN_OR_RETURN(IntRV frag_stages, rules::SampleUniform(s, {1, 2}, 2, 0));
-    TESSEL_RETURN_IF_ERROR(s->Annotate(k01[1], "software_pipeline", frag_stages));
+    TESSEL_RETURN_IF_ERROR(s->Annotate(k01[1], kSoftwarePipeline, frag_stages));
 
     // Operands: shared memory at k0, fragments at k1.
     TESSEL_ASSIGN_OR_RETURN(IntRV vec, rules::SampleUniform(s, {2, 4, 8}, 8));

@@ -41,8 +41,8 @@ Expr Value() { return MakeLoad(MakeBuffer("X", DType::kFloat32, {1}), {MakeInt(0
 
 TEST(LowerAllReduce, WarpReductionIsButterfliesInRegisters) {
   BufferPtr r = Local("r");
-  Kernel k = OneReduction(
-      {16, 1, 1}, MakeAllReduce(ReduceOp::kSum, Value(), r, ThreadTag::kThreadX, 16), r);
+  Kernel k = OneReduction({16, 1, 1},
+                          MakeAllReduce(ReduceOp::kSum, Value(), r, ThreadTag::kThreadX, 16), r);
   ASSERT_TRUE(LowerKernelAllReduces(&k, false).ok());
   EXPECT_EQ(ToString(k.body),
             "alloc local f32 r[1]\n"
@@ -61,8 +61,8 @@ TEST(LowerAllReduce, WarpReductionIsButterfliesInRegisters) {
 
 TEST(LowerAllReduce, BlockReductionGoesThroughTheScratchItSizes) {
   BufferPtr r = Local("r");
-  Kernel k = OneReduction(
-      {256, 2, 1}, MakeAllReduce(ReduceOp::kMax, Value(), r, ThreadTag::kThreadX, 256), r);
+  Kernel k = OneReduction({256, 2, 1},
+                          MakeAllReduce(ReduceOp::kMax, Value(), r, ThreadTag::kThreadX, 256), r);
   ASSERT_TRUE(LowerKernelAllReduces(&k, false).ok());
   const std::string ir = ToString(k.body);
   EXPECT_THAT(ir, HasSubstr("barrier  // earlier readers of the scratch are done\n"));
@@ -80,9 +80,9 @@ TEST(LowerAllReduce, BlockReductionGoesThroughTheScratchItSizes) {
 TEST(LowerAllReduce, UniformComponentsAreFoldedNotExchanged) {
   // Welford over 4 lanes of elements (1, x, 0): the count is 4 in every lane, never shuffled.
   BufferPtr n = Local("n"), mean = Local("mean"), m2 = Local("m2");
-  Stmt reduce = MakeAllReduce(WelfordCombiner(DType::kFloat32),
-                              {MakeFloat(1.0), Value(), MakeFloat(0.0)}, {n, mean, m2},
-                              ThreadTag::kThreadX, 4);
+  Stmt reduce =
+      MakeAllReduce(WelfordCombiner(DType::kFloat32), {MakeFloat(1.0), Value(), MakeFloat(0.0)},
+                    {n, mean, m2}, ThreadTag::kThreadX, 4);
   Kernel k = OneReduction({4, 1, 1}, MakeAllocate(mean, MakeAllocate(m2, reduce)), n);
   ASSERT_TRUE(LowerKernelAllReduces(&k, false).ok());
   const std::string ir = ToString(k.body);
@@ -94,8 +94,8 @@ TEST(LowerAllReduce, UniformComponentsAreFoldedNotExchanged) {
 
 TEST(LowerAllReduce, ClusterReductionReadsEveryRankThroughDistributedSharedMemory) {
   BufferPtr r = Local("r");
-  Kernel k = OneReduction(
-      {64, 1, 1}, MakeAllReduce(ReduceOp::kSum, Value(), r, ThreadTag::kClusterX, 4), r, 4);
+  Kernel k = OneReduction({64, 1, 1},
+                          MakeAllReduce(ReduceOp::kSum, Value(), r, ThreadTag::kClusterX, 4), r, 4);
   ASSERT_TRUE(LowerKernelAllReduces(&k, false).ok());
   const std::string ir = ToString(k.body);
   EXPECT_THAT(ir, HasSubstr("cluster_barrier\n"));

@@ -28,7 +28,8 @@ absl::StatusOr<BlockRV> Schedule::CacheRead(std::string tensor, const std::strin
   const char* prim = kCacheRead;
   MemScope ms;
   if (!ParseMemScope(scope, &ms) || ms == MemScope::kGlobal) {
-    return Invalid(prim, absl::StrCat("unknown cache scope '", scope, "'; use shared, local or fragment"));
+    return Invalid(
+        prim, absl::StrCat("unknown cache scope '", scope, "'; use shared, local or fragment"));
   }
   BufferPtr src;
   int insert_at = 0;
@@ -91,7 +92,8 @@ absl::StatusOr<BlockRV> Schedule::CacheWrite(BlockRV block, const std::string& s
   const char* prim = kCacheWrite;
   MemScope ms;
   if (!ParseMemScope(scope, &ms) || ms == MemScope::kGlobal) {
-    return Invalid(prim, absl::StrCat("unknown cache scope '", scope, "'; use shared, local or fragment"));
+    return Invalid(
+        prim, absl::StrCat("unknown cache scope '", scope, "'; use shared, local or fragment"));
   }
   auto st = MutableStage(block, prim);
   if (!st.ok()) return st.status();

@@ -70,7 +70,8 @@ absl::Status Schedule::SetScope(BlockRV block, const std::string& scope) {
   Stage* s = *st;
   MemScope ms;
   if (!ParseMemScope(scope, &ms)) {
-    return Invalid(prim, absl::StrCat("unknown scope '", scope, "'; use global, shared, local or fragment"));
+    return Invalid(
+        prim, absl::StrCat("unknown scope '", scope, "'; use global, shared, local or fragment"));
   }
   if (s->is_output && ms != MemScope::kGlobal) {
     return Precondition(

@@ -122,10 +122,8 @@ absl::Status Schedule::Tensorize(LoopRV loop, const std::string& intrin) {
                                                                      : ForKindName(iv.kind),
                                        "; the loops of an intrinsic stay serial"));
     }
-    for (const auto& [key, value] : iv.annotations) {
-      if (TensorizedBy(key)) {
-        return Precondition(kTensorize, absl::StrCat(desc, " is already tensorized"));
-      }
+    if (TensorizedBy(iv.annotations)) {
+      return Precondition(kTensorize, absl::StrCat(desc, " is already tensorized"));
     }
     // mma: m and n spatial, k a reduction; the others all spatial.
     const bool want_reduce = info->kind == TensorIntrin::kMma && i == 2;
