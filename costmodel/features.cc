@@ -84,7 +84,7 @@ struct Totals {
   double unrolled_loops = 0, max_unroll_product = 0, max_unroll_pragma = 0;
   double barriers_static = 0, barriers_per_thread = 0;
   // Tensor cores: mma.sync flops, cp.async bytes, the deepest software pipeline.
-  double tensor_flops = 0, async_copy_bytes = 0, pipeline_stages = 0;
+  double tensor_flops = 0, async_copy_bytes = 0, pipeline_stages = 0, pipeline_fetch_spread = 0;
   double max_depth = 0, loops = 0;
   double heaviest_store = -1, innermost_extent = 0;
   double max_shared_alloc = 0, max_local_alloc = 0;
@@ -213,6 +213,7 @@ class Walker {
   void VisitFor(const schedules::ForNode& n) {
     t_.pipeline_stages = std::max(
         t_.pipeline_stages, static_cast<double>(schedules::SoftwarePipelineStages(n.annotations)));
+    if (schedules::PipelineFetchSpread(n.annotations) > 0) t_.pipeline_fetch_spread = 1;
     const int64_t extent = ConstExtent(n.extent);
     bool counted = true;
     if (n.kind == ForKind::kThreadBinding && n.thread != ThreadTag::kVThread) {
@@ -644,7 +645,7 @@ const std::vector<std::string>& FeatureNames() {
         "log2_unrolled_loops", "log2_max_unroll_product", "log2_max_unroll_pragma",
         "log2_barriers_static", "log2_barriers_per_thread", "loop_depth", "log2_loops",
         "log2_innermost_extent", "log2_tensor_core_flops", "log2_async_copy_bytes",
-        "pipeline_stages"};
+        "pipeline_stages", "pipeline_fetch_spread"};
     for (int b = 0; b < kTopBuffers; ++b) {
       for (const char* f : kBufferFields) n.push_back("buf" + std::to_string(b) + "_" + f);
     }
@@ -763,6 +764,7 @@ Features ExtractFeatures(const schedules::Program& program, const schedules::Tar
   log(t.tensor_flops);
   log(t.async_copy_bytes);
   push(t.pipeline_stages);
+  push(t.pipeline_fetch_spread);
 
   // The global buffers by bytes touched (then program order): a fixed number of slots.
   std::vector<const BufferStats*> order;

@@ -50,11 +50,24 @@ const TensorIntrinInfo* TensorizedBy(
   return nullptr;
 }
 
-int64_t SoftwarePipelineStages(const std::vector<std::pair<std::string, int64_t>>& annotations) {
-  for (const auto& [key, value] : annotations) {
-    if (key == kSoftwarePipeline) return value;
+namespace {
+
+int64_t AnnotationValue(const std::vector<std::pair<std::string, int64_t>>& annotations,
+                        std::string_view key) {
+  for (const auto& [k, value] : annotations) {
+    if (k == key) return value;
   }
   return 0;
+}
+
+}  // namespace
+
+int64_t SoftwarePipelineStages(const std::vector<std::pair<std::string, int64_t>>& annotations) {
+  return AnnotationValue(annotations, kSoftwarePipeline);
+}
+
+int64_t PipelineFetchSpread(const std::vector<std::pair<std::string, int64_t>>& annotations) {
+  return AnnotationValue(annotations, kPipelineFetchSpread);
 }
 
 namespace {

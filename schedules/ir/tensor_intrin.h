@@ -65,6 +65,13 @@ const TensorIntrinInfo* TensorizedBy(
 inline constexpr char kSoftwarePipeline[] = "software_pipeline";
 // Its value among a loop's annotations (0 when absent).
 int64_t SoftwarePipelineStages(const std::vector<std::pair<std::string, int64_t>>& annotations);
+// The loop annotation that spreads the copies of the enclosing software pipeline's next stage
+// over this loop's iterations (1) instead of issuing them in one burst after the barrier (0 or
+// absent). Honoured on a loop of constant extent that every thread runs in the pipelined loop's
+// computation (reached through allocations and sequences only); elsewhere it has no effect.
+inline constexpr char kPipelineFetchSpread[] = "pipeline_fetch_spread";
+// Its value among a loop's annotations (0 when absent).
+int64_t PipelineFetchSpread(const std::vector<std::pair<std::string, int64_t>>& annotations);
 
 // ---- Calls left by lowering (CallNode names). Their arguments are Loads of the first element
 // of each operand (the printer passes its address) followed by plain values.

@@ -162,6 +162,10 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     // The fragments of the next k step loaded while this one's mma run (2: double-buffered).
     TESSEL_ASSIGN_OR_RETURN(IntRV frag_stages, rules::SampleUniform(s, {1, 2}, 2, 0));
     TESSEL_RETURN_IF_ERROR(s->Annotate(k01[1], kSoftwarePipeline, frag_stages));
+    // The next shared stage's copies issued in one burst after the barrier (0) or spread over
+    // the k steps (1).
+    TESSEL_ASSIGN_OR_RETURN(IntRV spread, rules::SampleUniform(s, {0, 1}, 1, 0));
+    TESSEL_RETURN_IF_ERROR(s->Annotate(k01[1], kPipelineFetchSpread, spread));
 
     // Operands: shared memory at k0, fragments at k1.
     TESSEL_ASSIGN_OR_RETURN(IntRV vec, rules::SampleUniform(s, {2, 4, 8}, 8));

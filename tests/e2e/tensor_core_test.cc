@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <regex>
+#include <set>
 
 #include "costmodel/features.h"
 #include "schedules/codegen/cuda_codegen.h"
@@ -70,6 +71,39 @@ TEST(TensorCore, PipelinedFetchesAreAsyncCopiesIntoSlots) {
   auto p = Lower(CudaTensorCoreMatmul(1, 3), CudaT());
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_THAT(ToString(*p), HasSubstr("alloc shared f16 A_shared[3, 32, "));
+}
+
+// pipeline_fetch_spread on the k-step loop: the next stage's copies issue a share per k step,
+// inside that loop, and the group is committed once after it.
+TEST(TensorCore, SpreadFetchIssuesTheCopiesOverTheKSteps) {
+  const std::string spec = "matmul(M=64, N=64, K=256, dtype=f16)";
+  int spread_seen = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    const std::string burst = CudaOf(CudaTensorCoreMatmul(seed, 3, true, spec, false));
+    const std::string spread = CudaOf(CudaTensorCoreMatmul(seed, 3, true, spec, true));
+    // The same copies either way.
+    auto count = [](const std::string& code, const std::string& what) {
+      size_t n = 0;
+      for (size_t at = code.find(what); at != std::string::npos; at = code.find(what, at + 1)) ++n;
+      return n;
+    };
+    EXPECT_EQ(count(burst, "tessel_cp_async_16("), count(spread, "tessel_cp_async_16("));
+    const bool two_steps = spread.find("for (int k_1 = 0; k_1 < 2; ++k_1)") != std::string::npos;
+    if (!two_steps) {
+      EXPECT_EQ(burst, spread) << "one k step: nothing to spread over";
+      continue;
+    }
+    ++spread_seen;
+    const size_t loop = spread.find("for (int k_1 = 0; k_1 < 2; ++k_1)");
+    const size_t first = spread.find("k_1 == 0)", loop);
+    const size_t second = spread.find("k_1 == 1)", loop);
+    const size_t commit = spread.find("tessel_cp_async_commit();", loop);
+    ASSERT_NE(first, std::string::npos) << spread;
+    ASSERT_NE(second, std::string::npos) << spread;
+    EXPECT_LT(second, commit) << "the commit follows the k steps\n" << spread;
+    EXPECT_NE(spread.find("tessel_cp_async_16(", first), std::string::npos);
+  }
+  EXPECT_GT(spread_seen, 0) << "no seed drew two k steps";
 }
 
 TEST(TensorCore, WriteBackIsVectorizedPerLane) {
@@ -150,6 +184,19 @@ TEST(TensorCore, CostModelFeaturesSeeTensorCoresAndThePipeline) {
   EXPECT_EQ(f1[at("log2_async_copy_bytes")], 0);  // one stage: synchronous fetches
   EXPECT_GT(f3[at("log2_async_copy_bytes")], 0);
   EXPECT_EQ(f3[at("pipeline_stages")], 3);
+  EXPECT_EQ(f3[at("pipeline_fetch_spread")], 0);
+  // Spread over two k steps (the seeds that draw them); nothing to spread over one.
+  const std::string spec = "matmul(M=64, N=64, K=256, dtype=f16)";
+  std::set<double> seen;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    auto spread = Lower(CudaTensorCoreMatmul(seed, 3, true, spec, true), CudaT());
+    ASSERT_TRUE(spread.ok()) << spread.status();
+    const bool two_steps = ToString(*spread).find("for k_1 in [0, 2)") != std::string::npos;
+    EXPECT_EQ(costmodel::ExtractFeatures(*spread, CudaT())[at("pipeline_fetch_spread")],
+              two_steps ? 1 : 0);
+    seen.insert(two_steps);
+  }
+  EXPECT_EQ(seen.size(), 2u);
 }
 
 // ---- The primitive's checks.

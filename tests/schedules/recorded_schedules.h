@@ -164,7 +164,8 @@ struct Recorded {
 inline Schedule CudaTensorCoreMatmul(uint64_t seed, int64_t stages = 3, bool tensorize_store = true,
                                      const std::string& spec =
                                          "matmul(M=64, N=64, K=64, "
-                                         "dtype=f16)") {
+                                         "dtype=f16)",
+                                     bool spread_fetch = false) {
   auto w = ParseWorkloadSpec(spec);
   if (!w.ok()) throw std::runtime_error(w.status().ToString());
   Schedule sch = NewSchedule(*w, seed);
@@ -200,6 +201,7 @@ inline Schedule CudaTensorCoreMatmul(uint64_t seed, int64_t stages = 3, bool ten
   check(sch.DecomposeReduction(acc, ck[0]));
   check(sch.Unroll(cn[0]));
   check(sch.Annotate(ck[0], "software_pipeline", stages));
+  if (spread_fetch) check(sch.Annotate(ck[1], "pipeline_fetch_spread", 1));
   for (const char* name : {"A", "B"}) {
     BlockRV sh = ValueOrDie(sch.CacheRead(name, "shared", {acc}));
     BlockRV fr = ValueOrDie(sch.CacheRead(sch.GetStage(sh).name, "fragment", {acc}));
