@@ -157,18 +157,22 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     TESSEL_RETURN_IF_ERROR(s->Reorder(corder));
     TESSEL_RETURN_IF_ERROR(s->DecomposeReduction(acc, k01[0]));
     for (LoopRV l : {k01[1], cm[0], cn[0]}) TESSEL_RETURN_IF_ERROR(s->Unroll(l));
-    TESSEL_ASSIGN_OR_RETURN(IntRV stages, rules::SampleUniform(s, {1, 2, 3, 4}, kStagesMax, 0));
+    // Priors (samples and mutations draw with them): deeper pipelines, double-buffered
+    // fragments, spread copies and 16-byte copies hide more latency and are usually faster; the
+    // other choices stay reachable for the shapes where they win.
+    TESSEL_ASSIGN_OR_RETURN(IntRV stages,
+                            rules::SampleWeighted(s, {1, 2, 3, 4}, {1, 2, 3, 3}, kStagesMax, 0));
     TESSEL_RETURN_IF_ERROR(s->Annotate(k01[0], kSoftwarePipeline, stages));
     // The fragments of the next k step loaded while this one's mma run (2: double-buffered).
-    TESSEL_ASSIGN_OR_RETURN(IntRV frag_stages, rules::SampleUniform(s, {1, 2}, 2, 0));
+    TESSEL_ASSIGN_OR_RETURN(IntRV frag_stages, rules::SampleWeighted(s, {1, 2}, {1, 2}, 2, 0));
     TESSEL_RETURN_IF_ERROR(s->Annotate(k01[1], kSoftwarePipeline, frag_stages));
     // The next shared stage's copies issued in one burst after the barrier (0) or spread over
     // the k steps (1).
-    TESSEL_ASSIGN_OR_RETURN(IntRV spread, rules::SampleUniform(s, {0, 1}, 1, 0));
+    TESSEL_ASSIGN_OR_RETURN(IntRV spread, rules::SampleWeighted(s, {0, 1}, {1, 2}, 1, 0));
     TESSEL_RETURN_IF_ERROR(s->Annotate(k01[1], kPipelineFetchSpread, spread));
 
     // Operands: shared memory at k0, fragments at k1.
-    TESSEL_ASSIGN_OR_RETURN(IntRV vec, rules::SampleUniform(s, {2, 4, 8}, 8));
+    TESSEL_ASSIGN_OR_RETURN(IntRV vec, rules::SampleWeighted(s, {2, 4, 8}, {1, 1, 2}, 8));
     // B fragments one 8-column tile or two (ldmatrix.x2 or .x4) at a time.
     TESSEL_ASSIGN_OR_RETURN(IntRV b_rows, rules::SampleUniform(s, {8, 16}, 16, 0));
     for (const Operand& op : ops) {

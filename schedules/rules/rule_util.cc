@@ -21,12 +21,29 @@ bool IsScheduled(const Stage& st) {
 
 absl::StatusOr<IntRV> SampleUniform(Schedule* s, std::vector<int64_t> values, int64_t max,
                                     std::optional<int64_t> decision) {
-  std::sort(values.begin(), values.end());
-  std::vector<int64_t> kept;
-  for (int64_t v : values) {
-    if (v <= max || kept.empty()) kept.push_back(v);
+  std::vector<double> weights(values.size(), 1.0);
+  return SampleWeighted(s, std::move(values), std::move(weights), max, decision);
+}
+
+absl::StatusOr<IntRV> SampleWeighted(Schedule* s, std::vector<int64_t> values,
+                                     std::vector<double> weights, int64_t max,
+                                     std::optional<int64_t> decision) {
+  std::vector<std::pair<int64_t, double>> vw;
+  for (size_t i = 0; i < values.size(); ++i) {
+    vw.emplace_back(values[i], i < weights.size() ? weights[i] : 1.0);
   }
-  std::vector<double> probs(kept.size(), 1.0 / static_cast<double>(kept.size()));
+  std::sort(vw.begin(), vw.end());
+  std::vector<int64_t> kept;
+  std::vector<double> probs;
+  double total = 0;
+  for (const auto& [v, w] : vw) {
+    if (v <= max || kept.empty()) {
+      kept.push_back(v);
+      probs.push_back(w);
+      total += w;
+    }
+  }
+  for (double& p : probs) p /= total;
   return s->SampleCategorical(kept, probs, decision);
 }
 

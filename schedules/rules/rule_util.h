@@ -22,6 +22,10 @@ bool IsScheduled(const Stage& st);
 // sketch itself is built with; samples draw it anew.
 absl::StatusOr<IntRV> SampleUniform(Schedule* s, std::vector<int64_t> values, int64_t max,
                                     std::optional<int64_t> decision = std::nullopt);
+// The same with a prior: value i drawn with probability weights[i] / (the kept values' sum).
+absl::StatusOr<IntRV> SampleWeighted(Schedule* s, std::vector<int64_t> values,
+                                     std::vector<double> weights, int64_t max,
+                                     std::optional<int64_t> decision = std::nullopt);
 // Powers of two from `lo` to `hi`.
 std::vector<int64_t> PowersOfTwo(int64_t lo, int64_t hi);
 // A sum over products of loads whose indices are affine in the loop variables (matmul, batch
