@@ -156,6 +156,8 @@ class NestBuilder {
   bool reduced_across_threads_ = false;  // two_pass = 2: acc_ holds the whole reduction's tuple
 
   Expr spatial_cond_, reduce_cond_;
+  // kPadTile: the positions in the domain, of a copy that zero-fills the others (null: all).
+  Expr pad_cond_;
   int cross_ = -1;    // leaf position of a thread-bound reduction loop
   int cluster_ = -1;  // leaf position of a cluster-bound reduction loop
   int first_reduce_ = -1, init_pos_ = -1;
@@ -268,6 +270,9 @@ void NestBuilder::BuildGuards() {
   const int naxes = static_cast<int>(s_.axes.size());
   const Analyzer& analyzer = state_.analyzer;
   const bool attached = s_.attach.kind == AttachPoint::Kind::kAt;
+  auto pad = s_.annotations.find(kPadTile);
+  const bool padded = pad != s_.annotations.end() && pad->second > 0 && attached &&
+                      state_.target.is_cuda() && !s_.is_output;
   for (const IterRelation& rel : s_.relations) {
     if (rel.kind != IterRelation::Kind::kSplit || rel.parent < s_.num_root()) continue;
     const IterVar& parent = s_.iters[rel.parent];
@@ -278,13 +283,17 @@ void NestBuilder::BuildGuards() {
   for (int r = 0; r < s_.num_root(); ++r) {
     Expr c = vals_[r] < b.root_extent[r];
     Expr& acc = r < naxes ? spatial_cond_ : reduce_cond_;
-    if (!analyzer.CanProve(c)) acc = MakeAnd(acc, c);
+    // Padded: the reduction runs over the whole last tile (its operands hold zeros past the
+    // extent); spatial positions keep their bound, which keeps the stores in the buffer.
+    if (!analyzer.CanProve(c) && !(padded && r >= naxes)) acc = MakeAnd(acc, c);
     if (r < naxes && attached) {
       int64_t lo = 0, hi = 0;
       const int64_t dim = s_.buffer->shape[r];
       if (!analyzer.ConstBounds(g_[r], &lo, &hi) || lo < 0 || hi >= dim) {
-        if (!(analyzer.ConstBounds(g_[r], &lo, &hi) && lo >= 0)) acc = MakeAnd(acc, g_[r] >= 0);
-        acc = MakeAnd(acc, g_[r] < dim);
+        // Padded: a shared copy selects zeros outside the domain; a fragment computes there.
+        Expr& cond = padded ? pad_cond_ : acc;
+        if (!(analyzer.ConstBounds(g_[r], &lo, &hi) && lo >= 0)) cond = MakeAnd(cond, g_[r] >= 0);
+        cond = MakeAnd(cond, g_[r] < dim);
       }
     }
   }
@@ -346,7 +355,14 @@ Stmt NestBuilder::InnermostStatement() {
                   MakeStore(acc_buf_, {MakeInt(0)},
                             ReduceCombine(*s_.reduce, acc, MakeCast(DType::kFloat64, value_))));
   }
-  if (!s_.reduce) return MakeIf(guard, MakeStore(out_, out_idx_, value_));
+  if (!s_.reduce) {
+    Expr value = value_;
+    if (pad_cond_ && s_.buffer->scope == MemScope::kShared) {
+      value = MakeSelect(pad_cond_, value,
+                         IsFloat(vt_) ? MakeFloat(0.0, vt_) : MakeInt(0, vt_));
+    }
+    return MakeIf(guard, MakeStore(out_, out_idx_, value));
+  }
   Expr cur = MakeLoad(out_, out_idx_);
   return MakeIf(guard, MakeStore(out_, out_idx_, ReduceCombine(*s_.reduce, cur, value_)));
 }

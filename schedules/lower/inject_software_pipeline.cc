@@ -139,13 +139,14 @@ class AsyncCopies : public StmtMutator {
     if (!st || st->buffer->scope != MemScope::kShared) return nullptr;
     Expr value = st->value;
     if (const auto* sel = As<SelectNode>(value)) {  // padding: zeros where the input is not
-      if (UsesVar(sel->cond, f.var.get()) || !IsImmediate(sel->false_value)) return nullptr;
+      Expr cond = UniformOverLanes(sel->cond, f.var.get(), lanes);
+      if (!cond || !IsImmediate(sel->false_value)) return nullptr;
       int64_t zero = 1;
       const auto* fz = As<FloatImmNode>(sel->false_value);
       if (!(fz && fz->value == 0.0) && !(IsConstInt(sel->false_value, &zero) && zero == 0)) {
         return nullptr;
       }
-      valid = MakeAnd(valid, sel->cond);
+      valid = MakeAnd(valid, cond);
       value = sel->true_value;
     }
     const auto* src = As<LoadNode>(value);

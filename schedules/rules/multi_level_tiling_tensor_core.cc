@@ -41,6 +41,7 @@ constexpr int64_t kStagesMax = 4;  // software pipeline stages
 // rows (m for A, n for B).
 struct Operand {
   std::string name;
+  int64_t contiguous_extent = 0;  // of the buffer's last (contiguous) axis
   int k_axis = -1;
   int row_axis = -1;
   bool is_a = false;
@@ -61,7 +62,7 @@ std::vector<Operand> OperandsOf(const Stage& st, const rules::GemmAxes& ga) {
   const VarNode* n = st.axes[ga.n].get();
   std::vector<Operand> out;
   for (const LoadNode* l : loads) {
-    Operand op{l->buffer->name};
+    Operand op{l->buffer->name, l->buffer->shape.back()};
     for (size_t d = 0; d < l->indices.size(); ++d) {
       const auto* v = As<VarNode>(l->indices[d]);
       if (!v) return {};  // plain axis variables only (no convolution taps)
@@ -93,16 +94,17 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     if (!out || out->buffer->shape != st->buffer->shape) return std::vector<Schedule>{};
     const rules::GemmAxes ga = rules::GemmAxesOf(*st);
     const std::vector<Operand> ops = OperandsOf(*st, ga);
-    if (ops.empty() || st->buffer->shape[ga.m] % 16 != 0 || st->buffer->shape[ga.n] % 8 != 0 ||
+    if (ops.empty() ||
         st->buffer->dtype == DType::kFloat64) {
       return std::vector<Schedule>{};
     }
     for (const Operand& op : ops) {
       // A computed operand (a padding stage) would need a fetch that computes it.
       if (sch.FindStage(op.name)) return std::vector<Schedule>{};
+      // Whole 16-byte vectors along the contiguous axis: a copy's lanes are then all in or
+      // all past the extent (tiles past M, N or K are zero-filled, kPadTile).
+      if (op.contiguous_extent % 8 != 0) return std::vector<Schedule>{};
     }
-    const int64_t k_extent = st->iters[st->axes.size()].extent;
-    if (k_extent % 16 != 0) return std::vector<Schedule>{};
     Schedule s = sch;
     TESSEL_RETURN_IF_ERROR(Cuda(&s, stage, ga, ops));
     // The CUDA-core sketch stays: MultiLevelTiling schedules the untouched copy.
@@ -156,6 +158,9 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     for (LoopRV l : {cm[0], cn[0], cm[1], cn[1], ck[1]}) corder.push_back(l);
     TESSEL_RETURN_IF_ERROR(s->Reorder(corder));
     TESSEL_RETURN_IF_ERROR(s->DecomposeReduction(acc, k01[0]));
+    // Tiles past M, N or K (shapes the tiles do not divide) are computed whole, on zeros; only
+    // the output stage's stores are guarded.
+    TESSEL_RETURN_IF_ERROR(s->Annotate(acc, kPadTile, 1));
     for (LoopRV l : {k01[1], cm[0], cn[0]}) TESSEL_RETURN_IF_ERROR(s->Unroll(l));
     // Priors (samples and mutations draw with them): deeper pipelines, double-buffered
     // fragments, spread copies and 16-byte copies hide more latency and are usually faster; the
@@ -174,10 +179,15 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     // Operands: shared memory at k0, fragments at k1.
     TESSEL_ASSIGN_OR_RETURN(IntRV vec, rules::SampleWeighted(s, {2, 4, 8}, {1, 1, 2}, 8));
     // B fragments one 8-column tile or two (ldmatrix.x2 or .x4) at a time.
-    TESSEL_ASSIGN_OR_RETURN(IntRV b_rows, rules::SampleUniform(s, {8, 16}, 16, 0));
+    // (Two only where the count of 8-column tiles is even: an odd count has odd warp tiles.)
+    const int64_t n_tiles = (s->GetStage(ob).buffer->shape[ga.n] + 7) / 8;
+    TESSEL_ASSIGN_OR_RETURN(IntRV b_rows,
+                            rules::SampleUniform(s, {8, 16}, n_tiles % 2 == 0 ? 16 : 8, 0));
     for (const Operand& op : ops) {
       TESSEL_ASSIGN_OR_RETURN(BlockRV sh, s->CacheRead(op.name, "shared", {acc}));
       TESSEL_ASSIGN_OR_RETURN(BlockRV fr, s->CacheRead(s->GetStage(sh).name, "fragment", {acc}));
+      TESSEL_RETURN_IF_ERROR(s->Annotate(sh, kPadTile, 1));
+      TESSEL_RETURN_IF_ERROR(s->Annotate(fr, kPadTile, 1));
       TESSEL_RETURN_IF_ERROR(s->ComputeAt(fr, k01[1]));
       TESSEL_RETURN_IF_ERROR(s->ComputeAt(sh, k01[0]));
       // Fragment: the row axis split into tiles; the tile's two loops innermost, in the

@@ -18,6 +18,13 @@
 
 namespace tessel::schedules {
 
+// Stage annotation (CUDA): the stage computes every position of its tile, unguarded, also
+// those outside its domain (a tile that does not divide the extent): a copy into shared memory
+// writes zeros there (its source is not read), others compute on what their inputs hold there.
+// Only for stages whose out-of-domain positions no one stores: fetches and fragments feeding a
+// tensor-core computation whose output stage keeps its guards.
+inline constexpr char kPadTile[] = "pad_tile";
+
 struct IterVar {
   VarPtr var;      // the loop variable (root iters: the tensor's axis variables)
   int64_t extent;  // loop extent (derived iters: from the relations; attached stages: region)
@@ -73,7 +80,7 @@ struct Stage {
   AttachPoint attach;
   std::vector<StorageAlign> aligns;
   int init_at = -1;  // decompose_reduction: the loop before which the init nest goes
-  std::map<std::string, int64_t> annotations;
+  std::map<std::string, int64_t> annotations;  // kPadTile, "auto_unroll_max_step", ...
   bool is_output = false;
   std::string origin;  // "compute", "cache_read", "cache_write", "rfactor"
   // A tuple reduction (fuse_reductions): `body` is tuple(v0, ..., vK-1) (TupleValues), the

@@ -150,6 +150,41 @@ TEST(TensorCore, BatchedTransposedBf16AndEpilogueLower) {
   }
 }
 
+// Shapes no tile divides (M, N, K not multiples of 16 or of the tiles): tensor-core samples
+// compute whole tiles on zero-filled operands (kPadTile) and guard only the output's stores.
+TEST(TensorCore, ShapesNoTileDividesRunOnTensorCores) {
+  for (const char* spec : {"matmul(M=1000, N=1000, K=1000, dtype=f16)",
+                           "matmul(M=77, N=3000, K=824, dtype=bf16, transpose_b=true)"}) {
+    SCOPED_TRACE(spec);
+    auto w = ParseWorkloadSpec(spec);
+    ASSERT_TRUE(w.ok()) << w.status();
+    auto space = SpaceGenerator::Create(*w, CudaT());
+    ASSERT_TRUE(space.ok()) << space.status();
+    int tc = 0, valid = 0, zero_filled = 0;
+    for (uint64_t seed = 1; seed <= 24; ++seed) {
+      auto c = space->Sample(seed);
+      if (!c.ok()) continue;
+      ++valid;
+      const std::string& code = c->source.code;
+      if (code.find("tessel_mma_m16n8k16") == std::string::npos) continue;
+      ++tc;
+      // An asynchronous copy whose validity is a bound (zero fill past the extent), not `true`.
+      zero_filled += std::regex_search(code, std::regex(R"(tessel_cp_async_\d+\([^\n]*< \d+\);)"));
+#ifdef TESSEL_HAVE_CUDA
+      if (tc <= 3 && worker::FindCudaIncludeDir().ok()) {
+        worker::NvrtcOptions o;
+        o.arch = "sm_90";
+        auto bin = worker::CompileCuda(c->source, o);
+        EXPECT_TRUE(bin.ok()) << bin.status() << "\n" << code;
+      }
+#endif
+    }
+    EXPECT_GE(valid, 22);
+    EXPECT_GE(tc, 4);
+    EXPECT_GT(zero_filled, 0);
+  }
+}
+
 #ifdef TESSEL_HAVE_CUDA
 TEST(TensorCore, KernelsCompileWithNvrtcForSm80AndSm90) {
   if (!worker::FindCudaIncludeDir().ok()) GTEST_SKIP() << "no CUDA include directory";

@@ -84,7 +84,11 @@ INSTANTIATE_TEST_SUITE_P(
                       "matmul(M=96, N=160, K=224, dtype=bf16, transpose_a=true)",
                       "matmul(M=64, N=256, K=64, dtype=f16, transpose_b=true)",
                       "matmul(M=32, N=64, K=96, batch=3, dtype=bf16)",
-                      "matmul_bias_gelu(M=128, N=256, K=96, dtype=f16)"),
+                      "matmul_bias_gelu(M=128, N=256, K=96, dtype=f16)",
+                      // Shapes no tile divides: zero-filled tails, guarded stores.
+                      "matmul(M=100, N=200, K=168, dtype=f16)",
+                      "matmul(M=77, N=120, K=104, dtype=bf16, transpose_b=true)",
+                      "matmul_bias_gelu(M=50, N=72, K=40, dtype=f16)"),
     SpecTestName);
 #endif
 
