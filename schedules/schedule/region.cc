@@ -270,12 +270,15 @@ class Inferencer {
       }
     }
     StageBound& b = bounds_[si];
+    // A padded stage (kPadTile) holds its consumers' whole tile, also past its extent.
+    auto pad = s.annotations.find(kPadTile);
+    const bool padded = pad != s.annotations.end() && pad->second > 0;
     for (int d = 0; d < naxes; ++d) {
       const int64_t dim = s.buffer->shape[d];
       int64_t extent = 0;
       if (unknown[d] || !region[d] ||
-          !IsConstInt(Simplify(region[d]->max - region[d]->min + 1), &extent) || extent >= dim ||
-          extent <= 0) {
+          !IsConstInt(Simplify(region[d]->max - region[d]->min + 1), &extent) ||
+          (extent >= dim && !(padded && extent > dim)) || extent <= 0) {
         b.root_min[d] = MakeInt(0);
         b.root_extent[d] = dim;
       } else {
