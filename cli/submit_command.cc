@@ -30,6 +30,7 @@ struct SubmitFlags {
   uint64_t seed = 0;
   int batch_size = 0;
   bool wait = false;
+  double reattach_s = 120;
 };
 
 int RunSubmit(const SubmitFlags& f) {
@@ -37,6 +38,7 @@ int RunSubmit(const SubmitFlags& f) {
     std::cerr << "tessel submit: " << s.message() << "\n";
     return 1;
   };
+  if (absl::Status s = CheckReattachSeconds(f.reattach_s); !s.ok()) return fail(s);
   proto::SubmitJobRequest request;
   for (const std::string& w : f.workloads) {
     absl::StatusOr<std::string> text = WorkloadArgumentText(w);
@@ -61,7 +63,12 @@ int RunSubmit(const SubmitFlags& f) {
   if (!job.ok()) return fail(job.status());
   std::cout << "job " << *job << " submitted to " << client->address() << "\n";
   if (!f.wait) return 0;
-  absl::StatusOr<proto::JobInfo> last = WaitForJob(*client, *job, std::cerr, isatty(2) != 0);
+  WaitOptions wait;
+  wait.command = "tessel submit";
+  wait.reattach_for = absl::Seconds(f.reattach_s);
+  wait.job_known = true;
+  absl::StatusOr<proto::JobInfo> last =
+      WaitForJob(*client, *job, std::cerr, isatty(2) != 0, wait);
   if (!last.ok()) return fail(last.status());
   PrintJob(std::cout, *last);
   return last->state() == proto::JOB_STATE_DONE ? 0 : 2;
@@ -92,6 +99,7 @@ void AddSubmitCommand(CLI::App& app) {
   cmd->add_option("--seed", f->seed, "Seed of the search (0: the server picks one)");
   cmd->add_option("--batch-size", f->batch_size, "Candidates per measure batch (0: the server's)");
   cmd->add_flag("--wait", f->wait, "Show progress until the job is finished, then its results");
+  AddReattachFlag(cmd, &f->reattach_s);
   cmd->callback([f]() { SetExitCode(RunSubmit(*f)); });
 }
 

@@ -25,6 +25,7 @@ struct TransportOptions {
   std::string tls_cert;  // PEM file: this client's certificate (a server that requires one)
   std::string tls_key;   // PEM file: its private key
   std::string token;     // sent with every call; empty: none
+  double timeout_s = 30;  // the client commands' deadline for a call (not for watching a job)
   bool Tls() const { return !tls_ca.empty() || !tls_cert.empty() || !tls_key.empty(); }
 };
 

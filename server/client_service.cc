@@ -97,19 +97,7 @@ grpc::Status ClientService::SubmitJob(grpc::ServerContext* context,
                                       proto::SubmitJobResponse* response) {
   absl::StatusOr<Principal> caller = auth_->Check(*context, kClientRoles, "submitting a job");
   if (!caller.ok()) return ToGrpc(caller.status());
-  JobRequest r;
-  r.submitted_by = caller->name;
-  r.workloads.assign(req->workloads().begin(), req->workloads().end());
-  r.target_kind = req->target().kind();
-  r.target_arch = req->target().arch();
-  r.trials_per_task = req->trials_per_task();
-  r.total_trials = req->total_trials();
-  r.time_budget_s = req->time_budget_s();
-  r.strategy = req->strategy();
-  r.priority = req->priority();
-  r.name = req->name();
-  r.seed = req->seed();
-  r.batch_size = req->batch_size();
+  const JobRequest r = JobRequestFromProto(*req, caller->name);
   absl::StatusOr<int64_t> id = jobs_->Submit(r);
   if (!id.ok()) return ToGrpc(id.status());
   response->set_job_id(*id);
@@ -160,9 +148,12 @@ grpc::Status ClientService::WatchJob(grpc::ServerContext* context,
     // Waits for a change, checking now and then whether the client or the server went away;
     // in-flight counts are sent at least every second.
     for (int i = 0; i < 4; ++i) {
-      if (context->IsCancelled() || stopped_) {
-        return grpc::Status(grpc::StatusCode::CANCELLED, "the watch ended");
+      if (stopped_) {
+        // UNAVAILABLE, as when the server is killed: a watching client may reattach.
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "the server is shutting down (the job resumes when it starts again)");
       }
+      if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "the watch ended");
       s = jobs_->WaitForChange(req->job_id(), seen, absl::Milliseconds(250));
       if (!s.ok()) return ToGrpc(s.status());
       if (s->version > seen || store::IsFinished(s->row.state)) break;

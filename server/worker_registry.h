@@ -34,6 +34,7 @@ struct OutgoingBatch {
   measure::TimingOptions timing;
   uint64_t verify_seed = 0;
   double timeout_s = 0;
+  double deadline_s = 0;  // the dispatcher's deadline for the batch (for the server's log)
 };
 
 // The sending side of one worker's stream. Threads: any; the implementation serializes writes.

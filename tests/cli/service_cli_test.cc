@@ -13,6 +13,8 @@
 #include <string>
 
 #include "tests/cli/cli_test_util.h"
+#include "tests/server/server_test_util.h"
+#include "tests/store/store_test_util.h"
 #include "tests/test_util.h"
 #include "tests/worker/worker_test_util.h"
 
@@ -20,6 +22,7 @@ namespace tessel::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A `tessel serve` on a free loopback port over a log in a temp dir, and one host worker.
 class Service {
@@ -50,6 +53,7 @@ class Service {
   const std::string& address() const { return address_; }
   std::string db() const { return dir_ + "/log.db"; }
   std::string Logs() const { return server_->Log() + "\n--- worker\n" + worker_->Log(); }
+  void SignalServer(int sig) { server_->Signal(sig); }
 
  private:
   std::string dir_;
@@ -125,10 +129,109 @@ TEST(ServiceCli, AServerThatIsNotThereIsNamedWithTheFix) {
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("no Tessel server answers at 127.0.0.1:1"));
   EXPECT_THAT(r.output, HasSubstr("tessel serve --db FILE --listen 127.0.0.1:1"));
+  CliResult timeout = RunTessel("jobs -s 127.0.0.1:1 --timeout 0");
+  EXPECT_EQ(timeout.status, 1);
+  EXPECT_THAT(timeout.output,
+              HasSubstr("tessel jobs: --timeout 0: give a positive number of seconds to wait"));
   CliResult addr = RunTessel("workers -s nonsense");
   EXPECT_EQ(addr.status, 1);
   EXPECT_THAT(addr.output, HasSubstr("tessel workers: "));
   EXPECT_THAT(addr.output, HasSubstr("nonsense"));
+}
+
+// Issue 20, point 8: a server that answers too slowly was reported as absent ("no Tessel server
+// answers"). A stopped server accepts connections but answers nothing: the client is told the
+// server is busy, with the deadline and the flag that raises it.
+TEST(ServiceCli, AServerTooSlowToAnswerIsCalledBusyNotAbsent) {
+  Service service;
+  ASSERT_FALSE(service.address().empty()) << service.Logs();
+  service.SignalServer(SIGSTOP);
+  CliResult slow = RunTessel("jobs -s " + service.address() + " --timeout 1");
+  service.SignalServer(SIGCONT);
+  EXPECT_EQ(slow.status, 1);
+  EXPECT_THAT(slow.output, HasSubstr("tessel jobs: the server at " + service.address() +
+                                     " is busy (deadline of 1 s exceeded): retry, or raise "
+                                     "--timeout"));
+  EXPECT_THAT(slow.output, Not(HasSubstr("no Tessel server answers")));
+  CliResult again = RunTessel("jobs -s " + service.address() + " --timeout 1");
+  EXPECT_EQ(again.status, 0) << again.output;
+  EXPECT_THAT(again.output, HasSubstr("no jobs"));
+}
+
+// Issue 20, point 8: `submit --wait` gave up when its server restarted (exit 1, "no Tessel server
+// answers") although the job completed. submit --wait and status --wait now reattach to the
+// same job, which the restarted server resumes from its log; one that may not wait that long
+// gives up saying how to follow the job again.
+TEST(ServiceCli, SubmitAndStatusWaitReattachAfterTheServerRestarts) {
+  const std::string dir = MakeTempDir("tessel_reattach");
+  const std::string db = dir + "/log.db";
+  std::string address;
+  auto serve = StartServe(db, "127.0.0.1:0", {"--batch-size", "2"}, dir + "/serve1.log", &address);
+  ASSERT_FALSE(address.empty()) << serve->Log();
+  auto worker = StartHostWorker(address, dir, "w", 1);
+  const std::string s = " -s " + address;
+  TesselProcess submit(
+      {"submit", "-s", address, "-w", "softmax(rows=8, cols=64)", "-t", "host", "--trials", "30",
+       "--batch-size", "2", "--seed", "5", "--wait"},
+      dir + "/submit.log");
+  auto records = [&] { return std::stoi("0" + RawQuery(db, "SELECT count(*) FROM records")); };
+  ASSERT_TRUE(WaitUntil([&] { return records() >= 2; }, absl::Seconds(30)))
+      << submit.Log() << serve->Log() << worker->Log();
+  TesselProcess status({"status", "1", "-s", address, "--wait"}, dir + "/status.log");
+  TesselProcess impatient({"status", "1", "-s", address, "--wait", "--reattach-s", "1"},
+                          dir + "/impatient.log");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return status.Log().find("trials") != std::string::npos &&
+               impatient.Log().find("trials") != std::string::npos;
+      },
+      absl::Seconds(20)))
+      << status.Log() << impatient.Log();
+  ASSERT_LT(records(), 30) << "the job ended before the restart";
+
+  serve->Signal(SIGKILL);
+  serve->Wait(absl::Seconds(5));
+  // Down for longer than the impatient watcher waits.
+  EXPECT_EQ(impatient.Wait(absl::Seconds(30)), 1) << impatient.Log();
+  serve = std::make_unique<TesselProcess>(
+      std::vector<std::string>{"serve", "--db", db, "--listen", address, "--batch-size", "2",
+                               "--min-repeats", "3", "--max-repeats", "3", "--min-total-ms", "0",
+                               "--no-flush"},
+      dir + "/serve2.log");
+  EXPECT_EQ(submit.Wait(absl::Seconds(120)), 0) << submit.Log() << serve->Log();
+  EXPECT_EQ(status.Wait(absl::Seconds(30)), 0) << status.Log();
+  const std::string lost = "lost the server at " + address +
+                           "; trying again for up to 120 s to follow job 1\n";
+  EXPECT_THAT(submit.Log(), HasSubstr("tessel submit: " + lost));
+  EXPECT_THAT(submit.Log(), HasSubstr("tessel submit: reattached to job 1 at " + address + "\n"));
+  EXPECT_THAT(submit.Log(), HasSubstr("30/30 trials"));
+  EXPECT_THAT(submit.Log(), HasSubstr("job 1: done"));
+  EXPECT_THAT(status.Log(), HasSubstr("tessel status: " + lost));
+  EXPECT_THAT(status.Log(), HasSubstr("tessel status: reattached to job 1 at " + address));
+  EXPECT_THAT(status.Log(), HasSubstr("job 1: done"));
+  EXPECT_THAT(impatient.Log(),
+              HasSubstr("tessel status: lost the server at " + address +
+                        "; trying again for up to 1 s to follow job 1"));
+  EXPECT_THAT(impatient.Log(),
+              HasSubstr("tessel status: no Tessel server answers at " + address));
+  EXPECT_THAT(impatient.Log(),
+              HasSubstr("; gave up following job 1 after 1 s: the job stays in the log and "
+                        "resumes when a server on it starts (`tessel status 1 --wait` follows it "
+                        "again)"));
+  EXPECT_EQ(records(), 30);
+}
+
+TEST(ServiceCli, ANegativeReattachTimeIsRefused) {
+  CliResult submit =
+      RunTessel("submit -s 127.0.0.1:1 -w 'softmax(rows=8, cols=64)' --trials 2 --wait "
+                "--reattach-s -1");
+  EXPECT_EQ(submit.status, 1);
+  EXPECT_THAT(submit.output,
+              HasSubstr("tessel submit: --reattach-s -1: give 0 (do not reattach) or more seconds"));
+  CliResult status = RunTessel("status 1 -s 127.0.0.1:1 --wait --reattach-s -1");
+  EXPECT_EQ(status.status, 1);
+  EXPECT_THAT(status.output,
+              HasSubstr("tessel status: --reattach-s -1: give 0 (do not reattach) or more seconds"));
 }
 
 }  // namespace
