@@ -63,6 +63,7 @@ std::string ProgressLine(const proto::JobInfo& job, int width) {
     }
   }
   absl::StrAppend(&line, "  ", JobStateName(job.state()));
+  if (!job.warning().empty()) absl::StrAppend(&line, "; warning: ", job.warning());
   return line;
 }
 
@@ -75,6 +76,7 @@ void PrintJob(std::ostream& out, const proto::JobInfo& job) {
       job.elapsed_s() > 0 ? 100 * job.search_s() / job.elapsed_s() : 0.0);
   if (!job.submitted_by().empty()) out << "  submitted by token '" << job.submitted_by() << "'\n";
   if (!job.error().empty()) out << "  error: " << job.error() << "\n";
+  if (!job.warning().empty()) out << "  warning: " << job.warning() << "\n";
   auto label = [](const proto::TaskInfo& t) {
     if (t.workload_spec().find('\n') != std::string::npos || t.workload_spec().empty()) {
       return absl::StrCat(t.workload_name(), " (key ", t.workload_key(), ")");
@@ -93,6 +95,9 @@ void PrintJob(std::ostream& out, const proto::JobInfo& job) {
         JobStateName(t.state()), t.trials_done(), t.trials_budget(), t.trials_ok(),
         t.best_ms() > 0 ? absl::StrFormat("%.4f", t.best_ms()) : std::string("-"),
         Rate(t.flops(), static_cast<double>(t.bytes()), t.best_ms()));
+  }
+  for (const proto::TaskInfo& t : job.tasks()) {
+    if (!t.note().empty()) out << "  task " << t.task_id() << " " << t.note() << "\n";
   }
 }
 

@@ -25,7 +25,8 @@ std::string Rate(double flops, double bytes, double ms);
 // and the time left. `width` is the bar's width in characters.
 std::string ProgressLine(const proto::JobInfo& job, int width = 24);
 
-// A job's header line and one row per task (workload, state, trials, ok, best ms, rate).
+// A job's header line (and its error or warning), one row per task (workload, state, trials, ok,
+// best ms, rate), and the notes of tasks that stopped short of their budget.
 void PrintJob(std::ostream& out, const proto::JobInfo& job);
 void PrintJobList(std::ostream& out, const proto::ListJobsResponse& jobs);
 void PrintWorkers(std::ostream& out, const proto::ListWorkersResponse& workers);

@@ -62,7 +62,14 @@ int RunSubmit(const SubmitFlags& f) {
   absl::StatusOr<int64_t> job = client->SubmitJob(request);
   if (!job.ok()) return fail(job.status());
   std::cout << "job " << *job << " submitted to " << client->address() << "\n";
-  if (!f.wait) return 0;
+  if (!f.wait) {
+    // A job no worker can serve waits silently otherwise.
+    absl::StatusOr<proto::JobInfo> info = client->GetJob(*job);
+    if (info.ok() && !info->warning().empty()) {
+      std::cerr << "tessel submit: warning: " << info->warning() << "\n";
+    }
+    return 0;
+  }
   WaitOptions wait;
   wait.command = "tessel submit";
   wait.reattach_for = absl::Seconds(f.reattach_s);

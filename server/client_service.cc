@@ -61,6 +61,7 @@ void ToProto(const JobStatus& s, proto::JobInfo* out) {
     ti->set_flops(t.flops);
     ti->set_bytes(t.bytes);
     ti->set_in_flight(t.in_flight);
+    ti->set_note(t.note);
     if (state == store::JobState::kQueued && t.in_flight > 0) state = store::JobState::kRunning;
   }
   out->set_state(ToProto(state));
@@ -77,6 +78,22 @@ void ToProto(const JobStatus& s, proto::JobInfo* out) {
 constexpr std::initializer_list<Role> kClientRoles = {Role::kClient, Role::kAdmin};
 
 }  // namespace
+
+void ClientService::Describe(const JobStatus& s, proto::JobInfo* out) const {
+  ToProto(s, out);
+  const store::JobRow& r = s.row;
+  if (store::IsFinished(r.state)) return;
+  const schedules::TargetKind kind =
+      r.target_kind == "cuda" ? schedules::TargetKind::kCuda : schedules::TargetKind::kHost;
+  if (registry_->AnyCanServe(kind, r.target_arch)) return;
+  out->set_warning(absl::StrCat(
+      "no connected worker can measure ", r.target_key, ": the job waits until one connects (",
+      kind == schedules::TargetKind::kCuda
+          ? absl::StrCat("tessel worker --server HOST:PORT on a machine with an ", r.target_arch,
+                         " GPU")
+          : std::string("tessel worker --server HOST:PORT --target host"),
+      ")"));
+}
 
 absl::StatusOr<JobStatus> ClientService::OwnJob(const Principal& caller, int64_t job_id,
                                                 absl::string_view action) {
@@ -110,7 +127,7 @@ grpc::Status ClientService::GetJob(grpc::ServerContext* context, const proto::Ge
   if (!caller.ok()) return ToGrpc(caller.status());
   absl::StatusOr<JobStatus> s = OwnJob(*caller, req->job_id(), "reading job");
   if (!s.ok()) return ToGrpc(s.status());
-  ToProto(*s, response);
+  Describe(*s, response);
   return grpc::Status::OK;
 }
 
@@ -124,7 +141,7 @@ grpc::Status ClientService::ListJobs(grpc::ServerContext* context,
   for (const JobStatus& j : *jobs) {
     // A client sees its own jobs only.
     if (caller->role == Role::kAdmin || j.row.submitted_by == caller->name) {
-      ToProto(j, response->add_jobs());
+      Describe(j, response->add_jobs());
     }
   }
   return grpc::Status::OK;
@@ -140,7 +157,7 @@ grpc::Status ClientService::WatchJob(grpc::ServerContext* context,
   constexpr absl::Duration kMinInterval = absl::Milliseconds(250);
   while (true) {
     proto::JobInfo info;
-    ToProto(*s, &info);
+    Describe(*s, &info);
     if (!writer->Write(info)) return grpc::Status::OK;  // the client went away
     if (store::IsFinished(s->row.state)) return grpc::Status::OK;
     const absl::Time next = absl::Now() + kMinInterval;
@@ -174,7 +191,7 @@ grpc::Status ClientService::CancelJob(grpc::ServerContext* context,
   }
   absl::StatusOr<JobStatus> s = jobs_->Cancel(req->job_id());
   if (!s.ok()) return ToGrpc(s.status());
-  ToProto(*s, response);
+  Describe(*s, response);
   return grpc::Status::OK;
 }
 

@@ -434,6 +434,11 @@ int64_t JobManager::TopUpLocked(Job& job, Task& task, int64_t limit) {
   }
   if (ps->empty()) {
     if (task.issued == task.done && queued == 0) {
+      if (task.done < task.row.trials_budget) {
+        task.note = absl::StrCat("stopped at ", task.done, " of ", task.row.trials_budget,
+                                 " trials: its design space has no new candidate (every "
+                                 "schedule it can make was measured)");
+      }
       FinishTaskLocked(job, task, store::JobState::kDone, "the design space has no new candidate");
     }
     return 0;
@@ -556,6 +561,7 @@ JobStatus JobManager::StatusLocked(Job& job) {
     ts.flops = t->workload.Flops();
     ts.bytes = t->workload.CompulsoryBytes();
     ts.in_flight = static_cast<int64_t>(dispatcher_->InFlight(t->row.id));
+    ts.note = t->note;
     s.trials_done += t->done;
     s.tasks.push_back(std::move(ts));
   }

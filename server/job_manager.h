@@ -67,6 +67,9 @@ struct TaskStatus {
   double flops = 0;
   int64_t bytes = 0;
   int64_t in_flight = 0;
+  // Why the task finished short of its budget, when it did because its design space has no new
+  // candidate (known for the tasks finished since the server started).
+  std::string note;
 };
 
 struct JobStatus {
@@ -120,6 +123,7 @@ class JobManager {
     int64_t done = 0;    // recorded
     int64_t ok = 0;
     double best_ms = 0;
+    std::string note;  // TaskStatus::note
   };
   struct Job {
     store::JobRow row;
