@@ -10,8 +10,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "schedules/space/candidate.h"
+#include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
-#include "schedules/workload/parser.h"
 #include "search/search_strategy.h"
 
 namespace tessel::server {

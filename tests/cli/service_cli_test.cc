@@ -221,6 +221,36 @@ TEST(ServiceCli, SubmitAndStatusWaitReattachAfterTheServerRestarts) {
   EXPECT_EQ(records(), 30);
 }
 
+// Issue 20, point 9: a CUDA job with no CUDA worker waited without a word. The job says what it
+// waits for, in submit and in status (and on submit --wait's progress line), while no connected worker can
+// measure its target; a host job, which the connected host worker serves, has no warning.
+TEST(ServiceCli, AJobNoConnectedWorkerCanMeasureSaysSo) {
+  Service service;
+  ASSERT_FALSE(service.address().empty()) << service.Logs();
+  const std::string s = " -s " + service.address();
+  const std::string warning =
+      "no connected worker can measure cuda -arch=sm_90: the job waits until one connects "
+      "(tessel worker --server HOST:PORT on a machine with an sm_90 GPU)";
+  CliResult submit =
+      RunTessel("submit" + s + " -w 'softmax(rows=8, cols=64)' -t cuda --arch sm_90 --trials 4");
+  ASSERT_EQ(submit.status, 0) << submit.output;
+  EXPECT_THAT(submit.output, HasSubstr("job 1 submitted to " + service.address()));
+  EXPECT_THAT(submit.output, HasSubstr("tessel submit: warning: " + warning));
+  CliResult status = RunTessel("status 1" + s);
+  EXPECT_EQ(status.status, 0) << status.output;
+  EXPECT_THAT(status.output, HasSubstr("\n  warning: " + warning + "\n"));
+  CliResult cancel = RunTessel("cancel 1" + s);
+  EXPECT_EQ(cancel.status, 0) << cancel.output;
+  EXPECT_THAT(cancel.output, Not(HasSubstr("warning")));  // finished: nothing to wait for
+  ASSERT_TRUE(WaitUntil(
+      [&] { return RunTessel("workers" + s).output.find("cli-test-worker") != std::string::npos; },
+      absl::Seconds(20)))
+      << service.Logs();
+  CliResult host = RunTessel("submit" + s + " -w 'softmax(rows=8, cols=64)' -t host --trials 2");
+  ASSERT_EQ(host.status, 0) << host.output;
+  EXPECT_THAT(host.output, Not(HasSubstr("warning")));
+}
+
 TEST(ServiceCli, ANegativeReattachTimeIsRefused) {
   CliResult submit =
       RunTessel("submit -s 127.0.0.1:1 -w 'softmax(rows=8, cols=64)' --trials 2 --wait "

@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/protocol.h"
+#include "server/dispatcher.h"
 #include "server/listen_address.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/server/server_test_util.h"
