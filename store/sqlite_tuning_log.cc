@@ -601,7 +601,7 @@ class SqliteTuningLog final : public TuningLog {
         Statement s,
         stmts_.Get(absl::StrCat("SELECT ", kRecordColumns,
                                 " FROM records WHERE workload_key = ? AND target_key = ? AND "
-                                "status = 'ok'")));
+                                "status = 'ok' ORDER BY id")));
     s.Bind(workload_key).Bind(target_key);
     int64_t n = 0;
     while (true) {
