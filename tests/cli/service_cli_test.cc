@@ -251,6 +251,28 @@ TEST(ServiceCli, AJobNoConnectedWorkerCanMeasureSaysSo) {
   EXPECT_THAT(host.output, Not(HasSubstr("warning")));
 }
 
+// Issue 20, point 9: `status` showed "done 64/240" without saying why the budget was not spent.
+// A task whose design space runs out says so under the task table.
+TEST(ServiceCli, ATaskWhoseDesignSpaceRanDrySaysSo) {
+  Service service;
+  ASSERT_FALSE(service.address().empty()) << service.Logs();
+  const std::string s = " -s " + service.address();
+  // A 1x1x1 matmul has a handful of schedules on the host.
+  CliResult submit = RunTessel("submit" + s +
+                               " -w 'matmul(M=1, N=1, K=1)' -t host --trials 200 --strategy "
+                               "random --seed 3 --wait");
+  ASSERT_EQ(submit.status, 0) << submit.output << service.Logs();
+  const std::regex note(
+      "\n  task 1 stopped at ([0-9]+) of 200 trials: its design space has no new candidate "
+      "\\(every schedule it can make was measured\\)\n");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(submit.output, m, note)) << submit.output;
+  EXPECT_LT(std::stoi(m[1]), 200);
+  EXPECT_THAT(submit.output, HasSubstr("job 1: done"));
+  CliResult status = RunTessel("status 1" + s);
+  EXPECT_TRUE(std::regex_search(status.output, note)) << status.output;
+}
+
 TEST(ServiceCli, ANegativeReattachTimeIsRefused) {
   CliResult submit =
       RunTessel("submit -s 127.0.0.1:1 -w 'softmax(rows=8, cols=64)' --trials 2 --wait "
