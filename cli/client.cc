@@ -38,8 +38,8 @@ absl::StatusOr<Client> Client::Connect(const std::string& address,
                                        proto::TransportOptions transport) {
   if (absl::Status s = proto::CheckServerAddress(address); !s.ok()) return s;
   if (!(transport.timeout_s > 0) || !std::isfinite(transport.timeout_s)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--timeout ", transport.timeout_s, ": give a positive number of seconds to wait"));
+    return absl::InvalidArgumentError(absl::StrCat("--timeout ", transport.timeout_s,
+                                                   ": give a positive number of seconds to wait"));
   }
   if (transport.token.empty()) transport.token = proto::TokenFromEnvironment();
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
@@ -75,8 +75,9 @@ absl::Status Client::FromGrpc(const grpc::Status& s) const {
 
 // Unary calls fail at once when nothing listens at the address, and give up after --timeout.
 void Client::Prepare(grpc::ClientContext* context) const {
-  context->set_deadline(std::chrono::system_clock::now() +
-                        std::chrono::microseconds(static_cast<int64_t>(transport_.timeout_s * 1e6)));
+  context->set_deadline(
+      std::chrono::system_clock::now() +
+      std::chrono::microseconds(static_cast<int64_t>(transport_.timeout_s * 1e6)));
   proto::AttachToken(transport_, context);
 }
 

@@ -28,9 +28,9 @@ void AddTransportFlags(CLI::App* cmd, proto::TransportOptions* transport);
 
 class Client {
  public:
-  // Checks `address` (HOST:PORT) and transport.timeout_s, and opens a channel, over TLS when `transport` says so (its
-  // files are read now); connecting happens at the first call. Every call carries the token:
-  // transport.token, else $TESSEL_TOKEN.
+  // Checks `address` (HOST:PORT) and transport.timeout_s, and opens a channel, over TLS when
+  // `transport` says so (its files are read now); connecting happens at the first call. Every call
+  // carries the token: transport.token, else $TESSEL_TOKEN.
   static absl::StatusOr<Client> Connect(const std::string& address,
                                         proto::TransportOptions transport = {});
 

@@ -71,10 +71,9 @@ void AddJobCommands(CLI::App& app) {
         WaitOptions wait;
         wait.command = "tessel status";
         wait.reattach_for = absl::Seconds(f->reattach_s);
-        absl::StatusOr<proto::JobInfo> job = f->wait
-                                                 ? WaitForJob(c, f->job_id, std::cerr,
-                                                              isatty(2) != 0, wait)
-                                                 : c.GetJob(f->job_id);
+        absl::StatusOr<proto::JobInfo> job =
+            f->wait ? WaitForJob(c, f->job_id, std::cerr, isatty(2) != 0, wait)
+                    : c.GetJob(f->job_id);
         if (!job.ok()) return job.status();
         PrintJob(std::cout, *job);
         return absl::OkStatus();

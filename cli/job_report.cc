@@ -148,8 +148,8 @@ void AddReattachFlag(CLI::App* cmd, double* seconds) {
 
 absl::Status CheckReattachSeconds(double seconds) {
   if (seconds >= 0 && std::isfinite(seconds)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--reattach-s ", seconds, ": give 0 (do not reattach) or more seconds"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--reattach-s ", seconds, ": give 0 (do not reattach) or more seconds"));
 }
 
 absl::StatusOr<proto::JobInfo> WaitForJob(const Client& client, int64_t job_id,
@@ -190,8 +190,8 @@ absl::StatusOr<proto::JobInfo> WaitForJob(const Client& client, int64_t job_id,
   };
   while (true) {
     absl::StatusOr<proto::JobInfo> last = client.WatchJob(job_id, show);
-    const bool retry =
-        !last.ok() && absl::IsUnavailable(last.status()) && seen && options.reattach_for > absl::ZeroDuration();
+    const bool retry = !last.ok() && absl::IsUnavailable(last.status()) && seen &&
+                       options.reattach_for > absl::ZeroDuration();
     if (!retry) {
       if (terminal && last_width > 0) progress << "\n";
       return last;

@@ -74,8 +74,7 @@ int RunSubmit(const SubmitFlags& f) {
   wait.command = "tessel submit";
   wait.reattach_for = absl::Seconds(f.reattach_s);
   wait.job_known = true;
-  absl::StatusOr<proto::JobInfo> last =
-      WaitForJob(*client, *job, std::cerr, isatty(2) != 0, wait);
+  absl::StatusOr<proto::JobInfo> last = WaitForJob(*client, *job, std::cerr, isatty(2) != 0, wait);
   if (!last.ok()) return fail(last.status());
   PrintJob(std::cout, *last);
   return last->state() == proto::JOB_STATE_DONE ? 0 : 2;

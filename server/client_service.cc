@@ -170,7 +170,8 @@ grpc::Status ClientService::WatchJob(grpc::ServerContext* context,
         return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                             "the server is shutting down (the job resumes when it starts again)");
       }
-      if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "the watch ended");
+      if (context->IsCancelled())
+        return grpc::Status(grpc::StatusCode::CANCELLED, "the watch ended");
       s = jobs_->WaitForChange(req->job_id(), seen, absl::Milliseconds(250));
       if (!s.ok()) return ToGrpc(s.status());
       if (s->version > seen || store::IsFinished(s->row.state)) break;

@@ -140,8 +140,8 @@ int Dispatcher::Dispatch() {
           b.unanswered[c.candidate_id] = std::move(c);
         }
         b.sent = b.unanswered.size();
-        const double deadline_s = BatchDeadlineS(
-            options_, held_s + static_cast<double>(b.sent) * b.expected_candidate_s);
+        const double deadline_s =
+            BatchDeadlineS(options_, held_s + static_cast<double>(b.sent) * b.expected_candidate_s);
         b.deadline_unix_ms = now + static_cast<int64_t>(deadline_s * 1000);
         out.deadline_s = deadline_s;
         t->last_served = ++serve_clock_;
@@ -157,9 +157,9 @@ int Dispatcher::Dispatch() {
     const bool ok = s.connection != nullptr && s.connection->SendBatch(s.batch);
     if (ok) {
       ++sent;
-      log_->Log(absl::StrFormat("batch %d: %d candidates to %s (deadline %.3g s)",
-                                s.batch.batch_id, s.batch.candidates.size(),
-                                registry_->NameOf(s.session), s.batch.deadline_s));
+      log_->Log(absl::StrFormat("batch %d: %d candidates to %s (deadline %.3g s)", s.batch.batch_id,
+                                s.batch.candidates.size(), registry_->NameOf(s.session),
+                                s.batch.deadline_s));
     } else {
       absl::MutexLock lock(&mu_);
       EndBatchLocked(s.batch.batch_id, "its worker's stream is gone");

@@ -95,10 +95,9 @@ absl::StatusOr<CheckedJob> CheckJobRequest(const JobRequest& request) {
         {"CUDA architecture", request.target_arch, "sm_80 or sm_90"},
         {"search strategy", request.strategy, "evolutionary, annealing or random"}}) {
     if (value.size() > kMaxNameBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("the ", field, " ('", ShortQuote(value),
-                                                     "') is ", value.size(),
-                                                     " bytes, longer than any known one: use ",
-                                                     known));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the ", field, " ('", ShortQuote(value), "') is ", value.size(),
+                       " bytes, longer than any known one: use ", known));
     }
   }
   if (request.target_kind.empty()) {

@@ -137,9 +137,9 @@ absl::Status ServerImpl::Start() {
     return absl::Status(
         s.code(), absl::StrCat("cannot resume the jobs of ", options_.db_path, ": ", s.message()));
   }
-  worker_service_ = std::make_unique<WorkerService>(registry_.get(), dispatcher_.get(), jobs_.get(),
-                                                    auth_.get(), options_.version, &events_,
-                                                    options_.max_worker_streams);
+  worker_service_ =
+      std::make_unique<WorkerService>(registry_.get(), dispatcher_.get(), jobs_.get(), auth_.get(),
+                                      options_.version, &events_, options_.max_worker_streams);
   client_service_ =
       std::make_unique<ClientService>(jobs_.get(), registry_.get(), log_.get(), auth_.get());
 

@@ -28,8 +28,8 @@ struct ServerOptions {
   // batch_deadline_s.
   double batch_deadline_s = 600;
   double batch_deadline_min_s = 30;
-  std::string version;                 // the Tessel release, sent to workers
-  bool quiet = false;                  // no log lines on stderr
+  std::string version;  // the Tessel release, sent to workers
+  bool quiet = false;   // no log lines on stderr
   // How workers time each candidate (sent with every batch) and the time limit per candidate
   // (0: the worker's default).
   measure::TimingOptions timing;

@@ -125,8 +125,8 @@ grpc::Status WorkerService::Connect(grpc::ServerContext* context, Stream* stream
       const std::string why = absl::StrCat(
           "the server has ", streams_, streams_ == 1 ? " worker stream" : " worker streams",
           " open, the most it takes "
-          "(--max-worker-streams ", max_streams_,
-          "): try again later, or raise --max-worker-streams on the server");
+          "(--max-worker-streams ",
+          max_streams_, "): try again later, or raise --max-worker-streams on the server");
       events_->Log(absl::StrCat("a worker stream from ", peer, " was refused: ", why));
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why);
     }

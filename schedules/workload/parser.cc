@@ -15,8 +15,8 @@
 #include "schedules/ir/dtype.h"
 #include "schedules/ir/expr.h"
 #include "schedules/util/check.h"
-#include "schedules/util/status_macros.h"
 #include "schedules/util/short_words.h"
+#include "schedules/util/status_macros.h"
 
 namespace tessel::schedules {
 

@@ -170,10 +170,9 @@ TEST(ServiceCli, SubmitAndStatusWaitReattachAfterTheServerRestarts) {
   ASSERT_FALSE(address.empty()) << serve->Log();
   auto worker = StartHostWorker(address, dir, "w", 1);
   const std::string s = " -s " + address;
-  TesselProcess submit(
-      {"submit", "-s", address, "-w", "softmax(rows=8, cols=64)", "-t", "host", "--trials", "30",
-       "--batch-size", "2", "--seed", "5", "--wait"},
-      dir + "/submit.log");
+  TesselProcess submit({"submit", "-s", address, "-w", "softmax(rows=8, cols=64)", "-t", "host",
+                        "--trials", "30", "--batch-size", "2", "--seed", "5", "--wait"},
+                       dir + "/submit.log");
   auto records = [&] { return std::stoi("0" + RawQuery(db, "SELECT count(*) FROM records")); };
   ASSERT_TRUE(WaitUntil([&] { return records() >= 2; }, absl::Seconds(30)))
       << submit.Log() << serve->Log() << worker->Log();
@@ -200,8 +199,8 @@ TEST(ServiceCli, SubmitAndStatusWaitReattachAfterTheServerRestarts) {
       dir + "/serve2.log");
   EXPECT_EQ(submit.Wait(absl::Seconds(120)), 0) << submit.Log() << serve->Log();
   EXPECT_EQ(status.Wait(absl::Seconds(30)), 0) << status.Log();
-  const std::string lost = "lost the server at " + address +
-                           "; trying again for up to 120 s to follow job 1\n";
+  const std::string lost =
+      "lost the server at " + address + "; trying again for up to 120 s to follow job 1\n";
   EXPECT_THAT(submit.Log(), HasSubstr("tessel submit: " + lost));
   EXPECT_THAT(submit.Log(), HasSubstr("tessel submit: reattached to job 1 at " + address + "\n"));
   EXPECT_THAT(submit.Log(), HasSubstr("30/30 trials"));
@@ -209,11 +208,9 @@ TEST(ServiceCli, SubmitAndStatusWaitReattachAfterTheServerRestarts) {
   EXPECT_THAT(status.Log(), HasSubstr("tessel status: " + lost));
   EXPECT_THAT(status.Log(), HasSubstr("tessel status: reattached to job 1 at " + address));
   EXPECT_THAT(status.Log(), HasSubstr("job 1: done"));
-  EXPECT_THAT(impatient.Log(),
-              HasSubstr("tessel status: lost the server at " + address +
-                        "; trying again for up to 1 s to follow job 1"));
-  EXPECT_THAT(impatient.Log(),
-              HasSubstr("tessel status: no Tessel server answers at " + address));
+  EXPECT_THAT(impatient.Log(), HasSubstr("tessel status: lost the server at " + address +
+                                         "; trying again for up to 1 s to follow job 1"));
+  EXPECT_THAT(impatient.Log(), HasSubstr("tessel status: no Tessel server answers at " + address));
   EXPECT_THAT(impatient.Log(),
               HasSubstr("; gave up following job 1 after 1 s: the job stays in the log and "
                         "resumes when a server on it starts (`tessel status 1 --wait` follows it "
@@ -222,8 +219,9 @@ TEST(ServiceCli, SubmitAndStatusWaitReattachAfterTheServerRestarts) {
 }
 
 // Issue 20, point 9: a CUDA job with no CUDA worker waited without a word. The job says what it
-// waits for, in submit and in status (and on submit --wait's progress line), while no connected worker can
-// measure its target; a host job, which the connected host worker serves, has no warning.
+// waits for, in submit and in status (and on submit --wait's progress line), while no connected
+// worker can measure its target; a host job, which the connected host worker serves, has no
+// warning.
 TEST(ServiceCli, AJobNoConnectedWorkerCanMeasureSaysSo) {
   Service service;
   ASSERT_FALSE(service.address().empty()) << service.Logs();
@@ -274,16 +272,18 @@ TEST(ServiceCli, ATaskWhoseDesignSpaceRanDrySaysSo) {
 }
 
 TEST(ServiceCli, ANegativeReattachTimeIsRefused) {
-  CliResult submit =
-      RunTessel("submit -s 127.0.0.1:1 -w 'softmax(rows=8, cols=64)' --trials 2 --wait "
-                "--reattach-s -1");
+  CliResult submit = RunTessel(
+      "submit -s 127.0.0.1:1 -w 'softmax(rows=8, cols=64)' --trials 2 --wait "
+      "--reattach-s -1");
   EXPECT_EQ(submit.status, 1);
-  EXPECT_THAT(submit.output,
-              HasSubstr("tessel submit: --reattach-s -1: give 0 (do not reattach) or more seconds"));
+  EXPECT_THAT(
+      submit.output,
+      HasSubstr("tessel submit: --reattach-s -1: give 0 (do not reattach) or more seconds"));
   CliResult status = RunTessel("status 1 -s 127.0.0.1:1 --wait --reattach-s -1");
   EXPECT_EQ(status.status, 1);
-  EXPECT_THAT(status.output,
-              HasSubstr("tessel status: --reattach-s -1: give 0 (do not reattach) or more seconds"));
+  EXPECT_THAT(
+      status.output,
+      HasSubstr("tessel status: --reattach-s -1: give 0 (do not reattach) or more seconds"));
 }
 
 }  // namespace

@@ -55,8 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   Require(!job->workloads.empty() && job->workloads.size() <= ts::kMaxWorkloadsPerJob,
           "an accepted job with no workload or too many");
-  Require(job->keys.size() == job->workloads.size() &&
-              job->budgets.size() == job->workloads.size(),
+  Require(job->keys.size() == job->workloads.size() && job->budgets.size() == job->workloads.size(),
           "keys and budgets do not match the workloads");
   Require(std::set<std::string>(job->keys.begin(), job->keys.end()).size() == job->keys.size(),
           "an accepted job lists a workload twice");

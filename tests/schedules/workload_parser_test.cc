@@ -560,8 +560,8 @@ TEST(WorkloadParser, AHugeTokenIsQuotedShortInTheError) {
                 std::string(74, 'z') + "...");
   absl::StatusOr<Target> t = MakeTarget(std::string(100000, 'k'), "");
   ASSERT_FALSE(t.ok());
-  EXPECT_EQ(t.status().message(), "unknown target '" + std::string(76, 'k') +
-                                      "... use --target cuda or --target host");
+  EXPECT_EQ(t.status().message(),
+            "unknown target '" + std::string(76, 'k') + "... use --target cuda or --target host");
 }
 
 TEST(ShortWords, OnlyWordsLongerThan80BytesAreCut) {

@@ -659,8 +659,8 @@ TEST(BatchDeadline, IsTheLeastPlusThreeTimesTheExpectedTimeUpToTheCeiling) {
 // connected (it is not the heartbeat check that frees its batch).
 TEST_F(ServerTest, ASilentWorkerLosesItsBatchAtADeadlineScaledToTheBatch) {
   std::string address;
-  auto serve = StartServe(db_, "127.0.0.1:0", {"--batch-deadline-min-s", "1"},
-                          dir_ + "/serve.log", &address);
+  auto serve = StartServe(db_, "127.0.0.1:0", {"--batch-deadline-min-s", "1"}, dir_ + "/serve.log",
+                          &address);
   ASSERT_FALSE(address.empty()) << serve->Log();
   client_ = Client(address);
   auto real = StartHostWorker(address, dir_, "real", 1);
@@ -705,7 +705,8 @@ TEST_F(ServerTest, ASilentWorkerLosesItsBatchAtADeadlineScaledToTheBatch) {
 
 TEST(ServeFlags, ALeastBatchDeadlineOverTheCeilingIsRefused) {
   const std::string dir = MakeTempDir("tessel_serve_flags");
-  CliResult r = RunTessel("serve --db " + dir + "/log.db --listen 127.0.0.1:0 "
+  CliResult r = RunTessel("serve --db " + dir +
+                          "/log.db --listen 127.0.0.1:0 "
                           "--batch-deadline-min-s 700");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output,
@@ -745,8 +746,8 @@ TEST_F(ServerTest, WorkerStreamsPastTheLimitAreRefusedNamingItUntilOneEnds) {
     EXPECT_EQ(s.error_message(), full);
   }
   auto w = StartHostWorker(server_->address(), dir_, "w");
-  ASSERT_TRUE(WaitUntil([&] { return w->Log().find(full) != std::string::npos; },
-                        absl::Seconds(10)))
+  ASSERT_TRUE(
+      WaitUntil([&] { return w->Log().find(full) != std::string::npos; }, absl::Seconds(10)))
       << w->Log();
   EXPECT_THAT(w->Log(), HasSubstr("the server at " + server_->address() +
                                   " takes no more workers now: " + full));

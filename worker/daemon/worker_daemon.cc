@@ -358,8 +358,8 @@ absl::Status Daemon::Session(bool* registered) {
               : ""));
     }
     if (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
-      Log(absl::StrCat("the server at ", options_.server, " takes no more workers now: ",
-                       st.error_message()));
+      Log(absl::StrCat("the server at ", options_.server,
+                       " takes no more workers now: ", st.error_message()));
       return absl::OkStatus();
     }
     const std::string hint = proto::TransportHint(options_.transport, st);
