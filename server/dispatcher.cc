@@ -204,11 +204,14 @@ std::optional<QueuedCandidate> Dispatcher::OnResult(uint64_t session, uint64_t b
   if (tit == tasks_.end()) return std::nullopt;
   Task& t = tit->second;
   // The time the worker spent on this candidate: since its previous result, or since it was
-  // sent this batch while holding nothing else.
+  // sent this batch while holding nothing else. A late answer (past the deadline) is not a
+  // measure of the task: its worker stalled.
   const int64_t now = absl::ToUnixMillis(absl::Now());
   if (auto p = progress_unix_ms_.find(session); p != progress_unix_ms_.end()) {
-    t.candidate_s.push_back(static_cast<double>(std::max<int64_t>(0, now - p->second)) / 1000);
-    if (t.candidate_s.size() > kTimedResults) t.candidate_s.pop_front();
+    if (!b.expired) {
+      t.candidate_s.push_back(static_cast<double>(std::max<int64_t>(0, now - p->second)) / 1000);
+      if (t.candidate_s.size() > kTimedResults) t.candidate_s.pop_front();
+    }
     p->second = now;
   }
   if (t.accepted.count(c.candidate_id) > 0) return std::nullopt;  // answered elsewhere already
