@@ -653,6 +653,43 @@ TEST(BatchDeadline, IsTheLeastPlusThreeTimesTheExpectedTimeUpToTheCeiling) {
   EXPECT_DOUBLE_EQ(server::BatchDeadlineS(o, 0.5), 2.5);
 }
 
+// The sending side of a worker stream that keeps what it is sent.
+class KeptBatches final : public server::WorkerConnection {
+ public:
+  bool SendBatch(const server::OutgoingBatch& batch) override {
+    sent.push_back(batch);
+    return true;
+  }
+  void Close() override {}
+  std::vector<server::OutgoingBatch> sent;
+};
+
+// A batch sent to a worker that holds another one is given time for both: the worker measures
+// its batches one after the other.
+TEST(BatchDeadline, ABatchBehindAnotherHasTimeForBoth) {
+  server::WorkerRegistry registry;
+  server::EventLog events(/*quiet=*/true);
+  server::DispatcherOptions o;  // 30 s at least, 3 x expected, 5 s a candidate before timings
+  server::Dispatcher dispatcher(&registry, o, &events);
+  auto connection = std::make_shared<KeptBatches>();
+  server::WorkerEntry entry;
+  entry.worker_id = "w";
+  entry.devices.push_back({});
+  const uint64_t session = registry.Add(entry, connection);
+  registry.AddCredits(session, 2);
+  server::TaskDispatch task;
+  task.task_id = 1;
+  task.batch_size = 2;
+  dispatcher.AddTask(task);
+  std::vector<server::QueuedCandidate> candidates;
+  for (uint64_t id = 1; id <= 4; ++id) candidates.push_back({1, id, "", nullptr, 0});
+  dispatcher.Enqueue(candidates);
+  EXPECT_EQ(dispatcher.Dispatch(), 2);
+  ASSERT_EQ(connection->sent.size(), 2u);
+  EXPECT_DOUBLE_EQ(connection->sent[0].deadline_s, 30 + 3 * (2 * 5));
+  EXPECT_DOUBLE_EQ(connection->sent[1].deadline_s, 30 + 3 * (2 * 5 + 2 * 5));
+}
+
 // Issue 20, point 5: a worker that takes a batch and never answers held it for the 600 s batch
 // deadline. The deadline is now scaled to the batch's expected time: the silent worker loses its
 // batch in seconds and a real worker finishes the job, while the heartbeats keep the silent one
