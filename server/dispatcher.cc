@@ -15,9 +15,15 @@ double BatchDeadlineS(const DispatcherOptions& options, double expected_s) {
                   options.batch_deadline_min_s + options.deadline_slack * expected_s);
 }
 
+double MeasuredCandidateS(const measure::Measurement& m) {
+  double ms = m.compile_ms + m.verify_ms;
+  for (double r : m.timings.repeats_ms) ms += r;
+  return ms / 1000;
+}
+
 double Dispatcher::ExpectedCandidateSLocked(const Task& t) const {
-  if (t.candidate_s.empty()) return options_.prior_candidate_s;
-  return *std::max_element(t.candidate_s.begin(), t.candidate_s.end());
+  if (!t.candidate_s.empty()) return *std::max_element(t.candidate_s.begin(), t.candidate_s.end());
+  return t.info.expected_candidate_s > 0 ? t.info.expected_candidate_s : options_.prior_candidate_s;
 }
 
 double Dispatcher::HeldSLocked(uint64_t session) {

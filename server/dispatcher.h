@@ -8,7 +8,8 @@
 // - Between jobs: strictly higher priority first; among equal priorities, the job served least
 //   recently (round-robin); within a job, its tasks round-robin likewise.
 // - An in-flight batch has a deadline, scaled to the time it is expected to take (BatchDeadlineS):
-//   the task's seconds per candidate, as measured between the results workers sent for it, times
+//   the task's seconds per candidate, as measured between the results workers sent for it
+//   (before the first: TaskDispatch::expected_candidate_s, else a prior of 5 s), times
 //   the candidates the worker holds (this batch's and those sent to it before). A worker that
 //   takes a batch and never answers loses it in about that time, not in the ceiling's 600 s.
 //   The unanswered candidates of a batch go back to the front of their task's queue when its
@@ -70,7 +71,14 @@ struct TaskDispatch {
   measure::TimingOptions timing;
   uint64_t verify_seed = 0;
   double timeout_s = 0;
+  // Seconds a candidate is expected to take before any is timed here (from the task's records
+  // in the log, when it resumes: MeasuredCandidateS); 0: DispatcherOptions::prior_candidate_s.
+  double expected_candidate_s = 0;
 };
+
+// What measuring `m` took the worker, as far as the measurement tells: compiling, verifying and
+// the timed repeats, in seconds.
+double MeasuredCandidateS(const measure::Measurement& m);
 
 struct QueuedCandidate {
   int64_t task_id = 0;
@@ -142,7 +150,7 @@ class Dispatcher {
   };
   static constexpr size_t kTimedResults = 16;
   // The seconds a candidate of `t` is expected to take: the longest of its timed results, or
-  // options_.prior_candidate_s before the first.
+  // before the first its info.expected_candidate_s, else options_.prior_candidate_s.
   double ExpectedCandidateSLocked(const Task& t) const;
   // What the worker of `session` is expected to spend on the candidates it holds unanswered.
   double HeldSLocked(uint64_t session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -204,6 +204,12 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
     d.timing = options_.timing;
     d.verify_seed = row.seed;
     d.timeout_s = options_.candidate_timeout_s;
+    // A resumed task's deadlines start from what its newest records took.
+    const size_t newest = std::min<size_t>(measured[i].size(), 16);
+    for (size_t k = measured[i].size() - newest; k < measured[i].size(); ++k) {
+      d.expected_candidate_s =
+          std::max(d.expected_candidate_s, MeasuredCandidateS(measured[i][k].measurement));
+    }
     if (!store::IsFinished(task->row.state)) dispatcher_->AddTask(std::move(d));
     job->tasks.push_back(std::move(task));
   }

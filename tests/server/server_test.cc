@@ -291,6 +291,16 @@ TEST_F(ServerTest, AKilledServerResumesItsJobWithoutLosingOrRecountingTrials) {
               HasSubstr(absl::StrCat("job ", job, " resumed with ", before.size(), " of 10")));
   ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(60)))
       << again->Log() << w->Log();
+  {
+    // The resumed task's first batch is given a deadline from what its records took, not from
+    // the 5 s a candidate assumed of a task never timed (30 + 3 x 2 x 5 = 60 s).
+    const std::string log = again->Log();
+    std::smatch m;
+    ASSERT_TRUE(
+        std::regex_search(log, m, std::regex("candidates to w \\(deadline ([0-9.e+-]+) s\\)")))
+        << log;
+    EXPECT_LT(std::stod(m[1]), 60.0) << log;
+  }
   const std::vector<store::Record> after = RecordsOfJob(db_, job);
   EXPECT_EQ(after.size(), 10u);
   std::map<int64_t, const store::Record*> by_id;
@@ -688,6 +698,31 @@ TEST(BatchDeadline, ABatchBehindAnotherHasTimeForBoth) {
   ASSERT_EQ(connection->sent.size(), 2u);
   EXPECT_DOUBLE_EQ(connection->sent[0].deadline_s, 30 + 3 * (2 * 5));
   EXPECT_DOUBLE_EQ(connection->sent[1].deadline_s, 30 + 3 * (2 * 5 + 2 * 5));
+}
+
+// A task resumed from the log starts from what its records took (compiling, verifying, the
+// repeats), not from the 5 s guess.
+TEST(BatchDeadline, AResumedTaskStartsFromItsRecordsTimes) {
+  measure::Measurement m;
+  m.compile_ms = 400;
+  m.verify_ms = 50;
+  m.timings = measure::MakeTimings({10, 20, 20});
+  EXPECT_DOUBLE_EQ(server::MeasuredCandidateS(m), 0.5);
+  server::WorkerRegistry registry;
+  server::EventLog events(/*quiet=*/true);
+  server::Dispatcher dispatcher(&registry, server::DispatcherOptions(), &events);
+  auto connection = std::make_shared<KeptBatches>();
+  server::WorkerEntry entry;
+  entry.devices.push_back({});
+  registry.AddCredits(registry.Add(entry, connection), 1);
+  server::TaskDispatch task;
+  task.task_id = 1;
+  task.batch_size = 4;
+  task.expected_candidate_s = server::MeasuredCandidateS(m);
+  dispatcher.AddTask(task);
+  dispatcher.Enqueue({{1, 1, "", nullptr, 0}, {1, 2, "", nullptr, 0}});
+  ASSERT_EQ(dispatcher.Dispatch(), 1);
+  EXPECT_DOUBLE_EQ(connection->sent[0].deadline_s, 30 + 3 * (2 * 0.5));
 }
 
 // Issue 20, point 5: a worker that takes a batch and never answers held it for the 600 s batch
