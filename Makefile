@@ -34,16 +34,17 @@ gpu-test: build
 # The libFuzzer targets of tests/fuzz, built with clang, AddressSanitizer and UBSan in
 # $(FUZZ_BUILD_DIR), each run for FUZZ_SECONDS on its seed corpus (new inputs go to
 # $(FUZZ_BUILD_DIR)/corpus/<target>, crashes to $(FUZZ_BUILD_DIR)/crash-*). Needs clang.
+# `make fuzz FUZZ_TARGETS=submit_job FUZZ_SECONDS=300` builds and runs one target.
 FUZZ_BUILD_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := workload_parser trace_replay candidate_file jsonl_import proto_convert
+FUZZ_TARGETS := workload_parser trace_replay candidate_file jsonl_import proto_convert submit_job
 
 fuzz: $(STAMP)
 	@command -v clang++ >/dev/null || { echo "make fuzz needs clang and libFuzzer: apt-get install \
 	  clang libclang-rt-14-dev libomp-dev" >&2; exit 1; }
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD_DIR) -DCMAKE_BUILD_TYPE=Debug -DTESSEL_FUZZ=ON \
 	  -DTESSEL_WITH_CUDA=OFF
-	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target tessel_fuzzers
+	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target $(addprefix tessel_fuzz_,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_BUILD_DIR)/corpus/$$t; \
 	  echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \

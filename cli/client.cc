@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -27,11 +28,19 @@ void AddTransportFlags(CLI::App* cmd, proto::TransportOptions* transport) {
   cmd->add_option("--tls-key", transport->tls_key, "The private key (PEM) of --tls-cert");
   cmd->add_option("--token", transport->token,
                   "The token to send (default: $TESSEL_TOKEN); tessel token create makes one");
+  cmd->add_option("--timeout", transport->timeout_s,
+                  "Seconds to wait for the server's answer to a call (a busy server may need "
+                  "more)")
+      ->capture_default_str();
 }
 
 absl::StatusOr<Client> Client::Connect(const std::string& address,
                                        proto::TransportOptions transport) {
   if (absl::Status s = proto::CheckServerAddress(address); !s.ok()) return s;
+  if (!(transport.timeout_s > 0) || !std::isfinite(transport.timeout_s)) {
+    return absl::InvalidArgumentError(absl::StrCat("--timeout ", transport.timeout_s,
+                                                   ": give a positive number of seconds to wait"));
+  }
   if (transport.token.empty()) transport.token = proto::TokenFromEnvironment();
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       proto::MakeChannelCredentials(transport);
@@ -46,9 +55,15 @@ absl::StatusOr<Client> Client::Connect(const std::string& address,
 
 absl::Status Client::FromGrpc(const grpc::Status& s) const {
   if (s.ok()) return absl::OkStatus();
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    const std::string hint = proto::TransportHint(transport_, s);
+  const std::string hint = proto::TransportHint(transport_, s);
+  if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    // Something answers at the address (else the call fails at once as UNAVAILABLE), but not
+    // in time.
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the server at ", address_, " is busy (deadline of ", transport_.timeout_s,
+        " s exceeded): retry, or raise --timeout", hint.empty() ? "" : absl::StrCat("; ", hint)));
+  }
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
     return absl::UnavailableError(
         absl::StrCat("no Tessel server answers at ", address_, " (", s.error_message(),
                      "); start one with `tessel serve --db FILE --listen ", address_,
@@ -58,9 +73,11 @@ absl::Status Client::FromGrpc(const grpc::Status& s) const {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
-// Unary calls fail at once when nothing listens at the address, and give up after 30 s.
+// Unary calls fail at once when nothing listens at the address, and give up after --timeout.
 void Client::Prepare(grpc::ClientContext* context) const {
-  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  context->set_deadline(
+      std::chrono::system_clock::now() +
+      std::chrono::microseconds(static_cast<int64_t>(transport_.timeout_s * 1e6)));
   proto::AttachToken(transport_, context);
 }
 

@@ -22,14 +22,15 @@ namespace tessel::cli {
 // 127.0.0.1:7070 (what `tessel serve` listens on by default).
 std::string DefaultServerAddress();
 
-// Adds --tls-ca, --tls-cert, --tls-key and --token to a command that talks to a server.
+// Adds --tls-ca, --tls-cert, --tls-key, --token and --timeout to a command that talks to a
+// server.
 void AddTransportFlags(CLI::App* cmd, proto::TransportOptions* transport);
 
 class Client {
  public:
-  // Checks `address` (HOST:PORT) and opens a channel, over TLS when `transport` says so (its
-  // files are read now); connecting happens at the first call. Every call carries the token:
-  // transport.token, else $TESSEL_TOKEN.
+  // Checks `address` (HOST:PORT) and transport.timeout_s, and opens a channel, over TLS when
+  // `transport` says so (its files are read now); connecting happens at the first call. Every call
+  // carries the token: transport.token, else $TESSEL_TOKEN.
   static absl::StatusOr<Client> Connect(const std::string& address,
                                         proto::TransportOptions transport = {});
 
@@ -50,9 +51,12 @@ class Client {
   Client(std::string address, proto::TransportOptions transport,
          std::shared_ptr<proto::Tessel::Stub> stub)
       : address_(std::move(address)), transport_(std::move(transport)), stub_(std::move(stub)) {}
-  // A gRPC status as an absl::Status; an unreachable server is named with the fix.
+  // A gRPC status as an absl::Status. UNAVAILABLE (nothing answers at the address: "no Tessel
+  // server answers at ADDR ...", with how to start one) and DEADLINE_EXCEEDED (something
+  // answers, not in time: "the server at ADDR is busy ...", retry or raise --timeout) keep their
+  // codes, each with its message.
   absl::Status FromGrpc(const grpc::Status& s) const;
-  // A deadline of 30 s and the token.
+  // The deadline (transport.timeout_s) and the token.
   void Prepare(grpc::ClientContext* context) const;
 
   std::string address_;

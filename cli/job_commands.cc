@@ -19,6 +19,7 @@ struct JobFlags {
   int64_t job_id = 0;
   bool unfinished = false;
   bool wait = false;
+  double reattach_s = 120;
 };
 
 // Runs `body` with a client for the flags' server; prints its error as "tessel CMD: message".
@@ -63,10 +64,16 @@ void AddJobCommands(CLI::App& app) {
         AddServerFlag(app.add_subcommand("status", "Show a job's tasks and progress"), f.get());
     cmd->add_option("job", f->job_id, "The job id (tessel jobs lists them)")->required();
     cmd->add_flag("--wait", f->wait, "Show progress until the job is finished");
+    AddReattachFlag(cmd, &f->reattach_s);
     cmd->callback([f]() {
       SetExitCode(WithClient("status", *f, [&](const Client& c) -> absl::Status {
+        if (absl::Status s = CheckReattachSeconds(f->reattach_s); !s.ok()) return s;
+        WaitOptions wait;
+        wait.command = "tessel status";
+        wait.reattach_for = absl::Seconds(f->reattach_s);
         absl::StatusOr<proto::JobInfo> job =
-            f->wait ? WaitForJob(c, f->job_id, std::cerr, isatty(2) != 0) : c.GetJob(f->job_id);
+            f->wait ? WaitForJob(c, f->job_id, std::cerr, isatty(2) != 0, wait)
+                    : c.GetJob(f->job_id);
         if (!job.ok()) return job.status();
         PrintJob(std::cout, *job);
         return absl::OkStatus();

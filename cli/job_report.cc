@@ -63,6 +63,7 @@ std::string ProgressLine(const proto::JobInfo& job, int width) {
     }
   }
   absl::StrAppend(&line, "  ", JobStateName(job.state()));
+  if (!job.warning().empty()) absl::StrAppend(&line, "; warning: ", job.warning());
   return line;
 }
 
@@ -75,6 +76,7 @@ void PrintJob(std::ostream& out, const proto::JobInfo& job) {
       job.elapsed_s() > 0 ? 100 * job.search_s() / job.elapsed_s() : 0.0);
   if (!job.submitted_by().empty()) out << "  submitted by token '" << job.submitted_by() << "'\n";
   if (!job.error().empty()) out << "  error: " << job.error() << "\n";
+  if (!job.warning().empty()) out << "  warning: " << job.warning() << "\n";
   auto label = [](const proto::TaskInfo& t) {
     if (t.workload_spec().find('\n') != std::string::npos || t.workload_spec().empty()) {
       return absl::StrCat(t.workload_name(), " (key ", t.workload_key(), ")");
@@ -93,6 +95,9 @@ void PrintJob(std::ostream& out, const proto::JobInfo& job) {
         JobStateName(t.state()), t.trials_done(), t.trials_budget(), t.trials_ok(),
         t.best_ms() > 0 ? absl::StrFormat("%.4f", t.best_ms()) : std::string("-"),
         Rate(t.flops(), static_cast<double>(t.bytes()), t.best_ms()));
+  }
+  for (const proto::TaskInfo& t : job.tasks()) {
+    if (!t.note().empty()) out << "  task " << t.task_id() << " " << t.note() << "\n";
   }
 }
 
@@ -134,11 +139,43 @@ void PrintWorkers(std::ostream& out, const proto::ListWorkersResponse& workers) 
   }
 }
 
+void AddReattachFlag(CLI::App* cmd, double* seconds) {
+  cmd->add_option("--reattach-s", *seconds,
+                  "With --wait: how long to keep trying to reach a server that went away (a "
+                  "restart resumes the job), 0: give up at once")
+      ->capture_default_str();
+}
+
+absl::Status CheckReattachSeconds(double seconds) {
+  if (seconds >= 0 && std::isfinite(seconds)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--reattach-s ", seconds, ": give 0 (do not reattach) or more seconds"));
+}
+
 absl::StatusOr<proto::JobInfo> WaitForJob(const Client& client, int64_t job_id,
-                                          std::ostream& progress, bool terminal) {
+                                          std::ostream& progress, bool terminal,
+                                          const WaitOptions& options) {
   absl::Time last_line = absl::InfinitePast();
   size_t last_width = 0;
+  bool seen = options.job_known;  // reattaching makes sense
+  absl::Time lost_at = absl::InfinitePast();
+  bool lost = false;
+  constexpr absl::Duration kFirstBackoff = absl::Milliseconds(200);
+  absl::Duration backoff = kFirstBackoff;
+  // A line of its own, after the progress line drawn in place.
+  auto say = [&](const std::string& line) {
+    if (terminal && last_width > 0) progress << "\n";
+    last_width = 0;
+    progress << options.command << ": " << line << "\n";
+    progress.flush();
+  };
   auto show = [&](const proto::JobInfo& job) {
+    seen = true;
+    if (lost) {
+      lost = false;
+      backoff = kFirstBackoff;
+      say(absl::StrCat("reattached to job ", job_id, " at ", client.address()));
+    }
     const std::string line = ProgressLine(job);
     if (terminal) {
       progress << "\r" << line;
@@ -151,9 +188,29 @@ absl::StatusOr<proto::JobInfo> WaitForJob(const Client& client, int64_t job_id,
       last_line = absl::Now();
     }
   };
-  absl::StatusOr<proto::JobInfo> last = client.WatchJob(job_id, show);
-  if (terminal && last_width > 0) progress << "\n";
-  return last;
+  while (true) {
+    absl::StatusOr<proto::JobInfo> last = client.WatchJob(job_id, show);
+    const bool retry = !last.ok() && absl::IsUnavailable(last.status()) && seen &&
+                       options.reattach_for > absl::ZeroDuration();
+    if (!retry) {
+      if (terminal && last_width > 0) progress << "\n";
+      return last;
+    }
+    if (!lost) {
+      lost = true;
+      lost_at = absl::Now();
+      say(absl::StrCat("lost the server at ", client.address(), "; trying again for up to ",
+                       absl::ToDoubleSeconds(options.reattach_for), " s to follow job ", job_id));
+    } else if (absl::Now() - lost_at >= options.reattach_for) {
+      return absl::UnavailableError(absl::StrCat(
+          last.status().message(), "; gave up following job ", job_id, " after ",
+          absl::ToDoubleSeconds(options.reattach_for),
+          " s: the job stays in the log and resumes when a server on it starts (`tessel status ",
+          job_id, " --wait` follows it again)"));
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(2));
+  }
 }
 
 }  // namespace tessel::cli

@@ -98,7 +98,16 @@ void AddServeCommand(CLI::App& app) {
                   "A worker stream that does not register by then is ended")
       ->capture_default_str();
   cmd->add_option("--batch-deadline-s", o.batch_deadline_s,
-                  "An unanswered batch is requeued after this long")
+                  "The longest a batch is given: an unanswered batch is requeued by its deadline, "
+                  "scaled to its expected time (3x the task's measured time per candidate times "
+                  "the candidates its worker holds, plus --batch-deadline-min-s) up to this")
+      ->capture_default_str();
+  cmd->add_option("--batch-deadline-min-s", o.batch_deadline_min_s,
+                  "The least a batch is given, on top of its expected time (compiling, starting)")
+      ->capture_default_str();
+  cmd->add_option("--max-worker-streams", o.max_worker_streams,
+                  "Worker streams open at once (each holds a server thread); more are refused "
+                  "until one ends")
       ->capture_default_str();
   cmd->add_option("--candidate-timeout-s", o.candidate_timeout_s,
                   "Time limit per candidate sent to workers (0: the worker's default)")

@@ -30,6 +30,7 @@ struct SubmitFlags {
   uint64_t seed = 0;
   int batch_size = 0;
   bool wait = false;
+  double reattach_s = 120;
 };
 
 int RunSubmit(const SubmitFlags& f) {
@@ -37,6 +38,7 @@ int RunSubmit(const SubmitFlags& f) {
     std::cerr << "tessel submit: " << s.message() << "\n";
     return 1;
   };
+  if (absl::Status s = CheckReattachSeconds(f.reattach_s); !s.ok()) return fail(s);
   proto::SubmitJobRequest request;
   for (const std::string& w : f.workloads) {
     absl::StatusOr<std::string> text = WorkloadArgumentText(w);
@@ -60,8 +62,19 @@ int RunSubmit(const SubmitFlags& f) {
   absl::StatusOr<int64_t> job = client->SubmitJob(request);
   if (!job.ok()) return fail(job.status());
   std::cout << "job " << *job << " submitted to " << client->address() << "\n";
-  if (!f.wait) return 0;
-  absl::StatusOr<proto::JobInfo> last = WaitForJob(*client, *job, std::cerr, isatty(2) != 0);
+  if (!f.wait) {
+    // A job no worker can serve waits silently otherwise.
+    absl::StatusOr<proto::JobInfo> info = client->GetJob(*job);
+    if (info.ok() && !info->warning().empty()) {
+      std::cerr << "tessel submit: warning: " << info->warning() << "\n";
+    }
+    return 0;
+  }
+  WaitOptions wait;
+  wait.command = "tessel submit";
+  wait.reattach_for = absl::Seconds(f.reattach_s);
+  wait.job_known = true;
+  absl::StatusOr<proto::JobInfo> last = WaitForJob(*client, *job, std::cerr, isatty(2) != 0, wait);
   if (!last.ok()) return fail(last.status());
   PrintJob(std::cout, *last);
   return last->state() == proto::JOB_STATE_DONE ? 0 : 2;
@@ -92,6 +105,7 @@ void AddSubmitCommand(CLI::App& app) {
   cmd->add_option("--seed", f->seed, "Seed of the search (0: the server picks one)");
   cmd->add_option("--batch-size", f->batch_size, "Candidates per measure batch (0: the server's)");
   cmd->add_flag("--wait", f->wait, "Show progress until the job is finished, then its results");
+  AddReattachFlag(cmd, &f->reattach_s);
   cmd->callback([f]() { SetExitCode(RunSubmit(*f)); });
 }
 

@@ -185,7 +185,10 @@ int RunTune(const TuneOptions& o) {
       }
     }
   });
-  absl::StatusOr<proto::JobInfo> last = WaitForJob(*client, *job, std::cerr, isatty(2) != 0);
+  WaitOptions wait;
+  wait.command = "tessel tune";
+  wait.reattach_for = absl::ZeroDuration();  // the server is this process's
+  absl::StatusOr<proto::JobInfo> last = WaitForJob(*client, *job, std::cerr, isatty(2) != 0, wait);
   done.store(true);
   watcher.join();
   if (!last.ok()) return finish(fail(last.status()));

@@ -21,10 +21,11 @@ inline constexpr char kAuthorizationKey[] = "authorization";
 inline constexpr char kBearerPrefix[] = "Bearer ";
 
 struct TransportOptions {
-  std::string tls_ca;    // PEM file: the CA of the server's certificate; set: TLS
-  std::string tls_cert;  // PEM file: this client's certificate (a server that requires one)
-  std::string tls_key;   // PEM file: its private key
-  std::string token;     // sent with every call; empty: none
+  std::string tls_ca;     // PEM file: the CA of the server's certificate; set: TLS
+  std::string tls_cert;   // PEM file: this client's certificate (a server that requires one)
+  std::string tls_key;    // PEM file: its private key
+  std::string token;      // sent with every call; empty: none
+  double timeout_s = 30;  // the client commands' deadline for a call (not for watching a job)
   bool Tls() const { return !tls_ca.empty() || !tls_cert.empty() || !tls_key.empty(); }
 };
 

@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "schedules/util/fnv1a.h"
+#include "schedules/util/short_words.h"
 #include "search/annealing_search.h"
 #include "search/evolutionary_search.h"
 #include "search/random_search.h"
@@ -17,9 +18,9 @@ absl::Status CheckStrategyName(const std::string& name) {
   for (const std::string& known : KnownStrategies()) {
     if (name == known) return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
+  return schedules::WithShortWords(absl::InvalidArgumentError(absl::StrCat(
       "unknown search strategy '", name, "': use one of ", absl::StrJoin(KnownStrategies(), ", "),
-      " (or leave it empty for the default, ", kDefaultStrategy, ")"));
+      " (or leave it empty for the default, ", kDefaultStrategy, ")")));
 }
 
 absl::StatusOr<std::unique_ptr<SearchStrategy>> MakeSearchStrategy(const std::string& name,

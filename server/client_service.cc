@@ -61,6 +61,7 @@ void ToProto(const JobStatus& s, proto::JobInfo* out) {
     ti->set_flops(t.flops);
     ti->set_bytes(t.bytes);
     ti->set_in_flight(t.in_flight);
+    ti->set_note(t.note);
     if (state == store::JobState::kQueued && t.in_flight > 0) state = store::JobState::kRunning;
   }
   out->set_state(ToProto(state));
@@ -77,6 +78,22 @@ void ToProto(const JobStatus& s, proto::JobInfo* out) {
 constexpr std::initializer_list<Role> kClientRoles = {Role::kClient, Role::kAdmin};
 
 }  // namespace
+
+void ClientService::Describe(const JobStatus& s, proto::JobInfo* out) const {
+  ToProto(s, out);
+  const store::JobRow& r = s.row;
+  if (store::IsFinished(r.state)) return;
+  const schedules::TargetKind kind =
+      r.target_kind == "cuda" ? schedules::TargetKind::kCuda : schedules::TargetKind::kHost;
+  if (registry_->AnyCanServe(kind, r.target_arch)) return;
+  out->set_warning(absl::StrCat(
+      "no connected worker can measure ", r.target_key, ": the job waits until one connects (",
+      kind == schedules::TargetKind::kCuda
+          ? absl::StrCat("tessel worker --server HOST:PORT on a machine with an ", r.target_arch,
+                         " GPU")
+          : std::string("tessel worker --server HOST:PORT --target host"),
+      ")"));
+}
 
 absl::StatusOr<JobStatus> ClientService::OwnJob(const Principal& caller, int64_t job_id,
                                                 absl::string_view action) {
@@ -97,19 +114,7 @@ grpc::Status ClientService::SubmitJob(grpc::ServerContext* context,
                                       proto::SubmitJobResponse* response) {
   absl::StatusOr<Principal> caller = auth_->Check(*context, kClientRoles, "submitting a job");
   if (!caller.ok()) return ToGrpc(caller.status());
-  JobRequest r;
-  r.submitted_by = caller->name;
-  r.workloads.assign(req->workloads().begin(), req->workloads().end());
-  r.target_kind = req->target().kind();
-  r.target_arch = req->target().arch();
-  r.trials_per_task = req->trials_per_task();
-  r.total_trials = req->total_trials();
-  r.time_budget_s = req->time_budget_s();
-  r.strategy = req->strategy();
-  r.priority = req->priority();
-  r.name = req->name();
-  r.seed = req->seed();
-  r.batch_size = req->batch_size();
+  const JobRequest r = JobRequestFromProto(*req, caller->name);
   absl::StatusOr<int64_t> id = jobs_->Submit(r);
   if (!id.ok()) return ToGrpc(id.status());
   response->set_job_id(*id);
@@ -122,7 +127,7 @@ grpc::Status ClientService::GetJob(grpc::ServerContext* context, const proto::Ge
   if (!caller.ok()) return ToGrpc(caller.status());
   absl::StatusOr<JobStatus> s = OwnJob(*caller, req->job_id(), "reading job");
   if (!s.ok()) return ToGrpc(s.status());
-  ToProto(*s, response);
+  Describe(*s, response);
   return grpc::Status::OK;
 }
 
@@ -136,7 +141,7 @@ grpc::Status ClientService::ListJobs(grpc::ServerContext* context,
   for (const JobStatus& j : *jobs) {
     // A client sees its own jobs only.
     if (caller->role == Role::kAdmin || j.row.submitted_by == caller->name) {
-      ToProto(j, response->add_jobs());
+      Describe(j, response->add_jobs());
     }
   }
   return grpc::Status::OK;
@@ -152,7 +157,7 @@ grpc::Status ClientService::WatchJob(grpc::ServerContext* context,
   constexpr absl::Duration kMinInterval = absl::Milliseconds(250);
   while (true) {
     proto::JobInfo info;
-    ToProto(*s, &info);
+    Describe(*s, &info);
     if (!writer->Write(info)) return grpc::Status::OK;  // the client went away
     if (store::IsFinished(s->row.state)) return grpc::Status::OK;
     const absl::Time next = absl::Now() + kMinInterval;
@@ -160,9 +165,13 @@ grpc::Status ClientService::WatchJob(grpc::ServerContext* context,
     // Waits for a change, checking now and then whether the client or the server went away;
     // in-flight counts are sent at least every second.
     for (int i = 0; i < 4; ++i) {
-      if (context->IsCancelled() || stopped_) {
-        return grpc::Status(grpc::StatusCode::CANCELLED, "the watch ended");
+      if (stopped_) {
+        // UNAVAILABLE, as when the server is killed: a watching client may reattach.
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "the server is shutting down (the job resumes when it starts again)");
       }
+      if (context->IsCancelled())
+        return grpc::Status(grpc::StatusCode::CANCELLED, "the watch ended");
       s = jobs_->WaitForChange(req->job_id(), seen, absl::Milliseconds(250));
       if (!s.ok()) return ToGrpc(s.status());
       if (s->version > seen || store::IsFinished(s->row.state)) break;
@@ -183,7 +192,7 @@ grpc::Status ClientService::CancelJob(grpc::ServerContext* context,
   }
   absl::StatusOr<JobStatus> s = jobs_->Cancel(req->job_id());
   if (!s.ok()) return ToGrpc(s.status());
-  ToProto(*s, response);
+  Describe(*s, response);
   return grpc::Status::OK;
 }
 

@@ -48,6 +48,9 @@ class ClientService final : public proto::Tessel::Service {
                            proto::ListWorkersResponse* response) override;
 
  private:
+  // The job as a client sees it; an unfinished job that no connected worker can serve says so
+  // in JobInfo.warning.
+  void Describe(const JobStatus& s, proto::JobInfo* out) const;
   // The job `job_id` when `caller` may see it: an admin any job, a client its own ones.
   absl::StatusOr<JobStatus> OwnJob(const Principal& caller, int64_t job_id,
                                    absl::string_view action);

@@ -4,10 +4,37 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace tessel::server {
+
+double BatchDeadlineS(const DispatcherOptions& options, double expected_s) {
+  return std::min(options.batch_deadline_s,
+                  options.batch_deadline_min_s + options.deadline_slack * expected_s);
+}
+
+double MeasuredCandidateS(const measure::Measurement& m) {
+  double ms = m.compile_ms + m.verify_ms;
+  for (double r : m.timings.repeats_ms) ms += r;
+  return ms / 1000;
+}
+
+double Dispatcher::ExpectedCandidateSLocked(const Task& t) const {
+  if (!t.candidate_s.empty()) return *std::max_element(t.candidate_s.begin(), t.candidate_s.end());
+  return t.info.expected_candidate_s > 0 ? t.info.expected_candidate_s : options_.prior_candidate_s;
+}
+
+double Dispatcher::HeldSLocked(uint64_t session) {
+  double held = 0;
+  for (const auto& [id, b] : batches_) {
+    if (b.session == session && !b.expired) {
+      held += static_cast<double>(b.unanswered.size()) * b.expected_candidate_s;
+    }
+  }
+  return held;
+}
 
 void Dispatcher::AddTask(TaskDispatch task) {
   absl::MutexLock lock(&mu_);
@@ -101,7 +128,10 @@ int Dispatcher::Dispatch() {
         b.batch_id = next_batch_id_++;
         b.session = w.session;
         b.task_id = t->info.task_id;
-        b.deadline_unix_ms = now + static_cast<int64_t>(options_.batch_deadline_s * 1000);
+        b.sent_unix_ms = now;
+        b.expected_candidate_s = ExpectedCandidateSLocked(*t);
+        const double held_s = HeldSLocked(w.session);
+        if (held_s == 0) progress_unix_ms_[w.session] = now;  // the worker starts on it now
         OutgoingBatch out;
         out.batch_id = b.batch_id;
         out.reference = t->info.reference;
@@ -115,6 +145,11 @@ int Dispatcher::Dispatch() {
           out.candidates.push_back({c.candidate_id, c.source});
           b.unanswered[c.candidate_id] = std::move(c);
         }
+        b.sent = b.unanswered.size();
+        const double deadline_s =
+            BatchDeadlineS(options_, held_s + static_cast<double>(b.sent) * b.expected_candidate_s);
+        b.deadline_unix_ms = now + static_cast<int64_t>(deadline_s * 1000);
+        out.deadline_s = deadline_s;
         t->last_served = ++serve_clock_;
         job_last_served_[t->info.job_id] = serve_clock_;
         batches_[b.batch_id] = std::move(b);
@@ -128,8 +163,9 @@ int Dispatcher::Dispatch() {
     const bool ok = s.connection != nullptr && s.connection->SendBatch(s.batch);
     if (ok) {
       ++sent;
-      log_->Log(absl::StrCat("batch ", s.batch.batch_id, ": ", s.batch.candidates.size(),
-                             " candidates to ", registry_->NameOf(s.session)));
+      log_->Log(absl::StrFormat("batch %d: %d candidates to %s (deadline %.3g s)", s.batch.batch_id,
+                                s.batch.candidates.size(), registry_->NameOf(s.session),
+                                s.batch.deadline_s));
     } else {
       absl::MutexLock lock(&mu_);
       EndBatchLocked(s.batch.batch_id, "its worker's stream is gone");
@@ -173,6 +209,17 @@ std::optional<QueuedCandidate> Dispatcher::OnResult(uint64_t session, uint64_t b
   auto tit = tasks_.find(c.task_id);
   if (tit == tasks_.end()) return std::nullopt;
   Task& t = tit->second;
+  // The time the worker spent on this candidate: since its previous result, or since it was
+  // sent this batch while holding nothing else. A late answer (past the deadline) is not a
+  // measure of the task: its worker stalled.
+  const int64_t now = absl::ToUnixMillis(absl::Now());
+  if (auto p = progress_unix_ms_.find(session); p != progress_unix_ms_.end()) {
+    if (!b.expired) {
+      t.candidate_s.push_back(static_cast<double>(std::max<int64_t>(0, now - p->second)) / 1000);
+      if (t.candidate_s.size() > kTimedResults) t.candidate_s.pop_front();
+    }
+    p->second = now;
+  }
   if (t.accepted.count(c.candidate_id) > 0) return std::nullopt;  // answered elsewhere already
   if (worker_error && ++c.attempts < options_.max_attempts && !t.removed) {
     RequeueLocked(std::move(c));
@@ -236,6 +283,7 @@ void Dispatcher::DropWorker(uint64_t session) {
     if (b.session == session) ids.push_back(id);
   }
   for (uint64_t id : ids) EndBatchLocked(id, "its worker is gone");
+  progress_unix_ms_.erase(session);
 }
 
 void Dispatcher::Tick(int64_t now_unix_ms) {
@@ -244,8 +292,13 @@ void Dispatcher::Tick(int64_t now_unix_ms) {
     if (b.expired || b.deadline_unix_ms > now_unix_ms) continue;
     b.expired = true;
     registry_->BatchEnded(b.session);
-    log_->Log(absl::StrCat("batch ", id, ": deadline passed, ", b.unanswered.size(),
-                           " unanswered candidates back to the queue"));
+    log_->Log(absl::StrFormat(
+        "batch %d: %s answered %d of its %d candidates within the batch's deadline of %.3g s "
+        "(about %.3g s a candidate expected): the %d unanswered go back to the queue for "
+        "another worker",
+        id, registry_->NameOf(b.session), b.sent - b.unanswered.size(), b.sent,
+        static_cast<double>(b.deadline_unix_ms - b.sent_unix_ms) / 1000, b.expected_candidate_s,
+        b.unanswered.size()));
     // Copies: a late result of the expired batch is still accepted once.
     for (const auto& [cid, c] : b.unanswered) RequeueLocked(c);
   }

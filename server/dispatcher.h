@@ -7,10 +7,15 @@
 //   left.
 // - Between jobs: strictly higher priority first; among equal priorities, the job served least
 //   recently (round-robin); within a job, its tasks round-robin likewise.
-// - An in-flight batch has a deadline. The unanswered candidates of a batch go back to the front
-//   of their task's queue when its worker disconnects or falls silent (DropWorker), returns them
-//   (OnReturned), ends the batch without answering them (OnBatchDone) or misses the deadline
-//   (Tick).
+// - An in-flight batch has a deadline, scaled to the time it is expected to take (BatchDeadlineS):
+//   the task's seconds per candidate, as measured between the results workers sent for it
+//   (before the first: TaskDispatch::expected_candidate_s, else a prior of 5 s), times
+//   the candidates the worker holds (this batch's and those sent to it before). A worker that
+//   takes a batch and never answers loses it in about that time, not in the ceiling's 600 s.
+//   The unanswered candidates of a batch go back to the front of their task's queue when its
+//   worker disconnects or falls silent (DropWorker), returns them (OnReturned), ends the batch
+//   without answering them (OnBatchDone) or misses the deadline (Tick). The credit the batch
+//   took stays taken: a worker that never answers gets no more work.
 // - A result is accepted once per (task, candidate): a second result for a candidate already
 //   accepted (a late answer after a requeue) is dropped, so nothing is counted twice. A
 //   worker_error result (not the candidate's fault) is requeued up to max_attempts times.
@@ -39,9 +44,20 @@
 namespace tessel::server {
 
 struct DispatcherOptions {
+  // A batch's deadline: batch_deadline_min_s (room to compile and start) plus deadline_slack
+  // times its expected measuring time, at most batch_deadline_s.
   double batch_deadline_s = 600;
+  double batch_deadline_min_s = 30;
+  double deadline_slack = 3;
+  // Seconds per candidate expected of a task none of whose candidates has been timed yet.
+  double prior_candidate_s = 5;
   int max_attempts = 3;  // worker_error results before the error is accepted as the result
 };
+
+// The deadline, in seconds from its sending, of a batch whose worker is expected to spend
+// `expected_s` on it and on what it holds already: min(batch_deadline_s, batch_deadline_min_s +
+// deadline_slack * expected_s).
+double BatchDeadlineS(const DispatcherOptions& options, double expected_s);
 
 // What the dispatcher knows of a task.
 struct TaskDispatch {
@@ -55,7 +71,14 @@ struct TaskDispatch {
   measure::TimingOptions timing;
   uint64_t verify_seed = 0;
   double timeout_s = 0;
+  // Seconds a candidate is expected to take before any is timed here (from the task's records
+  // in the log, when it resumes: MeasuredCandidateS); 0: DispatcherOptions::prior_candidate_s.
+  double expected_candidate_s = 0;
 };
+
+// What measuring `m` took the worker, as far as the measurement tells: compiling, verifying and
+// the timed repeats, in seconds.
+double MeasuredCandidateS(const measure::Measurement& m);
 
 struct QueuedCandidate {
   int64_t task_id = 0;
@@ -106,8 +129,11 @@ class Dispatcher {
     uint64_t batch_id = 0;
     uint64_t session = 0;
     int64_t task_id = 0;
+    int64_t sent_unix_ms = 0;
     int64_t deadline_unix_ms = 0;
-    bool expired = false;  // requeued at its deadline; kept for late results
+    double expected_candidate_s = 0;  // the task's estimate when the batch was sent
+    size_t sent = 0;                  // candidates sent
+    bool expired = false;             // requeued at its deadline; kept for late results
     std::map<uint64_t, QueuedCandidate> unanswered;
   };
   struct Task {
@@ -117,7 +143,17 @@ class Dispatcher {
     int64_t recording = 0;  // accepted, not yet Recorded
     uint64_t last_served = 0;
     bool removed = false;
+    // Seconds between a worker's consecutive results when the later one is of this task (or
+    // between the sending of a batch to an idle worker and its first result): the newest
+    // kTimedResults.
+    std::deque<double> candidate_s;
   };
+  static constexpr size_t kTimedResults = 16;
+  // The seconds a candidate of `t` is expected to take: the longest of its timed results, or
+  // before the first its info.expected_candidate_s, else options_.prior_candidate_s.
+  double ExpectedCandidateSLocked(const Task& t) const;
+  // What the worker of `session` is expected to spend on the candidates it holds unanswered.
+  double HeldSLocked(uint64_t session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequeueLocked(QueuedCandidate c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requeues what `b` has unanswered and forgets it; `why` for the log.
   void EndBatchLocked(uint64_t batch_id, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -133,6 +169,9 @@ class Dispatcher {
   std::map<uint64_t, Batch> batches_ ABSL_GUARDED_BY(mu_);
   uint64_t next_batch_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t serve_clock_ ABSL_GUARDED_BY(mu_) = 0;
+  // When each worker last made progress: its last result, or the sending of a batch when it
+  // held nothing unanswered.
+  std::map<uint64_t, int64_t> progress_unix_ms_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tessel::server

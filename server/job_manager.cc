@@ -24,12 +24,6 @@ namespace {
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
-std::string Shorten(const std::string& text) {
-  std::string one = text.substr(0, text.find('\n'));
-  if (one.size() > 80) one = one.substr(0, 77) + "...";
-  return one;
-}
-
 }  // namespace
 
 JobManager::JobManager(store::TuningLog* log, Dispatcher* dispatcher, JobManagerOptions options,
@@ -210,6 +204,12 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
     d.timing = options_.timing;
     d.verify_seed = row.seed;
     d.timeout_s = options_.candidate_timeout_s;
+    // A resumed task's deadlines start from what its newest records took.
+    const size_t newest = std::min<size_t>(measured[i].size(), 16);
+    for (size_t k = measured[i].size() - newest; k < measured[i].size(); ++k) {
+      d.expected_candidate_s =
+          std::max(d.expected_candidate_s, MeasuredCandidateS(measured[i][k].measurement));
+    }
     if (!store::IsFinished(task->row.state)) dispatcher_->AddTask(std::move(d));
     job->tasks.push_back(std::move(task));
   }
@@ -230,122 +230,12 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
 
 absl::StatusOr<int64_t> JobManager::Submit(const JobRequest& request) {
   // Validate everything first: a refused request stores nothing.
-  if (request.workloads.empty()) {
-    return absl::InvalidArgumentError(
-        "the job lists no workload: pass at least one, e.g. \"matmul(M=1024, N=1024, K=1024)\"");
-  }
-  if (request.workloads.size() > kMaxWorkloadsPerJob) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the job lists ", request.workloads.size(),
-                     " workloads, more than the most one job may list (", kMaxWorkloadsPerJob,
-                     "): split them over several jobs"));
-  }
-  if (request.name.size() > kMaxJobNameBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the job name ('", Shorten(request.name), "') is ", request.name.size(),
-        " bytes, more than the most a name may have (", kMaxJobNameBytes, "): give a shorter one"));
-  }
-  std::vector<schedules::Workload> workloads;
-  std::vector<std::string> keys;
-  for (size_t i = 0; i < request.workloads.size(); ++i) {
-    const std::string& text = request.workloads[i];
-    if (text.size() > kMaxWorkloadBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("workload ", i + 1, " ('", Shorten(text), "') is ", text.size(),
-                       " bytes, more than the most a workload text may have (", kMaxWorkloadBytes,
-                       "): give a spec or a definition of its tensors and statements only"));
-    }
-    if (absl::StripAsciiWhitespace(text).empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("workload ", i + 1,
-                       " is empty: pass a spec such as \"softmax(rows=4096, cols=4096)\" "
-                       "or a definition in the text format"));
-    }
-    absl::StatusOr<schedules::Workload> w = schedules::ParseWorkloadText(text);
-    if (!w.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("workload ", i + 1, " ('", Shorten(text), "'): ", w.status().message()));
-    }
-    const std::string key = schedules::WorkloadKey(*w);
-    for (size_t j = 0; j < keys.size(); ++j) {
-      if (keys[j] == key) {
-        return absl::InvalidArgumentError(absl::StrCat("workloads ", j + 1, " and ", i + 1,
-                                                       " are the same workload (key ", key,
-                                                       "): list each workload once"));
-      }
-    }
-    keys.push_back(key);
-    workloads.push_back(std::move(*w));
-  }
-  if (request.target_kind.empty()) {
-    return absl::InvalidArgumentError("the job has no target: set the target to host or cuda");
-  }
-  absl::StatusOr<schedules::Target> target =
-      schedules::MakeTarget(request.target_kind, request.target_arch);
-  if (!target.ok()) return target.status();
-  if (request.trials_per_task < 0 || request.total_trials < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a negative trial budget (trials per task ", request.trials_per_task,
-                     ", total ", request.total_trials, "): give a positive number of trials"));
-  }
-  if (request.trials_per_task == 0 && request.total_trials == 0) {
-    return absl::InvalidArgumentError(
-        "the job has a zero trial budget: set the trials per task (e.g. --trials 64) or the "
-        "total trials to a positive number");
-  }
-  if (request.trials_per_task > kMaxTrials || request.total_trials > kMaxTrials) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a trial budget of ", std::max(request.trials_per_task, request.total_trials),
-        " is more than the most a job may ask for (", kMaxTrials, "): give fewer trials"));
-  }
-  if (!std::isfinite(request.time_budget_s) || request.time_budget_s < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("time budget ", request.time_budget_s,
-                     " s is not a positive number of seconds: give one, or 0 for no time limit"));
-  }
-  if (request.batch_size < 0 || request.batch_size > kMaxBatchSize) {
-    return absl::InvalidArgumentError(absl::StrCat("batch size ", request.batch_size,
-                                                   " is out of range: give 1 to ", kMaxBatchSize,
-                                                   ", or 0 for the server's default"));
-  }
-  if (absl::Status s = search::CheckStrategyName(request.strategy); !s.ok()) return s;
-  const int64_t n = static_cast<int64_t>(workloads.size());
-  std::vector<int64_t> budgets(workloads.size());
-  if (request.total_trials == 0) {
-    std::fill(budgets.begin(), budgets.end(), request.trials_per_task);
-  } else {
-    if (request.total_trials < n) {
-      return absl::InvalidArgumentError(absl::StrCat("total trials ", request.total_trials,
-                                                     " is fewer than the ", n,
-                                                     " tasks: give every task at least one trial"));
-    }
-    // One budget shared by the tasks (the task scheduler spends it); a task's own budget is
-    // its cap: the trials per task when given, else the whole budget.
-    for (int64_t i = 0; i < n; ++i) {
-      budgets[i] = request.trials_per_task > 0
-                       ? std::min(request.trials_per_task, request.total_trials)
-                       : request.total_trials;
-    }
-  }
-  // Every workload must have a design space and a reference on the target.
-  for (size_t i = 0; i < workloads.size(); ++i) {
-    search::SearchContext c;
-    c.workload = workloads[i];
-    c.target = *target;
-    absl::StatusOr<std::unique_ptr<search::SearchStrategy>> s =
-        search::MakeSearchStrategy(request.strategy, std::move(c));
-    if (!s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("workload ", i + 1, ": ", s.status().message()));
-    }
-    absl::StatusOr<schedules::Candidate> ref =
-        schedules::BuildCandidate(workloads[i], *target, std::nullopt);
-    if (!ref.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("workload ", i + 1, ": its reference kernel cannot be built for ",
-                       target->ToString(), ": ", ref.status().message()));
-    }
-  }
+  absl::StatusOr<CheckedJob> checked = CheckJobRequest(request);
+  if (!checked.ok()) return checked.status();
+  const std::vector<schedules::Workload>& workloads = checked->workloads;
+  const std::vector<std::string>& keys = checked->keys;
+  const schedules::Target* target = &checked->target;
+  const std::vector<int64_t>& budgets = checked->budgets;
 
   store::JobRow job;
   job.name = request.name;
@@ -397,7 +287,7 @@ absl::StatusOr<int64_t> JobManager::Submit(const JobRequest& request) {
   }
   std::string what;
   for (const schedules::Workload& w : workloads) {
-    absl::StrAppend(&what, what.empty() ? "" : ", ", Shorten(w.spec));
+    absl::StrAppend(&what, what.empty() ? "" : ", ", ShortQuote(w.spec));
   }
   events_->Log(absl::StrCat("job ", job.id, " submitted: ", what, " on ", job.target_key, ", ",
                             job.trials_budget, " trials, priority ", job.priority, ", strategy ",
@@ -550,6 +440,11 @@ int64_t JobManager::TopUpLocked(Job& job, Task& task, int64_t limit) {
   }
   if (ps->empty()) {
     if (task.issued == task.done && queued == 0) {
+      if (task.done < task.row.trials_budget) {
+        task.note = absl::StrCat("stopped at ", task.done, " of ", task.row.trials_budget,
+                                 " trials: its design space has no new candidate (every "
+                                 "schedule it can make was measured)");
+      }
       FinishTaskLocked(job, task, store::JobState::kDone, "the design space has no new candidate");
     }
     return 0;
@@ -672,6 +567,7 @@ JobStatus JobManager::StatusLocked(Job& job) {
     ts.flops = t->workload.Flops();
     ts.bytes = t->workload.CompulsoryBytes();
     ts.in_flight = static_cast<int64_t>(dispatcher_->InFlight(t->row.id));
+    ts.note = t->note;
     s.trials_done += t->done;
     s.tasks.push_back(std::move(ts));
   }

@@ -43,6 +43,7 @@
 #include "search/task_scheduler.h"
 #include "server/dispatcher.h"
 #include "server/event_log.h"
+#include "server/job_request.h"
 #include "store/tuning_log.h"
 
 namespace tessel::server {
@@ -56,22 +57,6 @@ struct JobManagerOptions {
   double candidate_timeout_s = 0;  // per candidate; 0: the worker's default
 };
 
-// SubmitJobRequest as a domain type (proto/tessel.proto documents the fields).
-struct JobRequest {
-  std::vector<std::string> workloads;
-  std::string target_kind;
-  std::string target_arch;
-  int64_t trials_per_task = 0;
-  int64_t total_trials = 0;
-  double time_budget_s = 0;
-  std::string strategy;
-  int priority = 0;
-  std::string name;
-  uint64_t seed = 0;
-  int batch_size = 0;
-  std::string submitted_by;  // the name of the submitting token (empty without tokens)
-};
-
 struct TaskStatus {
   store::TaskRow row;
   std::string workload_name;
@@ -82,6 +67,9 @@ struct TaskStatus {
   double flops = 0;
   int64_t bytes = 0;
   int64_t in_flight = 0;
+  // Why the task finished short of its budget, when it did because its design space has no new
+  // candidate (known for the tasks finished since the server started).
+  std::string note;
 };
 
 struct JobStatus {
@@ -93,15 +81,6 @@ struct JobStatus {
   double search_s = 0;      // in the search strategies (GenerateCandidates, NotifyResults)
   uint64_t version = 0;     // grows at every change
 };
-
-// The largest budgets and batch a job may ask for.
-inline constexpr int64_t kMaxTrials = int64_t{1} << 32;
-inline constexpr int kMaxBatchSize = 4096;
-// The most workloads one job may list, and the longest workload text and job name: a job is
-// checked (each workload parsed and built) while its client waits, and its texts are stored.
-inline constexpr size_t kMaxWorkloadsPerJob = 100;
-inline constexpr size_t kMaxWorkloadBytes = 64 * 1024;
-inline constexpr size_t kMaxJobNameBytes = 256;
 
 class JobManager {
  public:
@@ -144,6 +123,7 @@ class JobManager {
     int64_t done = 0;    // recorded
     int64_t ok = 0;
     double best_ms = 0;
+    std::string note;  // TaskStatus::note
   };
   struct Job {
     store::JobRow row;

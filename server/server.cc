@@ -78,6 +78,18 @@ absl::Status ServerImpl::Start() {
     return absl::InvalidArgumentError(
         "the heartbeat timeout and the batch deadline must be positive numbers of seconds");
   }
+  if (!(options_.batch_deadline_min_s > 0) ||
+      !(options_.batch_deadline_min_s <= options_.batch_deadline_s)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the least batch deadline (--batch-deadline-min-s %g) must be a positive number of "
+        "seconds no greater than the batch deadline (--batch-deadline-s %g)",
+        options_.batch_deadline_min_s, options_.batch_deadline_s));
+  }
+  if (options_.max_worker_streams < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-worker-streams ",
+                                                   options_.max_worker_streams,
+                                                   ": give at least 1 (one per worker daemon)"));
+  }
   if (!(options_.registration_timeout_s > 0)) {
     return absl::InvalidArgumentError(
         "the registration timeout must be a positive number of seconds");
@@ -114,6 +126,7 @@ absl::Status ServerImpl::Start() {
   registry_ = std::make_unique<WorkerRegistry>();
   DispatcherOptions dopts;
   dopts.batch_deadline_s = options_.batch_deadline_s;
+  dopts.batch_deadline_min_s = options_.batch_deadline_min_s;
   dispatcher_ = std::make_unique<Dispatcher>(registry_.get(), dopts, &events_);
   JobManagerOptions jopts;
   jopts.default_batch_size = options_.batch_size;
@@ -124,8 +137,9 @@ absl::Status ServerImpl::Start() {
     return absl::Status(
         s.code(), absl::StrCat("cannot resume the jobs of ", options_.db_path, ": ", s.message()));
   }
-  worker_service_ = std::make_unique<WorkerService>(registry_.get(), dispatcher_.get(), jobs_.get(),
-                                                    auth_.get(), options_.version, &events_);
+  worker_service_ =
+      std::make_unique<WorkerService>(registry_.get(), dispatcher_.get(), jobs_.get(), auth_.get(),
+                                      options_.version, &events_, options_.max_worker_streams);
   client_service_ =
       std::make_unique<ClientService>(jobs_.get(), registry_.get(), log_.get(), auth_.get());
 

@@ -22,14 +22,22 @@ struct ServerOptions {
   int batch_size = 16;                 // candidates per measure batch, unless the job says
   double heartbeat_timeout_s = 30;     // a worker silent this long is dropped, its work requeued
   double registration_timeout_s = 10;  // a worker stream that sends no Register by then is ended
-  double batch_deadline_s = 600;       // an in-flight batch not answered by then is requeued
-  std::string version;                 // the Tessel release, sent to workers
-  bool quiet = false;                  // no log lines on stderr
+  // An in-flight batch not answered by its deadline is requeued. The deadline is scaled to the
+  // batch's expected time (server/dispatcher.h): batch_deadline_min_s plus 3 times the time the
+  // worker is expected to spend on the batch and on those it holds before it, at most
+  // batch_deadline_s.
+  double batch_deadline_s = 600;
+  double batch_deadline_min_s = 30;
+  std::string version;  // the Tessel release, sent to workers
+  bool quiet = false;   // no log lines on stderr
   // How workers time each candidate (sent with every batch) and the time limit per candidate
   // (0: the worker's default).
   measure::TimingOptions timing;
   double candidate_timeout_s = 0;
   double tick_s = 0.2;  // the maintenance thread's period (deadlines, heartbeats)
+  // Worker streams open at once (each holds a thread of the server); more are refused with
+  // RESOURCE_EXHAUSTED until one ends.
+  int max_worker_streams = 256;
   // Trust (README, Security). TLS for both services; the tokens file (server/tokens_file.h,
   // read again when it changes); empty: no tokens, every call is taken as an admin's. Listening
   // beyond loopback needs TLS and tokens, or `insecure`.

@@ -94,6 +94,14 @@ std::vector<WorkerRegistry::Free> WorkerRegistry::Available() {
   return out;
 }
 
+bool WorkerRegistry::AnyCanServe(schedules::TargetKind kind, const std::string& arch) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [session, slot] : workers_) {
+    if (DevicesMatch(slot.entry.devices, kind, arch)) return true;
+  }
+  return false;
+}
+
 int WorkerRegistry::FreeCredits(schedules::TargetKind kind, const std::string& arch) {
   absl::MutexLock lock(&mu_);
   int n = 0;

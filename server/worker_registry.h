@@ -34,6 +34,7 @@ struct OutgoingBatch {
   measure::TimingOptions timing;
   uint64_t verify_seed = 0;
   double timeout_s = 0;
+  double deadline_s = 0;  // the dispatcher's deadline for the batch (for the server's log)
 };
 
 // The sending side of one worker's stream. Threads: any; the implementation serializes writes.
@@ -101,6 +102,9 @@ class WorkerRegistry {
     std::shared_ptr<WorkerConnection> connection;
   };
   std::vector<Free> Available();
+  // Whether a connected worker (draining or not, with credits or not) has a device for
+  // (kind, arch).
+  bool AnyCanServe(schedules::TargetKind kind, const std::string& arch);
   // Credits of non-draining workers with a device for (kind, arch).
   int FreeCredits(schedules::TargetKind kind, const std::string& arch);
   std::shared_ptr<WorkerConnection> Connection(uint64_t session);

@@ -119,6 +119,28 @@ grpc::Status WorkerService::Connect(grpc::ServerContext* context, Stream* stream
     return grpc::Status(static_cast<grpc::StatusCode>(caller.status().code()),
                         std::string(caller.status().message()));
   }
+  {
+    absl::MutexLock lock(&mu_);
+    if (streams_ >= max_streams_) {
+      const std::string why = absl::StrCat(
+          "the server has ", streams_, streams_ == 1 ? " worker stream" : " worker streams",
+          " open, the most it takes "
+          "(--max-worker-streams ",
+          max_streams_, "): try again later, or raise --max-worker-streams on the server");
+      events_->Log(absl::StrCat("a worker stream from ", peer, " was refused: ", why));
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why);
+    }
+    ++streams_;
+  }
+  grpc::Status status = Serve(context, stream, *caller);
+  absl::MutexLock lock(&mu_);
+  --streams_;
+  return status;
+}
+
+grpc::Status WorkerService::Serve(grpc::ServerContext* context, Stream* stream,
+                                  const Principal& caller) {
+  const std::string peer = context->peer();
   proto::WorkerMessage first;
   {
     absl::MutexLock lock(&mu_);
@@ -186,7 +208,7 @@ grpc::Status WorkerService::Connect(grpc::ServerContext* context, Stream* stream
   }
   events_->Log(absl::StrCat(
       "worker ", worker_id, " registered (", reg.host(), ", tessel ", reg.version(),
-      caller->name.empty() ? "" : absl::StrCat(", token '", caller->name, "'"),
+      caller.name.empty() ? "" : absl::StrCat(", token '", caller.name, "'"),
       "): ", absl::StrJoin(names, ", "),
       worker_id != asked_id ? absl::StrCat("; a worker ", asked_id,
                                            " is connected already, so this one is ", worker_id)

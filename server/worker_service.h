@@ -13,6 +13,10 @@
 // is connected already gets a distinct one ("gpu-1#2", sent back in Registered), and every
 // result is credited to its connection's id, whatever the result claims.
 //
+// Each stream holds one of gRPC's threads for its life (the synchronous API), so their number is
+// bounded: past `max_streams` open streams, a new one is refused with RESOURCE_EXHAUSTED naming
+// the limit and --max-worker-streams, before anything is read (the worker retries later).
+//
 // Threads: gRPC calls Connect on its own threads, one per stream; DropUnregistered may be called
 // from any thread.
 
@@ -37,13 +41,15 @@ namespace tessel::server {
 class WorkerService final : public proto::Worker::Service {
  public:
   WorkerService(WorkerRegistry* registry, Dispatcher* dispatcher, JobManager* jobs,
-                const CallAuth* auth, std::string server_version, const EventLog* events)
+                const CallAuth* auth, std::string server_version, const EventLog* events,
+                int max_streams)
       : registry_(registry),
         dispatcher_(dispatcher),
         jobs_(jobs),
         auth_(auth),
         server_version_(std::move(server_version)),
-        events_(events) {}
+        events_(events),
+        max_streams_(max_streams) {}
 
   grpc::Status Connect(
       grpc::ServerContext* context,
@@ -53,13 +59,20 @@ class WorkerService final : public proto::Worker::Service {
   void DropUnregistered(int64_t opened_before_unix_ms);
 
  private:
+  // Connect once the stream has its slot.
+  grpc::Status Serve(grpc::ServerContext* context,
+                     grpc::ServerReaderWriter<proto::ServerMessage, proto::WorkerMessage>* stream,
+                     const Principal& caller);
+
   WorkerRegistry* const registry_;
   Dispatcher* const dispatcher_;
   JobManager* const jobs_;
   const CallAuth* const auth_;
   const std::string server_version_;
   const EventLog* const events_;
+  const int max_streams_;
   absl::Mutex mu_;
+  int streams_ ABSL_GUARDED_BY(mu_) = 0;  // open (authenticated) streams
   // The streams waiting for their Register, and when they opened.
   std::map<grpc::ServerContext*, int64_t> unregistered_ ABSL_GUARDED_BY(mu_);
 };

@@ -538,17 +538,27 @@ class SqliteTuningLog final : public TuningLog {
 
   absl::StatusOr<TaskCounts> CountsOf(int64_t task_id) override {
     absl::MutexLock lock(&mu_);
-    TESSEL_ASSIGN_OR_RETURN(
-        Statement s,
-        stmts_.Get("SELECT count(*), count(*) FILTER (WHERE status = 'ok'), "
-                   "min(median_ms) FILTER (WHERE status = 'ok') FROM records WHERE task_id = ?"));
-    s.Bind(task_id);
-    TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
     TaskCounts c;
-    if (row) {
-      c.trials = s.Int(0);
-      c.ok = s.Int(1);
-      c.best_ms = s.IsNull(2) ? 0 : s.Double(2);
+    {
+      TESSEL_ASSIGN_OR_RETURN(Statement s,
+                              stmts_.Get("SELECT count(*) FROM records WHERE task_id = ?"));
+      s.Bind(task_id);
+      TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (row) c.trials = s.Int(0);
+    }
+    // Every row is a trial; only the ok rows a reader accepts count as ok and as the best.
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s, stmts_.Get(absl::StrCat("SELECT ", kRecordColumns,
+                                             " FROM records WHERE task_id = ? AND status = 'ok'")));
+    s.Bind(task_id);
+    while (true) {
+      TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      std::optional<Record> r = ReadGoodRecord(s);
+      if (!r.has_value()) continue;
+      ++c.ok;
+      const double ms = r->measurement.timings.median_ms;
+      if (c.best_ms == 0 || ms < c.best_ms) c.best_ms = ms;
     }
     return c;
   }
@@ -585,12 +595,21 @@ class SqliteTuningLog final : public TuningLog {
   absl::StatusOr<int64_t> CountOk(const std::string& workload_key,
                                   const std::string& target_key) override {
     absl::MutexLock lock(&mu_);
-    TESSEL_ASSIGN_OR_RETURN(Statement s,
-                            stmts_.Get("SELECT count(*) FROM records WHERE workload_key = ? AND "
-                                       "target_key = ? AND status = 'ok'"));
+    // Counted as the readers read them: a bad row (BadRecord) that says ok is skipped, not
+    // counted.
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s,
+        stmts_.Get(absl::StrCat("SELECT ", kRecordColumns,
+                                " FROM records WHERE workload_key = ? AND target_key = ? AND "
+                                "status = 'ok' ORDER BY id")));
     s.Bind(workload_key).Bind(target_key);
-    TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
-    return row ? s.Int(0) : 0;
+    int64_t n = 0;
+    while (true) {
+      TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      if (ReadGoodRecord(s).has_value()) ++n;
+    }
+    return n;
   }
 
   absl::Status ForEachRecordOfTarget(const std::string& target_key,

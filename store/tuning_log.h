@@ -154,12 +154,14 @@ class TuningLog {
   // The fastest ok record, or nullopt.
   virtual absl::StatusOr<std::optional<Record>> Best(const std::string& workload_key,
                                                      const std::string& target_key) = 0;
+  // The ok records of (workload, target) that the readers read: a bad row is not counted.
   virtual absl::StatusOr<int64_t> CountOk(const std::string& workload_key,
                                           const std::string& target_key) = 0;
   // Every record of a target (any workload), in id order, streamed to `fn` (stop by returning
   // false): what a cost model trains on.
   //
-  // Every reader of records (RecordsOf, TopK, Best, ForEachRecordOfTarget, ExportJsonl) skips a
+  // Every reader of records (RecordsOf, TopK, Best, CountOk, CountsOf' ok and best,
+  // ForEachRecordOfTarget, ExportJsonl) skips a
   // bad row (BadRecord) and reports it once per open log through TuningLogOptions::on_bad_row:
   // one bad row never stops a reader.
   virtual absl::Status ForEachRecordOfTarget(const std::string& target_key,

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "schedules/util/check.h"
+#include "schedules/util/short_words.h"
 
 namespace tessel::schedules {
 
@@ -64,13 +65,13 @@ absl::StatusOr<Target> MakeTarget(const std::string& kind, const std::string& ar
   if (kind == "cuda") {
     std::string a = arch.empty() ? "sm_90" : arch;
     if (a != "sm_80" && a != "sm_90") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown CUDA architecture '", a, "'; built-in descriptions exist for sm_80 and sm_90"));
+      return WithShortWords(absl::InvalidArgumentError(absl::StrCat(
+          "unknown CUDA architecture '", a, "'; built-in descriptions exist for sm_80 and sm_90")));
     }
     return CudaTarget(a);
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown target '", kind, "'; use --target cuda or --target host"));
+  return WithShortWords(absl::InvalidArgumentError(
+      absl::StrCat("unknown target '", kind, "'; use --target cuda or --target host")));
 }
 
 }  // namespace tessel::schedules

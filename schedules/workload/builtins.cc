@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "schedules/util/check.h"
+#include "schedules/util/short_words.h"
 #include "schedules/workload/parser.h"
 
 namespace tessel::schedules {
@@ -630,7 +631,7 @@ absl::StatusOr<std::string> BuiltinWorkloadText(const std::string& spec) {
 
 absl::StatusOr<Workload> ParseWorkloadSpec(const std::string& spec) {
   absl::StatusOr<Expansion> e = Expand(spec);
-  if (!e.ok()) return e.status();
+  if (!e.ok()) return WithShortWords(e.status());
   absl::StatusOr<Workload> w = ParseWorkload(e->text);
   if (!w.ok()) {
     return absl::InternalError(absl::StrCat(

@@ -15,6 +15,7 @@
 #include "schedules/ir/dtype.h"
 #include "schedules/ir/expr.h"
 #include "schedules/util/check.h"
+#include "schedules/util/short_words.h"
 #include "schedules/util/status_macros.h"
 
 namespace tessel::schedules {
@@ -1254,10 +1255,12 @@ class Parser {
 }  // namespace
 
 absl::StatusOr<Workload> ParseWorkload(const std::string& text) {
-  TESSEL_ASSIGN_OR_RETURN(std::vector<Token> tokens, Lex(text));
-  Parser parser(std::move(tokens));
-  TESSEL_ASSIGN_OR_RETURN(Workload w, parser.Parse());
-  w.spec = text;
+  absl::StatusOr<std::vector<Token>> tokens = Lex(text);
+  if (!tokens.ok()) return WithShortWords(tokens.status());
+  Parser parser(*std::move(tokens));
+  absl::StatusOr<Workload> w = parser.Parse();
+  if (!w.ok()) return WithShortWords(w.status());
+  w->spec = text;
   return w;
 }
 

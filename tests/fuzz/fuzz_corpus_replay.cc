@@ -19,6 +19,7 @@ extern "C" int TesselFuzz_trace_replay(const uint8_t* data, size_t size);
 extern "C" int TesselFuzz_candidate_file(const uint8_t* data, size_t size);
 extern "C" int TesselFuzz_jsonl_import(const uint8_t* data, size_t size);
 extern "C" int TesselFuzz_proto_convert(const uint8_t* data, size_t size);
+extern "C" int TesselFuzz_submit_job(const uint8_t* data, size_t size);
 
 namespace {
 
@@ -53,5 +54,6 @@ TEST(FuzzCorpusReplay, CandidateFile) {
 }
 TEST(FuzzCorpusReplay, JsonlImport) { ReplayCorpus("jsonl_import", TesselFuzz_jsonl_import, 4); }
 TEST(FuzzCorpusReplay, ProtoConvert) { ReplayCorpus("proto_convert", TesselFuzz_proto_convert, 4); }
+TEST(FuzzCorpusReplay, SubmitJob) { ReplayCorpus("submit_job", TesselFuzz_submit_job, 6); }
 
 }  // namespace

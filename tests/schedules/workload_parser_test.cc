@@ -8,6 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "schedules/ir/expr.h"
+#include "schedules/target/target.h"
+#include "schedules/util/short_words.h"
+#include "schedules/workload/builtins.h"
 
 namespace tessel::schedules {
 namespace {
@@ -531,6 +534,43 @@ INSTANTIATE_TEST_SUITE_P(WorkloadParser, WorkloadParserErrorTest, ::testing::Val
                          [](const ::testing::TestParamInfo<ErrorCase>& info) {
                            return std::string(info.param.name);
                          });
+
+}  // namespace
+}  // namespace tessel::schedules
+
+namespace tessel::schedules {
+namespace {
+
+// Issue 20, point 9: errors echoed a 100 KB input in full (and a server's reply with them).
+// The offending token is named, cut to 80 bytes.
+TEST(WorkloadParser, AHugeTokenIsQuotedShortInTheError) {
+  const std::string name(100000, 'z');
+  absl::StatusOr<Workload> w = ParseWorkload("A = input(f32, [M, K])\nB[m] = sum(k) A[m, k] + " +
+                                             name + "\noutput B with M = 4, K = 4");
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().message(),
+            "line 2, column 25: unknown name " + std::string(77, 'z') +
+                "... in the definition of B: not an axis of B (m), a tensor or a size parameter; "
+                "bind size parameters with `with " +
+                std::string(77, 'z') + "... = INTEGER`");
+  absl::StatusOr<Workload> spec = ParseWorkloadText("softmax(rows=8, cols=64" + name + ")");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message(),
+            "parameter cols of softmax must be a positive integer, found '64" +
+                std::string(74, 'z') + "...");
+  absl::StatusOr<Target> t = MakeTarget(std::string(100000, 'k'), "");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().message(),
+            "unknown target '" + std::string(76, 'k') + "... use --target cuda or --target host");
+}
+
+TEST(ShortWords, OnlyWordsLongerThan80BytesAreCut) {
+  const std::string w80(80, 'a');
+  EXPECT_EQ(ShortenLongWords("x " + w80 + "\n" + w80 + "b y"),
+            "x " + w80 + "\n" + std::string(77, 'a') + "... y");
+  const absl::Status s = absl::InvalidArgumentError("short words stay");
+  EXPECT_EQ(WithShortWords(s), s);
+}
 
 }  // namespace
 }  // namespace tessel::schedules

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/protocol.h"
+#include "server/dispatcher.h"
 #include "server/listen_address.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/server/server_test_util.h"
@@ -289,6 +291,16 @@ TEST_F(ServerTest, AKilledServerResumesItsJobWithoutLosingOrRecountingTrials) {
               HasSubstr(absl::StrCat("job ", job, " resumed with ", before.size(), " of 10")));
   ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(60)))
       << again->Log() << w->Log();
+  {
+    // The resumed task's first batch is given a deadline from what its records took, not from
+    // the 5 s a candidate assumed of a task never timed (30 + 3 x 2 x 5 = 60 s).
+    const std::string log = again->Log();
+    std::smatch m;
+    ASSERT_TRUE(
+        std::regex_search(log, m, std::regex("candidates to w \\(deadline ([0-9.e+-]+) s\\)")))
+        << log;
+    EXPECT_LT(std::stod(m[1]), 60.0) << log;
+  }
   const std::vector<store::Record> after = RecordsOfJob(db_, job);
   EXPECT_EQ(after.size(), 10u);
   std::map<int64_t, const store::Record*> by_id;
@@ -587,6 +599,246 @@ class LyingWorker {
   std::thread thread_;
 };
 
+// A worker of the real protocol that registers a host device, grants one credit and sends a
+// heartbeat every 0.2 s, but never answers a batch: alive to the heartbeat check, useless to a
+// job.
+class SilentWorker {
+ public:
+  explicit SilentWorker(const std::string& address)
+      : stub_(proto::Worker::NewStub(
+            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~SilentWorker() {
+    stop_ = true;
+    ctx_.TryCancel();
+    thread_.join();
+  }
+  int batches() const { return batches_; }
+
+ private:
+  void Run() {
+    auto stream = stub_->Connect(&ctx_);
+    proto::WorkerMessage hello;
+    proto::Register* reg = hello.mutable_register_();
+    reg->set_protocol_version(proto::kWorkerProtocolVersion);
+    reg->set_worker_id("silent");
+    reg->set_host("nowhere");
+    proto::Device* d = reg->add_devices();
+    d->set_kind(proto::TARGET_KIND_HOST);
+    d->set_name("Test CPU");
+    d->set_arch("x86_64");
+    if (!stream->Write(hello)) return;
+    proto::ServerMessage in;
+    if (!stream->Read(&in) || !in.has_registered()) return;
+    proto::WorkerMessage credits;
+    credits.mutable_credits()->set_batches(1);
+    if (!stream->Write(credits)) return;
+    // Reads and writes of one stream may run on two threads, one of each.
+    std::thread heartbeats([&] {
+      proto::WorkerMessage beat;
+      beat.mutable_heartbeat();
+      while (!stop_ && stream->Write(beat)) absl::SleepFor(absl::Milliseconds(200));
+    });
+    while (stream->Read(&in)) {
+      if (in.has_batch()) ++batches_;
+    }
+    stop_ = true;
+    heartbeats.join();
+  }
+
+  grpc::ClientContext ctx_;
+  std::unique_ptr<proto::Worker::Stub> stub_;
+  std::atomic<int> batches_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+TEST(BatchDeadline, IsTheLeastPlusThreeTimesTheExpectedTimeUpToTheCeiling) {
+  server::DispatcherOptions o;  // 30 s at least, 600 s at most
+  EXPECT_DOUBLE_EQ(server::BatchDeadlineS(o, 0), 30);
+  EXPECT_DOUBLE_EQ(server::BatchDeadlineS(o, 10), 60);
+  EXPECT_DOUBLE_EQ(server::BatchDeadlineS(o, 1000), 600);
+  o.batch_deadline_min_s = 1;
+  EXPECT_DOUBLE_EQ(server::BatchDeadlineS(o, 0.5), 2.5);
+}
+
+// The sending side of a worker stream that keeps what it is sent.
+class KeptBatches final : public server::WorkerConnection {
+ public:
+  bool SendBatch(const server::OutgoingBatch& batch) override {
+    sent.push_back(batch);
+    return true;
+  }
+  void Close() override {}
+  std::vector<server::OutgoingBatch> sent;
+};
+
+// A batch sent to a worker that holds another one is given time for both: the worker measures
+// its batches one after the other.
+TEST(BatchDeadline, ABatchBehindAnotherHasTimeForBoth) {
+  server::WorkerRegistry registry;
+  server::EventLog events(/*quiet=*/true);
+  server::DispatcherOptions o;  // 30 s at least, 3 x expected, 5 s a candidate before timings
+  server::Dispatcher dispatcher(&registry, o, &events);
+  auto connection = std::make_shared<KeptBatches>();
+  server::WorkerEntry entry;
+  entry.worker_id = "w";
+  entry.devices.push_back({});
+  const uint64_t session = registry.Add(entry, connection);
+  registry.AddCredits(session, 2);
+  server::TaskDispatch task;
+  task.task_id = 1;
+  task.batch_size = 2;
+  dispatcher.AddTask(task);
+  std::vector<server::QueuedCandidate> candidates;
+  for (uint64_t id = 1; id <= 4; ++id) candidates.push_back({1, id, "", nullptr, 0});
+  dispatcher.Enqueue(candidates);
+  EXPECT_EQ(dispatcher.Dispatch(), 2);
+  ASSERT_EQ(connection->sent.size(), 2u);
+  EXPECT_DOUBLE_EQ(connection->sent[0].deadline_s, 30 + 3 * (2 * 5));
+  EXPECT_DOUBLE_EQ(connection->sent[1].deadline_s, 30 + 3 * (2 * 5 + 2 * 5));
+}
+
+// A task resumed from the log starts from what its records took (compiling, verifying, the
+// repeats), not from the 5 s guess.
+TEST(BatchDeadline, AResumedTaskStartsFromItsRecordsTimes) {
+  measure::Measurement m;
+  m.compile_ms = 400;
+  m.verify_ms = 50;
+  m.timings = measure::MakeTimings({10, 20, 20});
+  EXPECT_DOUBLE_EQ(server::MeasuredCandidateS(m), 0.5);
+  server::WorkerRegistry registry;
+  server::EventLog events(/*quiet=*/true);
+  server::Dispatcher dispatcher(&registry, server::DispatcherOptions(), &events);
+  auto connection = std::make_shared<KeptBatches>();
+  server::WorkerEntry entry;
+  entry.devices.push_back({});
+  registry.AddCredits(registry.Add(entry, connection), 1);
+  server::TaskDispatch task;
+  task.task_id = 1;
+  task.batch_size = 4;
+  task.expected_candidate_s = server::MeasuredCandidateS(m);
+  dispatcher.AddTask(task);
+  dispatcher.Enqueue({{1, 1, "", nullptr, 0}, {1, 2, "", nullptr, 0}});
+  ASSERT_EQ(dispatcher.Dispatch(), 1);
+  EXPECT_DOUBLE_EQ(connection->sent[0].deadline_s, 30 + 3 * (2 * 0.5));
+}
+
+// Issue 20, point 5: a worker that takes a batch and never answers held it for the 600 s batch
+// deadline. The deadline is now scaled to the batch's expected time: the silent worker loses its
+// batch in seconds and a real worker finishes the job, while the heartbeats keep the silent one
+// connected (it is not the heartbeat check that frees its batch).
+TEST_F(ServerTest, ASilentWorkerLosesItsBatchAtADeadlineScaledToTheBatch) {
+  std::string address;
+  auto serve = StartServe(db_, "127.0.0.1:0", {"--batch-deadline-min-s", "1"}, dir_ + "/serve.log",
+                          &address);
+  ASSERT_FALSE(address.empty()) << serve->Log();
+  client_ = Client(address);
+  auto real = StartHostWorker(address, dir_, "real", 1);
+  const int64_t job = Submit(HostJob({kSoftmax}, 12, 2));
+  ASSERT_GT(job, 0);
+  // The task's candidates have been timed before the silent worker takes a batch.
+  ASSERT_TRUE(
+      WaitUntil([&] { return GetJob(client_.get(), job).trials_done() >= 2; }, absl::Seconds(30)))
+      << serve->Log() << real->Log();
+  const absl::Time start = absl::Now();
+  SilentWorker silent(address);
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(90)))
+      << serve->Log();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60));  // not the 600 s ceiling
+  EXPECT_GE(silent.batches(), 1) << serve->Log();
+  const std::string log = serve->Log();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      log, m,
+      std::regex("batch [0-9]+: silent answered 0 of its 2 candidates within the batch's "
+                 "deadline of ([0-9.e+-]+) s \\(about [0-9.e+-]+ s a candidate expected\\): the "
+                 "2 unanswered go back to the queue for another worker")))
+      << log;
+  EXPECT_LT(std::stod(m[1]), 30.0) << log;
+  EXPECT_THAT(log, HasSubstr("candidates to silent (deadline "));
+  std::vector<store::Record> records = RecordsOfJob(db_, job);
+  std::set<uint64_t> ids;
+  for (const store::Record& r : records) {
+    ids.insert(r.candidate_id);
+    EXPECT_EQ(r.measurement.worker_id, "real");
+  }
+  EXPECT_EQ(records.size(), 12u);
+  EXPECT_EQ(ids.size(), 12u);
+  // Still connected: its heartbeats kept it registered the whole time.
+  grpc::ClientContext ctx;
+  proto::ListWorkersResponse workers;
+  ASSERT_TRUE(client_->ListWorkers(&ctx, proto::ListWorkersRequest(), &workers).ok());
+  std::set<std::string> names;
+  for (const proto::WorkerInfo& w : workers.workers()) names.insert(w.worker_id());
+  EXPECT_EQ(names, (std::set<std::string>{"real", "silent"}));
+}
+
+TEST(ServeFlags, ALeastBatchDeadlineOverTheCeilingIsRefused) {
+  const std::string dir = MakeTempDir("tessel_serve_flags");
+  CliResult r = RunTessel("serve --db " + dir +
+                          "/log.db --listen 127.0.0.1:0 "
+                          "--batch-deadline-min-s 700");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output,
+              HasSubstr("tessel serve: the least batch deadline (--batch-deadline-min-s 700) "
+                        "must be a positive number of seconds no greater than the batch deadline "
+                        "(--batch-deadline-s 600)"));
+}
+
+// Issue 20, point 5: 500 idle worker streams held 509 threads. Each stream holds a thread of the
+// synchronous server, so their number is bounded: past the limit a stream is refused with
+// RESOURCE_EXHAUSTED naming it, and a real worker that meets the limit retries until a slot frees.
+TEST_F(ServerTest, WorkerStreamsPastTheLimitAreRefusedNamingItUntilOneEnds) {
+  server::ServerOptions o = TestServerOptions(db_);
+  o.max_worker_streams = 1;
+  StartInProcess(o);
+  auto silent = std::make_unique<SilentWorker>(server_->address());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        grpc::ClientContext c;
+        proto::ListWorkersResponse resp;
+        return client_->ListWorkers(&c, proto::ListWorkersRequest(), &resp).ok() &&
+               resp.workers_size() == 1;
+      },
+      absl::Seconds(10)));
+  const std::string full =
+      "the server has 1 worker stream open, the most it takes (--max-worker-streams 1): try "
+      "again later, or raise --max-worker-streams on the server";
+  {
+    auto stub = proto::Worker::NewStub(
+        grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    auto stream = stub->Connect(&ctx);
+    proto::ServerMessage m;
+    EXPECT_FALSE(stream->Read(&m));
+    grpc::Status s = stream->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_EQ(s.error_message(), full);
+  }
+  auto w = StartHostWorker(server_->address(), dir_, "w");
+  ASSERT_TRUE(
+      WaitUntil([&] { return w->Log().find(full) != std::string::npos; }, absl::Seconds(10)))
+      << w->Log();
+  EXPECT_THAT(w->Log(), HasSubstr("the server at " + server_->address() +
+                                  " takes no more workers now: " + full));
+  // The slot frees when the silent worker leaves: the real one gets in and measures a job.
+  silent.reset();
+  const int64_t job = Submit(HostJob({kSoftmax}, 2, 2));
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(60)))
+      << w->Log();
+}
+
+TEST(ServeFlags, NoWorkerStreamsIsRefused) {
+  const std::string dir = MakeTempDir("tessel_serve_flags");
+  CliResult r =
+      RunTessel("serve --db " + dir + "/log.db --listen 127.0.0.1:0 --max-worker-streams 0");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("tessel serve: --max-worker-streams 0: give at least 1 (one per "
+                                  "worker daemon)"));
+}
+
 proto::MeasureResult OkResult(std::vector<double> repeats, double median) {
   proto::MeasureResult r;
   r.set_status(proto::MEASURE_STATUS_OK);
@@ -770,6 +1022,27 @@ TEST_F(ServerTest, AJobBeyondTheLimitsIsRefusedSayingWhichAndNothingIsStored) {
             "workload 1 ('softmax(rows=4, cols=8)" + std::string(54, ' ') +
                 "...') is 70023 bytes, more than the most a workload text may have (65536): give "
                 "a spec or a definition of its tensors and statements only");
+  // Names no target or strategy has are quoted short (issue 20, point 9: errors echoed 100 KB
+  // inputs in full).
+  proto::SubmitJobRequest kind = HostJob({kSoftmax}, 4, 2);
+  kind.mutable_target()->set_kind(std::string(100000, 'k'));
+  s = SubmitError(kind);
+  EXPECT_EQ(s.error_message(), "the target ('" + std::string(77, 'k') +
+                                   "...') is 100000 bytes, longer than any known one: use host "
+                                   "or cuda");
+  proto::SubmitJobRequest arch = HostJob({kSoftmax}, 4, 2);
+  arch.mutable_target()->set_kind("cuda");
+  arch.mutable_target()->set_arch("sm_" + std::string(100, '9'));
+  s = SubmitError(arch);
+  EXPECT_EQ(s.error_message(), "the CUDA architecture ('sm_" + std::string(74, '9') +
+                                   "...') is 103 bytes, longer than any known one: use sm_80 or "
+                                   "sm_90");
+  proto::SubmitJobRequest strategy = HostJob({kSoftmax}, 4, 2);
+  strategy.set_strategy(std::string(65, 's'));
+  s = SubmitError(strategy);
+  EXPECT_EQ(s.error_message(), "the search strategy ('" + std::string(65, 's') +
+                                   "') is 65 bytes, longer than any known one: use evolutionary, "
+                                   "annealing or random");
   // A message past the receive limit is refused by gRPC before it is read.
   proto::SubmitJobRequest giant = HostJob({kSoftmax}, 4, 2);
   giant.set_name(std::string(20 << 20, 'x'));

@@ -62,6 +62,32 @@ inline std::unique_ptr<TesselProcess> StartHostWorker(const std::string& address
       dir + "/" + id + ".log");
 }
 
+// A `tessel serve` process over `db` with the fast timing flags and `extra` flags, listening on
+// `listen` (port 0: any free one); its log is `log_path`. *address is set to HOST:PORT once it
+// says it listens (empty when it does not within 20 s).
+inline std::unique_ptr<TesselProcess> StartServe(const std::string& db, const std::string& listen,
+                                                 const std::vector<std::string>& extra,
+                                                 const std::string& log_path,
+                                                 std::string* address) {
+  std::vector<std::string> args = {"serve", "--db", db, "--listen", listen};
+  for (const std::string& f : FastServeFlags()) args.push_back(f);
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto serve = std::make_unique<TesselProcess>(args, log_path);
+  address->clear();
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    const std::string log = serve->Log();
+    const size_t at = log.find("listening on ");
+    const size_t end = at == std::string::npos ? at : log.find(", log", at);
+    if (end != std::string::npos) {
+      *address = log.substr(at + 13, end - at - 13);
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return serve;
+}
+
 inline std::unique_ptr<proto::Tessel::Stub> Client(const std::string& address) {
   return proto::Tessel::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
 }

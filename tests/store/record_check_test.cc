@@ -195,6 +195,35 @@ TEST_F(PoisonedLog, EveryReaderSkipsThemAndEachIsReportedOnce) {
   EXPECT_EQ(warnings_.size(), 3u);  // not again
 }
 
+TEST_F(PoisonedLog, CountOkCountsOnlyTheRowsReadersRead) {
+  // Two of the poisoned rows say ok: counting them would put "the best of 5 ok records" over a
+  // best chosen among 3.
+  auto n = log_->CountOk("w", "host");
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 3);
+  ASSERT_EQ(warnings_.size(), 2u);
+  EXPECT_THAT(warnings_[0], HasSubstr("skipping record 4 (uid inf)"));
+  EXPECT_THAT(warnings_[1], HasSubstr("skipping record 5 (uid negative)"));
+}
+
+TEST_F(PoisonedLog, CountsOfATaskLeaveItsBadRowsOutOfOkAndBest) {
+  // The good rows and two bad ones of a task: every row is a trial; ok and the best are those
+  // the readers accept.
+  ASSERT_EQ(RawExec(path_,
+                    "INSERT INTO jobs (id, name, target_kind, target_arch, target_key, strategy, "
+                    "priority, trials_budget, time_budget_s, seed, batch_size, state, "
+                    "created_unix_ms) VALUES (1, 'j', 'host', '', 'host', 'random', 0, 10, 0, 1, "
+                    "1, 'running', 1); INSERT INTO tasks (id, job_id, workload_key, "
+                    "trials_budget, state) VALUES (1, 1, 'w', 10, 'running'); UPDATE records SET "
+                    "task_id = 1, job_id = 1 WHERE candidate_id IN (1, 101, 102, 103)"),
+            "");
+  auto c = log_->CountsOf(1);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->trials, 4);
+  EXPECT_EQ(c->ok, 1);
+  EXPECT_GT(c->best_ms, 0);
+}
+
 TEST_F(PoisonedLog, ForEachRecordPagesPastARunOfBadRows) {
   // More bad rows than a page (512) between good ones: the reader must not stop at them.
   std::string sql =

@@ -357,6 +357,11 @@ absl::Status Daemon::Session(bool* registered) {
               ? " (it has no Worker service: is this a Tessel server?)"
               : ""));
     }
+    if (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      Log(absl::StrCat("the server at ", options_.server,
+                       " takes no more workers now: ", st.error_message()));
+      return absl::OkStatus();
+    }
     const std::string hint = proto::TransportHint(options_.transport, st);
     Log(absl::StrCat("cannot reach the server at ", options_.server, ": ",
                      st.error_message().empty() ? "the stream ended" : st.error_message(),
