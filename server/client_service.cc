@@ -221,7 +221,16 @@ grpc::Status ClientService::QueryBest(grpc::ServerContext* context,
   response->set_record_id(r.id);
   response->set_job_id(r.job_id);
   response->set_trace_json(r.trace_json);
-  proto::ToProto(c->source, response->mutable_source());
+  // What was measured when the log has it; else the source regenerated from the trace.
+  absl::StatusOr<std::optional<measure::Artifact>> artifact = log_->GetArtifact(r.id);
+  if (!artifact.ok()) return ToGrpc(artifact.status());
+  if (artifact->has_value() && proto::ToProto(**artifact, response->mutable_artifact()).ok()) {
+    *response->mutable_source() = response->artifact().source();
+  } else {
+    response->clear_artifact();
+    proto::ToProto(c->source, response->mutable_source());
+    response->set_regenerated(true);
+  }
   response->set_median_ms(r.measurement.timings.median_ms);
   for (double ms : r.measurement.timings.repeats_ms) response->add_repeats_ms(ms);
   response->set_worker_id(r.measurement.worker_id);
