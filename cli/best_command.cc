@@ -9,12 +9,12 @@
 #include "absl/strings/str_format.h"
 #include "cli/exit_code.h"
 #include "nlohmann/json.hpp"
-#include "schedules/space/candidate.h"
-#include "schedules/workload/builtins.h"
-#include "schedules/workload/key.h"
 #include "proto/convert.h"
 #include "schedules/codegen/codegen_version.h"
 #include "schedules/codegen/source_json.h"
+#include "schedules/space/candidate.h"
+#include "schedules/workload/builtins.h"
+#include "schedules/workload/key.h"
 #include "store/deploy_lookup.h"
 #include "store/measured_traces.h"
 
@@ -161,11 +161,11 @@ absl::Status PrintBestRecord(const schedules::Workload& workload, const schedule
   const measure::Artifact& a = m.artifact;
   if (emit == "binary") {
     if (a.binary.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "record ", r.uid, " in ", best.source, " has no stored binary (",
-          best.regenerated ? "it was stored without its artifact"
-                           : "the host target keeps the source only",
-          "); print its source with --emit ", target.is_cuda() ? "cuda" : "cpp"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("record ", r.uid, " in ", best.source, " has no stored binary (",
+                       best.regenerated ? "it was stored without its artifact"
+                                        : "the host target keeps the source only",
+                       "); print its source with --emit ", target.is_cuda() ? "cuda" : "cpp"));
     }
     out.write(a.binary.data(), static_cast<std::streamsize>(a.binary.size()));
     return absl::OkStatus();
@@ -187,22 +187,18 @@ absl::Status PrintBestRecord(const schedules::Workload& workload, const schedule
     c.trace = trace;
     auto source = schedules::SourceFromLaunchJson(a.launch_json, a.source);
     if (!source.ok()) {
-      return absl::DataLossError(absl::StrCat("record ", r.uid, " in ", best.source, ": ",
-                                              source.status().message()));
+      return absl::DataLossError(
+          absl::StrCat("record ", r.uid, " in ", best.source, ": ", source.status().message()));
     }
     c.source = *std::move(source);
     nlohmann::json j = schedules::CandidateToJson(c, "");
     if (!trace && !trace_json.is_null()) j["trace"] = trace_json;  // kept as stored
-    j["artifact"] = {{"codegen_version", a.codegen_version},
-                     {"regenerated", best.regenerated},
-                     {"binary_format", a.binary_format},
-                     {"binary_arch", a.binary_arch},
-                     {"binary_bytes", a.binary.size()},
-                     {"compile_options", a.compile_options},
-                     {"compiler_version", a.compiler_version},
-                     {"driver_version", a.driver_version},
-                     {"device_arch", a.device_arch},
-                     {"multiprocessor_count", a.multiprocessor_count}};
+    j["artifact"] = {
+        {"codegen_version", a.codegen_version},   {"regenerated", best.regenerated},
+        {"binary_format", a.binary_format},       {"binary_arch", a.binary_arch},
+        {"binary_bytes", a.binary.size()},        {"compile_options", a.compile_options},
+        {"compiler_version", a.compiler_version}, {"driver_version", a.driver_version},
+        {"device_arch", a.device_arch},           {"multiprocessor_count", a.multiprocessor_count}};
     j["record"] = {{"uid", r.uid},
                    {"match", best.match},
                    {"median_ms", m.timings.median_ms},
@@ -226,13 +222,12 @@ absl::Status PrintBestRecord(const schedules::Workload& workload, const schedule
         best.regenerated
             ? absl::StrCat("regenerated from the trace by code generator version ",
                            a.codegen_version, " (the record was stored without its source)")
-            : absl::StrCat("as measured (code generator version ", a.codegen_version,
-                           a.binary.empty()
-                               ? ", no binary"
-                               : absl::StrCat(", ", a.binary_format, " for ", a.binary_arch, " of ",
-                                              a.binary.size(), " bytes"),
-                           ", ", a.compiler_version.empty() ? "unknown compiler" : a.compiler_version,
-                           ")"));
+            : absl::StrCat(
+                  "as measured (code generator version ", a.codegen_version,
+                  a.binary.empty() ? ", no binary"
+                                   : absl::StrCat(", ", a.binary_format, " for ", a.binary_arch,
+                                                  " of ", a.binary.size(), " bytes"),
+                  ", ", a.compiler_version.empty() ? "unknown compiler" : a.compiler_version, ")"));
   } else {
     out << a.source;
   }

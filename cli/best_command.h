@@ -39,9 +39,9 @@ int RunBest(const BestOptions& options);
 
 // A best record and where it came from.
 struct BestRecord {
-  store::Record record;    // measurement.artifact: what was measured (or regenerated)
-  int64_t ok_records = 0;  // ok records of the same workload and target
-  std::string source;      // the log's path (or the server) it was found in, for messages
+  store::Record record;      // measurement.artifact: what was measured (or regenerated)
+  int64_t ok_records = 0;    // ok records of the same workload and target
+  std::string source;        // the log's path (or the server) it was found in, for messages
   bool regenerated = false;  // the artifact's source was regenerated from the trace
   std::string match;         // which match answered, in words (store::DeployedKernel)
 };

@@ -46,12 +46,13 @@ int RunPack(const PackOptions& o) {
   for (const store::PackedKernel& k : *packed) {
     std::cout << absl::StrFormat("  %s on %s (%s): record %s, %.4f ms%s\n", k.workload_label,
                                  k.target_key, k.device_name, k.uid, k.median_ms,
-                                 k.has_artifact ? "" : " (stored without its source: regenerated "
-                                                       "when loaded)");
+                                 k.has_artifact ? ""
+                                                : " (stored without its source: regenerated "
+                                                  "when loaded)");
   }
-  std::cout << "tessel pack: wrote " << packed->size() << " kernel" << (packed->size() == 1 ? "" : "s")
-            << " of " << workloads.size() << " workload" << (workloads.size() == 1 ? "" : "s")
-            << " to " << o.out << "\n";
+  std::cout << "tessel pack: wrote " << packed->size() << " kernel"
+            << (packed->size() == 1 ? "" : "s") << " of " << workloads.size() << " workload"
+            << (workloads.size() == 1 ? "" : "s") << " to " << o.out << "\n";
   return 0;
 }
 

@@ -25,8 +25,8 @@ struct Artifact {
   // The compiled program: "cubin" (NVRTC's ELF image for `binary_arch`) or empty for the host,
   // whose shared object is not kept (see store/tuning_log.h).
   std::string binary_format;
-  std::string binary_arch;  // "sm_90"; empty for the host
-  std::string binary;       // bytes
+  std::string binary_arch;       // "sm_90"; empty for the host
+  std::string binary;            // bytes
   std::string compile_options;   // NVRTC options or the host compiler's flags, space-separated
   std::string compiler_version;  // "NVRTC 13.0", or the host compiler's first --version line
   std::string driver_version;    // "13000" (cuDriverGetVersion); empty for the host

@@ -111,8 +111,7 @@ tessel_status tessel_find(tessel_db* db, const char* workload, tessel_target tar
     if (out == nullptr) return Fail(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_find: out is NULL");
     *out = nullptr;
     if (db == nullptr || workload == nullptr) {
-      return Fail(TESSEL_ERROR_INVALID_ARGUMENT,
-                  "tessel_find: db and workload must not be NULL");
+      return Fail(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_find: db and workload must not be NULL");
     }
     auto k = db->db->Find(workload, target);
     if (!k.ok()) return Report(k.status());
@@ -135,7 +134,7 @@ tessel_status tessel_launch(tessel_kernel* kernel, const tessel_tensor* args, in
 
 tessel_match tessel_kernel_match(const tessel_kernel* k) {
   return Deployed(k).match == tessel::store::DeployMatch::kDevice ? TESSEL_MATCH_DEVICE
-                                                                   : TESSEL_MATCH_ARCHITECTURE;
+                                                                  : TESSEL_MATCH_ARCHITECTURE;
 }
 
 const char* tessel_kernel_match_description(const tessel_kernel* k) {
@@ -188,7 +187,8 @@ tessel_status tessel_kernel_arg(const tessel_kernel* k, int index, const char** 
                                 const char** dtype, int* ndim, const int64_t** shape,
                                 int* is_output) {
   return Guarded("tessel_kernel_arg", [&]() {
-    if (k == nullptr) return Fail(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_kernel_arg: kernel is NULL");
+    if (k == nullptr)
+      return Fail(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_kernel_arg: kernel is NULL");
     const auto& args = k->kernel->args();
     if (index < 0 || index >= static_cast<int>(args.size())) {
       return Fail(TESSEL_ERROR_INVALID_ARGUMENT,

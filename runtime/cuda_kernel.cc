@@ -58,9 +58,9 @@ absl::Status Cu(const CudaDriver& d, CUresult r, const char* call, const std::st
 absl::StatusOr<const CudaDriver*> Driver() {
   absl::StatusOr<const CudaDriver*> d = worker::LoadCudaDriver();
   if (!d.ok()) {
-    return WithRuntimeCode(absl::UnavailableError(absl::StrCat(
-                               "no usable CUDA driver here: ", d.status().message())),
-                           TESSEL_ERROR_UNSUPPORTED);
+    return WithRuntimeCode(
+        absl::UnavailableError(absl::StrCat("no usable CUDA driver here: ", d.status().message())),
+        TESSEL_ERROR_UNSUPPORTED);
   }
   return d;
 }
@@ -74,7 +74,8 @@ absl::StatusOr<CUdevice> Device(const CudaDriver& d, int ordinal) {
         TESSEL_ERROR_UNSUPPORTED);
   }
   CUdevice dev = 0;
-  if (absl::Status s = Cu(d, d.cuDeviceGet_(&dev, ordinal), "cuDeviceGet", "", TESSEL_ERROR_UNSUPPORTED);
+  if (absl::Status s =
+          Cu(d, d.cuDeviceGet_(&dev, ordinal), "cuDeviceGet", "", TESSEL_ERROR_UNSUPPORTED);
       !s.ok()) {
     return s;
   }
@@ -130,12 +131,12 @@ class CudaKernel final : public LoadedKernel {
       int static_shared = 0;
       d_.cuFuncGetAttribute_(&static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn);
       if (static_shared + k.launch.dynamic_shared_bytes > kDefaultSharedLimit) {
-        if (absl::Status s = Cu(d_,
-                                d_.cuFuncSetAttribute_(
-                                    fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                    static_cast<int>(k.launch.dynamic_shared_bytes)),
-                                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
-                                absl::StrCat("kernel '", k.entry, "'"));
+        if (absl::Status s =
+                Cu(d_,
+                   d_.cuFuncSetAttribute_(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                          static_cast<int>(k.launch.dynamic_shared_bytes)),
+                   "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+                   absl::StrCat("kernel '", k.entry, "'"));
             !s.ok()) {
           return s;
         }
@@ -184,12 +185,12 @@ class CudaKernel final : public LoadedKernel {
       for (int p : params_[k]) values.push_back(ptrs[static_cast<size_t>(p)]);
       if (l.cooperative) {
         CUdeviceptr sync = 0;
-        absl::Status s = Cu(d_, d_.cuMemAlloc_(&sync, kGridSyncBytes), "cuMemAlloc",
-                            "a grid barrier's words");
+        absl::Status s =
+            Cu(d_, d_.cuMemAlloc_(&sync, kGridSyncBytes), "cuMemAlloc", "a grid barrier's words");
         if (s.ok()) {
           owned.push_back(sync);
-          s = Cu(d_, d_.cuMemsetD32Async_(sync, 0, kGridSyncBytes / 4, stream),
-                 "cuMemsetD32Async", "a grid barrier's words");
+          s = Cu(d_, d_.cuMemsetD32Async_(sync, 0, kGridSyncBytes / 4, stream), "cuMemsetD32Async",
+                 "a grid barrier's words");
         }
         if (!s.ok()) {
           free_owned().IgnoreError();
@@ -271,12 +272,12 @@ absl::StatusOr<std::unique_ptr<LoadedKernel>> LoadCudaKernel(
     absl::StatusOr<worker::CudaBinary> binary = worker::CompileCuda(source, options);
     if (!binary.ok()) {
       return WithRuntimeCode(
-          absl::Status(binary.status().code(),
-                       absl::StrCat("compiling the stored CUDA source with NVRTC for ",
-                                    identity->arch, " (the stored cubin is for ",
-                                    artifact.binary_arch.empty() ? "no architecture"
-                                                                 : artifact.binary_arch,
-                                    ") failed: ", binary.status().message())),
+          absl::Status(
+              binary.status().code(),
+              absl::StrCat("compiling the stored CUDA source with NVRTC for ", identity->arch,
+                           " (the stored cubin is for ",
+                           artifact.binary_arch.empty() ? "no architecture" : artifact.binary_arch,
+                           ") failed: ", binary.status().message())),
           TESSEL_ERROR_COMPILE);
     }
     image = std::move(binary->cubin);

@@ -66,9 +66,8 @@ absl::StatusOr<std::unique_ptr<LoadedKernel>> LoadHostKernel(
   }
   std::vector<int64_t> workspace_bytes;
   for (const schedules::ProgramBuffer& b : source.buffers) {
-    workspace_bytes.push_back(b.role == schedules::BufferRole::kWorkspace
-                                  ? b.buffer->AllocatedBytes()
-                                  : 0);
+    workspace_bytes.push_back(
+        b.role == schedules::BufferRole::kWorkspace ? b.buffer->AllocatedBytes() : 0);
   }
   return std::unique_ptr<LoadedKernel>(
       new HostKernel(*std::move(module), std::move(workspace_bytes)));

@@ -50,8 +50,8 @@ absl::StatusOr<std::unique_ptr<Kernel>> Kernel::Load(store::DeployedKernel deplo
   for (size_t i = 0; i < k->source_.buffers.size(); ++i) {
     const schedules::ProgramBuffer& b = k->source_.buffers[i];
     if (b.role == schedules::BufferRole::kWorkspace) continue;
-    const std::vector<int64_t> compact = schedules::MakeBuffer("", b.buffer->dtype,
-                                                               b.buffer->shape)->Strides();
+    const std::vector<int64_t> compact =
+        schedules::MakeBuffer("", b.buffer->dtype, b.buffer->shape)->Strides();
     if (b.buffer->Strides() != compact) {
       // Padded rows would misread a caller's compact tensor.
       return WithRuntimeCode(

@@ -77,11 +77,10 @@ absl::StatusOr<std::shared_ptr<const Kernel>> KernelDatabase::FindLocked(
   } else {
     absl::StatusOr<schedules::Workload> w = schedules::ParseWorkloadText(workload);
     if (!w.ok()) {
-      return WithRuntimeCode(
-          absl::NotFoundError(absl::StrCat("unknown workload '", workload,
-                                           "': it is no workload key of ", log_->path(),
-                                           ", and as a spec: ", w.status().message())),
-          TESSEL_ERROR_NOT_FOUND);
+      return WithRuntimeCode(absl::NotFoundError(absl::StrCat(
+                                 "unknown workload '", workload, "': it is no workload key of ",
+                                 log_->path(), ", and as a spec: ", w.status().message())),
+                             TESSEL_ERROR_NOT_FOUND);
     }
     query.workload = *std::move(w);
   }
@@ -95,10 +94,9 @@ absl::StatusOr<std::shared_ptr<const Kernel>> KernelDatabase::FindLocked(
     absl::StatusOr<schedules::Target> t = schedules::MakeTarget("cuda", device->arch);
     if (!t.ok()) {
       return WithRuntimeCode(
-          absl::UnimplementedError(absl::StrCat("CUDA device ", options_.cuda_device, " (",
-                                                device->name, ") is ", device->arch,
-                                                ", which Tessel does not tune for: ",
-                                                t.status().message())),
+          absl::UnimplementedError(absl::StrCat(
+              "CUDA device ", options_.cuda_device, " (", device->name, ") is ", device->arch,
+              ", which Tessel does not tune for: ", t.status().message())),
           TESSEL_ERROR_UNSUPPORTED);
     }
     query.target = *std::move(t);

@@ -89,8 +89,7 @@ absl::StatusOr<DeployedKernel> FindDeployedKernel(TuningLog* log, const DeployQu
         ExistingRecords(groups), ". Tune it on this target first (tessel tune or tessel submit)"));
   }
   out.record = *std::move(found);
-  TESSEL_ASSIGN_OR_RETURN(std::optional<measure::Artifact> stored,
-                          log->GetArtifact(out.record.id));
+  TESSEL_ASSIGN_OR_RETURN(std::optional<measure::Artifact> stored, log->GetArtifact(out.record.id));
   if (stored) {
     out.artifact = *std::move(stored);
   } else {

@@ -94,8 +94,8 @@ absl::StatusOr<std::vector<PackedKernel>> WriteKernelPack(
   }();
   if (!st.ok()) {
     RemovePackFiles(tmp);
-    return absl::Status(st.code(), absl::StrCat("writing the kernel pack ", out_path, ": ",
-                                                st.message()));
+    return absl::Status(st.code(),
+                        absl::StrCat("writing the kernel pack ", out_path, ": ", st.message()));
   }
   for (const char* suffix : {"-wal", "-shm"}) std::remove((out_path + suffix).c_str());
   return packed;

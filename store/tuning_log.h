@@ -76,10 +76,11 @@ struct Record {
   std::string trace_json;     // schedules::Trace JSON; "null" for the reference lowering
   int64_t unix_ms = 0;        // when measured; set to now when 0
   // What was measured. AddRecord(s) and import also store measurement.artifact when it is set
-  // (in the artifacts table); readers leave it empty (GetArtifact reads it). The log keeps its status, error, every repeat and the median (empty and 0
-  // unless ok), compile and verify times, worker and device, and of the kernels' resources the
-  // peak (measure::PeakOf); read back, the timings' min and max are the repeats' and the kernels
-  // are one unnamed kernel with the peak (measure::KernelsOfPeak).
+  // (in the artifacts table); readers leave it empty (GetArtifact reads it). The log keeps its
+  // status, error, every repeat and the median (empty and 0 unless ok), compile and verify times,
+  // worker and device, and of the kernels' resources the peak (measure::PeakOf); read back, the
+  // timings' min and max are the repeats' and the kernels are one unnamed kernel with the peak
+  // (measure::KernelsOfPeak).
   measure::Measurement measurement;
 };
 

@@ -650,7 +650,8 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
     const int starts = device->child->starts();
     measure::Measurement r = device->child->Measure(request, timeout_s);
     if (r.ok()) {
-      r.artifact = ResultArtifact(*sources[i], compiled->program, device->info, HostCompileOptions());
+      r.artifact =
+          ResultArtifact(*sources[i], compiled->program, device->info, HostCompileOptions());
     }
     if (device->child->starts() != starts || !device->child->running()) {
       Log(absl::StrCat("device ", device->info.ordinal(), ": measuring process ",

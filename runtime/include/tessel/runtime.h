@@ -132,9 +132,8 @@ TESSEL_RUNTIME_API const void* tessel_kernel_binary(const tessel_kernel* kernel,
 /* The launch arguments: their number, and each one's name, dtype, shape and direction. */
 TESSEL_RUNTIME_API int tessel_kernel_num_args(const tessel_kernel* kernel);
 TESSEL_RUNTIME_API tessel_status tessel_kernel_arg(const tessel_kernel* kernel, int index,
-                                                   const char** name, const char** dtype,
-                                                   int* ndim, const int64_t** shape,
-                                                   int* is_output);
+                                                   const char** name, const char** dtype, int* ndim,
+                                                   const int64_t** shape, int* is_output);
 
 #ifdef __cplusplus
 } /* extern "C" */
