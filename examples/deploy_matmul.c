@@ -7,6 +7,8 @@
  * TESSEL is the tessel binary (default: "tessel" on PATH); WORKDIR is where the tuning log, the
  * pack and the compiled kernels go (default: a new folder under /tmp). Exits 0 when both launches
  * match the reference. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -17,12 +17,14 @@
 namespace tessel::store {
 namespace {
 
-// A pack is one file: back to a rollback journal (no -wal or -shm beside it), and compact.
+// A pack is one file: back to a rollback journal (no -wal or -shm beside it), and compact (4 KiB
+// pages: a pack is mostly small tables).
 absl::Status MakeSelfContained(const std::string& path) {
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr);
-  absl::Status st = rc == SQLITE_OK ? Exec(db, "PRAGMA journal_mode = DELETE; VACUUM")
-                                    : SqliteError(db, rc, absl::StrCat("cannot open ", path));
+  absl::Status st = rc == SQLITE_OK
+                        ? Exec(db, "PRAGMA journal_mode = DELETE; PRAGMA page_size = 4096; VACUUM")
+                        : SqliteError(db, rc, absl::StrCat("cannot open ", path));
   sqlite3_close_v2(db);
   return st;
 }

@@ -988,7 +988,8 @@ class SqliteTuningLog final : public TuningLog {
       return false;
     }
     r->id = sqlite3_last_insert_rowid(db_);
-    if (m.artifact.stored()) {
+    TESSEL_ASSIGN_OR_RETURN(bool keep, KeepsArtifact(*r));
+    if (keep) {
       TESSEL_RETURN_IF_ERROR(InsertArtifact(r->id, m.artifact));
     } else {
       // Record ids are reused after the largest is quarantined: drop what that one left.
@@ -997,6 +998,26 @@ class SqliteTuningLog final : public TuningLog {
       TESSEL_RETURN_IF_ERROR(del.Bind(r->id).Run());
     }
     return true;
+  }
+
+  // Whether the artifact of `r`, just inserted, is kept: it has one, it is ok, and no other ok
+  // record of its workload, target and device is faster. Deploy-time lookups only ever answer
+  // with the fastest record of a device, which was the fastest of its device when it was added,
+  // so this keeps every artifact a lookup can need, and not the megabytes of sources and cubins
+  // of the slower candidates a search measures.
+  absl::StatusOr<bool> KeepsArtifact(const Record& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!r.measurement.artifact.stored() || !r.measurement.ok()) return false;
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s,
+        stmts_.Get("SELECT count(*) FROM records WHERE workload_key = ? AND target_key = ? AND "
+                   "device_name = ? AND status = 'ok' AND median_ms < ? AND id != ?"));
+    s.Bind(r.workload_key)
+        .Bind(r.target_key)
+        .Bind(r.measurement.device_name)
+        .Bind(r.measurement.timings.median_ms)
+        .Bind(r.id);
+    TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+    return !row || s.Int(0) == 0;
   }
 
   absl::Status InsertArtifact(int64_t record_id, const measure::Artifact& a)

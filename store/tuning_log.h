@@ -75,8 +75,10 @@ struct Record {
   uint64_t candidate_id = 0;  // unique within its task: (task_id, candidate_id) is stored once
   std::string trace_json;     // schedules::Trace JSON; "null" for the reference lowering
   int64_t unix_ms = 0;        // when measured; set to now when 0
-  // What was measured. AddRecord(s) and import also store measurement.artifact when it is set
-  // (in the artifacts table); readers leave it empty (GetArtifact reads it). The log keeps its
+  // What was measured. AddRecord(s) and import also store measurement.artifact (in the
+  // artifacts table) of an ok record that is the fastest of its workload, target and device when
+  // it is added (the only records a deploy-time lookup answers with); readers leave it empty
+  // (GetArtifact reads it). The log keeps its
   // status, error, every repeat and the median (empty and 0 unless ok), compile and verify times,
   // worker and device, and of the kernels' resources the peak (measure::PeakOf); read back, the
   // timings' min and max are the repeats' and the kernels are one unnamed kernel with the peak

@@ -111,6 +111,20 @@ TEST(Artifact, StoredWithItsRecordAndReadBackByteForByte) {
   EXPECT_FALSE((*best)->measurement.artifact.stored());
 }
 
+TEST(Artifact, KeptOnlyForTheFastestOfItsDeviceWhenAdded) {
+  Fixture f = MakeFixture();
+  store::Record first = AddRecord(f, "Dev A", 2.0, true);
+  store::Record slower = AddRecord(f, "Dev A", 3.0, true);
+  store::Record faster = AddRecord(f, "Dev A", 1.0, true);
+  store::Record other_device = AddRecord(f, "Dev B", 5.0, true);
+  for (const auto& [r, kept] : {std::pair{&first, true}, std::pair{&slower, false},
+                                std::pair{&faster, true}, std::pair{&other_device, true}}) {
+    auto a = f.log->GetArtifact(r->id);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->has_value(), kept) << r->measurement.timings.median_ms;
+  }
+}
+
 TEST(Artifact, ExportAndImportCarryIt) {
   Fixture f = MakeFixture();
   store::Record with = AddRecord(f, "Dev A", 1.0, true, "// exported\n");

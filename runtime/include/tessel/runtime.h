@@ -23,6 +23,9 @@
  * finds it there. A record stored without its source (a log from before Tessel kept it) is
  * regenerated from its trace, and tessel_kernel_regenerated says so.
  *
+ * A tuning log or pack is code: the runtime compiles and runs what it holds, with the compiler
+ * flags it records. Open only files from a source you trust, as you would a shared library.
+ *
  * Errors: every function that can fail returns a tessel_status; tessel_last_error() is the
  * calling thread's message for its last failure (names the problem and the fix).
  *
@@ -110,7 +113,7 @@ TESSEL_RUNTIME_API void tessel_kernel_release(tessel_kernel* kernel);
 TESSEL_RUNTIME_API tessel_status tessel_launch(tessel_kernel* kernel, const tessel_tensor* args,
                                                int num_args, void* stream);
 
-/* What was found. Strings live as long as the kernel. */
+/* What was found (`kernel` must not be NULL). Strings live as long as the kernel. */
 TESSEL_RUNTIME_API tessel_match tessel_kernel_match(const tessel_kernel* kernel);
 /* "same device (NVIDIA H100 80GB HBM3)" or "same architecture (cuda -arch=sm_90), measured on
  * ...; no record of ..." */
