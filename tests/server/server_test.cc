@@ -19,6 +19,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/protocol.h"
+#include "schedules/codegen/codegen_version.h"
+#include "schedules/target/target.h"
 #include "server/listen_address.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/server/server_test_util.h"
@@ -106,6 +108,15 @@ TEST_F(ServerTest, SubmitRecordsEveryTrialAndQueryBestReturnsTheFastest) {
   EXPECT_NE(rec.source().code().find("extern \"C\""), std::string::npos);
   EXPECT_NE(rec.trace_json(), "null");
   EXPECT_EQ(rec.records(), info.tasks(0).trials_ok());
+  // The worker sent what it compiled, and the best record answers with it (issue 19).
+  ASSERT_TRUE(rec.has_artifact());
+  EXPECT_FALSE(rec.regenerated());
+  EXPECT_EQ(rec.artifact().source().code(), rec.source().code());
+  EXPECT_EQ(rec.artifact().codegen_version(), schedules::kCodegenVersion);
+  EXPECT_EQ(rec.artifact().device_arch(), schedules::HostTarget().arch);
+  EXPECT_GT(rec.artifact().multiprocessor_count(), 0);
+  EXPECT_THAT(rec.artifact().compile_options(), HasSubstr("-O3"));
+  EXPECT_FALSE(rec.artifact().compiler_version().empty());
 }
 
 TEST_F(ServerTest, ASharedBudgetIsSpentByTheTaskSchedulerRoundRobinFirst) {
