@@ -69,7 +69,9 @@ absl::StatusOr<std::optional<BestRecord>> FetchBestFromDb(const std::string& db_
   };
   auto log = store::OpenTuningLog(db_path, options);
   if (!log.ok()) return log.status();
-  const store::DeployQuery query{workload, target, device_name};
+  const store::DeployQuery query{workload, target, device_name, [](const std::string& line) {
+                                   std::cerr << "tessel best: warning: " << line << "\n";
+                                 }};
   absl::StatusOr<store::DeployedKernel> found = store::FindDeployedKernel(log->get(), query);
   if (!found.ok()) return found.status();
   BestRecord best;

@@ -1,6 +1,7 @@
 #include "store/deploy_lookup.h"
 
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -15,18 +16,13 @@
 namespace tessel::store {
 namespace {
 
+constexpr int kFastest = 64;  // how far down a level's ranking a usable record is looked for
+
 // The artifact of a record stored without one: the source regenerated from its trace by this
 // build's code generator.
-absl::StatusOr<measure::Artifact> Regenerate(const DeployQuery& q, const Record& r,
-                                             const std::string& log_path) {
+absl::StatusOr<measure::Artifact> Regenerate(const DeployQuery& q, const Record& r) {
   absl::StatusOr<schedules::Candidate> c = ReplayTrace(q.workload, q.target, r.trace_json);
-  if (!c.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "record ", r.uid, " of ", log_path,
-        " was stored without its source and binary (a log from before Tessel kept them), and "
-        "its trace does not rebuild here: ",
-        c.status().message(), "; tune the workload again"));
-  }
+  if (!c.ok()) return c.status();
   measure::Artifact a;
   a.codegen_version = schedules::kCodegenVersion;
   a.source = c->source.code;
@@ -69,36 +65,59 @@ std::string DeployedKernel::MatchDescription(const DeployQuery& query) const {
 absl::StatusOr<DeployedKernel> FindDeployedKernel(TuningLog* log, const DeployQuery& q) {
   const std::string key = schedules::WorkloadKey(q.workload);
   const std::string target_key = q.target.ToString();
-  DeployedKernel out;
-  out.log_path = log->path();
-  std::optional<Record> found;
-  if (!q.device_name.empty()) {
-    TESSEL_ASSIGN_OR_RETURN(found, log->BestOnDevice(key, target_key, q.device_name));
-    out.match = DeployMatch::kDevice;
+  int64_t ranked = 0;        // ok records looked at, at the widest level
+  absl::Status first_error;  // why the fastest unusable record could not be used
+  std::set<int64_t> passed_over;
+  for (DeployMatch level : {DeployMatch::kDevice, DeployMatch::kArchitecture}) {
+    std::vector<Record> top;
+    if (level == DeployMatch::kDevice) {
+      if (q.device_name.empty()) continue;
+      TESSEL_ASSIGN_OR_RETURN(top, log->TopKOnDevice(key, target_key, q.device_name, kFastest));
+    } else {
+      TESSEL_ASSIGN_OR_RETURN(top, log->TopK(key, target_key, kFastest));
+      ranked = static_cast<int64_t>(top.size());
+    }
+    for (Record& r : top) {
+      if (passed_over.count(r.id) > 0) continue;  // tried on the device level
+      DeployedKernel out;
+      out.log_path = log->path();
+      out.match = level;
+      TESSEL_ASSIGN_OR_RETURN(std::optional<measure::Artifact> stored, log->GetArtifact(r.id));
+      if (stored) {
+        out.artifact = *std::move(stored);
+      } else {
+        absl::StatusOr<measure::Artifact> regenerated = Regenerate(q, r);
+        if (!regenerated.ok()) {
+          if (first_error.ok()) first_error = regenerated.status();
+          passed_over.insert(r.id);
+          if (q.skipped) {
+            q.skipped(absl::StrCat("record ", r.uid, " of ", log->path(),
+                                   " is passed over: ", regenerated.status().message()));
+          }
+          continue;
+        }
+        out.artifact = *std::move(regenerated);
+        out.regenerated = true;
+      }
+      out.record = std::move(r);
+      out.record.measurement.artifact = out.artifact;
+      TESSEL_ASSIGN_OR_RETURN(out.ok_records, log->CountOk(key, target_key));
+      return out;
+    }
   }
-  if (!found) {
-    TESSEL_ASSIGN_OR_RETURN(found, log->Best(key, target_key));
-    out.match = DeployMatch::kArchitecture;
+  if (ranked > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "none of the ", ranked, " fastest ok records of ", q.workload.spec, " on ", target_key,
+        " in ", log->path(), " replays here; the fastest: ", first_error.message(),
+        "; none has its source stored (a log from before Tessel kept them); tune it again with "
+        "this release"));
   }
-  if (!found) {
-    TESSEL_ASSIGN_OR_RETURN(std::vector<RecordGroup> groups, log->OkRecordGroups(key));
-    return absl::NotFoundError(absl::StrCat(
-        "no ok record of ", WorkloadLabel(q.workload), " (key ", key, ") for ", target_key,
-        q.device_name.empty() ? "" : absl::StrCat(" (device ", q.device_name, ")"), " in ",
-        log->path(), ": neither on the same device nor on the same architecture; ",
-        ExistingRecords(groups), ". Tune it on this target first (tessel tune or tessel submit)"));
-  }
-  out.record = *std::move(found);
-  TESSEL_ASSIGN_OR_RETURN(std::optional<measure::Artifact> stored, log->GetArtifact(out.record.id));
-  if (stored) {
-    out.artifact = *std::move(stored);
-  } else {
-    TESSEL_ASSIGN_OR_RETURN(out.artifact, Regenerate(q, out.record, log->path()));
-    out.regenerated = true;
-  }
-  out.record.measurement.artifact = out.artifact;
-  TESSEL_ASSIGN_OR_RETURN(out.ok_records, log->CountOk(key, target_key));
-  return out;
+  TESSEL_ASSIGN_OR_RETURN(std::vector<RecordGroup> groups, log->OkRecordGroups(key));
+  return absl::NotFoundError(absl::StrCat(
+      "no ok record of ", WorkloadLabel(q.workload), " (key ", key, ") for ", target_key,
+      q.device_name.empty() ? "" : absl::StrCat(" (device ", q.device_name, ")"), " in ",
+      log->path(), ": neither on the same device nor on the same architecture; ",
+      ExistingRecords(groups), ". Tune it on this target first (tessel tune or tessel submit)"));
 }
 
 }  // namespace tessel::store

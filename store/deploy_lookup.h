@@ -11,6 +11,7 @@
 // Threads: free functions, callable from any thread (the TuningLog is thread-safe).
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -28,6 +29,9 @@ struct DeployQuery {
   schedules::Workload workload;
   schedules::Target target;  // its ToString() is the records' target key
   std::string device_name;   // the device to run on; empty: any device of the target
+  // Told of each faster record passed over (stored without its artifact, and its trace does not
+  // rebuild here), with a line naming it and why. May be empty.
+  std::function<void(const std::string&)> skipped;
 };
 
 struct DeployedKernel {
@@ -45,10 +49,12 @@ struct DeployedKernel {
   std::string MatchDescription(const DeployQuery& query) const;
 };
 
-// The kernel of `query` in `log` (above). NotFound when the log has no ok record of the workload
-// on the target, naming the workload and key, the target and the device, and listing the targets
+// The kernel of `query` in `log` (above): at each level, the fastest of the 64 fastest ok records
+// that has its artifact or whose trace rebuilds here (a faster one that has neither is passed
+// over and told to `query.skipped`). NotFound when the log has no ok record of the workload on
+// the target, naming the workload and key, the target and the device, and listing the targets
 // and devices the log has records of for that workload (or saying it has none of it).
-// FailedPrecondition when the chosen record has no artifact and its trace does not replay here.
+// FailedPrecondition when none of them can be used.
 absl::StatusOr<DeployedKernel> FindDeployedKernel(TuningLog* log, const DeployQuery& query);
 
 // The workload as a user recognizes it: its one-line spec, or its name for a definition.

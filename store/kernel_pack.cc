@@ -63,9 +63,10 @@ absl::StatusOr<std::vector<PackedKernel>> WriteKernelPack(
     }
     rows.push_back(*std::move(row));
     for (const RecordGroup& g : groups) {
-      TESSEL_ASSIGN_OR_RETURN(std::optional<Record> best,
-                              log->BestOnDevice(key, g.target_key, g.device_name));
-      if (!best) continue;  // only bad rows: skipped with a warning by the reader
+      TESSEL_ASSIGN_OR_RETURN(std::vector<Record> top,
+                              log->TopKOnDevice(key, g.target_key, g.device_name, 1));
+      if (top.empty()) continue;  // only bad rows: skipped with a warning by the reader
+      std::optional<Record> best = std::move(top[0]);
       TESSEL_ASSIGN_OR_RETURN(std::optional<measure::Artifact> artifact,
                               log->GetArtifact(best->id));
       if (artifact) best->measurement.artifact = *std::move(artifact);

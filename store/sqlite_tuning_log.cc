@@ -686,9 +686,10 @@ class SqliteTuningLog final : public TuningLog {
     return std::optional<Record>(std::move(top[0]));
   }
 
-  absl::StatusOr<std::optional<Record>> BestOnDevice(const std::string& workload_key,
-                                                     const std::string& target_key,
-                                                     const std::string& device_name) override {
+  absl::StatusOr<std::vector<Record>> TopKOnDevice(const std::string& workload_key,
+                                                   const std::string& target_key,
+                                                   const std::string& device_name, int k) override {
+    if (k <= 0) return std::vector<Record>();
     absl::MutexLock lock(&mu_);
     TESSEL_ASSIGN_OR_RETURN(
         Statement s,
@@ -696,9 +697,7 @@ class SqliteTuningLog final : public TuningLog {
                                 " FROM records WHERE workload_key = ? AND target_key = ? AND "
                                 "device_name = ? AND status = 'ok' ORDER BY median_ms, id")));
     s.Bind(workload_key).Bind(target_key).Bind(device_name);
-    TESSEL_ASSIGN_OR_RETURN(std::vector<Record> top, ReadRecords(s, 1));
-    if (top.empty()) return std::optional<Record>();
-    return std::optional<Record>(std::move(top[0]));
+    return ReadRecords(s, static_cast<size_t>(k));
   }
 
   absl::StatusOr<std::optional<measure::Artifact>> GetArtifact(int64_t record_id) override {

@@ -167,10 +167,12 @@ class TuningLog {
   // The fastest ok record, or nullopt.
   virtual absl::StatusOr<std::optional<Record>> Best(const std::string& workload_key,
                                                      const std::string& target_key) = 0;
-  // The fastest ok record of (workload, target) measured on the device named `device_name`.
-  virtual absl::StatusOr<std::optional<Record>> BestOnDevice(const std::string& workload_key,
-                                                             const std::string& target_key,
-                                                             const std::string& device_name) = 0;
+  // The k fastest ok records of (workload, target) measured on the device named `device_name`,
+  // fastest first.
+  virtual absl::StatusOr<std::vector<Record>> TopKOnDevice(const std::string& workload_key,
+                                                           const std::string& target_key,
+                                                           const std::string& device_name,
+                                                           int k) = 0;
   // What was run for record `record_id` (measure::Artifact), or nullopt when it has none (a
   // record of a log from before artifacts, a failed measurement, an old worker's result).
   // Records read back by the other readers carry no artifact: ask for it here.

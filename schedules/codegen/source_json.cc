@@ -111,12 +111,17 @@ absl::StatusOr<GeneratedSource> SourceFromLaunchJson(const std::string& launch_j
       if (!b["strides"].is_array() || b["strides"].size() != shape.size()) {
         return Malformed(absl::StrCat(what, "\"strides\" must hold one integer per dimension"));
       }
+      // Strides >= 0 whose span (1 + sum of (extent - 1) * stride) is at most kMaxTensorElements,
+      // the rule of the worker protocol (proto/convert.h).
+      int64_t span = 1;
       for (size_t d = 0; d < shape.size(); ++d) {
         const json& v = b["strides"][d];
-        // Strides >= 0 that span at most 2^40 elements, as the worker protocol allows.
+        int64_t reach = 0;
         if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
-            v.get<int64_t>() > (int64_t{1} << 40) / shape[d]) {
-          return Malformed(absl::StrCat(what, "\"strides\" must be integers in [0, 2^40]"));
+            __builtin_mul_overflow(shape[d] - 1, v.get<int64_t>(), &reach) ||
+            __builtin_add_overflow(span, reach, &span) || span > kMaxTensorElements) {
+          return Malformed(absl::StrCat(
+              what, "\"strides\" must be integers >= 0 that span at most 2^40 elements"));
         }
         strides.push_back(v.get<int64_t>());
       }

@@ -225,6 +225,35 @@ TEST(DeployLookup, SameDeviceFirstThenSameArchitecture) {
             "same architecture (host), measured on Dev B; no record of Dev C");
 }
 
+TEST(DeployLookup, PassesOverAFasterRecordThatHasNeitherArtifactNorAReplayingTrace) {
+  Fixture f = MakeFixture();
+  store::Record usable = AddRecord(f, "Dev A", 2.0, false);  // regenerated from "null"
+  store::Record broken = MakeTestRecord(2, schedules::WorkloadKey(f.workload), "host");
+  broken.trace_json = R"({"version": 1, "insts": [{"kind": "nope"}]})";
+  broken.measurement.timings = measure::MakeTimings({1.0, 1.0});
+  broken.measurement.device_name = "Dev A";
+  ASSERT_TRUE(f.log->AddRecord(&broken).ok());
+  std::vector<std::string> skipped;
+  store::DeployQuery q{f.workload, f.host, "Dev A",
+                       [&](const std::string& line) { skipped.push_back(line); }};
+  auto found = store::FindDeployedKernel(f.log.get(), q);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->record.uid, usable.uid);
+  EXPECT_TRUE(found->regenerated);
+  ASSERT_EQ(skipped.size(), 1u);  // once, though both levels rank it
+  EXPECT_THAT(skipped[0], HasSubstr("record " + broken.uid + " of " + f.db + " is passed over: "));
+  // With nothing usable left, the error says so and what to do.
+  ASSERT_EQ(RawExec(f.db, "UPDATE records SET trace = '" + broken.trace_json + "'"), "");
+  auto none = store::FindDeployedKernel(f.log.get(), q);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(none.status().message(),
+              HasSubstr("none of the 2 fastest ok records of " + f.workload.spec + " on host in " +
+                        f.db + " replays here; the fastest: "));
+  EXPECT_THAT(none.status().message(),
+              HasSubstr("; none has its source stored (a log from before Tessel kept them); tune "
+                        "it again with this release"));
+}
+
 TEST(DeployLookup, NothingNamesWhatTheLogHas) {
   Fixture f = MakeFixture();
   AddRecord(f, "Dev A", 2.0, true);
