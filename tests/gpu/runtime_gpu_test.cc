@@ -17,10 +17,10 @@
 #include "schedules/codegen/codegen_version.h"
 #include "store/tuning_log.h"
 #include "tests/cli/cli_test_util.h"
-#include "tests/gpu/gpu_test_util.h"
 #include "tests/store/store_test_util.h"
 #include "tests/test_util.h"
 #ifdef TESSEL_HAVE_CUDA
+#include "tests/gpu/gpu_test_util.h"
 #include "worker/cuda/cuda_driver.h"
 #include "worker/cuda/cuda_runner.h"
 #include "worker/cuda/nvrtc_compiler.h"
