@@ -85,7 +85,8 @@ absl::StatusOr<std::optional<BestRecord>> FetchBestFromDb(const std::string& db_
 
 absl::StatusOr<std::optional<BestRecord>> FetchBestFromServer(
     const std::string& address, const proto::TransportOptions& transport,
-    const std::string& workload_arg, const schedules::Target& target) {
+    const std::string& workload_arg, const schedules::Target& target,
+    const std::string& device_name) {
   absl::StatusOr<Client> client = Client::Connect(address, transport);
   if (!client.ok()) return client.status();
   absl::StatusOr<std::string> text = WorkloadArgumentText(workload_arg);
@@ -94,6 +95,7 @@ absl::StatusOr<std::optional<BestRecord>> FetchBestFromServer(
   request.set_workload(*text);
   request.mutable_target()->set_kind(target.is_cuda() ? "cuda" : "host");
   request.mutable_target()->set_arch(target.is_cuda() ? target.arch : "");
+  request.set_device_name(device_name);
   absl::StatusOr<proto::BestRecord> b = client->QueryBest(request);
   if (absl::IsNotFound(b.status())) return std::optional<BestRecord>();
   if (!b.ok()) return b.status();
@@ -113,7 +115,7 @@ absl::StatusOr<std::optional<BestRecord>> FetchBestFromServer(
   m.worker_id = b->worker_id();
   m.device_name = b->device_name();
   r.unix_ms = b->unix_ms();
-  best.match = "same architecture (the server does not match devices)";
+  best.match = b->match().empty() ? "same architecture (a server that does not say)" : b->match();
   if (b->has_artifact()) {
     absl::StatusOr<measure::Artifact> artifact = proto::FromProto(b->artifact());
     if (!artifact.ok()) {
@@ -274,8 +276,9 @@ int RunBest(const BestOptions& o) {
   // Fetch.
   std::string device = o.device;
   if (device.empty() && !target->is_cuda()) device = target->device_name;
-  auto best = o.server.empty() ? FetchBestFromDb(o.db, *workload, *target, device)
-                               : FetchBestFromServer(o.server, o.transport, o.workload, *target);
+  auto best = o.server.empty()
+                  ? FetchBestFromDb(o.db, *workload, *target, device)
+                  : FetchBestFromServer(o.server, o.transport, o.workload, *target, device);
   if (!best.ok()) return fail(best.status());
   if (!best->has_value()) {
     return fail(NoBestRecordError(*workload, *target,

@@ -55,10 +55,12 @@ absl::StatusOr<std::optional<BestRecord>> FetchBestFromDb(const std::string& db_
                                                           const schedules::Target& target,
                                                           const std::string& device_name = "");
 
-// The same asked of the server at `address` (QueryBest); nullopt when it has none.
+// The same asked of the server at `address` (QueryBest, with `device_name`); nullopt when it has
+// none.
 absl::StatusOr<std::optional<BestRecord>> FetchBestFromServer(
     const std::string& address, const proto::TransportOptions& transport,
-    const std::string& workload_arg, const schedules::Target& target);
+    const std::string& workload_arg, const schedules::Target& target,
+    const std::string& device_name = "");
 
 // "no ok record of W (key K) for T in SOURCE; tune it first with tessel tune or tessel submit".
 absl::Status NoBestRecordError(const schedules::Workload& workload, const schedules::Target& target,

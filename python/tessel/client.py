@@ -106,9 +106,12 @@ class Client:
         return _call(self._stub.CancelJob, tessel_pb2.CancelJobRequest(job_id=job_id),
                      **self._kw())
 
-    def best(self, workload, target="cuda", arch=""):
-        """The fastest ok record of `workload` on the target (a BestRecord: its source and, for a
-        record that keeps it, the artifact: the source as measured, the cubin, the toolchain)."""
+    def best(self, workload, target="cuda", arch="", device_name=""):
+        """The kernel to deploy for `workload` on the target: the fastest ok record measured on
+        `device_name` when given and it has one, else the fastest of the target (a BestRecord:
+        `match` says which; its source and, for a record that keeps it, the artifact: the source
+        as measured, the cubin, the toolchain)."""
         request = tessel_pb2.QueryBestRequest(
-            workload=workload, target=tessel_pb2.TargetSpec(kind=target, arch=arch))
+            workload=workload, target=tessel_pb2.TargetSpec(kind=target, arch=arch),
+            device_name=device_name)
         return _call(self._stub.QueryBest, request, **self._kw())

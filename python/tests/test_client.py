@@ -75,6 +75,11 @@ class ServiceTest(unittest.TestCase):
         self.assertEqual(best.artifact.source.code, best.source.code)
         self.assertIn('extern "C"', best.source.code)
         self.assertGreater(best.artifact.codegen_version, 0)
+        self.assertTrue(best.match.startswith("same architecture (host), measured on "),
+                        best.match)
+        measured_on = best.device_name
+        here = self.client.best(SPEC, target="host", device_name=measured_on)
+        self.assertEqual(here.match, f"same device ({measured_on})")
 
     def test_errors_name_the_problem(self):
         with self.assertRaises(Error) as e:

@@ -117,6 +117,14 @@ TEST_F(ServerTest, SubmitRecordsEveryTrialAndQueryBestReturnsTheFastest) {
   EXPECT_GT(rec.artifact().multiprocessor_count(), 0);
   EXPECT_THAT(rec.artifact().compile_options(), HasSubstr("-O3"));
   EXPECT_FALSE(rec.artifact().compiler_version().empty());
+  const std::string cpu = schedules::HostTarget().device_name;
+  EXPECT_EQ(rec.match(), "same architecture (host), measured on " + cpu);
+  // Asked for the device it was measured on, that match answers.
+  grpc::ClientContext ctx2;
+  q.set_device_name(cpu);
+  ASSERT_TRUE(client_->QueryBest(&ctx2, q, &rec).ok());
+  EXPECT_EQ(rec.match(), "same device (" + cpu + ")");
+  EXPECT_DOUBLE_EQ(rec.median_ms(), best);
 }
 
 TEST_F(ServerTest, ASharedBudgetIsSpentByTheTaskSchedulerRoundRobinFirst) {
