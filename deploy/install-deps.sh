@@ -13,6 +13,7 @@ packages=(
   libsqlite3-dev libxgboost-dev
   libssl-dev openssl
   clang-format
+  python3 python3-grpcio python3-protobuf
 )
 
 missing=()
