@@ -11,6 +11,7 @@
 #include "cli/import_command.h"
 #include "cli/job_commands.h"
 #include "cli/lower_command.h"
+#include "cli/report_command.h"
 #include "cli/measure_command.h"
 #include "cli/sample_command.h"
 #include "cli/serve_command.h"
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   tessel::cli::AddJobCommands(app);
   tessel::cli::AddBestCommand(app);
   tessel::cli::AddExportCommand(app);
+  tessel::cli::AddReportCommand(app);
   tessel::cli::AddImportCommand(app);
   tessel::cli::AddCheckCommand(app);
   tessel::cli::AddCostModelCommand(app);
