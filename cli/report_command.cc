@@ -42,8 +42,8 @@ int RunReport(const ReportOptions& o) {
   dopts.max_jobs = o.max_jobs;
   absl::StatusOr<server::DashboardData> data = server::DashboardFromLog(**log, dopts);
   if (!data.ok()) {
-    return fail(absl::Status(data.status().code(), absl::StrCat("cannot read ", o.db, ": ",
-                                                                data.status().message())));
+    return fail(absl::Status(data.status().code(),
+                             absl::StrCat("cannot read ", o.db, ": ", data.status().message())));
   }
   const std::string page = server::RenderDashboard(*data);
   // Written beside the target and renamed into place: a failed write leaves no partial file.

@@ -38,10 +38,9 @@ absl::StatusOr<DashboardData> DashboardFromLog(store::TuningLog& log,
       }
       absl::StatusOr<std::vector<store::Record>> records = log.RecordsOf(t.id);
       if (!records.ok()) return records.status();
-      std::stable_sort(records->begin(), records->end(),
-                       [](const store::Record& a, const store::Record& b) {
-                         return a.unix_ms < b.unix_ms;
-                       });
+      std::stable_sort(
+          records->begin(), records->end(),
+          [](const store::Record& a, const store::Record& b) { return a.unix_ms < b.unix_ms; });
       for (const store::Record& r : *records) {
         ++task.trials;
         ++task.by_status[measure::MeasureStatusName(r.measurement.status)];

@@ -49,11 +49,11 @@ struct DashboardJob {
 
 struct DashboardWorker {
   std::string worker_id;
-  std::string host;     // live only
-  std::string devices;  // "NVIDIA H100 (sm_90)", "host (16 cores)"
-  int64_t measured = 0;  // live: since it connected; offline: records it measured
-  int batches_in_flight = -1;   // live only
-  double busy_fraction = -1;    // live only
+  std::string host;            // live only
+  std::string devices;         // "NVIDIA H100 (sm_90)", "host (16 cores)"
+  int64_t measured = 0;        // live: since it connected; offline: records it measured
+  int batches_in_flight = -1;  // live only
+  double busy_fraction = -1;   // live only
   int64_t last_seen_unix_ms = 0;
 };
 

@@ -79,8 +79,8 @@ std::string Chart(const std::string& id, const std::string& x_label,
   // Axis labels: the latency at 4 levels, x at 0, half and the end.
   for (int i = 0; i <= 3; ++i) {
     const double f = i / 3.0;
-    const double v = log_scale ? std::exp(std::log(lo) + f * (std::log(hi) - std::log(lo)))
-                               : lo + f * (hi - lo);
+    const double v =
+        log_scale ? std::exp(std::log(lo) + f * (std::log(hi) - std::log(lo))) : lo + f * (hi - lo);
     const double y = yf(v);
     absl::StrAppendFormat(&out,
                           "<line x1=\"%d\" x2=\"%g\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>"
@@ -104,9 +104,12 @@ std::string Chart(const std::string& id, const std::string& x_label,
     absl::StrAppendFormat(&pts, "%.1f,%.1f ", xf(points[i].first), yf(points[i].second));
   }
   absl::StrAppendFormat(&out, "<polyline class=\"best\" points=\"%s\"/>\n", pts);
-  for (const auto& p : points) {
-    absl::StrAppendFormat(&out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\"><title>%s</title></circle>\n",
-                          xf(p.first), yf(p.second), Ms(p.second));
+  // A dot at each improvement (the last point only extends the curve to the last trial).
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (i > 0 && points[i].second == points[i - 1].second) continue;
+    absl::StrAppendFormat(&out,
+                          "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\"><title>%s</title></circle>\n",
+                          xf(points[i].first), yf(points[i].second), Ms(points[i].second));
   }
   out += "</svg>\n";
   return out;
@@ -140,8 +143,8 @@ void Workers(const DashboardData& d, std::string* out) {
   }
   absl::StrAppend(out, "<table><tr><th>worker</th>", d.live ? "<th>host</th>" : "",
                   "<th>devices</th><th>measured</th>",
-                  d.live ? "<th>batches held</th><th>busy (last minute)</th>" : "",
-                  "<th>", d.live ? "last heard" : "last record", "</th></tr>\n");
+                  d.live ? "<th>batches held</th><th>busy (last minute)</th>" : "", "<th>",
+                  d.live ? "last heard" : "last record", "</th></tr>\n");
   for (const DashboardWorker& w : d.workers) {
     absl::StrAppend(out, "<tr><td>", HtmlEscape(w.worker_id), "</td>");
     if (d.live) absl::StrAppend(out, "<td>", HtmlEscape(w.host), "</td>");
@@ -163,14 +166,15 @@ void Job(const DashboardData& d, const DashboardJob& job, std::string* out) {
                   r.name.empty() ? "" : absl::StrCat(" ", HtmlEscape(r.name)),
                   " <span class=\"state-", state, "\">", state, "</span></h2>\n");
   const int64_t end_ms = r.finished_unix_ms > 0 ? r.finished_unix_ms : d.generated_unix_ms;
-  absl::StrAppend(out, "<p>", HtmlEscape(r.target_key), ", strategy ", HtmlEscape(r.strategy),
-                  ", ", job.trials, " of ", r.trials_budget, " trials, created ",
-                  Time(r.created_unix_ms), ", ", r.finished_unix_ms > 0 ? "took " : "running for ",
+  absl::StrAppend(out, "<p>", HtmlEscape(r.target_key), ", strategy ", HtmlEscape(r.strategy), ", ",
+                  job.trials, " of ", r.trials_budget, " trials, created ", Time(r.created_unix_ms),
+                  ", ", r.finished_unix_ms > 0 ? "took " : "running for ",
                   Duration(std::max<int64_t>(0, end_ms - r.created_unix_ms) / 1000.0),
                   r.submitted_by.empty() ? "" : absl::StrCat(", by ", HtmlEscape(r.submitted_by)),
                   r.error.empty() ? "" : absl::StrCat(": ", HtmlEscape(r.error)), "</p>\n");
-  absl::StrAppend(out, "<table><tr><th>task</th><th>workload</th><th>state</th><th>trials</th>"
-                       "<th>ok</th><th>best</th><th>failures</th>",
+  absl::StrAppend(out,
+                  "<table><tr><th>task</th><th>workload</th><th>state</th><th>trials</th>"
+                  "<th>ok</th><th>best</th><th>failures</th>",
                   d.live ? "<th>queued</th><th>in flight</th>" : "", "</tr>\n");
   for (const DashboardTask& t : job.tasks) {
     std::string failures;
@@ -192,8 +196,8 @@ void Job(const DashboardData& d, const DashboardJob& job, std::string* out) {
   }
   absl::StrAppend(out, "</table>\n");
   for (const DashboardTask& t : job.tasks) {
-    absl::StrAppend(out, "<div class=\"task\" id=\"task-", t.row.id, "\"><h3>Task ", t.row.id,
-                    ": ", HtmlEscape(t.workload_name), ", best ", Ms(t.best_ms), "</h3><code>",
+    absl::StrAppend(out, "<div class=\"task\" id=\"task-", t.row.id, "\"><h3>Task ", t.row.id, ": ",
+                    HtmlEscape(t.workload_name), ", best ", Ms(t.best_ms), "</h3><code>",
                     HtmlEscape(t.workload_spec), "</code><br>\n");
     std::vector<std::pair<double, double>> by_trial, by_time;
     for (const CurvePoint& p : t.curve) {
@@ -201,10 +205,10 @@ void Job(const DashboardData& d, const DashboardJob& job, std::string* out) {
       by_time.emplace_back(p.elapsed_s, p.best_ms);
     }
     const double trials_max = static_cast<double>(std::max(t.trials, t.row.trials_budget));
-    out->append(Chart(absl::StrCat("curve-trials-", t.row.id), "trials", by_trial, trials_max,
-                      t.best_ms));
-    out->append(Chart(absl::StrCat("curve-time-", t.row.id), "seconds since the job began",
-                      by_time, std::max(1.0, t.last_trial_elapsed_ms / 1000.0), t.best_ms));
+    out->append(
+        Chart(absl::StrCat("curve-trials-", t.row.id), "trials", by_trial, trials_max, t.best_ms));
+    out->append(Chart(absl::StrCat("curve-time-", t.row.id), "seconds since the job began", by_time,
+                      std::max(1.0, t.last_trial_elapsed_ms / 1000.0), t.best_ms));
     absl::StrAppend(out, "</div>\n");
   }
 }
@@ -216,12 +220,23 @@ std::string HtmlEscape(const std::string& text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -237,19 +252,20 @@ std::string RenderDashboard(const DashboardData& d) {
     if (!store::IsFinished(j.row.state)) ++running;
     trials += j.trials;
   }
-  absl::StrAppend(&out, "<p>Tuning log <code>", HtmlEscape(d.source), "</code>, ",
-                  Time(d.generated_unix_ms), ": ", d.jobs.size(), " jobs shown (", running,
-                  " unfinished), ", trials, " trials, ", d.workers.size(), " workers",
-                  d.jobs_not_shown > 0 ? absl::StrCat("; ", d.jobs_not_shown, " older jobs not shown")
-                                       : "",
-                  ".</p>\n");
+  absl::StrAppend(
+      &out, "<p>Tuning log <code>", HtmlEscape(d.source), "</code>, ", Time(d.generated_unix_ms),
+      ": ", d.jobs.size(), " jobs shown (", running, " unfinished), ", trials, " trials, ",
+      d.workers.size(), " workers",
+      d.jobs_not_shown > 0 ? absl::StrCat("; ", d.jobs_not_shown, " older jobs not shown") : "",
+      ".</p>\n");
   Workers(d, &out);
   absl::StrAppend(&out, "<h2>Jobs</h2>\n");
   if (d.jobs.empty()) {
     absl::StrAppend(&out, "<p class=\"muted\">No job yet.</p>\n");
   } else {
-    absl::StrAppend(&out, "<table><tr><th>job</th><th>name</th><th>state</th><th>target</th>"
-                          "<th>tasks</th><th>trials</th><th>created</th></tr>\n");
+    absl::StrAppend(&out,
+                    "<table><tr><th>job</th><th>name</th><th>state</th><th>target</th>"
+                    "<th>tasks</th><th>trials</th><th>created</th></tr>\n");
     for (const DashboardJob& j : d.jobs) {
       const char* state = store::JobStateName(j.row.state);
       absl::StrAppend(&out, "<tr><td><a href=\"#job-", j.row.id, "\">", j.row.id, "</a></td><td>",

@@ -32,8 +32,10 @@ Caller Authenticate(const httplib::Request& req, TokenStore* tokens, const std::
       "makes one with `tessel token create --role client --tokens FILE`)";
   if (!req.has_header("Authorization")) {
     c.status = 401;
-    c.error = absl::StrCat("reading ", what, " needs a client or admin token, and this request "
-                           "carried none: ", how, "\n");
+    c.error = absl::StrCat("reading ", what,
+                           " needs a client or admin token, and this request "
+                           "carried none: ",
+                           how, "\n");
     return c;
   }
   const std::string value = req.get_header_value("Authorization");
@@ -53,8 +55,8 @@ Caller Authenticate(const httplib::Request& req, TokenStore* tokens, const std::
   }
   if (p->role == Role::kWorker) {
     c.status = 403;
-    c.error = absl::StrCat("reading ", what, " needs a client or admin token, and token '",
-                           p->name, "' is a worker token\n");
+    c.error = absl::StrCat("reading ", what, " needs a client or admin token, and token '", p->name,
+                           "' is a worker token\n");
     return c;
   }
   c.principal = *p;
@@ -105,10 +107,10 @@ absl::Status HttpServerImpl::Start() {
         options_.tls.cert.c_str(), options_.tls.key.c_str(),
         options_.tls.require_client_cert ? options_.tls.ca.c_str() : nullptr);
     if (!ssl->is_valid()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          options_.flag, " ", options_.listen, ": cannot serve HTTPS with --tls-cert ",
-          options_.tls.cert, " and --tls-key ", options_.tls.key,
-          ": check that they are a PEM certificate and its key"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(options_.flag, " ", options_.listen, ": cannot serve HTTPS with --tls-cert ",
+                       options_.tls.cert, " and --tls-key ", options_.tls.key,
+                       ": check that they are a PEM certificate and its key"));
     }
     http_ = std::move(ssl);
   } else {
@@ -133,10 +135,10 @@ absl::Status HttpServerImpl::Start() {
   }
   if (port_ <= 0) {
     port_ = 0;
-    return absl::UnavailableError(absl::StrCat(
-        options_.flag, ": cannot listen on ", options_.listen,
-        ": the address is in use or not of this machine; pass another ", options_.flag,
-        " HOST:PORT"));
+    return absl::UnavailableError(
+        absl::StrCat(options_.flag, ": cannot listen on ", options_.listen,
+                     ": the address is in use or not of this machine; pass another ", options_.flag,
+                     " HOST:PORT"));
   }
   address_ = absl::StrCat(options_.listen.substr(0, colon), ":", port_);
   running_ = true;

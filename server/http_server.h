@@ -34,10 +34,10 @@ class HttpPages {
 };
 
 struct HttpOptions {
-  std::string listen;     // HOST:PORT; port 0 picks a free port
+  std::string listen;           // HOST:PORT; port 0 picks a free port
   std::string flag = "--http";  // how the address was given, for messages
-  TlsOptions tls;         // HTTPS with this certificate and key when enabled
-  bool insecure = false;  // allow beyond loopback without TLS and tokens
+  TlsOptions tls;               // HTTPS with this certificate and key when enabled
+  bool insecure = false;        // allow beyond loopback without TLS and tokens
 };
 
 class HttpServer {

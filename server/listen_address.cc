@@ -56,7 +56,8 @@ absl::Status CheckListenAddress(const std::string& listen, const std::string& fl
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on ", listen, ": port ", port,
         " is in use (another tessel serve or another program holds it); stop that one or pass "
-        "another ", flag, " HOST:PORT"));
+        "another ",
+        flag, " HOST:PORT"));
   }
   if (err == EADDRNOTAVAIL) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", listen, ": ", host,

@@ -188,10 +188,10 @@ absl::Status ServerImpl::Start() {
       options_.tls.enabled() ? " (TLS" : " (plain",
       options_.tls.require_client_cert ? ", client certificates required" : "",
       tokens_ != nullptr ? ", tokens of " + options_.tokens_path : ", no tokens", ")",
-      http_ != nullptr ? absl::StrCat("; metrics and dashboard on ",
-                                      options_.tls.enabled() ? "https://" : "http://",
-                                      http_->address(), "/")
-                       : ""));
+      http_ != nullptr
+          ? absl::StrCat("; metrics and dashboard on ",
+                         options_.tls.enabled() ? "https://" : "http://", http_->address(), "/")
+          : ""));
   return absl::OkStatus();
 }
 

@@ -62,8 +62,7 @@ void Histogram::Observe(double value) {
   ++count_;
 }
 
-void Histogram::Render(const std::string& name, const std::string& labels,
-                       std::string* out) const {
+void Histogram::Render(const std::string& name, const std::string& labels, std::string* out) const {
   const std::string sep = labels.empty() ? "" : ",";
   int64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
@@ -80,11 +79,10 @@ void Histogram::Render(const std::string& name, const std::string& labels,
 
 ServerMetrics::ServerMetrics() : measure_s_(SecondsBounds()), compile_s_(SecondsBounds()) {
   // Every status has a line from the start, so that a rate over a new series is never missed.
-  for (auto s :
-       {measure::MeasureStatus::kOk, measure::MeasureStatus::kCompileError,
-        measure::MeasureStatus::kVerifyFailed, measure::MeasureStatus::kRuntimeError,
-        measure::MeasureStatus::kTimeout, measure::MeasureStatus::kDeviceLimitExceeded,
-        measure::MeasureStatus::kWorkerError}) {
+  for (auto s : {measure::MeasureStatus::kOk, measure::MeasureStatus::kCompileError,
+                 measure::MeasureStatus::kVerifyFailed, measure::MeasureStatus::kRuntimeError,
+                 measure::MeasureStatus::kTimeout, measure::MeasureStatus::kDeviceLimitExceeded,
+                 measure::MeasureStatus::kWorkerError}) {
     results_by_status_[measure::MeasureStatusName(s)] = 0;
   }
 }

@@ -13,6 +13,7 @@
 #include <regex>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -108,7 +109,9 @@ class HttpTest : public ::testing::Test {
     EXPECT_THAT(r->get_header_value("Content-Type"), HasSubstr("text/plain; version=0.0.4"));
     return r->body;
   }
-  absl::Status StartError(const server::ServerOptions& o) { return server::StartServer(o).status(); }
+  absl::Status StartError(const server::ServerOptions& o) {
+    return server::StartServer(o).status();
+  }
 
   std::string dir_, db_;
   std::unique_ptr<server::Server> server_;
@@ -132,8 +135,7 @@ TEST_F(HttpTest, MetricsMoveWhileAJobRuns) {
   ASSERT_TRUE(WaitUntil(
       [&] {
         during = Metrics();
-        return ResultsTotal(during) >= 2 &&
-               Sample(during, "tessel_jobs{state=\"running\"}") == 1;
+        return ResultsTotal(during) >= 2 && Sample(during, "tessel_jobs{state=\"running\"}") == 1;
       },
       absl::Seconds(60)))
       << during << w->Log();
@@ -278,8 +280,8 @@ TEST(DashboardCurve, StepsDownAtEachImprovementAndEndsAtTheLastTrial) {
       r.measurement.timings.min_ms = ms[i];
       r.measurement.timings.max_ms = ms[i];
     } else {
-      r.measurement = measure::Measurement::FromStatus(
-          measure::WithMeasureStatus(absl::InternalError("bad"), measure::MeasureStatus::kCompileError));
+      r.measurement = measure::Measurement::FromStatus(measure::WithMeasureStatus(
+          absl::InternalError("bad"), measure::MeasureStatus::kCompileError));
     }
     auto id = (*log)->AddRecord(&r);
     ASSERT_TRUE(id.ok()) << id.status();
@@ -409,11 +411,11 @@ TEST_F(HttpTest, HttpBeyondLoopbackNeedsTlsAndTokensOrInsecure) {
 TEST_F(HttpTest, ScrapesNeedAClientOrAdminTokenWhenTheServerHasTokens) {
   const std::string tokens = dir_ + "/tokens";
   std::map<std::string, std::string> token;
-  for (const auto& [role, name] : std::vector<std::pair<server::Role, std::string>>{
-           {server::Role::kClient, "alice"},
-           {server::Role::kClient, "bob"},
-           {server::Role::kWorker, "w1"},
-           {server::Role::kAdmin, "root"}}) {
+  for (const auto& [role, name] :
+       std::vector<std::pair<server::Role, std::string>>{{server::Role::kClient, "alice"},
+                                                         {server::Role::kClient, "bob"},
+                                                         {server::Role::kWorker, "w1"},
+                                                         {server::Role::kAdmin, "root"}}) {
     auto t = server::CreateToken(tokens, role, name);
     ASSERT_TRUE(t.ok()) << t.status();
     token[name] = t->token;
@@ -439,8 +441,9 @@ TEST_F(HttpTest, ScrapesNeedAClientOrAdminTokenWhenTheServerHasTokens) {
   httplib::Result worker = Get(http, "/", token.at("w1"));
   ASSERT_TRUE(worker);
   EXPECT_EQ(worker->status, 403);
-  EXPECT_EQ(worker->body, "reading the dashboard needs a client or admin token, and token 'w1' "
-                          "is a worker token\n");
+  EXPECT_EQ(worker->body,
+            "reading the dashboard needs a client or admin token, and token 'w1' "
+            "is a worker token\n");
   httplib::Result dash = Get(http, "/", "");
   ASSERT_TRUE(dash);
   EXPECT_EQ(dash->status, 401);
@@ -451,7 +454,6 @@ TEST_F(HttpTest, ScrapesNeedAClientOrAdminTokenWhenTheServerHasTokens) {
   EXPECT_GE(Sample(ok->body, "tessel_workers"), 0);
 
   // A client sees its own jobs on the dashboard, an admin every job.
-  proto::TransportOptions t;
   auto submit_as = [&](const std::string& name) {
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", "Bearer " + token.at(name));
@@ -470,6 +472,41 @@ TEST_F(HttpTest, ScrapesNeedAClientOrAdminTokenWhenTheServerHasTokens) {
   ASSERT_TRUE(root_page);
   EXPECT_THAT(root_page->body, HasSubstr(absl::StrCat("id=\"job-", alices, "\"")));
   EXPECT_THAT(root_page->body, HasSubstr(absl::StrCat("id=\"job-", bobs, "\"")));
+}
+
+TEST_F(HttpTest, WithTheServersCertificateItSpeaksHttpsAndMayListenBeyondLoopback) {
+  // A self-signed certificate for 127.0.0.1 (EC: fast to make).
+  const std::string cert = dir_ + "/server.pem", key = dir_ + "/server.key";
+  ASSERT_EQ(std::system(("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+                         "-nodes -keyout " +
+                         key + " -out " + cert +
+                         " -days 2 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 "
+                         ">/dev/null 2>&1")
+                            .c_str()),
+            0);
+  const std::string tokens = dir_ + "/tokens";
+  auto admin = server::CreateToken(tokens, server::Role::kAdmin, "ops");
+  ASSERT_TRUE(admin.ok()) << admin.status();
+  server::ServerOptions o = Options();
+  o.tls.cert = cert;
+  o.tls.key = key;
+  o.tokens_path = tokens;
+  o.http_listen = "0.0.0.0:0";  // beyond loopback: allowed with TLS and tokens
+  Start(o);
+  const std::string port = server_->http_address().substr(server_->http_address().rfind(':') + 1);
+  httplib::SSLClient tls("127.0.0.1", std::stoi(port));
+  tls.set_ca_cert_path(cert.c_str());
+  tls.enable_server_certificate_verification(true);
+  httplib::Result r = tls.Get("/metrics", {{"Authorization", "Bearer " + admin->token}});
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_GE(Sample(r->body, "tessel_workers"), 0) << r->body;
+  httplib::Result no_token = tls.Get("/");
+  ASSERT_TRUE(no_token);
+  EXPECT_EQ(no_token->status, 401);
+  // Plain HTTP gets no page.
+  httplib::Result plain = Get("127.0.0.1:" + port, "/metrics", admin->token);
+  EXPECT_FALSE(plain && plain->status == 200);
 }
 
 TEST(ServeCli, TheHttpFlagIsCheckedAndAnnounced) {
@@ -506,7 +543,10 @@ TEST(ReportCli, AMissingLogOrAnUnwritableOutputIsNamed) {
   EXPECT_THAT(missing.output, HasSubstr("tessel report: "));
   EXPECT_THAT(missing.output, HasSubstr(dir + "/none.db"));
   // An empty log gives a page that says so.
-  { auto log = store::OpenTuningLog(dir + "/empty.db"); ASSERT_TRUE(log.ok()); }
+  {
+    auto log = store::OpenTuningLog(dir + "/empty.db");
+    ASSERT_TRUE(log.ok());
+  }
   CliResult empty = RunTessel("report --db " + dir + "/empty.db --out " + dir + "/r.html");
   EXPECT_EQ(empty.status, 0) << empty.output;
   std::ifstream f(dir + "/r.html");
@@ -522,7 +562,8 @@ TEST(ReportCli, AMissingLogOrAnUnwritableOutputIsNamed) {
   CliResult negative =
       RunTessel("report --db " + dir + "/empty.db --out " + dir + "/r.html --max-jobs -1");
   EXPECT_EQ(negative.status, 1);
-  EXPECT_THAT(negative.output, HasSubstr("tessel report: --max-jobs -1: give 0 (every job) or more"));
+  EXPECT_THAT(negative.output,
+              HasSubstr("tessel report: --max-jobs -1: give 0 (every job) or more"));
 }
 
 }  // namespace
