@@ -98,19 +98,20 @@ absl::Status HttpServerImpl::Start() {
         options_.flag, " ", options_.listen, " reaches beyond this machine without ",
         options_.tls.enabled() ? "tokens" : (tokens_ == nullptr ? "TLS and tokens" : "TLS"),
         ": anyone who can reach the port could read every job, workload and worker (and the "
-        "tokens would cross the network in the clear without TLS). Pass --tls-cert FILE "
-        "--tls-key FILE and --tokens FILE (README, Security), serve HTTP on 127.0.0.1, or pass "
-        "--insecure on a network you trust"));
+        "tokens would cross the network in the clear without TLS). Pass ",
+        options_.tls_flags, " and ", options_.tokens_flag,
+        " (README, Security), serve HTTP on 127.0.0.1, or pass ", options_.insecure_flag,
+        " on a network you trust"));
   }
   if (options_.tls.enabled()) {
     auto ssl = std::make_unique<httplib::SSLServer>(
         options_.tls.cert.c_str(), options_.tls.key.c_str(),
         options_.tls.require_client_cert ? options_.tls.ca.c_str() : nullptr);
     if (!ssl->is_valid()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(options_.flag, " ", options_.listen, ": cannot serve HTTPS with --tls-cert ",
-                       options_.tls.cert, " and --tls-key ", options_.tls.key,
-                       ": check that they are a PEM certificate and its key"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          options_.flag, " ", options_.listen, ": cannot serve HTTPS with the certificate ",
+          options_.tls.cert, " and the key ", options_.tls.key,
+          ": check that they are a PEM certificate and its key"));
     }
     http_ = std::move(ssl);
   } else {

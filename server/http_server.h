@@ -38,6 +38,10 @@ struct HttpOptions {
   std::string flag = "--http";  // how the address was given, for messages
   TlsOptions tls;               // HTTPS with this certificate and key when enabled
   bool insecure = false;        // allow beyond loopback without TLS and tokens
+  // How the owner's flags for TLS, tokens and insecure are spelled, for the messages.
+  std::string tls_flags = "--tls-cert FILE --tls-key FILE";
+  std::string tokens_flag = "--tokens FILE";
+  std::string insecure_flag = "--insecure";
 };
 
 class HttpServer {

@@ -509,6 +509,114 @@ TEST_F(HttpTest, WithTheServersCertificateItSpeaksHttpsAndMayListenBeyondLoopbac
   EXPECT_FALSE(plain && plain->status == 200);
 }
 
+// The HTTP address a `tessel worker --http` process announced on its log; empty when it did
+// not within 10 s.
+std::string WorkerHttpAddress(TesselProcess& worker) {
+  std::string http;
+  WaitUntil(
+      [&] {
+        std::smatch m;
+        static const std::regex kMetrics("metrics on http://([0-9.]+:[0-9]+)/metrics");
+        const std::string log = worker.Log();
+        if (!std::regex_search(log, m, kMetrics)) return false;
+        http = m[1];
+        return true;
+      },
+      absl::Seconds(10));
+  return http;
+}
+
+TEST_F(HttpTest, AWorkerServesItsOwnMetrics) {
+  Start(Options());
+  TesselProcess w(
+      {"worker", "--server", server_->address(), "--target", "host", "--worker-id", "w1", "--cache",
+       dir_ + "/cache", "--heartbeat-s", "0.2", "--http", "127.0.0.1:0"},
+      dir_ + "/w1.log");
+  const std::string http = WorkerHttpAddress(w);
+  ASSERT_FALSE(http.empty()) << w.Log();
+  const int64_t job = Submit(HostJob({kMatmul}, 6, 2));
+  ASSERT_GT(job, 0);
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(120)))
+      << w.Log();
+  httplib::Result r = Get(http, "/metrics");
+  ASSERT_TRUE(r) << w.Log();
+  ASSERT_EQ(r->status, 200);
+  const std::string& m = r->body;
+  EXPECT_EQ(Sample(m, "tessel_worker_connected"), 1) << m;
+  EXPECT_EQ(Sample(m, "tessel_worker_connects_total"), 1) << m;
+  EXPECT_THAT(
+      m, HasSubstr("tessel_worker_info{worker=\"w1\",server=\"" + server_->address() + "\"} 1"));
+  EXPECT_THAT(m, HasSubstr("tessel_worker_device_info{device=\"0\",kind=\"host\""));
+  EXPECT_GT(Sample(m, "tessel_worker_compile_threads"), 0) << m;
+  double results = 0;
+  for (const char* s : {"ok", "compile_error", "verify_failed", "runtime_error", "timeout",
+                        "device_limit_exceeded", "worker_error"}) {
+    results += Sample(m, absl::StrCat("tessel_worker_results_total{status=\"", s, "\"}"));
+  }
+  EXPECT_EQ(results, 6) << m;
+  EXPECT_EQ(Sample(m, "tessel_worker_results_total{status=\"ok\"}"),
+            static_cast<double>(GetJob(client_.get(), job).tasks(0).trials_ok()))
+      << m;
+  // Every candidate and the reference went through the pool: compiled or found in its cache.
+  const double compiled = Sample(m, "tessel_worker_compilations_total");
+  const double hits = Sample(m, "tessel_worker_compile_cache_hits_total{cache=\"memory\"}") +
+                      Sample(m, "tessel_worker_compile_cache_hits_total{cache=\"disk\"}");
+  EXPECT_GE(compiled + hits, 6) << m;
+  EXPECT_NEAR(Sample(m, "tessel_worker_compile_cache_hit_ratio"), hits / (compiled + hits), 1e-6);
+  EXPECT_EQ(Sample(m, "tessel_worker_child_restarts_total{device=\"0\"}"), 0) << m;
+  EXPECT_GT(Sample(m, "tessel_worker_measure_seconds_total"), 0) << m;
+  // It still drains on SIGTERM.
+  w.Signal(SIGTERM);
+  EXPECT_EQ(w.Wait(absl::Seconds(30)), 0) << w.Log();
+}
+
+TEST(WorkerCli, TheHttpFlagsAreChecked) {
+  const std::string dir = MakeTempDir("tessel_worker_http_");
+  const std::string base = "worker --server 127.0.0.1:1 --target host --cache " + dir + "/c ";
+  CliResult bad = RunTessel(base + "--http nope");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_THAT(bad.output, HasSubstr("tessel worker: --http nope: give HOST:PORT with a port from "
+                                    "0 (any free port) to 65535"));
+  CliResult open = RunTessel(base + "--http 0.0.0.0:0");
+  EXPECT_EQ(open.status, 1);
+  EXPECT_THAT(open.output,
+              HasSubstr("tessel worker: --http 0.0.0.0:0 reaches beyond this machine without TLS "
+                        "and tokens"));
+  EXPECT_THAT(open.output,
+              HasSubstr("Pass --http-tls-cert FILE --http-tls-key FILE and --http-tokens FILE "
+                        "(README, Security), serve HTTP on 127.0.0.1, or pass --http-insecure on "
+                        "a network you trust"));
+  CliResult half = RunTessel(base + "--http 127.0.0.1:0 --http-tls-cert " + dir + "/x.pem");
+  EXPECT_EQ(half.status, 1);
+  EXPECT_THAT(half.output, HasSubstr("tessel worker: --http-tls-cert and --http-tls-key go "
+                                     "together: pass both (a PEM certificate and its key) or "
+                                     "neither"));
+  CliResult no_tokens = RunTessel(base + "--http 127.0.0.1:0 --http-tokens " + dir + "/none");
+  EXPECT_EQ(no_tokens.status, 1);
+  EXPECT_THAT(no_tokens.output,
+              HasSubstr("tessel worker: cannot read the tokens file " + dir + "/none"));
+}
+
+TEST(WorkerCli, ItsMetricsNeedATokenWithHttpTokens) {
+  const std::string dir = MakeTempDir("tessel_worker_http_");
+  auto client = server::CreateToken(dir + "/tokens", server::Role::kClient, "prometheus");
+  ASSERT_TRUE(client.ok()) << client.status();
+  // No server to talk to: the worker keeps reconnecting, and serves its metrics meanwhile.
+  TesselProcess w({"worker", "--server", "127.0.0.1:1", "--target", "host", "--cache", dir + "/c",
+                   "--http", "127.0.0.1:0", "--http-tokens", dir + "/tokens"},
+                  dir + "/w.log");
+  const std::string http = WorkerHttpAddress(w);
+  ASSERT_FALSE(http.empty()) << w.Log();
+  httplib::Result none = Get(http, "/metrics");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  EXPECT_THAT(none->body, HasSubstr("reading the metrics needs a client or admin token"));
+  httplib::Result ok = Get(http, "/metrics", client->token);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(Sample(ok->body, "tessel_worker_connected"), 0) << ok->body;
+}
+
 TEST(ServeCli, TheHttpFlagIsCheckedAndAnnounced) {
   const std::string dir = MakeTempDir("tessel_http_cli_");
   CliResult bad = RunTessel("serve --db " + dir + "/log.db --listen 127.0.0.1:0 --http nope");
