@@ -44,7 +44,7 @@ def commands(readme):
             else:
                 m = re.match(r"^\s*(?:\$ )?(?:sudo )?((?:[A-Z_]+=\S+ )*)"
                              r"(tessel(?:_bench_\w+)?\s.*|make \w+.*)$", line)
-                if not m:
+                if not m or re.match(r"tessel [\w-]+:", m.group(2)):  # output, not a command
                     continue
                 pending, start = m.group(2), n
             if pending.endswith("\\"):
@@ -85,6 +85,11 @@ class Check:
             self.helps[key] = (r.returncode, r.stdout + r.stderr)
         return self.helps[key]
 
+    def subcommands(self):
+        _, out = self.help([])
+        listed = out.split("Subcommands:", 1)[-1]
+        return set(re.findall(r"^  ([a-z][a-z0-9-]*)\s", listed, re.M))
+
     def subcommand(self, words):
         sub = [words[1]] if len(words) > 1 and not words[1].startswith("-") else []
         if sub and sub[0] in TWO_WORD and len(words) > 2 and words[2] in TWO_WORD[sub[0]]:
@@ -94,6 +99,9 @@ class Check:
     def check_tessel(self, n, text):
         words = words_of(text)
         sub = self.subcommand(words)
+        if sub and sub[0] not in self.subcommands():
+            self.fail(n, f"`tessel {sub[0]}` is not a command of this tessel (tessel --help)")
+            return
         rc, out = self.help(sub)
         if rc != 0:
             self.fail(n, f"`tessel {' '.join(sub)}` is not a command of this tessel: {out.strip()[:200]}")
@@ -184,10 +192,54 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tessel", required=True)
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap.add_argument("--self-test", action="store_true",
+                    help="also check that drifted copies of the README are caught")
     a = ap.parse_args()
     a.root = os.path.abspath(a.root)
     readme = open(os.path.join(a.root, "README.md")).read()
-    c = Check(a.root, a.tessel)
+    problems = check(a.root, a.tessel, readme)
+    if a.self_test and not problems:
+        problems = self_test(a.root, a.tessel, readme)
+    for p in problems:
+        print(f"readme check: {p}", file=sys.stderr)
+    if problems:
+        return 1
+    print(f"readme check: the commands of README.md agree with {a.tessel}" +
+          (" (self-test passed)" if a.self_test else ""))
+    return 0
+
+
+# Drifts the check must catch: (text appended to or replaced in the README, what it must say).
+DRIFTS = [
+    ("\n```\ntessel tune --no-such-flag 3\n```\n", "`tessel tune` has no flag --no-such-flag"),
+    ("\nRun `tessel frobnicate --db FILE`.\n", "`tessel frobnicate` is not a command"),
+    ("\n```\ntessel_bench_search --db FILE --workload=SPEC\n```\n",
+     "tessel_bench_search parses --db=VALUE only"),
+    ("\nThen `make deploy-everything`.\n", "make deploy-everything: no such target"),
+    ("\nSee [the design](../shared/DESIGN.md).\n", "the link ../shared/DESIGN.md leaves the repository"),
+    ([("[--skip-verify] ", ""), ("`--skip-verify` times without checking; ", "")],
+     "the command table's row of `tessel measure` does not mention --skip-verify"),
+]
+
+
+def self_test(root, tessel, readme):
+    failures = []
+    for change, expect in DRIFTS:
+        text = readme + change if isinstance(change, str) else readme
+        if not isinstance(change, str):
+            for old, new in change:
+                if old not in text:
+                    failures.append(f"self-test: the README no longer holds {old!r}")
+                text = text.replace(old, new, 1)
+        got = check(root, tessel, text)
+        if not any(expect in g for g in got):
+            failures.append(f"self-test: a README with {change!r} was not caught (want {expect!r}; "
+                            f"got {got})")
+    return failures
+
+
+def check(root, tessel, readme):
+    c = Check(root, tessel)
     found = commands(readme)
     for n, text, in_code in found:
         if text.startswith("tessel_bench_"):
@@ -202,12 +254,7 @@ def main():
             c.check_make(n, text)
     c.check_table(readme)
     c.check_links(readme)
-    for p in c.problems:
-        print(f"readme check: {p}", file=sys.stderr)
-    if c.problems:
-        return 1
-    print(f"readme check: {len(found)} commands of README.md agree with {a.tessel}")
-    return 0
+    return c.problems
 
 
 if __name__ == "__main__":
