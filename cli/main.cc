@@ -12,6 +12,7 @@
 #include "cli/job_commands.h"
 #include "cli/lower_command.h"
 #include "cli/measure_command.h"
+#include "cli/pack_command.h"
 #include "cli/report_command.h"
 #include "cli/sample_command.h"
 #include "cli/serve_command.h"
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   tessel::cli::AddBestCommand(app);
   tessel::cli::AddExportCommand(app);
   tessel::cli::AddReportCommand(app);
+  tessel::cli::AddPackCommand(app);
   tessel::cli::AddImportCommand(app);
   tessel::cli::AddCheckCommand(app);
   tessel::cli::AddCostModelCommand(app);

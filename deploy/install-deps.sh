@@ -14,6 +14,7 @@ packages=(
   libssl-dev openssl
   libcpp-httplib-dev python3-yaml
   clang-format
+  python3 python3-grpcio python3-protobuf
 )
 
 missing=()

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "measure/artifact.h"
 #include "measure/resources.h"
 #include "measure/status.h"
 #include "measure/timing.h"
@@ -27,6 +28,8 @@ struct Measurement {
   std::string worker_id;
   int device = 0;
   std::string device_name;
+  // What was run, for ok results of a worker that keeps it (measure/artifact.h); empty otherwise.
+  Artifact artifact;
 
   bool ok() const { return status == MeasureStatus::kOk; }
   // The median latency when ok, 0 otherwise: what a search or a cost model ranks by.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "schedules/codegen/source_json.h"
 #include "schedules/workload/parser.h"
 
 namespace tessel::proto {
@@ -230,6 +231,48 @@ measure::MeasureStatus FromProto(MeasureStatus in) {
   }
 }
 
+absl::Status ToProto(const measure::Artifact& in, Artifact* out) {
+  absl::StatusOr<schedules::GeneratedSource> source =
+      schedules::SourceFromLaunchJson(in.launch_json, in.source);
+  if (!source.ok()) return source.status();
+  out->set_codegen_version(in.codegen_version);
+  ToProto(*source, out->mutable_source());
+  out->set_binary_format(in.binary_format);
+  out->set_binary_arch(in.binary_arch);
+  out->set_binary(in.binary);
+  out->set_compile_options(in.compile_options);
+  out->set_compiler_version(in.compiler_version);
+  out->set_driver_version(in.driver_version);
+  out->set_device_arch(in.device_arch);
+  out->set_multiprocessor_count(in.multiprocessor_count);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<measure::Artifact> FromProto(const Artifact& in) {
+  if (in.codegen_version() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("artifact: codegen_version ", in.codegen_version(), " is not positive"));
+  }
+  absl::StatusOr<schedules::GeneratedSource> source = FromProto(in.source());
+  if (!source.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("artifact: its source: ", source.status().message()));
+  }
+  measure::Artifact out;
+  out.codegen_version = in.codegen_version();
+  out.source = source->code;
+  out.launch_json = schedules::SourceLaunchToJson(*source);
+  out.binary_format = in.binary_format();
+  out.binary_arch = in.binary_arch();
+  out.binary = in.binary();
+  out.compile_options = in.compile_options();
+  out.compiler_version = in.compiler_version();
+  out.driver_version = in.driver_version();
+  out.device_arch = in.device_arch();
+  out.multiprocessor_count = in.multiprocessor_count();
+  return out;
+}
+
 void ToProto(const measure::Measurement& in, MeasureResult* out) {
   out->set_status(ToProto(in.status));
   out->set_error(in.error);
@@ -263,6 +306,10 @@ void ToProto(const measure::Measurement& in, MeasureResult* out) {
   out->set_worker_id(in.worker_id);
   out->set_device(in.device);
   out->set_device_name(in.device_name);
+  out->clear_artifact();
+  if (in.artifact.stored() && !ToProto(in.artifact, out->mutable_artifact()).ok()) {
+    out->clear_artifact();
+  }
 }
 
 measure::Measurement FromProto(const MeasureResult& in) {
@@ -293,6 +340,20 @@ measure::Measurement FromProto(const MeasureResult& in) {
   out.worker_id = in.worker_id();
   out.device = in.device();
   out.device_name = in.device_name();
+  if (in.has_artifact()) {
+    absl::StatusOr<measure::Artifact> artifact = FromProto(in.artifact());
+    if (!artifact.ok()) {
+      measure::Measurement refused;
+      refused.status = measure::MeasureStatus::kWorkerError;
+      refused.error =
+          absl::StrCat("the worker sent a malformed artifact: ", artifact.status().message());
+      refused.worker_id = out.worker_id;
+      refused.device = out.device;
+      refused.device_name = out.device_name;
+      return refused;
+    }
+    out.artifact = *std::move(artifact);
+  }
   return out;
 }
 

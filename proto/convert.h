@@ -24,7 +24,13 @@ MeasureStatus ToProto(measure::MeasureStatus in);
 // MEASURE_STATUS_UNSPECIFIED (a peer that did not set it) becomes kWorkerError.
 measure::MeasureStatus FromProto(MeasureStatus in);
 
-// The batch and candidate ids are the caller's to set.
+// measure::Artifact: its launch JSON travels as the Source's kernels and buffers. ToProto fails
+// only for an artifact whose launch JSON is malformed; FromProto checks the Source as above.
+absl::Status ToProto(const measure::Artifact& in, Artifact* out);
+absl::StatusOr<measure::Artifact> FromProto(const Artifact& in);
+
+// The batch and candidate ids are the caller's to set. An artifact whose launch JSON is malformed
+// is left out. FromProto turns a result whose artifact is malformed into a worker_error saying so.
 void ToProto(const measure::Measurement& in, MeasureResult* out);
 measure::Measurement FromProto(const MeasureResult& in);
 

@@ -9,7 +9,7 @@
 #include "schedules/target/target.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
-#include "store/measured_traces.h"
+#include "store/deploy_lookup.h"
 
 namespace tessel::server {
 namespace {
@@ -213,30 +213,39 @@ grpc::Status ClientService::QueryBest(grpc::ServerContext* context,
       schedules::MakeTarget(req->target().kind(), req->target().arch());
   if (!target.ok()) return ToGrpc(target.status());
   const std::string key = schedules::WorkloadKey(*w);
-  // A record that no longer replays is passed over: the next fastest answers.
-  absl::StatusOr<std::optional<store::ReplayedRecord>> best =
-      store::BestReplayingRecord(log_, *w, *target, [](const std::string&) {});
-  if (!best.ok()) return ToGrpc(best.status());
-  if (!best->has_value()) {
+  // The same device first, else the same architecture (store/deploy_lookup.h); a record stored
+  // without its artifact whose trace no longer replays is passed over.
+  const store::DeployQuery query{*w, *target, req->device_name(), {}};
+  absl::StatusOr<store::DeployedKernel> found = store::FindDeployedKernel(log_, query);
+  if (absl::IsNotFound(found.status())) {
     return ToGrpc(absl::NotFoundError(
         absl::StrCat("no measured kernel for ", w->spec, " (key ", key, ") on ", target->ToString(),
                      ": tune it first (tessel submit or tessel tune)")));
   }
-  const store::Record& r = (*best)->record;
-  const schedules::Candidate* c = &(*best)->candidate;
-  absl::StatusOr<int64_t> count = log_->CountOk(key, target->ToString());
+  if (!found.ok()) return ToGrpc(found.status());
+  const store::Record& r = found->record;
   response->set_workload_key(key);
   response->set_target(target->ToString());
   response->set_record_id(r.id);
   response->set_job_id(r.job_id);
   response->set_trace_json(r.trace_json);
-  proto::ToProto(c->source, response->mutable_source());
+  response->set_match(found->MatchDescription(query));
+  // What was measured; for a record stored without it, the source regenerated from the trace.
+  if (absl::Status s = proto::ToProto(found->artifact, response->mutable_artifact()); !s.ok()) {
+    return ToGrpc(absl::DataLossError(
+        absl::StrCat("the best record ", r.uid, " in the log is damaged: ", s.message())));
+  }
+  *response->mutable_source() = response->artifact().source();
+  if (found->regenerated) {
+    response->clear_artifact();
+    response->set_regenerated(true);
+  }
   response->set_median_ms(r.measurement.timings.median_ms);
   for (double ms : r.measurement.timings.repeats_ms) response->add_repeats_ms(ms);
   response->set_worker_id(r.measurement.worker_id);
   response->set_device_name(r.measurement.device_name);
   response->set_unix_ms(r.unix_ms);
-  response->set_records(count.ok() ? *count : 0);
+  response->set_records(found->ok_records);
   return grpc::Status::OK;
 }
 

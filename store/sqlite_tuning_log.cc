@@ -16,11 +16,13 @@
 #include <set>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "measure/measurement.h"
 #include "nlohmann/json.hpp"
+#include "schedules/codegen/source_json.h"
 #include "schedules/util/check.h"
 #include "schedules/util/status_macros.h"
 #include "store/measured_traces.h"
@@ -131,6 +133,65 @@ CREATE INDEX cost_models_latest ON cost_models(target_key, kind, id);
 const char* const kSchemaV2 = R"sql(
 ALTER TABLE jobs ADD COLUMN submitted_by TEXT NOT NULL DEFAULT '';
 )sql";
+
+// Version 3 (issue 19): what was measured, so that a record reproduces its measurement: the
+// source exactly as compiled, its launch configuration, the binary, the code generator's version,
+// the toolchain, driver and device (measure::Artifact). One row per record that has one (ok
+// records of workers that send it); kept apart from records so that readers of records (the cost
+// model's training scans) do not page through sources and binaries. No foreign key: a quarantined
+// record keeps its artifact.
+const char* const kSchemaV3 = R"sql(
+CREATE TABLE artifacts (
+  record_id INTEGER PRIMARY KEY NOT NULL,
+  codegen_version INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  launch_json TEXT NOT NULL,
+  binary_format TEXT NOT NULL DEFAULT '',
+  binary_arch TEXT NOT NULL DEFAULT '',
+  binary BLOB NOT NULL DEFAULT x'',
+  compile_options TEXT NOT NULL DEFAULT '',
+  compiler_version TEXT NOT NULL DEFAULT '',
+  driver_version TEXT NOT NULL DEFAULT '',
+  device_arch TEXT NOT NULL DEFAULT '',
+  multiprocessor_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX records_device ON records(workload_key, target_key, device_name, status, median_ms);
+)sql";
+
+constexpr char kArtifactColumns[] =
+    "codegen_version, source, launch_json, binary_format, binary_arch, binary, compile_options, "
+    "compiler_version, driver_version, device_arch, multiprocessor_count";
+
+measure::Artifact ReadArtifact(const Statement& s) {
+  measure::Artifact a;
+  a.codegen_version = static_cast<int>(s.Int(0));
+  a.source = s.Text(1);
+  a.launch_json = s.Text(2);
+  a.binary_format = s.Text(3);
+  a.binary_arch = s.Text(4);
+  a.binary = s.Text(5);
+  a.compile_options = s.Text(6);
+  a.compiler_version = s.Text(7);
+  a.driver_version = s.Text(8);
+  a.device_arch = s.Text(9);
+  a.multiprocessor_count = static_cast<int>(s.Int(10));
+  return a;
+}
+
+json ArtifactToJson(const measure::Artifact& a) {
+  json launch = json::parse(a.launch_json, nullptr, /*allow_exceptions=*/false);
+  return json{{"codegen_version", a.codegen_version},
+              {"source", a.source},
+              {"launch", launch.is_discarded() ? json(a.launch_json) : launch},
+              {"binary_format", a.binary_format},
+              {"binary_arch", a.binary_arch},
+              {"binary_base64", absl::Base64Escape(a.binary)},
+              {"compile_options", a.compile_options},
+              {"compiler_version", a.compiler_version},
+              {"driver_version", a.driver_version},
+              {"device_arch", a.device_arch},
+              {"multiprocessor_count", a.multiprocessor_count}};
+}
 
 constexpr char kRecordColumns[] =
     "id, uid, workload_key, target_key, job_id, task_id, candidate_id, trace, status, error, "
@@ -293,6 +354,42 @@ class FieldReader {
   const json& j_;
 };
 
+// The "artifact" object of a JSON-lines record (ArtifactToJson), checked: a positive code
+// generator version, a source, a launch configuration that reads back, a binary in base64.
+absl::StatusOr<measure::Artifact> ArtifactFromJson(const json& j) {
+  FieldReader f(j);
+  measure::Artifact a;
+  auto bad = [](const absl::Status& st) {
+    return absl::InvalidArgumentError(absl::StrCat("artifact: ", st.message()));
+  };
+  absl::Status st = f.Number("codegen_version", true, &a.codegen_version);
+  if (st.ok()) st = f.String("source", true, &a.source);
+  if (st.ok()) st = f.Json("launch", &a.launch_json);
+  std::string binary_base64;
+  if (st.ok()) st = f.String("binary_format", false, &a.binary_format);
+  if (st.ok()) st = f.String("binary_arch", false, &a.binary_arch);
+  if (st.ok()) st = f.String("binary_base64", false, &binary_base64);
+  if (st.ok()) st = f.String("compile_options", false, &a.compile_options);
+  if (st.ok()) st = f.String("compiler_version", false, &a.compiler_version);
+  if (st.ok()) st = f.String("driver_version", false, &a.driver_version);
+  if (st.ok()) st = f.String("device_arch", false, &a.device_arch);
+  if (st.ok()) st = f.Number("multiprocessor_count", false, &a.multiprocessor_count);
+  if (!st.ok()) return bad(st);
+  if (a.codegen_version <= 0 || a.source.empty()) {
+    return absl::InvalidArgumentError(
+        "artifact: needs a positive 'codegen_version' and a non-empty 'source'");
+  }
+  if (!absl::Base64Unescape(binary_base64, &a.binary)) {
+    return absl::InvalidArgumentError("artifact: field 'binary_base64' is not base64");
+  }
+  if (absl::StatusOr<schedules::GeneratedSource> launch =
+          schedules::SourceFromLaunchJson(a.launch_json, a.source);
+      !launch.ok()) {
+    return bad(launch.status());
+  }
+  return a;
+}
+
 absl::Status RecordFromJson(const json& j, Record* r) {
   FieldReader f(j);
   TESSEL_RETURN_IF_ERROR(f.String("uid", true, &r->uid));
@@ -328,6 +425,13 @@ absl::Status RecordFromJson(const json& j, Record* r) {
   TESSEL_RETURN_IF_ERROR(f.String("device_name", false, &m.device_name));
   TESSEL_RETURN_IF_ERROR(f.Number("device", false, &m.device));
   TESSEL_RETURN_IF_ERROR(f.Number("unix_ms", true, &r->unix_ms));
+  if (auto it = j.find("artifact"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("field 'artifact' is ", it->type_name(), ", expected an object"));
+    }
+    TESSEL_ASSIGN_OR_RETURN(m.artifact, ArtifactFromJson(*it));
+  }
   return absl::OkStatus();
 }
 
@@ -592,6 +696,47 @@ class SqliteTuningLog final : public TuningLog {
     return std::optional<Record>(std::move(top[0]));
   }
 
+  absl::StatusOr<std::vector<Record>> TopKOnDevice(const std::string& workload_key,
+                                                   const std::string& target_key,
+                                                   const std::string& device_name, int k) override {
+    if (k <= 0) return std::vector<Record>();
+    absl::MutexLock lock(&mu_);
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s,
+        stmts_.Get(absl::StrCat("SELECT ", kRecordColumns,
+                                " FROM records WHERE workload_key = ? AND target_key = ? AND "
+                                "device_name = ? AND status = 'ok' ORDER BY median_ms, id")));
+    s.Bind(workload_key).Bind(target_key).Bind(device_name);
+    return ReadRecords(s, static_cast<size_t>(k));
+  }
+
+  absl::StatusOr<std::optional<measure::Artifact>> GetArtifact(int64_t record_id) override {
+    absl::MutexLock lock(&mu_);
+    return ArtifactLocked(record_id);
+  }
+
+  absl::StatusOr<std::vector<RecordGroup>> OkRecordGroups(
+      const std::string& workload_key) override {
+    absl::MutexLock lock(&mu_);
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s,
+        stmts_.Get(workload_key.empty()
+                       ? "SELECT workload_key, target_key, device_name, count(*) FROM records "
+                         "WHERE status = 'ok' GROUP BY workload_key, target_key, device_name "
+                         "ORDER BY workload_key, target_key, device_name"
+                       : "SELECT workload_key, target_key, device_name, count(*) FROM records "
+                         "WHERE workload_key = ? AND status = 'ok' GROUP BY target_key, "
+                         "device_name ORDER BY target_key, device_name"));
+    if (!workload_key.empty()) s.Bind(workload_key);
+    std::vector<RecordGroup> out;
+    while (true) {
+      TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back(RecordGroup{s.Text(0), s.Text(1), s.Text(2), s.Int(3)});
+    }
+    return out;
+  }
+
   absl::StatusOr<int64_t> CountOk(const std::string& workload_key,
                                   const std::string& target_key) override {
     absl::MutexLock lock(&mu_);
@@ -743,7 +888,12 @@ class SqliteTuningLog final : public TuningLog {
       while (true) {
         TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
         if (!row) break;
-        if (std::optional<Record> r = ReadGoodRecord(s)) out << RecordToJson(*r).dump() << "\n";
+        std::optional<Record> r = ReadGoodRecord(s);
+        if (!r) continue;
+        json line = RecordToJson(*r);
+        TESSEL_ASSIGN_OR_RETURN(std::optional<measure::Artifact> artifact, ArtifactLocked(r->id));
+        if (artifact) line["artifact"] = ArtifactToJson(*artifact);
+        out << line.dump() << "\n";
       }
       if (!out) return absl::DataLossError("writing the export failed");
       return absl::OkStatus();
@@ -856,7 +1006,68 @@ class SqliteTuningLog final : public TuningLog {
       return false;
     }
     r->id = sqlite3_last_insert_rowid(db_);
+    TESSEL_ASSIGN_OR_RETURN(bool keep, KeepsArtifact(*r));
+    if (keep) {
+      TESSEL_RETURN_IF_ERROR(InsertArtifact(r->id, m.artifact));
+    } else {
+      // Record ids are reused after the largest is quarantined: drop what that one left.
+      TESSEL_ASSIGN_OR_RETURN(Statement del,
+                              stmts_.Get("DELETE FROM artifacts WHERE record_id = ?"));
+      TESSEL_RETURN_IF_ERROR(del.Bind(r->id).Run());
+    }
     return true;
+  }
+
+  // Whether the artifact of `r`, just inserted, is kept: it has one, it is ok, and no other ok
+  // record of its workload, target and device is faster. Deploy-time lookups only ever answer
+  // with the fastest record of a device, which was the fastest of its device when it was added,
+  // so this keeps every artifact a lookup can need, and not the megabytes of sources and cubins
+  // of the slower candidates a search measures.
+  absl::StatusOr<bool> KeepsArtifact(const Record& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!r.measurement.artifact.stored() || !r.measurement.ok()) return false;
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s,
+        stmts_.Get("SELECT count(*) FROM records WHERE workload_key = ? AND target_key = ? AND "
+                   "device_name = ? AND status = 'ok' AND median_ms < ? AND id != ?"));
+    s.Bind(r.workload_key)
+        .Bind(r.target_key)
+        .Bind(r.measurement.device_name)
+        .Bind(r.measurement.timings.median_ms)
+        .Bind(r.id);
+    TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+    return !row || s.Int(0) == 0;
+  }
+
+  absl::Status InsertArtifact(int64_t record_id, const measure::Artifact& a)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement s,
+        stmts_.Get(absl::StrCat("INSERT OR REPLACE INTO artifacts (record_id, ", kArtifactColumns,
+                                ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")));
+    return s.Bind(record_id)
+        .Bind(a.codegen_version)
+        .Bind(a.source)
+        .Bind(a.launch_json)
+        .Bind(a.binary_format)
+        .Bind(a.binary_arch)
+        .BindBlob(a.binary)
+        .Bind(a.compile_options)
+        .Bind(a.compiler_version)
+        .Bind(a.driver_version)
+        .Bind(a.device_arch)
+        .Bind(a.multiprocessor_count)
+        .Run();
+  }
+
+  absl::StatusOr<std::optional<measure::Artifact>> ArtifactLocked(int64_t record_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    TESSEL_ASSIGN_OR_RETURN(Statement s, stmts_.Get(absl::StrCat("SELECT ", kArtifactColumns,
+                                                                 " FROM artifacts WHERE "
+                                                                 "record_id = ?")));
+    s.Bind(record_id);
+    TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return std::optional<measure::Artifact>();
+    return std::optional<measure::Artifact>(ReadArtifact(s));
   }
 
   // Why the record row `s` is on is bad (BadRecord), or OK with the record in `out`.
@@ -1178,6 +1389,7 @@ const std::vector<Migration>& TuningLogMigrations() {
   static const auto* migrations = new std::vector<Migration>{
       {1, "workloads, jobs, tasks, records and cost models", kSchemaV1},
       {2, "jobs record the token that submitted them", kSchemaV2},
+      {3, "records keep what was measured: source, binary, launch, toolchain", kSchemaV3},
   };
   return *migrations;
 }

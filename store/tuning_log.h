@@ -75,11 +75,24 @@ struct Record {
   uint64_t candidate_id = 0;  // unique within its task: (task_id, candidate_id) is stored once
   std::string trace_json;     // schedules::Trace JSON; "null" for the reference lowering
   int64_t unix_ms = 0;        // when measured; set to now when 0
-  // What was measured. The log keeps its status, error, every repeat and the median (empty and 0
-  // unless ok), compile and verify times, worker and device, and of the kernels' resources the
-  // peak (measure::PeakOf); read back, the timings' min and max are the repeats' and the kernels
-  // are one unnamed kernel with the peak (measure::KernelsOfPeak).
+  // What was measured. AddRecord(s) and import also store measurement.artifact (in the
+  // artifacts table) of an ok record that is the fastest of its workload, target and device when
+  // it is added (the only records a deploy-time lookup answers with); readers leave it empty
+  // (GetArtifact reads it). The log keeps its
+  // status, error, every repeat and the median (empty and 0 unless ok), compile and verify times,
+  // worker and device, and of the kernels' resources the peak (measure::PeakOf); read back, the
+  // timings' min and max are the repeats' and the kernels are one unnamed kernel with the peak
+  // (measure::KernelsOfPeak).
   measure::Measurement measurement;
+};
+
+// How many ok records of a workload one (target, device) has: what a lookup that found nothing
+// names (OkRecordGroups).
+struct RecordGroup {
+  std::string workload_key;
+  std::string target_key;
+  std::string device_name;
+  int64_t ok_records = 0;
 };
 
 struct TaskCounts {
@@ -154,6 +167,20 @@ class TuningLog {
   // The fastest ok record, or nullopt.
   virtual absl::StatusOr<std::optional<Record>> Best(const std::string& workload_key,
                                                      const std::string& target_key) = 0;
+  // The k fastest ok records of (workload, target) measured on the device named `device_name`,
+  // fastest first.
+  virtual absl::StatusOr<std::vector<Record>> TopKOnDevice(const std::string& workload_key,
+                                                           const std::string& target_key,
+                                                           const std::string& device_name,
+                                                           int k) = 0;
+  // What was run for record `record_id` (measure::Artifact), or nullopt when it has none (a
+  // record of a log from before artifacts, a failed measurement, an old worker's result).
+  // Records read back by the other readers carry no artifact: ask for it here.
+  virtual absl::StatusOr<std::optional<measure::Artifact>> GetArtifact(int64_t record_id) = 0;
+  // The ok records of `workload_key` (every workload when empty) counted per (target, device),
+  // in order of workload, target and device.
+  virtual absl::StatusOr<std::vector<RecordGroup>> OkRecordGroups(
+      const std::string& workload_key) = 0;
   // The ok records of (workload, target) that the readers read: a bad row is not counted.
   virtual absl::StatusOr<int64_t> CountOk(const std::string& workload_key,
                                           const std::string& target_key) = 0;
@@ -181,7 +208,8 @@ class TuningLog {
                                                                       const std::string& kind) = 0;
 
   // JSON lines: one {"type": "workload", ...} line per workload, then one {"type": "record", ...}
-  // per record (job and task ids are not exported; the uid is). Import adds what it does not
+  // per record (job and task ids are not exported; the uid is; a record's artifact is its
+  // "artifact" object, with the binary in base64). Import adds what it does not
   // have, in one transaction; a malformed line fails the import with its line number and
   // nothing is added. A record must pass CheckRecord (store/record_check.h); with
   // `options.replay`, every workload must parse and every record's trace replay on its workload

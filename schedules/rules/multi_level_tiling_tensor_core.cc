@@ -36,6 +36,7 @@ constexpr int64_t kTilesMMax = 4;  // 16-row tiles a warp along m
 constexpr int64_t kTilesNMax = 8;  // 8-column tiles a warp along n
 constexpr int64_t kKStepsMax = 8;  // 16-element k steps a shared-memory stage
 constexpr int64_t kStagesMax = 4;  // software pipeline stages
+constexpr int64_t kRasterGroupMax = 8;  // m tiles a group of consecutive blocks
 
 // An operand of the contraction: its buffer, and which of its axes is k and which the tile's
 // rows (m for A, n for B).
@@ -135,7 +136,8 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       order.push_back(l);
     }
     TESSEL_RETURN_IF_ERROR(s->Reorder(order));
-    TESSEL_RETURN_IF_ERROR(rules::BindBlocks(s, batch, m.loops[0], n.loops[0]));
+    TESSEL_RETURN_IF_ERROR(
+        rules::BindBlocksRasterized(s, batch, m.loops[0], n.loops[0], kRasterGroupMax));
     TESSEL_RETURN_IF_ERROR(s->Bind(m.loops[1], "threadIdx.z"));
     TESSEL_RETURN_IF_ERROR(s->Bind(n.loops[1], "threadIdx.y"));
     TESSEL_RETURN_IF_ERROR(s->Unroll(m.loops[2]));

@@ -174,4 +174,20 @@ absl::Status BindBlocks(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m,
   return s->Bind(n, "blockIdx.x");
 }
 
+absl::Status BindBlocksRasterized(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m,
+                                  LoopRV n, int64_t max_group) {
+  if (!batch.empty()) {
+    LoopRV bz = batch[0];
+    if (batch.size() > 1) {
+      TESSEL_ASSIGN_OR_RETURN(bz, s->Fuse(batch));
+    }
+    TESSEL_RETURN_IF_ERROR(s->Bind(bz, "blockIdx.z"));
+  }
+  TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> g, s->SamplePerfectTile(m, 2, max_group));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> mg, s->Split(m, {g[0], g[1]}));
+  TESSEL_RETURN_IF_ERROR(s->Reorder({mg[0], n, mg[1]}));
+  TESSEL_ASSIGN_OR_RETURN(LoopRV blocks, s->Fuse({mg[0], n, mg[1]}));
+  return s->Bind(blocks, "blockIdx.x");
+}
+
 }  // namespace tessel::schedules::rules

@@ -69,5 +69,11 @@ absl::StatusOr<Levels> TileChain(Schedule* s, LoopRV loop, const std::vector<int
 // Binds a contraction's block level (CUDA): the batch loops, fused, to blockIdx.z, `m` to
 // blockIdx.y and `n` to blockIdx.x.
 absl::Status BindBlocks(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m, LoopRV n);
+// The same with the blocks in groups of G consecutive m tiles along each n tile (G sampled
+// among the divisors of m's extent up to `max_group`, a decision the search mutates), as one
+// blockIdx.x: blocks that run at the same time share operand tiles in L2 (rasterization).
+// G = 1 is the row-major order of the two-dimensional grid.
+absl::Status BindBlocksRasterized(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m,
+                                  LoopRV n, int64_t max_group);
 
 }  // namespace tessel::schedules::rules

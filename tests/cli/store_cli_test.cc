@@ -145,7 +145,9 @@ TEST(StoreCli, BestWithNoRecordForTheTarget) {
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(r.output, "tessel best: no ok record of " + w->spec + " (key " +
                           schedules::WorkloadKey(*w) + ") for cuda -arch=sm_90 in " + f.db +
-                          "; tune it first with tessel tune or tessel submit\n");
+                          ": neither on the same device nor on the same architecture; it has ok "
+                          "records of this workload for host on Test CPU (4 ok records). Tune it "
+                          "on this target first (tessel tune or tessel submit)\n");
 }
 
 TEST(StoreCli, BestWithAMissingDb) {
@@ -162,7 +164,8 @@ TEST(StoreCli, BestWithAnUnknownOrMismatchedEmit) {
   Filled f = FillLog();
   CliResult r = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t host --emit ptx");
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.output, "tessel best: unknown --emit 'ptx'; use cuda, cpp, json or summary\n");
+  EXPECT_EQ(r.output,
+            "tessel best: unknown --emit 'ptx'; use cuda, cpp, json, summary or binary\n");
   CliResult m = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t host --emit cuda");
   EXPECT_EQ(m.status, 1);
   EXPECT_EQ(m.output, "tessel best: --emit cuda does not match --target host; use --emit cpp\n");

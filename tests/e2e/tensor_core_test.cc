@@ -150,6 +150,27 @@ TEST(TensorCore, BatchedTransposedBf16AndEpilogueLower) {
   }
 }
 
+// Block rasterization: the tensor-core sketch runs its blocks as one blockIdx.x in groups of G
+// consecutive m tiles per n tile (G sampled: 1 is the plain row-major order).
+TEST(TensorCore, BlocksRunInRasterizedGroups) {
+  auto w = ParseWorkloadSpec("matmul(M=4096, N=4096, K=4096, dtype=f16)");
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto space = SpaceGenerator::Create(*w, CudaT());
+  ASSERT_TRUE(space.ok()) << space.status();
+  int tc = 0, grouped = 0;
+  for (uint64_t seed = 1; seed <= 32; ++seed) {
+    auto c = space->Sample(seed);
+    if (!c.ok() || c->source.code.find("tessel_mma_m16n8k16") == std::string::npos) continue;
+    ++tc;
+    const std::string& code = c->source.code;
+    EXPECT_TRUE(std::regex_search(code, std::regex(R"(grid \(\d+, 1, 1\))"))) << code;
+    EXPECT_EQ(code.find("blockIdx.y"), std::string::npos) << code;
+    grouped += std::regex_search(code, std::regex(R"(_f % [248]\b)"));
+  }
+  EXPECT_GE(tc, 6);
+  EXPECT_GT(grouped, 0) << "no sample drew a group of 2, 4 or 8 m tiles";
+}
+
 // Shapes no tile divides (M, N, K not multiples of 16 or of the tiles): tensor-core samples
 // compute whole tiles on zero-filled operands (kPadTile) and guard only the output's stores.
 TEST(TensorCore, ShapesNoTileDividesRunOnTensorCores) {

@@ -37,6 +37,9 @@ const std::map<std::string, std::set<std::string>>& DirectDependencies() {
       {"proto", {"schedules", "measure"}},
       {"server", {"search", "store", "proto", "measure"}},
       {"worker", {"proto", "schedules", "measure"}},
+      // The runtime reads the log (store) and loads with the worker's backends (worker/host,
+      // worker/cuda): the same compilers and driver loader that measured the kernels.
+      {"runtime", {"store", "worker"}},
   };
   return *deps;
 }
@@ -44,9 +47,9 @@ const std::map<std::string, std::set<std::string>>& DirectDependencies() {
 // Folders of ours that an include may name; those not in DirectDependencies (cli, bench, tests)
 // may include anything.
 const std::set<std::string>& OurFolders() {
-  static const auto* folders =
-      new std::set<std::string>{"schedules", "measure", "costmodel", "search", "store", "proto",
-                                "server",    "worker",  "cli",       "bench",  "tests"};
+  static const auto* folders = new std::set<std::string>{
+      "schedules", "measure", "costmodel", "search", "store", "proto",   "server",
+      "worker",    "runtime", "cli",       "bench",  "tests", "examples"};
   return *folders;
 }
 

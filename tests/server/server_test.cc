@@ -20,6 +20,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/protocol.h"
+#include "schedules/codegen/codegen_version.h"
+#include "schedules/target/target.h"
 #include "server/dispatcher.h"
 #include "server/listen_address.h"
 #include "tests/cli/cli_test_util.h"
@@ -108,6 +110,23 @@ TEST_F(ServerTest, SubmitRecordsEveryTrialAndQueryBestReturnsTheFastest) {
   EXPECT_NE(rec.source().code().find("extern \"C\""), std::string::npos);
   EXPECT_NE(rec.trace_json(), "null");
   EXPECT_EQ(rec.records(), info.tasks(0).trials_ok());
+  // The worker sent what it compiled, and the best record answers with it (issue 19).
+  ASSERT_TRUE(rec.has_artifact());
+  EXPECT_FALSE(rec.regenerated());
+  EXPECT_EQ(rec.artifact().source().code(), rec.source().code());
+  EXPECT_EQ(rec.artifact().codegen_version(), schedules::kCodegenVersion);
+  EXPECT_EQ(rec.artifact().device_arch(), schedules::HostTarget().arch);
+  EXPECT_GT(rec.artifact().multiprocessor_count(), 0);
+  EXPECT_THAT(rec.artifact().compile_options(), HasSubstr("-O3"));
+  EXPECT_FALSE(rec.artifact().compiler_version().empty());
+  const std::string cpu = schedules::HostTarget().device_name;
+  EXPECT_EQ(rec.match(), "same architecture (host), measured on " + cpu);
+  // Asked for the device it was measured on, that match answers.
+  grpc::ClientContext ctx2;
+  q.set_device_name(cpu);
+  ASSERT_TRUE(client_->QueryBest(&ctx2, q, &rec).ok());
+  EXPECT_EQ(rec.match(), "same device (" + cpu + ")");
+  EXPECT_DOUBLE_EQ(rec.median_ms(), best);
 }
 
 TEST_F(ServerTest, ASharedBudgetIsSpentByTheTaskSchedulerRoundRobinFirst) {

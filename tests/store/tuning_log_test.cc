@@ -46,7 +46,7 @@ TEST(TuningLog, NewFileHasSchemaApplicationIdAndWal) {
   }
   EXPECT_EQ(RawQuery(path, "PRAGMA application_id"),
             std::to_string(store::kTuningLogApplicationId));
-  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "2");
+  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "3");
   EXPECT_EQ(RawQuery(path, "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(RawQuery(path, "PRAGMA page_size"), "16384");
   EXPECT_EQ(RawQuery(path,
@@ -514,14 +514,14 @@ TEST(TuningLogOpen, OtherSqliteDatabaseIsRefusedUntouched) {
 TEST(TuningLogOpen, NewerSchemaIsRefusedUntouched) {
   const std::string path = NewLogPath();
   { MustOpen(path); }
-  ASSERT_EQ(RawExec(path, "PRAGMA user_version = 3"), "");
+  ASSERT_EQ(RawExec(path, "PRAGMA user_version = 4"), "");
   const std::string before = ReadBytes(path);
   for (bool read_only : {false, true}) {
     absl::Status s = OpenStatus(path, read_only);
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_EQ(s.message(), path +
-                               " was written by a newer Tessel (schema 3, this build reads up to "
-                               "2); upgrade Tessel");
+                               " was written by a newer Tessel (schema 4, this build reads up to "
+                               "3); upgrade Tessel");
     EXPECT_EQ(ReadBytes(path), before);
   }
 }
@@ -577,15 +577,15 @@ TEST(TuningLogMigration, EmptySqliteFileBecomesALog) {
   ASSERT_NE(log, nullptr);
   Record r = MakeTestRecord(1);
   EXPECT_TRUE(log->AddRecord(&r).ok());
-  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "2");
+  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "3");
   EXPECT_EQ(RawQuery(path, "PRAGMA application_id"),
             std::to_string(store::kTuningLogApplicationId));
 }
 
-// The schema of this build (version 2) plus a version 3, as a later Tessel would have it.
-std::vector<store::Migration> WithVersion3(const std::string& sql) {
+// The schema of this build (version 3) plus a version 4, as a later Tessel would have it.
+std::vector<store::Migration> WithVersion4(const std::string& sql) {
   std::vector<store::Migration> m = store::TuningLogMigrations();
-  m.push_back({3, "records get a note", sql});
+  m.push_back({4, "records get a note", sql});
   return m;
 }
 
@@ -603,10 +603,10 @@ std::string MakeVersion1File() {
   return path;
 }
 
-TEST(TuningLogMigration, Version1FileMigratesToVersion3AndKeepsItsRecords) {
+TEST(TuningLogMigration, Version1FileMigratesToVersion4AndKeepsItsRecords) {
   const std::string path = MakeVersion1File();
   auto migrations =
-      WithVersion3("ALTER TABLE records ADD COLUMN note TEXT NOT NULL DEFAULT 'none';");
+      WithVersion4("ALTER TABLE records ADD COLUMN note TEXT NOT NULL DEFAULT 'none';");
   {
     auto log = store::OpenSqliteTuningLog(path, {}, migrations);
     ASSERT_TRUE(log.ok()) << log.status();
@@ -617,7 +617,7 @@ TEST(TuningLogMigration, Version1FileMigratesToVersion3AndKeepsItsRecords) {
     Record r = MakeTestRecord(1, "w", "host");
     EXPECT_TRUE((*log)->AddRecord(&r).ok());
   }
-  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "3");
+  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "4");
   EXPECT_EQ(RawQuery(path, "SELECT note FROM records WHERE uid = 'u1'"), "none");
   // Version 2's step ran on the way: jobs name the token that submitted them.
   EXPECT_EQ(RawQuery(path,
@@ -625,20 +625,22 @@ TEST(TuningLogMigration, Version1FileMigratesToVersion3AndKeepsItsRecords) {
                      "'submitted_by'"),
             "1");
   EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM records"), "2");
-  // This build (schema 2) now refuses it, naming both versions.
+  // Version 3's step too: records keep their artifacts, which the version-1 record has none of.
+  EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM artifacts"), "0");
+  // This build (schema 3) now refuses it, naming both versions.
   absl::Status s = OpenStatus(path);
-  EXPECT_THAT(s.message(), HasSubstr("(schema 3, this build reads up to 2); upgrade Tessel"));
+  EXPECT_THAT(s.message(), HasSubstr("(schema 4, this build reads up to 3); upgrade Tessel"));
 }
 
 TEST(TuningLogMigration, ReadOnlyOpenDoesNotMigrate) {
   const std::string path = MakeVersion1File();
   store::TuningLogOptions ro;
   ro.read_only = true;
-  auto log = store::OpenSqliteTuningLog(path, ro, WithVersion3("ALTER TABLE records ADD note;"));
+  auto log = store::OpenSqliteTuningLog(path, ro, WithVersion4("ALTER TABLE records ADD note;"));
   EXPECT_EQ(log.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(log.status().message(),
             path +
-                " has schema 1 and this build reads schema 3; open it once for writing "
+                " has schema 1 and this build reads schema 4; open it once for writing "
                 "(tessel serve or tessel import) to migrate it");
   EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "1");
 }
@@ -647,10 +649,10 @@ TEST(TuningLogMigration, FailingStepRollsBackWholly) {
   const std::string path = MakeVersion1File();
   // The step's first statement succeeds, its second fails: neither may remain.
   auto log = store::OpenSqliteTuningLog(
-      path, {}, WithVersion3("CREATE TABLE extra(x); ALTER TABLE no_such_table ADD y;"));
+      path, {}, WithVersion4("CREATE TABLE extra(x); ALTER TABLE no_such_table ADD y;"));
   EXPECT_FALSE(log.ok());
   EXPECT_THAT(log.status().message(), HasSubstr("migrating " + path +
-                                                " from schema 1 to 3 failed at step 3 (records get "
+                                                " from schema 1 to 4 failed at step 4 (records get "
                                                 "a note)"));
   EXPECT_THAT(log.status().message(), HasSubstr("the file is unchanged"));
   EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "1");

@@ -33,6 +33,7 @@
 #include "proto/tessel.grpc.pb.h"
 #include "proto/tessel.pb.h"
 #include "worker/compile_pool.h"
+#include "worker/daemon/result_artifact.h"
 #include "worker/daemon/worker_metrics.h"
 #include "worker/isolation/measure_child.h"
 
@@ -599,6 +600,7 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
   CompileFuture ref_future = pool_->Compile(*reference, arch);
   std::vector<std::optional<CompileFuture>> futures(n);
   std::vector<absl::Status> malformed(n);
+  std::vector<std::optional<schedules::GeneratedSource>> sources(n);  // for the results' artifacts
   for (size_t i = 0; i < n; ++i) {
     absl::StatusOr<schedules::GeneratedSource> source =
         proto::FromProto(batch.candidates(static_cast<int>(i)).source());
@@ -608,6 +610,7 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
       continue;
     }
     futures[i] = pool_->Compile(*source, arch);
+    sources[i] = *std::move(source);
   }
   if (target_ == "host") {
     for (auto& f : futures) {
@@ -668,6 +671,10 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
     ToArtifact(*compiled, request.mutable_candidate_artifact());
     const int starts = device->child->starts();
     measure::Measurement r = device->child->Measure(request, timeout_s);
+    if (r.ok()) {
+      r.artifact =
+          ResultArtifact(*sources[i], compiled->program, device->info, HostCompileOptions());
+    }
     if (device->child->starts() != starts || !device->child->running()) {
       Log(absl::StrCat("device ", device->info.ordinal(), ": measuring process ",
                        device->child->running() ? "restarted" : "ended", " after batch ",
