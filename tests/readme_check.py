@@ -196,6 +196,7 @@ def main():
                     help="also check that drifted copies of the README are caught")
     a = ap.parse_args()
     a.root = os.path.abspath(a.root)
+    a.tessel = os.path.abspath(a.tessel)
     readme = open(os.path.join(a.root, "README.md")).read()
     problems = check(a.root, a.tessel, readme)
     if a.self_test and not problems:
