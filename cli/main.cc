@@ -13,6 +13,7 @@
 #include "cli/lower_command.h"
 #include "cli/measure_command.h"
 #include "cli/pack_command.h"
+#include "cli/report_command.h"
 #include "cli/sample_command.h"
 #include "cli/serve_command.h"
 #include "cli/submit_command.h"
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   tessel::cli::AddJobCommands(app);
   tessel::cli::AddBestCommand(app);
   tessel::cli::AddExportCommand(app);
+  tessel::cli::AddReportCommand(app);
   tessel::cli::AddPackCommand(app);
   tessel::cli::AddImportCommand(app);
   tessel::cli::AddCheckCommand(app);

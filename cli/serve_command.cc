@@ -66,6 +66,12 @@ int RunServe(ServeFlags& flags) {
   }
   std::cout << "tessel serve: listening on " << (*s)->address() << ", log " << o.db_path
             << std::endl;
+  if (!(*s)->http_address().empty()) {
+    std::cout << "tessel serve: metrics on " << (o.tls.enabled() ? "https://" : "http://")
+              << (*s)->http_address() << "/metrics, dashboard on "
+              << (o.tls.enabled() ? "https://" : "http://") << (*s)->http_address() << "/"
+              << std::endl;
+  }
   int sig = 0;
   while (sigwait(&set, &sig) != 0) {
   }
@@ -132,6 +138,9 @@ void AddServeCommand(CLI::App& app) {
                   "role; read again whenever the file changes");
   cmd->add_flag("--insecure", o.insecure,
                 "Allow listening beyond loopback without TLS and tokens (prints a warning)");
+  cmd->add_option("--http", o.http_listen,
+                  "HOST:PORT of an HTTP server with /metrics (Prometheus) and the dashboard at / "
+                  "(port 0: any free port); same TLS and tokens as --listen");
   cmd->callback([flags]() { SetExitCode(RunServe(*flags)); });
 }
 

@@ -1,15 +1,23 @@
 #include "cli/worker_command.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cli/exit_code.h"
 #include "proto/transport.h"
+#include "server/dashboard_page.h"
+#include "server/http_server.h"
+#include "server/token_store.h"
 #include "worker/daemon/worker_daemon.h"
+#include "worker/daemon/worker_metrics.h"
 #include "worker/isolation/child_main.h"
 
 namespace tessel::cli {
@@ -18,7 +26,60 @@ namespace {
 struct WorkerFlags {
   worker::WorkerOptions options;
   std::string devices;
+  // --http: the worker's own /metrics.
+  std::string http;
+  std::string http_tokens;
+  std::string http_tls_cert;
+  std::string http_tls_key;
+  bool http_insecure = false;
 };
+
+// What `tessel worker --http` serves: the worker's metrics, and a page that shows them.
+class WorkerPages final : public server::HttpPages {
+ public:
+  explicit WorkerPages(worker::WorkerMetrics* metrics) : metrics_(metrics) {}
+  std::string Metrics() override { return metrics_->Render(); }
+  absl::StatusOr<std::string> Dashboard(const server::Principal&) override {
+    return absl::StrCat(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta http-equiv=\"refresh\" content=\"10\"><title>Tessel worker</title></head>"
+        "<body><h1>Tessel worker</h1><p>The jobs, tasks and tuning curves are on the server's "
+        "dashboard; this worker's metrics (<a href=\"/metrics\">/metrics</a>):</p><pre>",
+        server::HtmlEscape(metrics_->Render()), "</pre></body></html>\n");
+  }
+
+ private:
+  worker::WorkerMetrics* const metrics_;
+};
+
+// Starts the worker's HTTP server when --http is given (null otherwise); `metrics` is fed by
+// the daemon.
+absl::StatusOr<std::unique_ptr<server::HttpServer>> StartWorkerHttp(
+    const WorkerFlags& flags, worker::WorkerMetrics* metrics,
+    std::unique_ptr<server::TokenStore>* tokens, std::unique_ptr<WorkerPages>* pages) {
+  if (flags.http.empty()) return std::unique_ptr<server::HttpServer>();
+  if (!flags.http_tokens.empty()) {
+    absl::StatusOr<std::unique_ptr<server::TokenStore>> t =
+        server::TokenStore::Open(flags.http_tokens, nullptr);
+    if (!t.ok()) return t.status();
+    *tokens = std::move(*t);
+  }
+  server::HttpOptions h;
+  h.listen = flags.http;
+  h.tls.cert = flags.http_tls_cert;
+  h.tls.key = flags.http_tls_key;
+  h.insecure = flags.http_insecure;
+  h.tls_flags = "--http-tls-cert FILE --http-tls-key FILE";
+  h.tokens_flag = "--http-tokens FILE";
+  h.insecure_flag = "--http-insecure";
+  if (h.tls.enabled() && (h.tls.cert.empty() || h.tls.key.empty())) {
+    return absl::InvalidArgumentError(
+        "--http-tls-cert and --http-tls-key go together: pass both (a PEM certificate and its "
+        "key) or neither");
+  }
+  *pages = std::make_unique<WorkerPages>(metrics);
+  return server::StartHttpServer(h, tokens->get(), pages->get());
+}
 
 int RunWorkerCommand(WorkerFlags& flags) {
   worker::WorkerOptions& o = flags.options;
@@ -35,7 +96,33 @@ int RunWorkerCommand(WorkerFlags& flags) {
       o.devices.push_back(ordinal);
     }
   }
-  if (absl::Status s = worker::RunWorker(o); !s.ok()) {
+  worker::WorkerMetrics metrics;
+  std::unique_ptr<server::TokenStore> tokens;
+  std::unique_ptr<WorkerPages> pages;
+  if (!flags.http.empty()) {
+    // The HTTP server's threads must not take the signals the daemon waits for (it blocks them
+    // in its own threads only), nor die of a peer that hangs up mid-answer.
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) sigaddset(&set, sig);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+  }
+  absl::StatusOr<std::unique_ptr<server::HttpServer>> http =
+      StartWorkerHttp(flags, &metrics, &tokens, &pages);
+  if (!http.ok()) {
+    std::cerr << "tessel worker: " << http.status().message() << "\n";
+    return 1;
+  }
+  if (*http != nullptr) {
+    o.metrics = &metrics;
+    const std::string scheme = flags.http_tls_cert.empty() ? "http://" : "https://";
+    std::cerr << "tessel worker: metrics on " << scheme << (*http)->address() << "/metrics"
+              << std::endl;
+  }
+  absl::Status s = worker::RunWorker(o);
+  if (*http != nullptr) (*http)->Shutdown();
+  if (!s.ok()) {
     std::cerr << "tessel worker: " << s.message() << "\n";
     return 1;
   }
@@ -88,6 +175,16 @@ void AddWorkerCommand(CLI::App& app) {
   cmd->add_option("--register-timeout-s", o.register_timeout_s,
                   "Time for the server to answer the registration before reconnecting")
       ->capture_default_str();
+  cmd->add_option("--http", flags->http,
+                  "HOST:PORT of an HTTP server with this worker's /metrics (Prometheus): devices, "
+                  "compile pool and cache hits, measuring-process restarts, results");
+  cmd->add_option("--http-tokens", flags->http_tokens,
+                  "Tokens file (tessel token create): --http requests need a client or admin "
+                  "token");
+  cmd->add_option("--http-tls-cert", flags->http_tls_cert, "Serve --http over HTTPS (PEM)");
+  cmd->add_option("--http-tls-key", flags->http_tls_key, "The private key of --http-tls-cert");
+  cmd->add_flag("--http-insecure", flags->http_insecure,
+                "Allow --http beyond loopback without HTTPS and tokens");
   cmd->callback([flags]() { SetExitCode(RunWorkerCommand(*flags)); });
 
   // The worker's measuring child process; not for users (no help entry).

@@ -12,6 +12,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libsqlite3-dev libxgboost-dev
   libssl-dev openssl
+  libcpp-httplib-dev python3-yaml
   clang-format
   python3 python3-grpcio python3-protobuf
 )

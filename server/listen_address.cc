@@ -13,14 +13,14 @@
 
 namespace tessel::server {
 
-absl::Status CheckListenAddress(const std::string& listen) {
+absl::Status CheckListenAddress(const std::string& listen, const std::string& flag) {
   const size_t colon = listen.rfind(':');
   int port = -1;
   if (colon == std::string::npos || colon == 0 ||
       !absl::SimpleAtoi(listen.substr(colon + 1), &port) || port < 0 || port > 65535 ||
       listen.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--listen ", listen,
+        absl::StrCat(flag, " ", listen,
                      ": give HOST:PORT with a port from 0 (any free port) to 65535, e.g. "
                      "127.0.0.1:7070"));
   }
@@ -36,7 +36,7 @@ absl::Status CheckListenAddress(const std::string& listen) {
   if (getaddrinfo(host.c_str(), listen.substr(colon + 1).c_str(), &hints, &addrs) != 0 ||
       addrs == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--listen ", listen, ": host ", host,
+        flag, " ", listen, ": host ", host,
         " is not a name or address this machine can resolve; pass an address such as 127.0.0.1"));
   }
   // Bound as gRPC binds it (SO_REUSEADDR, no SO_REUSEPORT), then let go.
@@ -56,7 +56,8 @@ absl::Status CheckListenAddress(const std::string& listen) {
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on ", listen, ": port ", port,
         " is in use (another tessel serve or another program holds it); stop that one or pass "
-        "another --listen HOST:PORT"));
+        "another ",
+        flag, " HOST:PORT"));
   }
   if (err == EADDRNOTAVAIL) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", listen, ": ", host,
@@ -64,7 +65,7 @@ absl::Status CheckListenAddress(const std::string& listen) {
                                                "its addresses, e.g. 127.0.0.1"));
   }
   return absl::UnavailableError(absl::StrCat("cannot listen on ", listen, ": ", std::strerror(err),
-                                             "; pass another --listen HOST:PORT"));
+                                             "; pass another ", flag, " HOST:PORT"));
 }
 
 bool IsLoopbackListen(const std::string& listen) {

@@ -15,7 +15,8 @@ namespace tessel::server {
 
 // InvalidArgument for a malformed address or port; Unavailable when the port is in use or the
 // host is not of this machine. Port 0 (any free port) is only checked for its host.
-absl::Status CheckListenAddress(const std::string& listen);
+// `flag` names the address in the messages ("--listen", "--http").
+absl::Status CheckListenAddress(const std::string& listen, const std::string& flag = "--listen");
 
 // True when the host of HOST:PORT is a loopback one (127.0.0.0/8, ::1, localhost): only this
 // machine can connect. 0.0.0.0, [::] and every other address reach beyond it.

@@ -16,8 +16,11 @@
 #include "server/client_service.h"
 #include "server/dispatcher.h"
 #include "server/event_log.h"
+#include "server/http_server.h"
 #include "server/job_manager.h"
 #include "server/listen_address.h"
+#include "server/server_metrics.h"
+#include "server/server_pages.h"
 #include "server/tls_credentials.h"
 #include "server/token_store.h"
 #include "server/worker_registry.h"
@@ -42,6 +45,9 @@ class ServerImpl final : public Server {
 
   std::string address() const override { return address_; }
   int port() const override { return port_; }
+  std::string http_address() const override {
+    return http_ != nullptr ? http_->address() : std::string();
+  }
   void Shutdown() override;
   void Wait() override { shut_down_.WaitForNotification(); }
 
@@ -60,6 +66,9 @@ class ServerImpl final : public Server {
   std::unique_ptr<WorkerService> worker_service_;
   std::unique_ptr<ClientService> client_service_;
   std::unique_ptr<grpc::Server> grpc_;
+  ServerMetrics metrics_;
+  std::unique_ptr<ServerPages> pages_;
+  std::unique_ptr<HttpServer> http_;  // null without options.http_listen
   std::string address_;
   int port_ = 0;
   std::thread maintenance_;
@@ -140,8 +149,21 @@ absl::Status ServerImpl::Start() {
   worker_service_ =
       std::make_unique<WorkerService>(registry_.get(), dispatcher_.get(), jobs_.get(), auth_.get(),
                                       options_.version, &events_, options_.max_worker_streams);
+  worker_service_->set_metrics(&metrics_);
   client_service_ =
       std::make_unique<ClientService>(jobs_.get(), registry_.get(), log_.get(), auth_.get());
+  if (!options_.http_listen.empty()) {
+    pages_ = std::make_unique<ServerPages>(log_.get(), jobs_.get(), dispatcher_.get(),
+                                           registry_.get(), &metrics_);
+    HttpOptions hopts;
+    hopts.listen = options_.http_listen;
+    hopts.tls = options_.tls;
+    hopts.insecure = options_.insecure;
+    absl::StatusOr<std::unique_ptr<HttpServer>> http =
+        StartHttpServer(hopts, tokens_.get(), pages_.get());
+    if (!http.ok()) return http.status();
+    http_ = std::move(*http);
+  }
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options_.listen, *credentials, &port_);
@@ -165,7 +187,11 @@ absl::Status ServerImpl::Start() {
       "listening on ", address_, ", log ", options_.db_path,
       options_.tls.enabled() ? " (TLS" : " (plain",
       options_.tls.require_client_cert ? ", client certificates required" : "",
-      tokens_ != nullptr ? ", tokens of " + options_.tokens_path : ", no tokens", ")"));
+      tokens_ != nullptr ? ", tokens of " + options_.tokens_path : ", no tokens", ")",
+      http_ != nullptr
+          ? absl::StrCat("; metrics and dashboard on ",
+                         options_.tls.enabled() ? "https://" : "http://", http_->address(), "/")
+          : ""));
   return absl::OkStatus();
 }
 
@@ -189,6 +215,7 @@ void ServerImpl::Maintain() {
     }
     worker_service_->DropUnregistered(now -
                                       static_cast<int64_t>(options_.registration_timeout_s * 1000));
+    metrics_.Sample(now, registry_->List());
     dispatcher_->Tick(now);
     jobs_->Tick(now);
     jobs_->Pump();
@@ -203,6 +230,7 @@ void ServerImpl::Shutdown() {
     stopping_ = true;
   }
   if (maintenance_.joinable()) maintenance_.join();
+  if (http_ != nullptr) http_->Shutdown();
   jobs_->Stop();
   client_service_->Stop();
   for (const WorkerEntry& w : registry_->List()) {

@@ -44,6 +44,9 @@ struct ServerOptions {
   TlsOptions tls;
   std::string tokens_path;
   bool insecure = false;
+  // HOST:PORT of the HTTP server (server/http_server.h: /metrics and the dashboard at /); empty:
+  // none. Same TLS and tokens as the gRPC services; beyond loopback it needs both, or insecure.
+  std::string http_listen;
 };
 
 class Server {
@@ -52,6 +55,8 @@ class Server {
   // HOST:PORT the server listens on (the chosen port when asked for port 0).
   virtual std::string address() const = 0;
   virtual int port() const = 0;
+  // HOST:PORT of the HTTP server (the chosen port for port 0); empty without one.
+  virtual std::string http_address() const { return ""; }
   // Stops accepting, ends the streams, stops dispatch; committed results stay in the log.
   // Unfinished jobs stay unfinished in the log and resume at the next start.
   virtual void Shutdown() = 0;
@@ -65,7 +70,8 @@ class Server {
 // database, a log another server holds (naming that server), or an address that cannot be bound
 // (CheckListenAddress: malformed, not of this machine, or a port in use); a TLS file or tokens file
 // that cannot be used; and an address beyond loopback without TLS and tokens unless
-// options.insecure (InsecureListening says why).
+// options.insecure (InsecureListening says why); and an HTTP address (options.http_listen) that
+// is malformed, taken, or beyond loopback without TLS and tokens unless options.insecure.
 absl::StatusOr<std::unique_ptr<Server>> StartServer(const ServerOptions& options);
 
 // What listening as `options` says leaves open, when it reaches beyond loopback without TLS or

@@ -234,7 +234,10 @@ grpc::Status WorkerService::Serve(grpc::ServerContext* context, Stream* stream,
         std::optional<QueuedCandidate> accepted =
             dispatcher_->OnResult(session, r.batch_id(), r.candidate_id(),
                                   result.status == measure::MeasureStatus::kWorkerError);
-        if (accepted.has_value()) jobs_->OnResult(*accepted, result);
+        if (accepted.has_value()) {
+          jobs_->OnResult(*accepted, result);
+          if (metrics_ != nullptr) metrics_->OnResult(result);
+        }
         break;
       }
       case proto::WorkerMessage::kBatchDone:

@@ -34,6 +34,7 @@
 #include "server/dispatcher.h"
 #include "server/event_log.h"
 #include "server/job_manager.h"
+#include "server/server_metrics.h"
 #include "server/worker_registry.h"
 
 namespace tessel::server {
@@ -58,6 +59,10 @@ class WorkerService final : public proto::Worker::Service {
   // Cancels the streams opened before `opened_before_unix_ms` that have not registered yet.
   void DropUnregistered(int64_t opened_before_unix_ms);
 
+  // Also tells `metrics` (not owned; may be null) of every result accepted for recording. Call
+  // before the service starts.
+  void set_metrics(ServerMetrics* metrics) { metrics_ = metrics; }
+
  private:
   // Connect once the stream has its slot.
   grpc::Status Serve(grpc::ServerContext* context,
@@ -68,6 +73,7 @@ class WorkerService final : public proto::Worker::Service {
   Dispatcher* const dispatcher_;
   JobManager* const jobs_;
   const CallAuth* const auth_;
+  ServerMetrics* metrics_ = nullptr;
   const std::string server_version_;
   const EventLog* const events_;
   const int max_streams_;

@@ -34,6 +34,7 @@
 #include "proto/tessel.pb.h"
 #include "worker/compile_pool.h"
 #include "worker/daemon/result_artifact.h"
+#include "worker/daemon/worker_metrics.h"
 #include "worker/isolation/measure_child.h"
 
 namespace tessel::worker {
@@ -255,6 +256,16 @@ absl::Status Daemon::Run() {
   po.cache_dir = options_.cache_dir.empty() ? DefaultCacheDir() : options_.cache_dir;
   pool_ = std::make_unique<CompilePool>(po);
   Log(absl::StrCat("compile pool: ", pool_->threads(), " threads, cache ", po.cache_dir));
+  if (options_.metrics != nullptr) {
+    std::vector<WorkerDeviceInfo> infos;
+    for (const auto& d : devices_) {
+      infos.push_back({d->info.ordinal(), target_, d->info.name(),
+                       target_ == "cuda" ? d->info.arch() : std::string()});
+    }
+    options_.metrics->SetIdentity(worker_id_, options_.server);
+    options_.metrics->SetDevices(std::move(infos));
+    options_.metrics->SetCompileThreads(pool_->threads());
+  }
 
   for (auto& d : devices_) {
     Device* dev = d.get();
@@ -420,6 +431,7 @@ absl::Status Daemon::Session(bool* registered) {
           ? ""
           : absl::StrCat(" (", worker_id_, " is connected already)"),
       " with ", devices_.size(), " ", target_, " device(s), ", options_.max_batches, " credits"));
+  if (options_.metrics != nullptr) options_.metrics->SetConnected(true);
   proto::WorkerMessage credits;
   if (draining) {
     credits.mutable_draining()->set_reason("the worker is shutting down (SIGTERM)");
@@ -436,6 +448,7 @@ absl::Status Daemon::Session(bool* registered) {
       Log(absl::StrCat("the server rejected this worker: ", message.rejected().reason()));
     }
   }
+  if (options_.metrics != nullptr) options_.metrics->SetConnected(false);
   size_t dropped = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -546,6 +559,10 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
     pr->set_batch_id(batch.batch_id());
     pr->set_candidate_id(batch.candidates(static_cast<int>(i)).id());
     const bool sent = Send(session, m);
+    if (options_.metrics != nullptr) {
+      options_.metrics->OnResult(device->info.ordinal(), r, pool_->Stats(),
+                                 device->child->starts());
+    }
     std::string line = absl::StrCat("batch ", batch.batch_id(), " candidate ", pr->candidate_id(),
                                     ": ", measure::MeasureStatusName(r.status));
     if (r.status == measure::MeasureStatus::kOk) {
@@ -680,6 +697,7 @@ void Daemon::HeartbeatLoop() {
     h->set_batches_held(static_cast<uint32_t>(batches_held_));
     h->set_candidates_pending(static_cast<uint32_t>(std::max(0, candidates_pending_)));
     h->set_draining(draining_);
+    if (options_.metrics != nullptr) options_.metrics->SetBatchesHeld(batches_held_);
     const uint64_t session = session_;
     mu_.Unlock();
     Send(session, m);

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "proto/transport.h"
+#include "worker/daemon/worker_metrics.h"
 
 namespace tessel::worker {
 
@@ -52,6 +53,9 @@ struct WorkerOptions {
   bool handle_signals = true;
   bool quiet = false;  // no log lines on stderr
   absl::Notification* stop = nullptr;
+  // Told of the worker's devices, connection, compile pool, restarts and results (`tessel worker
+  // --http`); not owned, may be null; must outlive RunWorker.
+  WorkerMetrics* metrics = nullptr;
 };
 
 // Runs the daemon until a SIGTERM or SIGINT has drained it (returns OK) or a fatal error: a bad

@@ -1,0 +1,25 @@
+#pragma once
+
+// The dashboard as one self-contained HTML page: a summary, the workers, the jobs and, for each
+// task, its tuning curve (the best latency so far against trials and against seconds since the
+// job was created) drawn here as inline SVG: no script, no external file, so that the page
+// `tessel report` writes can be mailed or archived. The live page (tessel serve --http) reloads
+// itself every 10 s (a meta refresh).
+//
+// Each curve is an <svg> with id "curve-trials-TASK" or "curve-time-TASK" and the attribute
+// data-best-ms (the task's best latency, %.6g): what tests and scrapers look for.
+//
+// Threads: a free function, callable from any thread.
+
+#include <string>
+
+#include "server/dashboard_data.h"
+
+namespace tessel::server {
+
+std::string RenderDashboard(const DashboardData& data);
+
+// `text` with &, <, >, " and ' escaped for HTML text and attribute values.
+std::string HtmlEscape(const std::string& text);
+
+}  // namespace tessel::server
