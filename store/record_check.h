@@ -35,8 +35,9 @@ absl::StatusOr<schedules::Candidate> ReplayTrace(const schedules::Workload& work
                                                  const schedules::Target& target,
                                                  const std::string& trace_json);
 
-// ReplayTrace for the target of key `target_key` (schedules::Target::ToString of a target this
-// build knows).
+// Whether a record's trace replays and lowers on `workload` for the target of key `target_key`
+// (schedules::Target::ToString of a target this build knows). A trace over this build's estimate
+// of the target's limits passes: its record was measured, so it ran.
 absl::Status CheckReplays(const schedules::Workload& workload, const std::string& target_key,
                           const std::string& trace_json);
 
