@@ -180,11 +180,6 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
 
     // Operands: shared memory at k0, fragments at k1.
     TESSEL_ASSIGN_OR_RETURN(IntRV vec, rules::SampleWeighted(s, {2, 4, 8}, {1, 1, 2}, 8));
-    // B fragments one 8-column tile or two (ldmatrix.x2 or .x4) at a time.
-    // (Two only where the count of 8-column tiles is even: an odd count has odd warp tiles.)
-    const int64_t n_tiles = (s->GetStage(ob).buffer->shape[ga.n] + 7) / 8;
-    TESSEL_ASSIGN_OR_RETURN(IntRV b_rows,
-                            rules::SampleUniform(s, {8, 16}, n_tiles % 2 == 0 ? 16 : 8, 0));
     for (const Operand& op : ops) {
       TESSEL_ASSIGN_OR_RETURN(BlockRV sh, s->CacheRead(op.name, "shared", {acc}));
       TESSEL_ASSIGN_OR_RETURN(BlockRV fr, s->CacheRead(s->GetStage(sh).name, "fragment", {acc}));
@@ -195,8 +190,19 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       // Fragment: the row axis split into tiles; the tile's two loops innermost, in the
       // operand's axis order, the outer of them tensorized with ldmatrix.
       TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> fl, s->GetLoops(fr));
-      TESSEL_ASSIGN_OR_RETURN(
-          auto rows, s->Split(fl[op.row_axis], {-1, op.is_a ? Factor(16) : Factor(b_rows)}));
+      std::vector<LoopRV> rows;
+      if (op.is_a) {
+        TESSEL_ASSIGN_OR_RETURN(rows, s->Split(fl[op.row_axis], {-1, 16}));
+      } else {
+        // B: one 8-column tile or two (ldmatrix.x2 or .x4) at a time, two only where they
+        // divide the warp's tiles: a sampled divisor p <= 2 of the tile count, the p tiles
+        // fused with their 8 rows into the loop ldmatrix replaces.
+        TESSEL_ASSIGN_OR_RETURN(auto r8, s->Split(fl[op.row_axis], {-1, 8}));
+        TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> pf, s->SamplePerfectTile(r8[0], 2, 2));
+        TESSEL_ASSIGN_OR_RETURN(auto tp, s->Split(r8[0], {pf[0], pf[1]}));
+        TESSEL_ASSIGN_OR_RETURN(LoopRV tile_rows, s->Fuse({tp[1], r8[1]}));
+        rows = {tp[0], tile_rows};
+      }
       std::vector<LoopRV> forder;
       for (size_t d = 0; d < fl.size(); ++d) {
         if (static_cast<int>(d) != op.row_axis && static_cast<int>(d) != op.k_axis) {
