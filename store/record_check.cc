@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "schedules/schedule/trace.h"
+#include "schedules/util/status_macros.h"
 
 namespace tessel::store {
 namespace {
@@ -85,23 +86,33 @@ absl::Status CheckRecord(const Record& r) {
   return CheckMeasurement(r.measurement);
 }
 
+namespace {
+
+// The trace of `trace_json` ("null": nullopt, the reference lowering), or why it cannot be read.
+absl::StatusOr<std::optional<schedules::Trace>> ParseRecordTrace(const std::string& trace_json) {
+  if (trace_json == "null") return std::optional<schedules::Trace>();
+  absl::StatusOr<schedules::Trace> t = schedules::Trace::Parse(trace_json);
+  if (!t.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("its trace cannot be read: ", t.status().message()));
+  }
+  return std::optional<schedules::Trace>(*std::move(t));
+}
+
+absl::Status DoesNotReplay(const schedules::Target& target, const absl::Status& why) {
+  return absl::InvalidArgumentError(absl::StrCat("its trace does not replay on its workload for ",
+                                                 target.ToString(), ": ", why.message()));
+}
+
+}  // namespace
+
 absl::StatusOr<schedules::Candidate> ReplayTrace(const schedules::Workload& workload,
                                                  const schedules::Target& target,
                                                  const std::string& trace_json) {
-  std::optional<schedules::Trace> trace;
-  if (trace_json != "null") {
-    absl::StatusOr<schedules::Trace> t = schedules::Trace::Parse(trace_json);
-    if (!t.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("its trace cannot be read: ", t.status().message()));
-    }
-    trace = *std::move(t);
-  }
-  absl::StatusOr<schedules::Candidate> c = schedules::BuildCandidate(workload, target, trace);
-  if (!c.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("its trace does not replay on its workload for ",
-                                                   target.ToString(), ": ", c.status().message()));
-  }
+  TESSEL_ASSIGN_OR_RETURN(std::optional<schedules::Trace> trace, ParseRecordTrace(trace_json));
+  absl::StatusOr<schedules::Candidate> c =
+      schedules::BuildCandidate(workload, target, std::move(trace));
+  if (!c.ok()) return DoesNotReplay(target, c.status());
   return c;
 }
 
@@ -109,23 +120,16 @@ absl::Status CheckReplays(const schedules::Workload& workload, const std::string
                           const std::string& trace_json) {
   absl::StatusOr<schedules::Target> target = TargetOfKey(target_key);
   if (!target.ok()) return target.status();
-  if (trace_json == "null") return ReplayTrace(workload, *target, trace_json).status();
-  absl::StatusOr<schedules::Trace> trace = schedules::Trace::Parse(trace_json);
-  if (!trace.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("its trace cannot be read: ", trace.status().message()));
-  }
+  TESSEL_ASSIGN_OR_RETURN(std::optional<schedules::Trace> trace, ParseRecordTrace(trace_json));
+  if (!trace) return ReplayTrace(workload, *target, trace_json).status();
   absl::StatusOr<schedules::Schedule> sch = schedules::Replay(workload, *trace);
+  if (!sch.ok()) return DoesNotReplay(*target, sch.status());
   schedules::BuildStep failed_at = schedules::BuildStep::kLower;
-  absl::Status built = sch.ok() ? schedules::BuildCandidate(*sch, *target, &failed_at).status()
-                                : sch.status();
+  absl::Status built = schedules::BuildCandidate(*sch, *target, &failed_at).status();
   // A measured record ran: a trace that lowers but is over today's estimate of the target's
   // limits (registers, shared memory; estimates change between versions) is still its record.
-  if (built.ok() || (sch.ok() && failed_at == schedules::BuildStep::kLimits)) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat("its trace does not replay on its workload for ",
-                                                 target->ToString(), ": ", built.message()));
+  if (built.ok() || failed_at == schedules::BuildStep::kLimits) return absl::OkStatus();
+  return DoesNotReplay(*target, built);
 }
 
 }  // namespace tessel::store

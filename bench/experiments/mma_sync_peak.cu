@@ -1,8 +1,8 @@
 // The ceiling of mma.sync.m16n8k16 (f16 in, f32 accumulate) on this GPU: every warp issues
 // independent HMMAs on register operands in a loop, no memory traffic. Prints TFLOP/s for a few
 // warps-per-SM counts. Build: nvcc -O3 -arch=sm_90 mma_sync_peak.cu -o mma_sync_peak
-#include <cstdio>
 #include <cuda_runtime.h>
+#include <cstdio>
 
 __global__ void Peak(float* out, int iters) {
   unsigned a[4] = {threadIdx.x, threadIdx.x + 1, threadIdx.x + 2, threadIdx.x + 3};

@@ -270,9 +270,7 @@ void NestBuilder::BuildGuards() {
   const int naxes = static_cast<int>(s_.axes.size());
   const Analyzer& analyzer = state_.analyzer;
   const bool attached = s_.attach.kind == AttachPoint::Kind::kAt;
-  auto pad = s_.annotations.find(kPadTile);
-  const bool padded = pad != s_.annotations.end() && pad->second > 0 && attached &&
-                      state_.target.is_cuda() && !s_.is_output;
+  const bool padded = s_.pads_tile() && attached && state_.target.is_cuda() && !s_.is_output;
   for (const IterRelation& rel : s_.relations) {
     if (rel.kind != IterRelation::Kind::kSplit || rel.parent < s_.num_root()) continue;
     const IterVar& parent = s_.iters[rel.parent];
@@ -358,8 +356,7 @@ Stmt NestBuilder::InnermostStatement() {
   if (!s_.reduce) {
     Expr value = value_;
     if (pad_cond_ && s_.buffer->scope == MemScope::kShared) {
-      value = MakeSelect(pad_cond_, value,
-                         IsFloat(vt_) ? MakeFloat(0.0, vt_) : MakeInt(0, vt_));
+      value = MakeSelect(pad_cond_, value, IsFloat(vt_) ? MakeFloat(0.0, vt_) : MakeInt(0, vt_));
     }
     return MakeIf(guard, MakeStore(out_, out_idx_, value));
   }

@@ -209,8 +209,7 @@ std::vector<Stmt> FetchUnits(const Stmt& fetch) {
 const ForNode* SpreadLoop(const Stmt& s) {
   if (const auto* f = As<ForNode>(s)) {
     int64_t extent = 0;
-    return PipelineFetchSpread(f->annotations) > 0 && IsConstInt(f->extent, &extent) &&
-                   extent >= 2
+    return PipelineFetchSpread(f->annotations) > 0 && IsConstInt(f->extent, &extent) && extent >= 2
                ? f
                : nullptr;
   }
@@ -238,7 +237,8 @@ class Interleaver : public StmtMutator {
     const int64_t n = static_cast<int64_t>(units_.size());
     std::vector<Stmt> body;
     for (int64_t j = 0; j < extent; ++j) {
-      std::vector<Stmt> part(units_.begin() + j * n / extent, units_.begin() + (j + 1) * n / extent);
+      std::vector<Stmt> part(units_.begin() + j * n / extent,
+                             units_.begin() + (j + 1) * n / extent);
       if (part.empty()) continue;
       body.push_back(MakeIf(MakeAnd(guard_, Expr(f.var) == j), MakeSeq(part)));
     }

@@ -31,11 +31,11 @@
 namespace tessel::schedules {
 namespace {
 
-constexpr int64_t kWarpsMax = 4;   // warps along m and along n
-constexpr int64_t kTilesMMax = 4;  // 16-row tiles a warp along m
-constexpr int64_t kTilesNMax = 8;  // 8-column tiles a warp along n
-constexpr int64_t kKStepsMax = 8;  // 16-element k steps a shared-memory stage
-constexpr int64_t kStagesMax = 4;  // software pipeline stages
+constexpr int64_t kWarpsMax = 4;        // warps along m and along n
+constexpr int64_t kTilesMMax = 4;       // 16-row tiles a warp along m
+constexpr int64_t kTilesNMax = 8;       // 8-column tiles a warp along n
+constexpr int64_t kKStepsMax = 8;       // 16-element k steps a shared-memory stage
+constexpr int64_t kStagesMax = 4;       // software pipeline stages
 constexpr int64_t kRasterGroupMax = 8;  // m tiles a group of consecutive blocks
 
 // An operand of the contraction: its buffer, and which of its axes is k and which the tile's
@@ -95,8 +95,7 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     if (!out || out->buffer->shape != st->buffer->shape) return std::vector<Schedule>{};
     const rules::GemmAxes ga = rules::GemmAxesOf(*st);
     const std::vector<Operand> ops = OperandsOf(*st, ga);
-    if (ops.empty() ||
-        st->buffer->dtype == DType::kFloat64) {
+    if (ops.empty() || st->buffer->dtype == DType::kFloat64) {
       return std::vector<Schedule>{};
     }
     for (const Operand& op : ops) {

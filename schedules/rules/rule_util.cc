@@ -174,8 +174,8 @@ absl::Status BindBlocks(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m,
   return s->Bind(n, "blockIdx.x");
 }
 
-absl::Status BindBlocksRasterized(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m,
-                                  LoopRV n, int64_t max_group) {
+absl::Status BindBlocksRasterized(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m, LoopRV n,
+                                  int64_t max_group) {
   if (!batch.empty()) {
     LoopRV bz = batch[0];
     if (batch.size() > 1) {

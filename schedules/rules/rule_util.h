@@ -73,7 +73,7 @@ absl::Status BindBlocks(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m,
 // among the divisors of m's extent up to `max_group`, a decision the search mutates), as one
 // blockIdx.x: blocks that run at the same time share operand tiles in L2 (rasterization).
 // G = 1 is the row-major order of the two-dimensional grid.
-absl::Status BindBlocksRasterized(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m,
-                                  LoopRV n, int64_t max_group);
+absl::Status BindBlocksRasterized(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m, LoopRV n,
+                                  int64_t max_group);
 
 }  // namespace tessel::schedules::rules

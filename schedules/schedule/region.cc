@@ -271,8 +271,7 @@ class Inferencer {
     }
     StageBound& b = bounds_[si];
     // A padded stage (kPadTile) holds its consumers' whole tile, also past its extent.
-    auto pad = s.annotations.find(kPadTile);
-    const bool padded = pad != s.annotations.end() && pad->second > 0;
+    const bool padded = s.pads_tile();
     for (int d = 0; d < naxes; ++d) {
       const int64_t dim = s.buffer->shape[d];
       int64_t extent = 0;

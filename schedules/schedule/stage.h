@@ -81,6 +81,11 @@ struct Stage {
   std::vector<StorageAlign> aligns;
   int init_at = -1;  // decompose_reduction: the loop before which the init nest goes
   std::map<std::string, int64_t> annotations;  // kPadTile, "auto_unroll_max_step", ...
+  // Whether the stage is annotated kPadTile (computes its whole tile).
+  bool pads_tile() const {
+    auto it = annotations.find(kPadTile);
+    return it != annotations.end() && it->second > 0;
+  }
   bool is_output = false;
   std::string origin;  // "compute", "cache_read", "cache_write", "rfactor"
   // A tuple reduction (fuse_reductions): `body` is tuple(v0, ..., vK-1) (TupleValues), the

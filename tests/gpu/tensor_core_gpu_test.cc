@@ -41,8 +41,8 @@ TEST(TensorCoreGpu, RecordedScheduleMatchesReferenceAtEveryPipelineDepth) {
           worker::VerifyOptions vo;
           vo.run.device = device->get();
           absl::Status v = worker::RunAndVerify(*src, *ref, stages, vo);
-          EXPECT_TRUE(v.ok()) << spec << ", " << stages << " stages, spread " << spread << ": "
-                              << v << "\n"
+          EXPECT_TRUE(v.ok()) << spec << ", " << stages << " stages, spread " << spread << ": " << v
+                              << "\n"
                               << src->code;
         }
       }
