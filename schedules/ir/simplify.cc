@@ -568,6 +568,26 @@ class Simplifier {
     for (size_t i = 0; i < l->terms.size(); ++i) {
       const auto* div = As<BinaryNode>(l->terms[i].atom);
       int64_t c;
+      if (div && div->op == BinaryOp::kMod && IsConstInt(div->b, &c) && c > 1) {
+        // The mirror image, from the remainder's side: y % c * k + y / c * (k * c) -> k * y,
+        // where y / c is compared in canonical form, so that a row-major linearization of a
+        // fused index collapses (x / 36 * 36 + x / 6 % 6 * 6 + x % 6 -> x: the 6 * (x / 6 %
+        // 6) + 36 * (x / 36) pair first, x / 36 being x / 6 / 6).
+        const int64_t k = l->terms[i].coef;
+        const Expr y = div->a;
+        const Linear whole = Canon(y, true);
+        const Linear quot = DivLinear(whole, c);
+        if (overflow_) return false;
+        int64_t kc = 0;
+        if (!__builtin_mul_overflow(k, c, &kc) && ContainsScaled(*l, quot, kc)) {
+          l->terms[i].coef = 0;
+          AddInto(l, quot, -kc);
+          AddInto(l, whole, k);
+          DropZeros(l);
+          return true;
+        }
+        continue;
+      }
       if (!div || div->op != BinaryOp::kDiv || !IsConstInt(div->b, &c) || c <= 1) continue;
       const int64_t coef = l->terms[i].coef;
       if (coef % c != 0) continue;

@@ -138,7 +138,9 @@ class AsyncCopies : public StmtMutator {
     const auto* st = As<StoreNode>(body);
     if (!st || st->buffer->scope != MemScope::kShared) return nullptr;
     Expr value = st->value;
-    if (const auto* sel = As<SelectNode>(value)) {  // padding: zeros where the input is not
+    // Padding: zeros where the input is not (a tile past the extent, a padded input's border,
+    // or both).
+    while (const auto* sel = As<SelectNode>(value)) {
       Expr cond = UniformOverLanes(sel->cond, f.var.get(), lanes);
       if (!cond || !IsImmediate(sel->false_value)) return nullptr;
       int64_t zero = 1;

@@ -17,10 +17,19 @@
 // (up to 4 and 8), k steps per shared-memory stage (up to 8 steps of 16), the fetch width, and
 // the software pipeline's stages (annotation "software_pipeline" on k0: 1 = no pipeline), and
 // whether the fragments are double-buffered across k steps (the same annotation on k1).
-// Applies where M is a multiple of 16, N of 8 and K of 16, with one reduction axis and 2-D
-// operands (plus batch axes).
+// Applies to any M, N and K (tiles past them are zero-padded, kPadTile) whose operands' contiguous
+// extents are multiples of 8.
+//
+// Implicit GEMM: a contraction whose operands are not plain GEMM operands (a convolution reads
+// data[n, p + r, q + s, c] and weight[k, r, s, c]) is first given the GEMM view: the spatial
+// axes only one operand uses are fused into that operand's rows (fuse_axes: n, p, q into m; k
+// stays n), the reduction axes into one k, each in the order of the operand's dimensions, and
+// each operand is copied into shared memory in that view (reindex: A[m, kk], B[k, kk], a padding
+// stage computed in the copy, its zeros cp.async's zero fill). The output stage's loops over a
+// fused axis are fused the same way, so it writes the accumulator's rows where they belong.
 
 #include <algorithm>
+#include <tuple>
 
 #include "schedules/ir/substitute.h"
 #include "schedules/ir/tensor_intrin.h"
@@ -79,6 +88,79 @@ std::vector<Operand> OperandsOf(const Stage& st, const rules::GemmAxes& ga) {
   return out;
 }
 
+// The GEMM view of a contraction whose operands are not plain (OperandsOf found none): the root
+// axes to fuse, as groups of the stage's axis indices (spatial) and reduction indices, each
+// group in the order of the dimensions of the operand that uses it. Empty when there is none.
+struct ImplicitGemm {
+  std::vector<std::vector<int>> spatial;  // groups of two or more axes used by one operand only
+  std::vector<int> reduce;                // the reduction axes (indices into reduce_axes)
+  std::vector<std::string> operands;      // the two tensors the products read
+  bool ok() const { return operands.size() == 2; }
+};
+
+// The first dimension of `l` whose index uses `v`, or -1.
+int FirstDimUsing(const LoadNode& l, const VarNode* v) {
+  for (size_t d = 0; d < l.indices.size(); ++d) {
+    if (UsesVar(l.indices[d], v)) return static_cast<int>(d);
+  }
+  return -1;
+}
+
+// `vars` (indices into `all`) sorted by the first dimension of `l` that uses each (stable).
+std::vector<int> ByDimension(const LoadNode& l, std::vector<int> idx,
+                             const std::vector<VarPtr>& all) {
+  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) {
+    return FirstDimUsing(l, all[a].get()) < FirstDimUsing(l, all[b].get());
+  });
+  return idx;
+}
+
+ImplicitGemm ImplicitGemmOf(const Stage& st) {
+  ImplicitGemm out;
+  const auto* mul = As<BinaryNode>(st.body);
+  if (!mul || mul->op != BinaryOp::kMul) return out;
+  const LoadNode* loads[2] = {LoadUnderCast(mul->a), LoadUnderCast(mul->b)};
+  if (!loads[0] || !loads[1] || loads[0]->buffer == loads[1]->buffer) return out;
+  if (!IsMmaOperandType(loads[0]->buffer->dtype) ||
+      loads[0]->buffer->dtype != loads[1]->buffer->dtype) {
+    return out;
+  }
+  std::vector<int> only[2];
+  for (int a = 0; a < static_cast<int>(st.axes.size()); ++a) {
+    const bool u0 = FirstDimUsing(*loads[0], st.axes[a].get()) >= 0;
+    const bool u1 = FirstDimUsing(*loads[1], st.axes[a].get()) >= 0;
+    if (!u0 && !u1) return out;  // a broadcast output axis: no GEMM
+    if (u0 != u1) only[u0 ? 0 : 1].push_back(a);
+  }
+  if (only[0].empty() || only[1].empty()) return out;
+  std::vector<int> red;
+  for (int r = 0; r < static_cast<int>(st.reduce_axes.size()); ++r) {
+    if (FirstDimUsing(*loads[0], st.reduce_axes[r].get()) < 0 ||
+        FirstDimUsing(*loads[1], st.reduce_axes[r].get()) < 0) {
+      return out;  // a sum over one operand's axis alone
+    }
+    red.push_back(r);
+  }
+  for (int o = 0; o < 2; ++o) {
+    if (only[o].size() > 1) out.spatial.push_back(ByDimension(*loads[o], only[o], st.axes));
+  }
+  // k in the order of the operand whose contiguous dimension it is, so that the copy's rows are
+  // contiguous in memory where that operand is.
+  const int kop = FirstDimUsing(*loads[0], st.reduce_axes.back().get()) ==
+                          static_cast<int>(loads[0]->indices.size()) - 1
+                      ? 0
+                      : 1;
+  out.reduce = ByDimension(*loads[kop], red, st.reduce_axes);
+  out.operands = {loads[0]->buffer->name, loads[1]->buffer->name};
+  return out;
+}
+
+// Whether `out` reads stage `gemm` only at exactly its axes, one load or several alike.
+bool ReadsOnlyAtIdentity(const Stage& out, const Stage& gemm) {
+  return !CollectLoads(out.body, gemm.buffer.get()).empty() &&
+         ReadsAtIdentity(out, gemm.buffer.get());
+}
+
 class MultiLevelTilingTensorCore final : public ScheduleRule {
  public:
   explicit MultiLevelTilingTensorCore(const Target& t) : target_(t) {}
@@ -92,12 +174,23 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       return std::vector<Schedule>{};
     }
     const Stage* out = sch.FindStage(rules::OutputOf(sch));
-    if (!out || out->buffer->shape != st->buffer->shape) return std::vector<Schedule>{};
+    if (!out || st->buffer->dtype == DType::kFloat64) return std::vector<Schedule>{};
     const rules::GemmAxes ga = rules::GemmAxesOf(*st);
     const std::vector<Operand> ops = OperandsOf(*st, ga);
-    if (ops.empty() || st->buffer->dtype == DType::kFloat64) {
-      return std::vector<Schedule>{};
+    if (ops.empty()) {
+      // Not a plain GEMM: its implicit-GEMM view, where it has one.
+      const ImplicitGemm view = ImplicitGemmOf(*st);
+      if (!view.ok() || out == st || !ReadsOnlyAtIdentity(*out, *st) ||
+          out->buffer->shape != st->buffer->shape) {
+        return std::vector<Schedule>{};
+      }
+      Schedule s = sch;
+      // A view whose tiles cannot be formed (e.g. a copy that is not 16-byte aligned) is no
+      // tensor-core candidate; the CUDA-core sketch stays either way.
+      if (!Implicit(&s, stage, view).ok()) return std::vector<Schedule>{sch};
+      return std::vector<Schedule>{std::move(s), sch};
     }
+    if (out->buffer->shape != st->buffer->shape) return std::vector<Schedule>{};
     for (const Operand& op : ops) {
       // A computed operand (a padding stage) would need a fetch that computes it.
       if (sch.FindStage(op.name)) return std::vector<Schedule>{};
@@ -106,20 +199,122 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       if (op.contiguous_extent % 8 != 0) return std::vector<Schedule>{};
     }
     Schedule s = sch;
-    TESSEL_RETURN_IF_ERROR(Cuda(&s, stage, ga, ops));
+    TESSEL_RETURN_IF_ERROR(Cuda(&s, stage, ga, ops, {}));
     // The CUDA-core sketch stays: MultiLevelTiling schedules the untouched copy.
     return std::vector<Schedule>{std::move(s), sch};
   }
 
  private:
+  // The implicit-GEMM view (fuse_axes), then the GEMM with its operands reindexed.
+  absl::Status Implicit(Schedule* s, const std::string& gemm, const ImplicitGemm& view) const {
+    // Groups of the output's axes that each of the GEMM's axes covers (the gemm's axes are the
+    // output's: it reads the gemm at identity).
+    const Stage* st = s->FindStage(gemm);
+    std::vector<const VarNode*> axis_vars;
+    for (const VarPtr& v : st->axes) axis_vars.push_back(v.get());
+    std::vector<std::vector<int>> out_groups;
+    for (int a = 0; a < static_cast<int>(st->axes.size()); ++a) {
+      bool grouped = false;
+      for (const std::vector<int>& g : view.spatial) {
+        if (g[0] == a) out_groups.push_back(g);
+        if (std::find(g.begin(), g.end(), a) != g.end()) grouped = true;
+      }
+      if (!grouped) out_groups.push_back({a});
+    }
+    // Fuse: the indices shift as groups merge, so each group is found again by its variables.
+    std::vector<std::vector<const VarNode*>> spatial_vars;
+    for (const std::vector<int>& g : view.spatial) {
+      spatial_vars.emplace_back();
+      for (int a : g) spatial_vars.back().push_back(st->axes[a].get());
+    }
+    std::vector<const VarNode*> reduce_vars;
+    for (int r : view.reduce) reduce_vars.push_back(st->reduce_axes[r].get());
+    TESSEL_ASSIGN_OR_RETURN(BlockRV g, s->GetBlock(gemm));
+    auto root_index = [&](const VarNode* v) {
+      const Stage* cur = s->FindStage(gemm);
+      for (int i = 0; i < cur->num_root(); ++i) {
+        if (cur->iters[i].var.get() == v) return i;
+      }
+      return -1;
+    };
+    for (const auto& vars : spatial_vars) {
+      std::vector<int> idx;
+      for (const VarNode* v : vars) idx.push_back(root_index(v));
+      TESSEL_RETURN_IF_ERROR(s->FuseAxes(g, idx));
+    }
+    if (reduce_vars.size() > 1) {
+      std::vector<int> idx;
+      for (const VarNode* v : reduce_vars) idx.push_back(root_index(v));
+      TESSEL_RETURN_IF_ERROR(s->FuseAxes(g, idx));
+    }
+    const Stage* fused = s->FindStage(gemm);
+    return Cuda(s, gemm, rules::GemmAxesOf(*fused), {}, out_groups, view.operands);
+  }
+
+  // The operand `tensor` of the accumulator stage `acc` in shared memory as the GEMM reads it
+  // (reindex), a padding stage computed in the copy; its Operand description in that copy.
+  absl::StatusOr<std::pair<BlockRV, Operand>> Reindexed(Schedule* s, BlockRV acc,
+                                                        const std::string& tensor,
+                                                        const rules::GemmAxes& ga) const {
+    TESSEL_ASSIGN_OR_RETURN(BlockRV sh, s->ReIndex(acc, tensor, "shared"));
+    if (const Stage* producer = s->FindStage(tensor)) {
+      if (producer->reduces()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("operand ", tensor, " is a reduction; it cannot be computed in a copy"));
+      }
+      TESSEL_ASSIGN_OR_RETURN(BlockRV pb, s->GetBlock(tensor));
+      TESSEL_RETURN_IF_ERROR(s->ComputeInline(pb));
+    }
+    const Stage& copy = s->GetStage(sh);
+    const Stage& a = s->GetStage(acc);
+    Operand op{copy.name, copy.buffer->shape.back()};
+    const LoadNode* l = CollectLoads(a.body, copy.buffer.get()).at(0);
+    for (size_t d = 0; d < l->indices.size(); ++d) {
+      const auto* v = As<VarNode>(l->indices[d]);
+      if (v == a.reduce_axes[0].get()) op.k_axis = static_cast<int>(d);
+      if (v == a.axes[ga.m].get() || v == a.axes[ga.n].get()) op.row_axis = static_cast<int>(d);
+      if (v == a.axes[ga.m].get()) op.is_a = true;
+    }
+    if (op.k_axis < 0 || op.row_axis < 0 || op.contiguous_extent % 8 != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the copy of ", tensor, " is no 16-byte aligned GEMM operand"));
+    }
+    return std::make_pair(sh, op);
+  }
+
+  // `out_groups`: for each of the GEMM stage's axes, the output stage's axes it covers (empty:
+  // one each, in order); `reindex`: the operands to copy in the GEMM's view (empty: `ops`, cached
+  // as they are).
   absl::Status Cuda(Schedule* s, const std::string& gemm, const rules::GemmAxes& ga,
-                    const std::vector<Operand>& ops) const {
+                    const std::vector<Operand>& ops,
+                    const std::vector<std::vector<int>>& out_groups,
+                    const std::vector<std::string>& reindex = {}) const {
     TESSEL_ASSIGN_OR_RETURN(BlockRV g, s->GetBlock(gemm));
     TESSEL_ASSIGN_OR_RETURN(BlockRV acc, s->CacheWrite(g, "fragment"));
     const std::string out = rules::OutputOf(*s);
     if (out != gemm) TESSEL_RETURN_IF_ERROR(s->ComputeInline(g));
     TESSEL_ASSIGN_OR_RETURN(BlockRV ob, s->GetBlock(out));
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> ol, s->GetLoops(ob));
+    if (!out_groups.empty()) {
+      // One loop per GEMM axis: the output's loops over a fused axis, fused in its order.
+      std::vector<LoopRV> order;
+      for (const std::vector<int>& grp : out_groups) {
+        for (int a : grp) order.push_back(ol[a]);
+      }
+      TESSEL_RETURN_IF_ERROR(s->Reorder(order));
+      std::vector<LoopRV> per_axis;
+      for (const std::vector<int>& grp : out_groups) {
+        std::vector<LoopRV> loops;
+        for (int a : grp) loops.push_back(ol[a]);
+        if (loops.size() == 1) {
+          per_axis.push_back(loops[0]);
+        } else {
+          TESSEL_ASSIGN_OR_RETURN(LoopRV f, s->Fuse(loops));
+          per_axis.push_back(f);
+        }
+      }
+      ol = per_axis;
+    }
     // Output: [batch] mb nb wm wn fm fn m16 n8.
     TESSEL_ASSIGN_OR_RETURN(auto m_split, s->Split(ol[ga.m], {-1, 16}));
     TESSEL_ASSIGN_OR_RETURN(auto n_split, s->Split(ol[ga.n], {-1, 8}));
@@ -179,8 +374,16 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
 
     // Operands: shared memory at k0, fragments at k1.
     TESSEL_ASSIGN_OR_RETURN(IntRV vec, rules::SampleWeighted(s, {2, 4, 8}, {1, 1, 2}, 8));
-    for (const Operand& op : ops) {
-      TESSEL_ASSIGN_OR_RETURN(BlockRV sh, s->CacheRead(op.name, "shared", {acc}));
+    const size_t num_ops = reindex.empty() ? ops.size() : reindex.size();
+    for (size_t o = 0; o < num_ops; ++o) {
+      BlockRV sh;
+      Operand op;
+      if (reindex.empty()) {
+        op = ops[o];
+        TESSEL_ASSIGN_OR_RETURN(sh, s->CacheRead(op.name, "shared", {acc}));
+      } else {
+        TESSEL_ASSIGN_OR_RETURN(std::tie(sh, op), Reindexed(s, acc, reindex[o], ga));
+      }
       TESSEL_ASSIGN_OR_RETURN(BlockRV fr, s->CacheRead(s->GetStage(sh).name, "fragment", {acc}));
       TESSEL_RETURN_IF_ERROR(s->Annotate(sh, kPadTile, 1));
       TESSEL_RETURN_IF_ERROR(s->Annotate(fr, kPadTile, 1));

@@ -125,6 +125,16 @@ class IntervalEval {
   const std::unordered_map<const VarNode*, int64_t>& varying_;
 };
 
+// The interval of an index, simplified first where its raw form has no constant extent: a
+// consumer's loop fused over several axes reads a row-major linearization of them, (x / 36 * 36
+// + x / 6 % 6 * 6 + x % 6), that interval arithmetic bounds only loosely until it is x.
+std::optional<Interval> EvalIndex(IntervalEval& eval, const Expr& index) {
+  std::optional<Interval> raw = eval.Eval(index);
+  if (raw && IsConstInt(Simplify(raw->max - raw->min))) return raw;
+  std::optional<Interval> simplified = eval.Eval(Simplify(index));
+  return simplified ? simplified : raw;
+}
+
 bool Relaxed(MemScope scope, ThreadTag tag) {
   if (scope == MemScope::kLocal || scope == MemScope::kFragment) return false;
   return IsThreadTag(tag) || tag == ThreadTag::kVThread;
@@ -262,7 +272,7 @@ class Inferencer {
           map[c.reduce_axes[a].get()] = g[c.axes.size() + a];
         }
         for (const LoadNode* l : loads) {
-          for (int d = 0; d < naxes; ++d) merge(d, eval.Eval(Substitute(l->indices[d], map)));
+          for (int d = 0; d < naxes; ++d) merge(d, EvalIndex(eval, Substitute(l->indices[d], map)));
         }
       }
       if (!any) {

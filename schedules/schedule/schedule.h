@@ -126,6 +126,12 @@ class Schedule {
   // A stage that copies `tensor` into scope ("shared" or "local"); the readers read the copy.
   absl::StatusOr<BlockRV> CacheRead(std::string tensor, const std::string& scope,
                                     const std::vector<BlockRV>& readers);
+  // A stage that copies what `reader` reads of `tensor` into `scope`, indexed by the reader's
+  // root variables that the access uses (ordered by the first dimension of the tensor each
+  // appears in) instead of the tensor's: a read data[n, p + r, q + s, c] becomes copy[n, p, q, r,
+  // s, c] (after fuse_axes, copy[m, kk] of a convolution: the GEMM operand a tensor core reads).
+  // Every read of `tensor` in `reader` must use the same indices. Meta-Schedule's reindex.
+  absl::StatusOr<BlockRV> ReIndex(BlockRV reader, std::string tensor, const std::string& scope);
   // The stage's computation moves to a new stage writing `scope`; the stage becomes a copy of it.
   absl::StatusOr<BlockRV> CacheWrite(BlockRV block, const std::string& scope);
   absl::Status ComputeAt(BlockRV block, LoopRV loop);
@@ -146,6 +152,16 @@ class Schedule {
   // a root stage with untransformed loops, and must not be padded with storage_align yet.
   // Factors may be sampled (IntRVs), like split's.
   absl::Status SplitBufferAxis(BlockRV block, int axis, const std::vector<Factor>& factors);
+  // Fuses root axes `axes` of the stage (all spatial or all reduction, at least two) into one
+  // axis, their row-major linearization in the listed order, in the position of the smallest of
+  // them: the stage computes the same values over the fused domain (each listed axis becomes
+  // fused / stride % extent in its body). Fused spatial axes change the stage's buffer the same
+  // way (one dimension of the product's extent) and every read of it is rewritten; reduction
+  // axes change only the domain. The view a tensor-core GEMM needs of a convolution (batch and
+  // output pixels as its rows, filter taps and channels as its k; Meta-Schedule's
+  // transform_block_layout). The stage must have its root loops untouched and nothing attached;
+  // spatial axes only of a non-output stage that is not padded with storage_align.
+  absl::Status FuseAxes(BlockRV block, const std::vector<int>& axes);
   // The value may be sampled (an IntRV), e.g. the unroll step.
   absl::Status Annotate(LoopRV loop, const std::string& key, Factor value);
   absl::Status Annotate(BlockRV block, const std::string& key, Factor value);

@@ -23,6 +23,7 @@
 namespace tessel::schedules {
 namespace {
 
+using recorded_schedules::CudaImplicitGemmConv;
 using recorded_schedules::CudaTensorCoreMatmul;
 using test_workloads::BlockOf;
 using test_workloads::CudaT;
@@ -206,6 +207,61 @@ TEST(TensorCore, ShapesNoTileDividesRunOnTensorCores) {
   }
 }
 
+// Convolutions as implicit GEMMs: the tensor-core sketch fuses the output pixels into the GEMM's
+// rows and the taps and channels into its k, and gathers each operand into shared memory, the
+// padded border as cp.async's zero fill.
+TEST(TensorCore, ConvolutionsRunOnTensorCoresAsImplicitGemms) {
+  struct Case {
+    const char* spec;
+    bool padded;
+  };
+  for (const Case& cs :
+       {Case{"conv2d(N=64, C=128, H=28, W=28, K=128, R=3, S=3, padding=1, layout=nhwc, "
+             "dtype=f16)",
+             true},
+        Case{"conv2d(N=32, C=512, H=28, W=28, K=256, R=1, S=1, layout=nhwc, dtype=f16)", false},
+        Case{"conv2d(N=8, C=64, H=56, W=56, K=128, R=3, S=3, stride=2, padding=1, "
+             "layout=nhwc, dtype=bf16)",
+             true},
+        // NCHW: the gather runs along the taps (no 16-byte vectors to copy asynchronously).
+        Case{"conv2d(N=8, C=64, H=56, W=56, K=64, R=3, S=3, padding=1, layout=nchw, "
+             "dtype=f16)",
+             false}}) {
+    SCOPED_TRACE(cs.spec);
+    auto w = ParseWorkloadSpec(cs.spec);
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (const char* arch : {"sm_80", "sm_90"}) {
+      SCOPED_TRACE(arch);
+      auto space = SpaceGenerator::Create(*w, CudaTarget(arch));
+      ASSERT_TRUE(space.ok()) << space.status();
+      int tc = 0, valid = 0, border_filled = 0;
+      for (uint64_t seed = 1; seed <= 24; ++seed) {
+        auto c = space->Sample(seed);
+        if (!c.ok()) continue;
+        ++valid;
+        const std::string& code = c->source.code;
+        if (code.find("tessel_mma_m16n8k16") == std::string::npos) continue;
+        ++tc;
+        // An asynchronous copy whose validity is the padded border (h >= 1 ...), not `true`.
+        border_filled += std::regex_search(code, std::regex(R"(tessel_cp_async_\d+\([^\n]*>= 1)"));
+#ifdef TESSEL_HAVE_CUDA
+        if (tc <= 2 && worker::FindCudaIncludeDir().ok()) {
+          worker::NvrtcOptions o;
+          o.arch = arch;
+          auto bin = worker::CompileCuda(c->source, o);
+          EXPECT_TRUE(bin.ok()) << bin.status() << "\n" << code;
+        }
+#endif
+      }
+      EXPECT_GE(valid, 22);  // at least 90%
+      EXPECT_GE(tc, 4);
+      if (cs.padded) {
+        EXPECT_GT(border_filled, 0);
+      }
+    }
+  }
+}
+
 #ifdef TESSEL_HAVE_CUDA
 TEST(TensorCore, KernelsCompileWithNvrtcForSm80AndSm90) {
   if (!worker::FindCudaIncludeDir().ok()) GTEST_SKIP() << "no CUDA include directory";
@@ -221,6 +277,16 @@ TEST(TensorCore, KernelsCompileWithNvrtcForSm80AndSm90) {
       auto bin = worker::CompileCuda(*src, o);
       EXPECT_TRUE(bin.ok()) << arch << ": " << bin.status() << "\n" << src->code;
     }
+    // The implicit-GEMM convolution (fuse_axes, reindex, the padded border zero-filled).
+    auto p = Lower(CudaImplicitGemmConv(1), t);
+    ASSERT_TRUE(p.ok()) << p.status();
+    auto src = GenerateCuda(*p, t);
+    ASSERT_TRUE(src.ok()) << src.status();
+    EXPECT_NE(src->code.find("tessel_mma_m16n8k16"), std::string::npos);
+    worker::NvrtcOptions o;
+    o.arch = arch;
+    auto bin = worker::CompileCuda(*src, o);
+    EXPECT_TRUE(bin.ok()) << arch << ": " << bin.status() << "\n" << src->code;
   }
 }
 #endif

@@ -88,7 +88,18 @@ INSTANTIATE_TEST_SUITE_P(
                       // Shapes no tile divides: zero-filled tails, guarded stores.
                       "matmul(M=100, N=200, K=168, dtype=f16)",
                       "matmul(M=77, N=120, K=104, dtype=bf16, transpose_b=true)",
-                      "matmul_bias_gelu(M=50, N=72, K=40, dtype=f16)"),
+                      "matmul_bias_gelu(M=50, N=72, K=40, dtype=f16)",
+                      // Convolutions as implicit GEMMs (fuse_axes, reindex): padded borders
+                      // zero-filled, strides, both layouts, rows no tile divides, an epilogue.
+                      "conv2d(N=2, C=16, H=6, W=6, K=16, R=3, S=3, padding=1, layout=nhwc, "
+                      "dtype=f16)",
+                      "conv2d(N=3, C=32, H=9, W=7, K=24, R=3, S=3, stride=2, padding=1, "
+                      "layout=nhwc, dtype=bf16)",
+                      "conv2d(N=2, C=64, H=8, W=8, K=32, R=1, S=1, layout=nhwc, dtype=f16)",
+                      "conv2d(N=2, C=16, H=10, W=10, K=32, R=3, S=3, padding=2, dilation=2, "
+                      "layout=nchw, dtype=f16)",
+                      "conv2d_bias_relu(N=2, C=32, H=7, W=7, K=48, R=3, S=3, padding=1, "
+                      "layout=nhwc, dtype=f16)"),
     SpecTestName);
 #endif
 

@@ -83,6 +83,27 @@ TEST(IrSimplify, SplitPatterns) {
   EXPECT_EQ(S(an, (f + 8) % 8), "i");
 }
 
+// A row-major linearization of axes fused by fuse_axes, read back through a loop fused over the
+// same axes: n * 36 + p * 6 + q with n = x / 36, p = x / 6 % 6, q = x % 6 is x, whatever the
+// extents (the remainder's side of the recombination: x / 6 % 6 * 6 + x / 36 * 36 first).
+TEST(IrSimplify, RowMajorLinearizationOfFusedAxes) {
+  VarPtr x = MakeVar("x");
+  Expr n = Expr(x) / 36, p = Expr(x) / 6 % 6, q = Expr(x) % 6;
+  EXPECT_EQ(S(n * 36 + p * 6 + q), "x");
+  EXPECT_EQ(S((n * 6 + p) * 6 + q), "x");
+  EXPECT_EQ(S(p * 6 + n * 36), "x / 6 * 6");
+  // Over a fused-and-split loop x = b * 16 + t, as the tensor-core rule's output reads it.
+  VarPtr b = MakeVar("b"), t = MakeVar("t");
+  Expr y = Expr(b) * 16 + Expr(t);
+  Expr lin = (y / 784) * 784 + (y / 28 % 28) * 28 + y % 28;
+  Analyzer an;
+  an.Bind(b, 0, 3136);
+  an.Bind(t, 0, 16);
+  EXPECT_EQ(S(an, lin), "b * 16 + t");
+  // Coefficients that do not match are left alone.
+  EXPECT_EQ(S(n * 35 + p * 6 + q), "x / 36 * 35 + x / 6 % 6 * 6 + x % 6");
+}
+
 TEST(IrSimplify, FusePatterns) {
   VarPtr f = MakeVar("f");
   Analyzer an;

@@ -229,6 +229,71 @@ inline Schedule CudaTensorCoreMatmul(uint64_t seed, int64_t stages = 3, bool ten
   return sch;
 }
 
+// CUDA f16 convolution (NHWC, 3 x 3, padding 1) on the tensor cores as an implicit GEMM, as the
+// tensor-core tiling rule builds it with fixed factors: the output pixels fused into the GEMM's
+// rows and the filter taps and channels into its k (fuse_axes), each operand copied into shared
+// memory in that view (reindex, the padding stage computed in the copy), the output's loops over
+// the pixels fused likewise. M = 2 * 6 * 6 = 72 rows: the last row tile is padded (pad_tile).
+inline Schedule CudaImplicitGemmConv(uint64_t seed) {
+  auto w = ParseWorkloadSpec(
+      "conv2d(N=2, C=16, H=6, W=6, K=16, R=3, S=3, padding=1, layout=nhwc, dtype=f16)");
+  if (!w.ok()) throw std::runtime_error(w.status().ToString());
+  Schedule sch = NewSchedule(*w, seed);
+  auto check = [](const absl::Status& st) {
+    if (!st.ok()) throw std::runtime_error(st.ToString());
+  };
+  BlockRV conv = BlockOf(sch, "conv");
+  check(sch.FuseAxes(conv, {0, 1, 2}));  // n, p, q -> m: conv[m, k]
+  check(sch.FuseAxes(conv, {2, 3, 4}));  // r, s, c -> kk
+  BlockRV acc = ValueOrDie(sch.CacheWrite(conv, "fragment"));
+  check(sch.ComputeInline(conv));
+  BlockRV out = BlockOf(sch, "out");
+  std::vector<LoopRV> ol = LoopsOf(sch, out);
+  LoopRV rows = ValueOrDie(sch.Fuse({ol[0], ol[1], ol[2]}));
+  std::vector<LoopRV> m = ValueOrDie(sch.Split(rows, {-1, 2, 1, 16}));
+  std::vector<LoopRV> n = ValueOrDie(sch.Split(ol[3], {-1, 2, 1, 8}));
+  check(sch.Reorder({m[0], n[0], m[1], n[1], m[2], n[2], m[3], n[3]}));
+  check(sch.Bind(m[0], "blockIdx.y"));
+  check(sch.Bind(n[0], "blockIdx.x"));
+  check(sch.Bind(m[1], "threadIdx.z"));
+  check(sch.Bind(n[1], "threadIdx.y"));
+  check(sch.Tensorize(m[3], "mma_accumulator"));
+  check(sch.ComputeAt(acc, n[1]));
+  std::vector<LoopRV> cl = LoopsOf(sch, acc);
+  std::vector<LoopRV> cm = ValueOrDie(sch.Split(cl[0], {-1, 16}));
+  std::vector<LoopRV> cn = ValueOrDie(sch.Split(cl[1], {-1, 8}));
+  IntRV ksteps = ValueOrDie(sch.SampleCategorical({1, 3}, {0.5, 0.5}));
+  std::vector<LoopRV> ck = ValueOrDie(sch.Split(cl[2], {-1, ksteps, 16}));
+  check(sch.Reorder({ck[0], ck[1], cm[0], cn[0], cm[1], cn[1], ck[2]}));
+  check(sch.DecomposeReduction(acc, ck[0]));
+  check(sch.Annotate(acc, "pad_tile", 1));
+  check(sch.Annotate(ck[0], "software_pipeline", 2));
+  for (const char* name : {"padded", "weight"}) {
+    BlockRV sh = ValueOrDie(sch.ReIndex(acc, name, "shared"));
+    if (sch.FindStage(name)) check(sch.ComputeInline(BlockOf(sch, name)));
+    BlockRV fr = ValueOrDie(sch.CacheRead(sch.GetStage(sh).name, "fragment", {acc}));
+    check(sch.Annotate(sh, "pad_tile", 1));
+    check(sch.Annotate(fr, "pad_tile", 1));
+    check(sch.ComputeAt(fr, ck[1]));
+    check(sch.ComputeAt(sh, ck[0]));
+    std::vector<LoopRV> fl = LoopsOf(sch, fr);
+    // Both copies are [rows, kk]: A's rows in 16-row tiles, B's in 8-row tiles.
+    const bool a = std::string(name) == "padded";
+    std::vector<LoopRV> split = ValueOrDie(sch.Split(fl[0], {-1, a ? 16 : 8}));
+    check(sch.Tensorize(split[1], "ldmatrix"));
+    check(sch.StorageAlign(sh, 0, 32, 8));
+    std::vector<LoopRV> sl = LoopsOf(sch, sh);
+    LoopRV f = ValueOrDie(sch.Fuse(sl));
+    std::vector<LoopRV> p = ValueOrDie(sch.Split(f, {-1, 2, 2, 32, 8}));
+    check(sch.Bind(p[1], "threadIdx.z"));
+    check(sch.Bind(p[2], "threadIdx.y"));
+    check(sch.Bind(p[3], "threadIdx.x"));
+    check(sch.Vectorize(p[4]));
+  }
+  check(sch.Tensorize(cm[1], "mma_m16n8k16"));
+  return sch;
+}
+
 inline std::vector<Recorded> AllRecorded() {
   return {{"CudaTiledMatmul", CudaTiledMatmul, true},
           {"HostSoftmax", HostSoftmax, false},
@@ -238,7 +303,8 @@ inline std::vector<Recorded> AllRecorded() {
           {"HostOnlineSoftmax", HostOnlineSoftmax, false},
           {"HostFusedLayernorm", HostFusedLayernorm, false},
           {"CudaFusedLayernormStats", CudaFusedLayernormStats, true},
-          {"CudaTensorCoreMatmul", [](uint64_t seed) { return CudaTensorCoreMatmul(seed); }, true}};
+          {"CudaTensorCoreMatmul", [](uint64_t seed) { return CudaTensorCoreMatmul(seed); }, true},
+          {"CudaImplicitGemmConv", CudaImplicitGemmConv, true}};
 }
 
 // The program lowered for the recorded schedule's target, or the error.

@@ -1,5 +1,7 @@
 // Cache stages: cache_read copies a tensor into shared or local memory for some of its readers;
-// cache_write moves a stage's computation into a shared or local stage that it then copies out.
+// cache_write moves a stage's computation into a shared or local stage that it then copies out;
+// reindex copies what one reader reads of a tensor into a buffer indexed by the reader's own
+// variables.
 
 #include <algorithm>
 #include <string>
@@ -7,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "schedules/ir/structural.h"
 #include "schedules/ir/substitute.h"
 #include "schedules/schedule/instruction_table.h"
 #include "schedules/schedule/primitive/common.h"
@@ -20,6 +23,7 @@ namespace {
 
 constexpr char kCacheRead[] = "cache_read";
 constexpr char kCacheWrite[] = "cache_write";
+constexpr char kReIndex[] = "reindex";
 
 }  // namespace
 
@@ -167,6 +171,119 @@ absl::StatusOr<BlockRV> Schedule::CacheWrite(BlockRV block, const std::string& s
   return out;
 }
 
+absl::StatusOr<BlockRV> Schedule::ReIndex(BlockRV reader, std::string tensor,
+                                          const std::string& scope) {
+  const char* prim = kReIndex;
+  MemScope ms;
+  if (!ParseMemScope(scope, &ms)) {
+    return Invalid(
+        prim, absl::StrCat("unknown scope '", scope, "'; use global, shared, local or fragment"));
+  }
+  auto st = MutableStage(reader, prim);
+  if (!st.ok()) return st.status();
+  const Stage& r = **st;
+  if (r.combiner) {
+    return Precondition(prim, absl::StrCat("stage ", r.name,
+                                           " is a tuple reduction (fuse_reductions); reindex its "
+                                           "reads before fusing"));
+  }
+  BufferPtr src;
+  int insert_at = 0;
+  if (int i = StageIndex(tensor); i >= 0) {
+    if (stages_[i].inlined()) {
+      return Precondition(prim, absl::StrCat("stage ", tensor, " was inlined; it has no buffer"));
+    }
+    src = stages_[i].buffer;
+    insert_at = i + 1;
+    if (int by = StageIndex(stages_[i].computed_by); by > i) insert_at = by + 1;
+  } else {
+    for (const BufferPtr& b : inputs_) {
+      if (b->name == tensor) src = b;
+    }
+  }
+  if (!src) return Invalid(prim, absl::StrCat("no tensor named '", tensor, "' to reindex"));
+  const std::vector<const LoadNode*> loads = CollectLoads(r.body, src.get());
+  if (loads.empty()) {
+    return Precondition(prim, absl::StrCat("stage ", r.name, " does not read ", tensor));
+  }
+  for (const LoadNode* l : loads) {
+    bool same = l->indices.size() == loads[0]->indices.size();
+    for (size_t d = 0; same && d < l->indices.size(); ++d) {
+      same = StructuralEqual(l->indices[d], loads[0]->indices[d]);
+    }
+    if (!same) {
+      return Precondition(prim, absl::StrCat("stage ", r.name, " reads ", tensor,
+                                             " at different indices; reindex needs one access"));
+    }
+  }
+  // The reader's root variables the access uses, by the first dimension each appears in (ties in
+  // the reader's order): the copy's layout follows the tensor's.
+  const int na = static_cast<int>(r.axes.size());
+  std::vector<std::pair<size_t, int>> used;  // (first dimension, root index)
+  for (int i = 0; i < r.num_root(); ++i) {
+    const VarNode* v = i < na ? r.axes[i].get() : r.reduce_axes[i - na].get();
+    for (size_t d = 0; d < loads[0]->indices.size(); ++d) {
+      if (UsesVar(loads[0]->indices[d], v)) {
+        used.emplace_back(d, i);
+        break;
+      }
+    }
+  }
+  std::stable_sort(used.begin(), used.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  Stage c;
+  c.name = UniqueStageName(absl::StrCat(tensor, "_", scope));
+  std::vector<int64_t> shape;
+  std::unordered_map<const VarNode*, Expr> map;
+  std::vector<Expr> reader_idx;
+  for (const auto& [dim, i] : used) {
+    const VarPtr& v = i < na ? r.axes[i] : r.reduce_axes[i - na];
+    // A reader attached somewhere has region-sized spatial iters; its domain is its buffer.
+    const int64_t extent = i < na ? r.buffer->shape[i] : r.iters[i].extent;
+    c.axes.push_back(MakeVar(absl::StrCat("ax", c.axes.size()), v->dtype));
+    c.iters.push_back(IterVar{c.axes.back(), extent});
+    c.leaves.push_back(static_cast<int>(c.leaves.size()));
+    shape.push_back(extent);
+    map[v.get()] = c.axes.back();
+    reader_idx.push_back(v);
+  }
+  if (c.axes.empty()) {
+    return Precondition(prim, absl::StrCat("stage ", r.name, " reads ", tensor,
+                                           " at a constant index; there is nothing to reindex"));
+  }
+  std::vector<Expr> src_idx;
+  for (const Expr& e : loads[0]->indices) src_idx.push_back(Substitute(e, map));
+  c.buffer = MakeBuffer(c.name, src->dtype, shape, ms);
+  c.body = MakeLoad(src, src_idx);
+  c.origin = kReIndex;
+  // The reader reads the copy at its own variables.
+  class Rewriter : public ExprMutator {
+   public:
+    Rewriter(const Buffer* from, Expr to) : from_(from), to_(std::move(to)) {}
+
+   protected:
+    Expr VisitLoad(const LoadNode& n, const Expr& self) override {
+      return n.buffer.get() == from_ ? to_ : ExprMutator::VisitLoad(n, self);
+    }
+
+   private:
+    const Buffer* from_;
+    Expr to_;
+  } rewrite(src.get(), MakeLoad(c.buffer, reader_idx));
+  const int reader_at = StageIndex(r.name);
+  stages_[reader_at].body = rewrite.Visit(stages_[reader_at].body);
+  insert_at = std::min(std::max(insert_at, 0), reader_at);
+  stages_.insert(stages_.begin() + insert_at, std::move(c));
+  const std::string& name = stages_[insert_at].name;
+  BlockRV out{static_cast<int>(rvs_.size())};
+  Record(Instruction{prim,
+                     {RVName(reader.id)},
+                     {{"tensor", tensor}, {"scope", scope}},
+                     {NewRV('b', {0, name})},
+                     {}});
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Instruction table entries.
 
@@ -187,11 +304,20 @@ absl::Status ApplyCacheWrite(InstructionReader& in) {
   return in.BindOutput(r);
 }
 
+absl::Status ApplyReIndex(InstructionReader& in) {
+  TESSEL_ASSIGN_OR_RETURN(BlockRV reader, in.Block(0));
+  TESSEL_ASSIGN_OR_RETURN(std::string tensor, in.AttrString("tensor"));
+  TESSEL_ASSIGN_OR_RETURN(std::string scope, in.AttrString("scope"));
+  TESSEL_ASSIGN_OR_RETURN(BlockRV r, in.schedule().ReIndex(reader, tensor, scope));
+  return in.BindOutput(r);
+}
+
 }  // namespace
 
 void RegisterCacheInstructions(InstructionTable* table) {
   table->Register(kCacheRead, ApplyCacheRead);
   table->Register(kCacheWrite, ApplyCacheWrite);
+  table->Register(kReIndex, ApplyReIndex);
 }
 
 }  // namespace tessel::schedules

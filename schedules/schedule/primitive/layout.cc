@@ -1,9 +1,12 @@
 // Storage layout of a stage's buffer: set_scope (global, shared, local), storage_align (padded
-// strides) and split_buffer_axis (one axis stored as several).
+// strides), split_buffer_axis (one axis stored as several) and fuse_axes (several axes of the
+// stage's domain as one, its buffer stored accordingly).
 
+#include <algorithm>
 #include <functional>
 #include <numeric>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +25,7 @@ namespace {
 
 constexpr char kStorageAlign[] = "storage_align";
 constexpr char kSplitBufferAxis[] = "split_buffer_axis";
+constexpr char kFuseAxes[] = "fuse_axes";
 constexpr char kSetScope[] = "set_scope";
 
 // Rewrites loads of `from` into loads of `to` whose axis `axis` is split by `strides`/`factors`
@@ -58,6 +62,53 @@ class AxisSplitter : public ExprMutator {
   BufferPtr to_;
   int axis_;
   const std::vector<int64_t>& factors_;
+  const std::vector<int64_t>& strides_;
+};
+
+// Whether the stage's loops are its root iters, untouched: unsplit, in order, serial, unbound,
+// the stage itself at the root with no decomposed initialization.
+bool HasRootLoops(const Stage& s) {
+  bool fresh = s.relations.empty() && s.attach.kind == AttachPoint::Kind::kRoot && s.init_at < 0 &&
+               static_cast<int>(s.leaves.size()) == s.num_root();
+  for (int i = 0; fresh && i < s.num_root(); ++i) {
+    const IterVar& iv = s.iters[i];
+    fresh = s.leaves[i] == i && iv.kind == ForKind::kSerial && iv.thread == ThreadTag::kNone;
+  }
+  return fresh;
+}
+
+// Rewrites loads of `from` into loads of `to` whose axes `axes` are one, in the position of the
+// smallest of them, indexed by their row-major linearization in the listed order (fuse_axes).
+class AxisFuser : public ExprMutator {
+ public:
+  AxisFuser(const Buffer* from, BufferPtr to, const std::vector<int>& axes,
+            const std::vector<int64_t>& strides)
+      : from_(from), to_(std::move(to)), axes_(axes), strides_(strides) {}
+
+ protected:
+  Expr VisitLoad(const LoadNode& n, const Expr& self) override {
+    Expr e = ExprMutator::VisitLoad(n, self);
+    const auto* l = As<LoadNode>(e);
+    if (l->buffer.get() != from_) return e;
+    const int first = *std::min_element(axes_.begin(), axes_.end());
+    Expr fused;
+    for (size_t i = 0; i < axes_.size(); ++i) {
+      const Expr& x = l->indices[axes_[i]];
+      Expr term = strides_[i] == 1 ? x : x * strides_[i];
+      fused = fused ? fused + term : term;
+    }
+    std::vector<Expr> idx;
+    for (int d = 0; d < static_cast<int>(l->indices.size()); ++d) {
+      if (d == first) idx.push_back(fused);
+      if (std::find(axes_.begin(), axes_.end(), d) == axes_.end()) idx.push_back(l->indices[d]);
+    }
+    return MakeLoad(to_, idx);
+  }
+
+ private:
+  const Buffer* from_;
+  BufferPtr to_;
+  const std::vector<int>& axes_;
   const std::vector<int64_t>& strides_;
 };
 
@@ -159,16 +210,7 @@ absl::Status Schedule::SplitBufferAxis(BlockRV block, int axis,
                                            " is part of a tuple reduction (fuse_reductions); "
                                            "split its axis before fusing"));
   }
-  bool fresh = s->relations.empty() && s->attach.kind == AttachPoint::Kind::kRoot &&
-               s->init_at < 0 && static_cast<int>(s->leaves.size()) == s->num_root();
-  for (int i = 0; fresh && i < s->num_root(); ++i) {
-    const IterVar& iv = s->iters[i];
-    fresh = s->leaves[i] == i && iv.kind == ForKind::kSerial && iv.thread == ThreadTag::kNone;
-  }
-  for (const Stage& o : stages_) {
-    if (o.attach.kind == AttachPoint::Kind::kAt && o.attach.stage == s->name) fresh = false;
-  }
-  if (!fresh) {
+  if (!HasRootLoops(*s) || AttachedTo(s->name)) {
     return Precondition(prim, absl::StrCat("stage ", s->name,
                                            " has transformed or attached loops; "
                                            "split_buffer_axis must come before its loops are "
@@ -221,6 +263,109 @@ absl::Status Schedule::SplitBufferAxis(BlockRV block, int axis,
   return absl::OkStatus();
 }
 
+absl::Status Schedule::FuseAxes(BlockRV block, const std::vector<int>& axes) {
+  const char* prim = kFuseAxes;
+  auto st = MutableStage(block, prim);
+  if (!st.ok()) return st.status();
+  Stage* s = *st;
+  const int na = static_cast<int>(s->axes.size());
+  if (axes.size() < 2) {
+    return Invalid(prim, absl::StrCat("needs at least two axes of stage ", s->name,
+                                      " to fuse, got ", axes.size()));
+  }
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0 || axes[i] >= s->num_root()) {
+      return Invalid(prim, absl::StrCat("axis ", axes[i], " of stage ", s->name, " must be in [0, ",
+                                        s->num_root(),
+                                        "): its spatial axes, then its reduction "
+                                        "axes"));
+    }
+    if (std::count(axes.begin(), axes.end(), axes[i]) > 1) {
+      return Invalid(prim, absl::StrCat("axis ", axes[i], " of stage ", s->name,
+                                        " is listed twice; list each axis once"));
+    }
+    if ((axes[i] < na) != (axes[0] < na)) {
+      return Invalid(prim, absl::StrCat("axes [", absl::StrJoin(axes, ", "), "] of stage ", s->name,
+                                        " mix spatial and reduction axes; fuse each kind apart"));
+    }
+  }
+  const bool reduce = axes[0] >= na;
+  if (!reduce && s->is_output) {
+    return Precondition(
+        prim, absl::StrCat("stage ", s->name, " is an output; its layout is the workload's"));
+  }
+  if (s->combiner || !s->computed_by.empty()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " is part of a tuple reduction (fuse_reductions); "
+                                           "fuse its axes before fusing the reductions"));
+  }
+  if (!HasRootLoops(*s) || AttachedTo(s->name) || s->inlined()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " has transformed, attached or inlined loops; "
+                                           "fuse_axes must come first"));
+  }
+  if (!reduce && !s->aligns.empty()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " is padded with storage_align; fuse its axes "
+                                           "before storage_align"));
+  }
+  std::vector<int64_t> extents, strides(axes.size(), 1);
+  for (int a : axes) extents.push_back(s->iters[a].extent);
+  for (int i = static_cast<int>(axes.size()) - 2; i >= 0; --i) {
+    strides[i] = strides[i + 1] * extents[i + 1];
+  }
+  const int64_t total = strides[0] * extents[0];
+  // The fused variable replaces the listed ones in the body: axis i = fused / stride_i % extent_i.
+  std::vector<std::string> names;
+  for (int a : axes) names.push_back(s->iters[a].var->name);
+  const VarPtr fused = MakeVar(absl::StrJoin(names, "_"), s->iters[axes[0]].var->dtype);
+  std::unordered_map<const VarNode*, Expr> values;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    Expr v = strides[i] == 1 ? Expr(fused) : fused / strides[i];
+    if (i > 0) v = v % extents[i];
+    values[s->iters[axes[i]].var.get()] = v;
+  }
+  s->body = Substitute(s->body, values);
+  // Root iters: the fused one in the position of the first listed, the others dropped.
+  const int first = *std::min_element(axes.begin(), axes.end());
+  std::vector<IterVar> iters;
+  std::vector<VarPtr> spatial, reduced;
+  for (int i = 0; i < s->num_root(); ++i) {
+    if (std::find(axes.begin(), axes.end(), i) != axes.end() && i != first) continue;
+    IterVar iv = s->iters[i];
+    if (i == first) iv = IterVar{fused, total, reduce};
+    (i < na ? spatial : reduced).push_back(iv.var);
+    iters.push_back(std::move(iv));
+  }
+  BufferPtr nb;
+  std::vector<int> dims(axes.begin(), axes.end());
+  if (!reduce) {
+    std::vector<int64_t> shape;
+    for (int d = 0; d < na; ++d) {
+      if (d == first) shape.push_back(total);
+      if (std::find(axes.begin(), axes.end(), d) == axes.end())
+        shape.push_back(s->buffer->shape[d]);
+    }
+    nb = MakeBuffer(s->buffer->name, s->buffer->dtype, shape, s->buffer->scope);
+  }
+  s->axes = std::move(spatial);
+  s->reduce_axes = std::move(reduced);
+  s->iters = std::move(iters);
+  s->leaves.resize(s->iters.size());
+  std::iota(s->leaves.begin(), s->leaves.end(), 0);
+  ++s->loop_generation;
+  if (nb) {
+    AxisFuser fuse(s->buffer.get(), nb, dims, strides);
+    for (Stage& o : stages_) {
+      o.body = fuse.Visit(o.body);
+      for (Stage::TupleOutput& t : o.outputs) t.value = fuse.Visit(t.value);
+    }
+    s->buffer = nb;
+  }
+  Record(Instruction{prim, {RVName(block.id)}, {{"axes", axes}}, {}, {}});
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Instruction table entries.
 
@@ -240,6 +385,17 @@ absl::Status ApplyStorageAlign(InstructionReader& in) {
   return in.schedule().StorageAlign(block, axis, factor, offset);
 }
 
+absl::Status ApplyFuseAxes(InstructionReader& in) {
+  TESSEL_ASSIGN_OR_RETURN(BlockRV block, in.Block(0));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<int64_t> axes, in.AttrIntArray("axes"));
+  std::vector<int> ints;
+  for (int64_t a : axes) {
+    if (a < 0 || a > 1 << 20) return InstructionReader::Error("fuse_axes: axis out of range");
+    ints.push_back(static_cast<int>(a));
+  }
+  return in.schedule().FuseAxes(block, ints);
+}
+
 absl::Status ApplySplitBufferAxis(InstructionReader& in) {
   TESSEL_ASSIGN_OR_RETURN(BlockRV block, in.Block(0));
   TESSEL_ASSIGN_OR_RETURN(int axis, in.AttrInt32("axis"));
@@ -253,6 +409,7 @@ void RegisterLayoutInstructions(InstructionTable* table) {
   table->Register(kStorageAlign, ApplyStorageAlign);
   table->Register(kSplitBufferAxis, ApplySplitBufferAxis);
   table->Register(kSetScope, ApplySetScope);
+  table->Register(kFuseAxes, ApplyFuseAxes);
 }
 
 }  // namespace tessel::schedules

@@ -10,6 +10,8 @@
 
 #include "schedules/lower/lower.h"
 #include "schedules/schedule/schedule.h"
+#include "schedules/workload/builtins.h"
+#include "schedules/workload/parser.h"
 #include "tests/schedules/primitive/primitive_test_util.h"
 #include "tests/schedules/test_workloads.h"
 
@@ -235,6 +237,62 @@ TEST(ScheduleErrors, CacheWriteAfterDecomposeReduction) {
       sch, [&] { return sch.CacheWrite(c, "local"); }, kPrecondition,
       "cache_write: stage C has a decomposed reduction; cache_write must come before its "
       "loops are transformed");
+}
+
+// =============================================================================================
+// reindex
+
+TEST(ScheduleReIndex, CopiesWhatTheReaderReadsInItsOwnVariables) {
+  auto w = ParseWorkloadSpec(
+      "conv2d(N=2, C=16, H=6, W=6, K=16, R=3, S=3, padding=1, layout=nhwc, dtype=f16)");
+  ASSERT_TRUE(w.ok()) << w.status();
+  Schedule sch = NewSchedule(*w);
+  BlockRV conv = BlockOf(sch, "conv");
+  TESSEL_ASSERT_OK(sch.FuseAxes(conv, {0, 1, 2}));
+  TESSEL_ASSERT_OK(sch.FuseAxes(conv, {2, 3, 4}));
+  // The padded input as the GEMM's A operand: [m, kk], gathered from padded.
+  BlockRV a = ValueOrDie(sch.ReIndex(conv, "padded", "shared"));
+  const Stage& copy = sch.GetStage(a);
+  EXPECT_EQ(copy.name, "padded_shared");
+  EXPECT_EQ(copy.buffer->shape, (std::vector<int64_t>{72, 144}));
+  EXPECT_EQ(copy.buffer->scope, MemScope::kShared);
+  EXPECT_EQ(ToString(copy.body),
+            "padded[ax0 / 36, ax0 / 6 % 6 + ax1 / 48, ax0 % 6 + ax1 / 16 % 3, ax1 % 16]");
+  EXPECT_THAT(ToString(StageNamed(sch, "conv").body), HasSubstr("padded_shared[n_p_q, r_s_c]"));
+  EXPECT_EQ(sch.trace().insts.back().kind, "reindex");
+  // Without fused axes the copy has one axis per variable the access uses, in the tensor's
+  // order: weight[k, r, s, c] of the convolution is [k, r, s, c].
+  Schedule plain = NewSchedule(*w);
+  BlockRV b = ValueOrDie(plain.ReIndex(BlockOf(plain, "conv"), "weight", "local"));
+  EXPECT_EQ(plain.GetStage(b).buffer->shape, (std::vector<int64_t>{16, 3, 3, 16}));
+}
+
+TEST(ScheduleErrors, ReIndexArguments) {
+  auto w = ParseWorkloadSpec(
+      "conv2d(N=2, C=16, H=6, W=6, K=16, R=3, S=3, padding=1, layout=nhwc, dtype=f16)");
+  ASSERT_TRUE(w.ok()) << w.status();
+  Schedule sch = NewSchedule(*w);
+  BlockRV conv = BlockOf(sch, "conv");
+  ExpectFails(
+      sch, [&] { return sch.ReIndex(conv, "padded", "texture").status(); }, kInvalid,
+      "reindex: unknown scope 'texture'; use global, shared, local or fragment");
+  ExpectFails(
+      sch, [&] { return sch.ReIndex(conv, "nope", "shared").status(); }, kInvalid,
+      "reindex: no tensor named 'nope' to reindex");
+  BlockRV out = BlockOf(sch, "out");
+  ExpectFails(
+      sch, [&] { return sch.ReIndex(out, "weight", "shared").status(); }, kPrecondition,
+      "reindex: stage out does not read weight");
+  auto twice = ParseWorkload(R"(A = input(f32, [8])
+B[i] = A[i] + A[7 - i]
+output B
+)");
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  Schedule t = NewSchedule(*twice);
+  BlockRV bb = BlockOf(t, "B");
+  ExpectFails(
+      t, [&] { return t.ReIndex(bb, "A", "shared").status(); }, kPrecondition,
+      "reindex: stage B reads A at different indices; reindex needs one access");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "schedules/lower/lower.h"
 #include "schedules/schedule/schedule.h"
+#include "schedules/workload/builtins.h"
 #include "tests/schedules/primitive/primitive_test_util.h"
 #include "tests/schedules/test_workloads.h"
 
@@ -135,6 +136,87 @@ TEST(ScheduleErrors, StorageAlignGlobal) {
       sch, [&] { return sch.StorageAlign(c, 0, 32, 1); }, kPrecondition,
       "storage_align: stage C is in global memory; storage_align pads buffers the kernel "
       "allocates (shared, local)");
+}
+
+// =============================================================================================
+// fuse_axes
+
+Workload Conv3x3() {
+  auto w = ParseWorkloadSpec(
+      "conv2d(N=2, C=16, H=6, W=6, K=16, R=3, S=3, padding=1, layout=nhwc, dtype=f16)");
+  EXPECT_TRUE(w.ok()) << w.status();
+  return *w;
+}
+
+TEST(ScheduleFuseAxes, FusesSpatialAxesIntoOneAndRewritesTheReaders) {
+  Schedule sch = NewSchedule(Conv3x3());
+  BlockRV conv = BlockOf(sch, "conv");
+  TESSEL_ASSERT_OK(sch.FuseAxes(conv, {0, 1, 2}));
+  const Stage& c = StageNamed(sch, "conv");
+  EXPECT_EQ(c.buffer->shape, (std::vector<int64_t>{72, 16}));
+  ASSERT_EQ(c.axes.size(), 2u);
+  EXPECT_EQ(c.axes[0]->name, "n_p_q");
+  EXPECT_EQ(LeafExtents(c), (std::vector<int64_t>{72, 16, 3, 3, 16}));
+  // The body reads the padded input at the fused variable's parts.
+  EXPECT_THAT(ToString(c.body),
+              HasSubstr("padded[n_p_q / 36, n_p_q / 6 % 6 + r, n_p_q % 6 + s, c]"));
+  // The output reads the fused buffer at the row-major linearization of its own axes.
+  EXPECT_THAT(ToString(StageNamed(sch, "out").body), HasSubstr("conv[n * 36 + p * 6 + q, k]"));
+  EXPECT_EQ(sch.trace().insts.back().kind, "fuse_axes");
+  // Reduction axes: only the domain changes.
+  TESSEL_ASSERT_OK(sch.FuseAxes(conv, {2, 3, 4}));
+  EXPECT_EQ(StageNamed(sch, "conv").buffer->shape, (std::vector<int64_t>{72, 16}));
+  EXPECT_EQ(LeafExtents(StageNamed(sch, "conv")), (std::vector<int64_t>{72, 16, 144}));
+  EXPECT_THAT(ToString(StageNamed(sch, "conv").body),
+              HasSubstr("weight[k, r_s_c / 48, r_s_c / 16 % 3, r_s_c % 16]"));
+  // The fused schedule lowers: the reference loops over the fused domain.
+  EXPECT_THAT(LowerText(sch, HostT()), HasSubstr("for r_s_c in [0, 144)"));
+}
+
+TEST(ScheduleErrors, FuseAxesArguments) {
+  Schedule sch = NewSchedule(Conv3x3());
+  BlockRV conv = BlockOf(sch, "conv");
+  ExpectFails(
+      sch, [&] { return sch.FuseAxes(conv, {1}); }, kInvalid,
+      "fuse_axes: needs at least two axes of stage conv to fuse, got 1");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.FuseAxes(conv, {0, 9});
+      },
+      kInvalid,
+      "fuse_axes: axis 9 of stage conv must be in [0, 7): its spatial axes, then its reduction "
+      "axes");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.FuseAxes(conv, {1, 1});
+      },
+      kInvalid, "fuse_axes: axis 1 of stage conv is listed twice; list each axis once");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.FuseAxes(conv, {2, 4});
+      },
+      kInvalid,
+      "fuse_axes: axes [2, 4] of stage conv mix spatial and reduction axes; fuse each kind apart");
+  BlockRV out = BlockOf(sch, "out");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.FuseAxes(out, {0, 1});
+      },
+      kPrecondition, "fuse_axes: stage out is an output; its layout is the workload's");
+  std::vector<LoopRV> cl = LoopsOf(sch, "conv");
+  TESSEL_ASSERT_OK(sch.Split(cl[0], {-1, 2}).status());
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.FuseAxes(conv, {4, 5});
+      },
+      kPrecondition,
+      "fuse_axes: stage conv has transformed, attached or inlined loops; fuse_axes must come "
+      "first");
 }
 
 }  // namespace
