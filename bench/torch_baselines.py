@@ -7,6 +7,8 @@ matmul -> torch.matmul (cuBLAS, tensor cores in the default math mode), matmul_b
 linear + GELU (exact, erf-based, as Tessel's gelu), conv2d -> torch.nn.functional.conv2d (cuDNN).
 Each repeat runs between CUDA events with the L2 cache flushed first (a 256 MiB write); the median
 of the repeats is printed, one line a spec: `SPEC<TAB>median_ms<TAB>repeats`.
+Saved to a file, the lines give a job its baselines (`tessel tune|submit --baselines FILE`): the
+dashboard and `tessel report` draw each as a line on its task's tuning curves.
 
 Usage: python3 bench/torch_baselines.py [--repeats N] SPEC...
 """

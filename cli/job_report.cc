@@ -87,14 +87,37 @@ void PrintJob(std::ostream& out, const proto::JobInfo& job) {
   for (const proto::TaskInfo& t : job.tasks()) {
     width = std::max(width, static_cast<int>(label(t).size()));
   }
-  out << absl::StrFormat("  %-6s %-*s %-9s %9s %6s %12s %16s\n", "task", width, "workload", "state",
-                         "trials", "ok", "best ms", "rate");
+  // A column of best-vs-baseline ratios when the job was given baselines.
+  std::string baseline_label;
   for (const proto::TaskInfo& t : job.tasks()) {
+    if (t.baseline_ms() > 0 && baseline_label.empty()) baseline_label = t.baseline_label();
+  }
+  const bool baselines = !baseline_label.empty();
+  out << absl::StrFormat("  %-6s %-*s %-9s %9s %6s %12s %16s%s\n", "task", width, "workload",
+                         "state", "trials", "ok", "best ms", "rate",
+                         baselines ? absl::StrFormat(" %12s", "vs baseline") : "");
+  for (const proto::TaskInfo& t : job.tasks()) {
+    std::string ratio;
+    if (baselines) {
+      ratio = absl::StrFormat(" %12s", t.baseline_ms() > 0 && t.best_ms() > 0
+                                           ? absl::StrFormat("%.2fx", t.baseline_ms() / t.best_ms())
+                                           : std::string("-"));
+    }
     out << absl::StrFormat(
-        "  %-6d %-*s %-9s %4d/%-4d %6d %12s %16s\n", t.task_id(), width, label(t),
+        "  %-6d %-*s %-9s %4d/%-4d %6d %12s %16s%s\n", t.task_id(), width, label(t),
         JobStateName(t.state()), t.trials_done(), t.trials_budget(), t.trials_ok(),
         t.best_ms() > 0 ? absl::StrFormat("%.4f", t.best_ms()) : std::string("-"),
-        Rate(t.flops(), static_cast<double>(t.bytes()), t.best_ms()));
+        Rate(t.flops(), static_cast<double>(t.bytes()), t.best_ms()), ratio);
+  }
+  if (baselines) {
+    out << "  vs baseline: the baseline's latency over the best (>1: faster than it)";
+    for (const proto::TaskInfo& t : job.tasks()) {
+      if (t.baseline_ms() > 0) {
+        out << absl::StrFormat("; task %d: %s %.4g ms", t.task_id(), t.baseline_label(),
+                               t.baseline_ms());
+      }
+    }
+    out << "\n";
   }
   for (const proto::TaskInfo& t : job.tasks()) {
     if (!t.note().empty()) out << "  task " << t.task_id() << " " << t.note() << "\n";

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cli/baseline_flags.h"
 #include "cli/client.h"
 #include "cli/exit_code.h"
 #include "cli/job_report.h"
@@ -31,6 +32,7 @@ struct SubmitFlags {
   int batch_size = 0;
   bool wait = false;
   double reattach_s = 120;
+  BaselineFlags baselines;
 };
 
 int RunSubmit(const SubmitFlags& f) {
@@ -55,6 +57,9 @@ int RunSubmit(const SubmitFlags& f) {
   request.set_name(f.name);
   request.set_seed(f.seed);
   request.set_batch_size(f.batch_size);
+  if (absl::Status s = AddBaselinesToRequest(f.baselines, f.workloads, &request); !s.ok()) {
+    return fail(s);
+  }
 
   absl::StatusOr<Client> client =
       Client::Connect(f.server.empty() ? DefaultServerAddress() : f.server, f.transport);
@@ -104,6 +109,7 @@ void AddSubmitCommand(CLI::App& app) {
   cmd->add_option("--name", f->name, "A name to show in tessel jobs");
   cmd->add_option("--seed", f->seed, "Seed of the search (0: the server picks one)");
   cmd->add_option("--batch-size", f->batch_size, "Candidates per measure batch (0: the server's)");
+  AddBaselineFlags(cmd, &f->baselines);
   cmd->add_flag("--wait", f->wait, "Show progress until the job is finished, then its results");
   AddReattachFlag(cmd, &f->reattach_s);
   cmd->callback([f]() { SetExitCode(RunSubmit(*f)); });

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "cli/baseline_flags.h"
 #include "cli/client.h"
 #include "cli/exit_code.h"
 #include "cli/job_report.h"
@@ -74,6 +75,7 @@ void AddTuneCommand(CLI::App& app) {
                   "Search strategy: evolutionary (guided by the cost model), annealing or random")
       ->capture_default_str();
   cmd->add_option("--seed", opts->seed, "Seed of the search (0: the server picks one)");
+  AddBaselineFlags(cmd, &opts->baselines);
   cmd->add_flag("--quiet,-q", opts->quiet, "Do not print the fastest kernel's source");
   cmd->add_flag("--verbose,-v", opts->verbose, "Show the server's and the worker's log");
   cmd->callback([opts]() { SetExitCode(RunTune(*opts)); });
@@ -110,6 +112,21 @@ int RunTune(const TuneOptions& o) {
   if (std::filesystem::path parent = std::filesystem::path(db).parent_path(); !parent.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(parent, ec);
+  }
+
+  // The job's request, checked (its baselines) before a server starts.
+  std::vector<std::string> workloads = o.workloads;
+  if (workloads.empty()) workloads.push_back(DefaultWorkload(kind == "cuda"));
+  proto::SubmitJobRequest request;
+  for (const std::string& w : workloads) request.add_workloads(w);
+  request.mutable_target()->set_kind(kind);
+  request.mutable_target()->set_arch(arch);
+  request.set_trials_per_task(o.trials);
+  request.set_strategy(o.strategy);
+  request.set_seed(o.seed);
+  request.set_name("tessel tune");
+  if (absl::Status s = AddBaselinesToRequest(o.baselines, workloads, &request); !s.ok()) {
+    return fail(s);
   }
 
   // SIGINT and SIGTERM go to the watcher below: block them before any thread starts.
@@ -157,16 +174,6 @@ int RunTune(const TuneOptions& o) {
 
   absl::StatusOr<Client> client = Client::Connect((*srv)->address());
   if (!client.ok()) return finish(fail(client.status()));
-  std::vector<std::string> workloads = o.workloads;
-  if (workloads.empty()) workloads.push_back(DefaultWorkload(kind == "cuda"));
-  proto::SubmitJobRequest request;
-  for (const std::string& w : workloads) request.add_workloads(w);
-  request.mutable_target()->set_kind(kind);
-  request.mutable_target()->set_arch(arch);
-  request.set_trials_per_task(o.trials);
-  request.set_strategy(o.strategy);
-  request.set_seed(o.seed);
-  request.set_name("tessel tune");
   absl::StatusOr<int64_t> job = client->SubmitJob(request);
   if (!job.ok()) return finish(fail(job.status()));
   std::cerr << "tessel tune: job " << *job << " on " << (kind == "cuda" ? "cuda " + arch : kind)

@@ -5,10 +5,12 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "cli/baseline_flags.h"
 
 namespace tessel::cli {
 
-// `tessel tune [--workload SPEC_OR_FILE]... [--trials N] [--db FILE] [--target auto|host|cuda]`:
+// `tessel tune [--workload SPEC_OR_FILE]... [--trials N] [--db FILE] [--target auto|host|cuda]
+//  [--baseline SPEC=MS]... [--baselines FILE] [--baseline-label TEXT]`:
 // the embedded default. Starts a server (on a loopback port) over the tuning log and a worker
 // for this machine in one process (the GPU when there is one, else the host), submits one job
 // with a task per workload, shows its progress, and ends with a table of the best kernels found
@@ -21,8 +23,9 @@ struct TuneOptions {
   std::string db;                         // default: DefaultLogPath()
   std::string strategy = "evolutionary";  // search::KnownStrategies()
   uint64_t seed = 0;
-  bool quiet = false;    // no kernel source at the end
-  bool verbose = false;  // the server's and worker's log lines on stderr
+  bool quiet = false;       // no kernel source at the end
+  bool verbose = false;     // the server's and worker's log lines on stderr
+  BaselineFlags baselines;  // --baseline, --baselines, --baseline-label
 };
 
 // $TESSEL_DB, or $XDG_DATA_HOME/tessel/tuning.db, or ~/.local/share/tessel/tuning.db.

@@ -62,6 +62,8 @@ void ToProto(const JobStatus& s, proto::JobInfo* out) {
     ti->set_bytes(t.bytes);
     ti->set_in_flight(t.in_flight);
     ti->set_note(t.note);
+    ti->set_baseline_ms(t.row.baseline_ms);
+    ti->set_baseline_label(t.row.baseline_label);
     if (state == store::JobState::kQueued && t.in_flight > 0) state = store::JobState::kRunning;
   }
   out->set_state(ToProto(state));

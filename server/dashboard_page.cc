@@ -36,30 +36,50 @@ std::string Duration(double s) {
   return absl::StrFormat("%.1f h", s / 3600);
 }
 
-// A step curve of `points` (x, best ms) on [0, x_max] as an <svg>.
+// A task's baseline as a chart draws it; ms 0: none.
+struct BaselineLine {
+  double ms = 0;
+  std::string label;
+};
+
+// "PyTorch eager 0.42 ms": how a baseline is labelled on a curve and in the task's heading.
+std::string BaselineText(const BaselineLine& b) {
+  return absl::StrFormat("%s %.4g ms", b.label, b.ms);
+}
+
+// A step curve of `points` (x, best ms) on [0, x_max] as an <svg>, with the baseline (when there
+// is one) as a dashed horizontal line across the plot.
 std::string Chart(const std::string& id, const std::string& x_label,
                   const std::vector<std::pair<double, double>>& points, double x_max,
-                  double best_ms) {
+                  double best_ms, const BaselineLine& baseline) {
   std::string out = absl::StrFormat(
-      "<svg id=\"%s\" class=\"curve\" data-best-ms=\"%.6g\" width=\"%d\" height=\"%d\" "
+      "<svg id=\"%s\" class=\"curve\" data-best-ms=\"%.6g\"%s width=\"%d\" height=\"%d\" "
       "viewBox=\"0 0 %d %d\" xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n",
-      id, best_ms, kWidth, kHeight, kWidth, kHeight);
+      id, best_ms,
+      baseline.ms > 0 ? absl::StrFormat(" data-baseline-ms=\"%.6g\"", baseline.ms) : "", kWidth,
+      kHeight, kWidth, kHeight);
   const double pw = kWidth - kLeft - kRight;
   const double ph = kHeight - kTop - kBottom;
   absl::StrAppendFormat(&out,
                         "<rect x=\"%d\" y=\"%d\" width=\"%g\" height=\"%g\" class=\"plot\"/>\n",
                         kLeft, kTop, pw, ph);
-  if (points.empty()) {
+  if (points.empty() && baseline.ms <= 0) {
     absl::StrAppendFormat(&out,
                           "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">no successful "
                           "measurement yet</text>\n</svg>\n",
                           kLeft + pw / 2, kTop + ph / 2);
     return out;
   }
-  double lo = points[0].second, hi = points[0].second;
+  // The y range holds the curve and the baseline, so that the line is always inside the plot.
+  double lo = points.empty() ? baseline.ms : points[0].second;
+  double hi = lo;
   for (const auto& p : points) {
     lo = std::min(lo, p.second);
     hi = std::max(hi, p.second);
+  }
+  if (baseline.ms > 0) {
+    lo = std::min(lo, baseline.ms);
+    hi = std::max(hi, baseline.ms);
   }
   // A log scale when the curve spans more than a factor of 10 (early candidates are often far
   // slower than the last), linear otherwise; a flat curve gets a band around it.
@@ -103,6 +123,31 @@ std::string Chart(const std::string& id, const std::string& x_label,
     }
     absl::StrAppendFormat(&pts, "%.1f,%.1f ", xf(points[i].first), yf(points[i].second));
   }
+  if (baseline.ms > 0) {
+    // Drawn under the curve. Its label goes where the curve is not: a curve falls from left to
+    // right, so a baseline below the curve's start is labelled above the line at the left, one
+    // above it below the line at the right; either side flips when the plot's edge is too near.
+    const double y = yf(baseline.ms);
+    const bool left = points.empty() || baseline.ms < points.front().second;
+    bool above = left;
+    if (above && y - 14 < kTop) above = false;
+    if (!above && y + 12 > kTop + ph) above = true;
+    absl::StrAppendFormat(&out,
+                          "<line class=\"baseline\" x1=\"%d\" x2=\"%g\" y1=\"%.1f\" y2=\"%.1f\" "
+                          "stroke-dasharray=\"6 4\"/>"
+                          "<text class=\"baseline\" x=\"%g\" y=\"%.1f\" text-anchor=\"%s\">%s"
+                          "</text>\n",
+                          kLeft, kLeft + pw, y, y, left ? kLeft + 4 : kLeft + pw - 4,
+                          above ? y - 4 : y + 12, left ? "start" : "end",
+                          HtmlEscape(BaselineText(baseline)));
+  }
+  if (points.empty()) {
+    absl::StrAppendFormat(&out,
+                          "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">no successful "
+                          "measurement yet</text>\n</svg>\n",
+                          kLeft + pw / 2, kTop + ph / 2);
+    return out;
+  }
   absl::StrAppendFormat(&out, "<polyline class=\"best\" points=\"%s\"/>\n", pts);
   // A dot at each improvement (the last point only extends the curve to the last trial).
   for (size_t i = 0; i < points.size(); ++i) {
@@ -130,6 +175,8 @@ svg.curve rect.plot { fill: #fafafa; stroke: #bbb; }
 svg.curve line.grid { stroke: #e4e4e4; }
 svg.curve polyline.best { fill: none; stroke: #1f6feb; stroke-width: 2; }
 svg.curve circle { fill: #1f6feb; }
+svg.curve line.baseline { stroke: #d1242f; stroke-width: 1.5; }
+svg.curve text.baseline { fill: #d1242f; }
 .muted { color: #777; }
 </style>
 )";
@@ -172,10 +219,18 @@ void Job(const DashboardData& d, const DashboardJob& job, std::string* out) {
                   Duration(std::max<int64_t>(0, end_ms - r.created_unix_ms) / 1000.0),
                   r.submitted_by.empty() ? "" : absl::StrCat(", by ", HtmlEscape(r.submitted_by)),
                   r.error.empty() ? "" : absl::StrCat(": ", HtmlEscape(r.error)), "</p>\n");
+  // A column of best-vs-baseline ratios when any task of the job was given a baseline.
+  bool baselines = false;
+  for (const DashboardTask& t : job.tasks) baselines = baselines || t.row.baseline_ms > 0;
   absl::StrAppend(out,
                   "<table><tr><th>task</th><th>workload</th><th>state</th><th>trials</th>"
-                  "<th>ok</th><th>best</th><th>failures</th>",
-                  d.live ? "<th>queued</th><th>in flight</th>" : "", "</tr>\n");
+                  "<th>ok</th><th>best</th>",
+                  baselines ? "<th>baseline</th><th title=\"the baseline's latency over the best: "
+                              "&gt;1 means faster than the baseline\">vs baseline "
+                              "(&gt;1: faster)</th>"
+                            : "",
+                  "<th>failures</th>", d.live ? "<th>queued</th><th>in flight</th>" : "",
+                  "</tr>\n");
   for (const DashboardTask& t : job.tasks) {
     std::string failures;
     for (const auto& [status, n] : t.by_status) {
@@ -187,7 +242,17 @@ void Job(const DashboardData& d, const DashboardJob& job, std::string* out) {
                     store::JobStateName(t.row.state), "\">", store::JobStateName(t.row.state),
                     "</td><td class=\"num\">", t.trials, " / ", t.row.trials_budget,
                     "</td><td class=\"num\">", t.ok, "</td><td class=\"num\">", Ms(t.best_ms),
-                    "</td><td>", failures.empty() ? "none" : failures, "</td>");
+                    "</td>");
+    if (baselines) {
+      const double b = t.row.baseline_ms;
+      absl::StrAppend(
+          out, "<td>",
+          b > 0 ? HtmlEscape(BaselineText({b, t.row.baseline_label})) : std::string("-"),
+          "</td><td class=\"num ratio\">",
+          b > 0 && t.best_ms > 0 ? absl::StrFormat("%.2fx", b / t.best_ms) : std::string("-"),
+          "</td>");
+    }
+    absl::StrAppend(out, "<td>", failures.empty() ? "none" : failures, "</td>");
     if (d.live) {
       absl::StrAppend(out, "<td class=\"num\">", std::max<int64_t>(0, t.queued),
                       "</td><td class=\"num\">", std::max<int64_t>(0, t.in_flight), "</td>");
@@ -197,18 +262,23 @@ void Job(const DashboardData& d, const DashboardJob& job, std::string* out) {
   absl::StrAppend(out, "</table>\n");
   for (const DashboardTask& t : job.tasks) {
     absl::StrAppend(out, "<div class=\"task\" id=\"task-", t.row.id, "\"><h3>Task ", t.row.id, ": ",
-                    HtmlEscape(t.workload_name), ", best ", Ms(t.best_ms), "</h3><code>",
-                    HtmlEscape(t.workload_spec), "</code><br>\n");
+                    HtmlEscape(t.workload_name), ", best ", Ms(t.best_ms),
+                    t.row.baseline_ms > 0 && t.best_ms > 0
+                        ? absl::StrFormat(", %.2fx %s", t.row.baseline_ms / t.best_ms,
+                                          HtmlEscape(t.row.baseline_label))
+                        : "",
+                    "</h3><code>", HtmlEscape(t.workload_spec), "</code><br>\n");
     std::vector<std::pair<double, double>> by_trial, by_time;
     for (const CurvePoint& p : t.curve) {
       by_trial.emplace_back(static_cast<double>(p.trial), p.best_ms);
       by_time.emplace_back(p.elapsed_s, p.best_ms);
     }
     const double trials_max = static_cast<double>(std::max(t.trials, t.row.trials_budget));
-    out->append(
-        Chart(absl::StrCat("curve-trials-", t.row.id), "trials", by_trial, trials_max, t.best_ms));
+    const BaselineLine baseline{t.row.baseline_ms, t.row.baseline_label};
+    out->append(Chart(absl::StrCat("curve-trials-", t.row.id), "trials", by_trial, trials_max,
+                      t.best_ms, baseline));
     out->append(Chart(absl::StrCat("curve-time-", t.row.id), "seconds since the job began", by_time,
-                      std::max(1.0, t.last_trial_elapsed_ms / 1000.0), t.best_ms));
+                      std::max(1.0, t.last_trial_elapsed_ms / 1000.0), t.best_ms, baseline));
     absl::StrAppend(out, "</div>\n");
   }
 }

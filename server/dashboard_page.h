@@ -7,7 +7,11 @@
 // itself every 10 s (a meta refresh).
 //
 // Each curve is an <svg> with id "curve-trials-TASK" or "curve-time-TASK" and the attribute
-// data-best-ms (the task's best latency, %.6g): what tests and scrapers look for.
+// data-best-ms (the task's best latency, %.6g): what tests and scrapers look for. A task whose job
+// was given a baseline (PyTorch eager, cuBLAS) has it on both curves as a dashed
+// <line class="baseline"> with a <text class="baseline"> label ("PyTorch eager 0.42 ms"), the svg
+// gets data-baseline-ms, the y range includes it, and the job's task table gets the baseline and
+// the ratio baseline / best (>1: faster than the baseline).
 //
 // Threads: a free function, callable from any thread.
 

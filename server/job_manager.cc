@@ -274,6 +274,8 @@ absl::StatusOr<int64_t> JobManager::Submit(const JobRequest& request) {
     t.workload_key = keys[i];
     t.trials_budget = budgets[i];
     t.state = store::JobState::kQueued;
+    t.baseline_ms = checked->baseline_ms[i];
+    t.baseline_label = checked->baseline_labels[i];
     tasks.push_back(t);
   }
   if (absl::Status s = log_->CreateJob(&job, &tasks); !s.ok()) return s;

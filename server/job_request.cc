@@ -22,6 +22,74 @@ std::string ShortQuote(const std::string& text) {
   return one;
 }
 
+namespace {
+
+// Each baseline of `request` checked and put at its task: it names one of the job's workloads
+// (`keys`, parallel to request.workloads), by its text as listed or by any text of the same
+// workload, at most once; its latency is a positive number of milliseconds; its label is short
+// and one line. The client checks the same, but the server does not trust it.
+absl::Status CheckBaselines(const JobRequest& request, const std::vector<std::string>& keys,
+                            std::vector<double>* ms, std::vector<std::string>* labels) {
+  for (size_t b = 0; b < request.baselines.size(); ++b) {
+    const BaselineRequest& base = request.baselines[b];
+    const std::string which =
+        absl::StrCat("baseline ", b + 1, " ('", ShortQuote(base.workload), "')");
+    if (base.workload.size() > kMaxWorkloadBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          which, " names a workload of ", base.workload.size(),
+          " bytes, more than any workload text may have: give the workload's spec as listed"));
+    }
+    std::optional<size_t> task;
+    for (size_t i = 0; i < request.workloads.size() && !task; ++i) {
+      if (request.workloads[i] == base.workload) task = i;
+    }
+    if (!task) {
+      // Another text of a listed workload (other spacing, names or order of arguments).
+      absl::StatusOr<schedules::Workload> w = schedules::ParseWorkloadText(base.workload);
+      if (w.ok()) {
+        const std::string key = schedules::WorkloadKey(*w);
+        for (size_t i = 0; i < keys.size() && !task; ++i) {
+          if (keys[i] == key) task = i;
+        }
+      }
+    }
+    if (!task) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(which,
+                       " is not one of the job's workloads: give each baseline for a "
+                       "workload the job lists, by its spec as listed"));
+    }
+    if (!std::isfinite(base.ms) || base.ms <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(which, " has latency ", base.ms,
+                       " ms: a baseline is a positive number of milliseconds, e.g. 0.42"));
+    }
+    if (base.label.size() > kMaxBaselineLabelBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          which, " has a label of ", base.label.size(), " bytes, more than a label may have (",
+          kMaxBaselineLabelBytes, "): give a short one such as \"PyTorch eager\""));
+    }
+    for (char c : base.label) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(which,
+                         " has a label with a control character (a line break?): give "
+                         "one line of text such as \"cuBLAS\""));
+      }
+    }
+    if ((*ms)[*task] > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(which, " is the second baseline of workload ",
+                                                     *task + 1,
+                                                     ": give each workload at most one baseline"));
+    }
+    (*ms)[*task] = base.ms;
+    (*labels)[*task] = base.label.empty() ? kDefaultBaselineLabel : base.label;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 JobRequest JobRequestFromProto(const proto::SubmitJobRequest& request, std::string submitted_by) {
   JobRequest r;
   r.submitted_by = std::move(submitted_by);
@@ -36,6 +104,9 @@ JobRequest JobRequestFromProto(const proto::SubmitJobRequest& request, std::stri
   r.name = request.name();
   r.seed = request.seed();
   r.batch_size = request.batch_size();
+  for (const proto::Baseline& b : request.baselines()) {
+    r.baselines.push_back({b.workload(), b.ms(), b.label()});
+  }
   return r;
 }
 
@@ -170,7 +241,15 @@ absl::StatusOr<CheckedJob> CheckJobRequest(const JobRequest& request) {
     }
   }
 
+  std::vector<double> baseline_ms(workloads.size(), 0);
+  std::vector<std::string> baseline_labels(workloads.size());
+  if (absl::Status s = CheckBaselines(request, keys, &baseline_ms, &baseline_labels); !s.ok()) {
+    return s;
+  }
+
   CheckedJob checked;
+  checked.baseline_ms = std::move(baseline_ms);
+  checked.baseline_labels = std::move(baseline_labels);
   checked.workloads = std::move(workloads);
   checked.keys = std::move(keys);
   checked.target = *std::move(target);

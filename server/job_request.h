@@ -20,6 +20,13 @@
 
 namespace tessel::server {
 
+// A Baseline of a SubmitJobRequest: what `workload` takes in another implementation.
+struct BaselineRequest {
+  std::string workload;  // one of the job's workloads (its text as listed, or of the same key)
+  double ms = 0;
+  std::string label;  // empty: kDefaultBaselineLabel
+};
+
 // SubmitJobRequest as a domain type (proto/tessel.proto documents the fields).
 struct JobRequest {
   std::vector<std::string> workloads;
@@ -33,6 +40,7 @@ struct JobRequest {
   std::string name;
   uint64_t seed = 0;
   int batch_size = 0;
+  std::vector<BaselineRequest> baselines;
   std::string submitted_by;  // the name of the submitting token (empty without tokens)
 };
 
@@ -47,6 +55,10 @@ inline constexpr size_t kMaxJobNameBytes = 256;
 // The longest target kind, architecture or strategy name a request may give (the known ones are
 // far shorter).
 inline constexpr size_t kMaxNameBytes = 64;
+// The longest baseline label (it is drawn beside the line on a tuning curve), and the label of a
+// baseline given without one.
+inline constexpr size_t kMaxBaselineLabelBytes = 64;
+inline constexpr char kDefaultBaselineLabel[] = "baseline";
 
 // A request as CheckJobRequest accepts it: its workloads parsed (each with a design space and a
 // reference kernel on the target), their keys (distinct), the target, and each task's budget.
@@ -55,6 +67,9 @@ struct CheckedJob {
   std::vector<std::string> keys;
   schedules::Target target;
   std::vector<int64_t> budgets;  // per task, parallel to workloads
+  // Per task, parallel to workloads: the baseline's latency (0: none) and label ("" when none).
+  std::vector<double> baseline_ms;
+  std::vector<std::string> baseline_labels;
 };
 
 // The request's fields as they are; `submitted_by` is the name of the caller's token.

@@ -158,6 +158,15 @@ CREATE TABLE artifacts (
 CREATE INDEX records_device ON records(workload_key, target_key, device_name, status, median_ms);
 )sql";
 
+// Version 4 (issue 22): a task keeps the baseline the job was given for its workload (the
+// latency of PyTorch eager or cuBLAS on it, and that name), which the dashboard draws as a line
+// on the task's tuning curve. 0 and '' (no baseline) for every task of an older log. Self-contained
+// (two columns with defaults) so that its place in the list of steps may move.
+const char* const kSchemaV4 = R"sql(
+ALTER TABLE tasks ADD COLUMN baseline_ms REAL NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN baseline_label TEXT NOT NULL DEFAULT '';
+)sql";
+
 constexpr char kArtifactColumns[] =
     "codegen_version, source, launch_json, binary_format, binary_arch, binary, compile_options, "
     "compiler_version, driver_version, device_arch, multiprocessor_count";
@@ -513,8 +522,14 @@ class SqliteTuningLog final : public TuningLog {
       for (TaskRow& t : *tasks) {
         TESSEL_ASSIGN_OR_RETURN(Statement ts,
                                 stmts_.Get("INSERT INTO tasks (job_id, workload_key, "
-                                           "trials_budget, state) VALUES (?, ?, ?, ?)"));
-        ts.Bind(job_id).Bind(t.workload_key).Bind(t.trials_budget).Bind(JobStateName(t.state));
+                                           "trials_budget, state, baseline_ms, baseline_label) "
+                                           "VALUES (?, ?, ?, ?, ?, ?)"));
+        ts.Bind(job_id)
+            .Bind(t.workload_key)
+            .Bind(t.trials_budget)
+            .Bind(JobStateName(t.state))
+            .Bind(t.baseline_ms)
+            .Bind(t.baseline_label);
         absl::Status st = ts.Run();
         if (!st.ok()) {
           if ((ts.last_error() & 0xff) == SQLITE_CONSTRAINT) {
@@ -569,8 +584,9 @@ class SqliteTuningLog final : public TuningLog {
   absl::StatusOr<std::vector<TaskRow>> TasksOf(int64_t job_id) override {
     absl::MutexLock lock(&mu_);
     TESSEL_ASSIGN_OR_RETURN(
-        Statement s, stmts_.Get("SELECT id, job_id, workload_key, trials_budget, state FROM tasks "
-                                "WHERE job_id = ? ORDER BY id"));
+        Statement s,
+        stmts_.Get("SELECT id, job_id, workload_key, trials_budget, state, "
+                   "baseline_ms, baseline_label FROM tasks WHERE job_id = ? ORDER BY id"));
     s.Bind(job_id);
     std::vector<TaskRow> out;
     while (true) {
@@ -582,6 +598,8 @@ class SqliteTuningLog final : public TuningLog {
       t.workload_key = s.Text(2);
       t.trials_budget = s.Int(3);
       TESSEL_ASSIGN_OR_RETURN(t.state, ParseJobState(s.Text(4)));
+      t.baseline_ms = s.Double(5);
+      t.baseline_label = s.Text(6);
       out.push_back(std::move(t));
     }
     return out;
@@ -1390,6 +1408,7 @@ const std::vector<Migration>& TuningLogMigrations() {
       {1, "workloads, jobs, tasks, records and cost models", kSchemaV1},
       {2, "jobs record the token that submitted them", kSchemaV2},
       {3, "records keep what was measured: source, binary, launch, toolchain", kSchemaV3},
+      {4, "tasks keep the baseline their job was given", kSchemaV4},
   };
   return *migrations;
 }

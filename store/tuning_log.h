@@ -63,6 +63,10 @@ struct TaskRow {
   std::string workload_key;
   int64_t trials_budget = 0;
   JobState state = JobState::kQueued;
+  // What the job was told this workload takes elsewhere (PyTorch eager, cuBLAS), to compare its
+  // best against: 0 when the job was given no baseline for it. `baseline_label` names it.
+  double baseline_ms = 0;
+  std::string baseline_label;
 };
 
 struct Record {

@@ -59,11 +59,16 @@ class Client:
         return kw
 
     def submit(self, workloads, target="cuda", arch="", trials=64, trials_per_task=0,
-               time_budget_s=0.0, strategy="", priority=0, name="", seed=0):
+               time_budget_s=0.0, strategy="", priority=0, name="", seed=0, baselines=None,
+               baseline_label="PyTorch eager"):
         """Submits a job tuning `workloads` (specs or definitions) and returns its id. `trials`
-        is one budget shared by all tasks (tessel submit --trials)."""
+        is one budget shared by all tasks (tessel submit --trials). `baselines` maps some of the
+        workloads to their latency elsewhere in ms (drawn on their tuning curves; tessel submit
+        --baseline), all labelled `baseline_label`."""
         if isinstance(workloads, str):
             workloads = [workloads]
+        baselines = [tessel_pb2.Baseline(workload=w, ms=ms, label=baseline_label)
+                     for w, ms in (baselines or {}).items()]
         request = tessel_pb2.SubmitJobRequest(
             workloads=list(workloads),
             target=tessel_pb2.TargetSpec(kind=target, arch=arch),
@@ -74,6 +79,7 @@ class Client:
             priority=priority,
             name=name,
             seed=seed,
+            baselines=baselines,
         )
         return _call(self._stub.SubmitJob, request, **self._kw()).job_id
 

@@ -54,7 +54,8 @@ class ServiceTest(unittest.TestCase):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     def test_submit_watch_best(self):
-        job = self.client.submit([SPEC], target="host", trials=4, name="python")
+        job = self.client.submit([SPEC], target="host", trials=4, name="python",
+                                 baselines={SPEC: 0.5}, baseline_label="cuBLAS")
         self.assertGreater(job, 0)
         seen = list(self.client.watch(job))
         self.assertTrue(seen)
@@ -64,6 +65,8 @@ class ServiceTest(unittest.TestCase):
         self.assertEqual(last.state, tessel.client.tessel_pb2.JOB_STATE_DONE, last)
         self.assertEqual(last.trials_done, 4)
         self.assertEqual(last.name, "python")
+        self.assertEqual(last.tasks[0].baseline_ms, 0.5)
+        self.assertEqual(last.tasks[0].baseline_label, "cuBLAS")
         self.assertIn(job, [j.job_id for j in self.client.jobs()])
         self.assertEqual(self.client.job(job).state, tessel.client.tessel_pb2.JOB_STATE_DONE)
 
@@ -94,6 +97,11 @@ class ServiceTest(unittest.TestCase):
         with self.assertRaises(Error) as e:
             self.client.submit(["matmul(M=0, N=4, K=4)"], target="host", trials=4)
         self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
+        with self.assertRaises(Error) as e:
+            self.client.submit([SPEC], target="host", trials=4, baselines={SPEC: -1.0})
+        self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
+        self.assertIn("has latency -1 ms: a baseline is a positive number of milliseconds",
+                      e.exception.message)
 
     def test_an_absent_server(self):
         with Client("127.0.0.1:1", timeout_s=2) as c:

@@ -244,7 +244,108 @@ TEST_F(HttpTest, TheDashboardAndTheReportHoldEachTasksCurve) {
       EXPECT_THAT(in_live, HasSubstr("<circle"));
       // One piece of code draws both, from the same log.
       EXPECT_EQ(in_live, in_report);
+      // The job was given no baseline: no line, no ratio.
+      EXPECT_THAT(in_live, Not(HasSubstr("baseline")));
     }
+  }
+  EXPECT_THAT(report.str(), Not(HasSubstr("vs baseline")));
+}
+
+// Issue 22: a job submitted (by `tessel submit`, as a user does) with a baseline for one of its
+// workloads has it as a dashed line, labelled with its label and latency, on both curves of that
+// task, in the live dashboard and in `tessel report`; the task table gives best vs baseline; the
+// other task has no line.
+TEST_F(HttpTest, ABaselineIsALineOnBothCurvesOfItsTaskInTheDashboardAndTheReport) {
+  Start(Options());
+  auto w = StartHostWorker(server_->address(), dir_, "w1");
+  const std::string tsv = dir_ + "/baselines.tsv";
+  std::ofstream(tsv) << kMatmul << "\t0.0005\t100\n";
+  CliResult submitted = RunTessel(absl::StrCat(
+      "submit --server ", server_->address(), " --target host --trials-per-task 6 --batch-size 2 ",
+      "--seed 11 --workload '", kMatmul, "' --workload '", kSoftmax, "' --baselines ", tsv,
+      " --baseline-label cuBLAS --wait"));
+  ASSERT_EQ(submitted.status, 0) << submitted.output << w->Log();
+  // The final table gives the ratio.
+  EXPECT_THAT(submitted.output, HasSubstr("vs baseline"));
+  EXPECT_THAT(submitted.output, HasSubstr("cuBLAS 0.0005 ms"));
+  proto::ListJobsResponse jobs;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(client_->ListJobs(&ctx, proto::ListJobsRequest(), &jobs).ok());
+  }
+  ASSERT_EQ(jobs.jobs_size(), 1);
+  const proto::JobInfo info = jobs.jobs(0);
+  ASSERT_EQ(info.tasks_size(), 2);
+  const proto::TaskInfo& matmul = info.tasks(0);
+  const proto::TaskInfo& softmax = info.tasks(1);
+  EXPECT_EQ(matmul.baseline_ms(), 0.0005);
+  EXPECT_EQ(matmul.baseline_label(), "cuBLAS");
+  EXPECT_EQ(softmax.baseline_ms(), 0);
+  ASSERT_GT(matmul.best_ms(), 0);
+
+  httplib::Result live = Get(server_->http_address(), "/");
+  ASSERT_TRUE(live);
+  ASSERT_EQ(live->status, 200) << live->body;
+  server_->Shutdown();
+  server_.reset();
+  const std::string out = dir_ + "/report.html";
+  CliResult r = RunTessel(absl::StrCat("report --db ", db_, " --out ", out));
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream f(out);
+  std::stringstream report;
+  report << f.rdbuf();
+
+  const std::string ratio = absl::StrFormat("%.2fx", 0.0005 / matmul.best_ms());
+  for (const std::string& page : {live->body, report.str()}) {
+    for (const char* axis : {"trials", "time"}) {
+      const std::string with = SvgById(page, absl::StrCat("curve-", axis, "-", matmul.task_id()));
+      ASSERT_FALSE(with.empty()) << page;
+      EXPECT_THAT(with, HasSubstr("data-baseline-ms=\"0.0005\""));
+      EXPECT_THAT(with, HasSubstr("<line class=\"baseline\""));
+      EXPECT_THAT(with, HasSubstr("stroke-dasharray="));
+      EXPECT_THAT(with, HasSubstr(">cuBLAS 0.0005 ms</text>"));
+      const std::string without =
+          SvgById(page, absl::StrCat("curve-", axis, "-", softmax.task_id()));
+      ASSERT_FALSE(without.empty()) << page;
+      EXPECT_THAT(without, Not(HasSubstr("baseline")));
+    }
+    EXPECT_THAT(page, HasSubstr("vs baseline (&gt;1: faster)"));
+    EXPECT_THAT(page, HasSubstr("<td>cuBLAS 0.0005 ms</td><td class=\"num ratio\">" + ratio));
+  }
+}
+
+// The y range of a curve holds its baseline, above or below the curve: the line is inside the
+// plot, and a baseline far from the curve switches to a log scale as a long curve does.
+TEST(DashboardPage, TheBaselineIsInsideThePlotWhereverItLies) {
+  for (double baseline : {0.01, 1.5, 400.0}) {
+    server::DashboardData d;
+    server::DashboardJob j;
+    j.row.id = 1;
+    j.row.target_key = "host";
+    server::DashboardTask t;
+    t.row.id = 7;
+    t.row.trials_budget = 4;
+    t.row.baseline_ms = baseline;
+    t.row.baseline_label = "PyTorch eager";
+    t.trials = 4;
+    t.ok = 4;
+    t.best_ms = 1;
+    t.curve = {{1, 1, 2}, {3, 3, 1}, {4, 4, 1}};
+    j.tasks.push_back(t);
+    d.jobs.push_back(j);
+    const std::string svg = SvgById(server::RenderDashboard(d), "curve-trials-7");
+    std::smatch m;
+    ASSERT_TRUE(
+        std::regex_search(svg, m,
+                          std::regex("<line class=\"baseline\" x1=\"[0-9.]+\" x2=\"[0-9.]+\" "
+                                     "y1=\"([0-9.]+)\"")))
+        << svg;
+    // The plot spans y 12 to 164 (kTop, kHeight - kBottom of dashboard_page.cc).
+    const double y = std::stod(m[1]);
+    EXPECT_GE(y, 12) << baseline << "\n" << svg;
+    EXPECT_LE(y, 164) << baseline << "\n" << svg;
+    EXPECT_THAT(svg, HasSubstr(absl::StrFormat(">PyTorch eager %.4g ms</text>", baseline)));
+    EXPECT_EQ(absl::StrContains(svg, "log scale"), baseline != 1.5) << svg;
   }
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <regex>
@@ -1071,6 +1072,83 @@ TEST_F(ServerTest, AJobBeyondTheLimitsIsRefusedSayingWhichAndNothingIsStored) {
   proto::ListJobsResponse jobs;
   ASSERT_TRUE(client_->ListJobs(&ctx, proto::ListJobsRequest(), &jobs).ok());
   EXPECT_EQ(jobs.jobs_size(), 0);
+}
+
+// Issue 22: a job's baselines are checked by the server too (it does not trust the client); a
+// refused one stores nothing, an accepted one is stored with its task and reported by GetJob.
+TEST_F(ServerTest, BaselinesAreCheckedByTheServerAndStoredWithTheirTask) {
+  StartInProcess(TestServerOptions(db_));
+  auto with = [](const std::string& workload, double ms, const std::string& label) {
+    proto::SubmitJobRequest r = HostJob({kMatmul, kSoftmax}, 4, 2);
+    proto::Baseline* b = r.add_baselines();
+    b->set_workload(workload);
+    b->set_ms(ms);
+    b->set_label(label);
+    return r;
+  };
+  const std::string quote = absl::StrCat("baseline 1 ('", kMatmul, "')");
+  struct Case {
+    proto::SubmitJobRequest request;
+    std::string message;
+  };
+  std::vector<Case> cases;
+  cases.push_back({with("softmax(rows=8, cols=128)", 1, "cuBLAS"),
+                   "baseline 1 ('softmax(rows=8, cols=128)') is not one of the job's workloads: "
+                   "give each baseline for a workload the job lists, by its spec as listed"});
+  cases.push_back({with("no workload at all", 1, "cuBLAS"),
+                   "baseline 1 ('no workload at all') is not one of the job's workloads"});
+  cases.push_back({with(kMatmul, 0, "cuBLAS"),
+                   quote + " has latency 0 ms: a baseline is a positive number of milliseconds, "
+                           "e.g. 0.42"});
+  cases.push_back({with(kMatmul, -2, "cuBLAS"), quote + " has latency -2 ms"});
+  cases.push_back({with(kMatmul, std::numeric_limits<double>::infinity(), "cuBLAS"),
+                   quote + " has latency inf ms"});
+  cases.push_back({with(kMatmul, std::nan(""), "cuBLAS"), quote + " has latency nan ms"});
+  cases.push_back({with(kMatmul, 1, std::string(65, 'l')),
+                   quote + " has a label of 65 bytes, more than a label may have (64): give a "
+                           "short one such as \"PyTorch eager\""});
+  cases.push_back({with(kMatmul, 1, "two\nlines"),
+                   quote + " has a label with a control character (a line break?): give one line "
+                           "of text such as \"cuBLAS\""});
+  proto::SubmitJobRequest twice = with(kMatmul, 1, "cuBLAS");
+  *twice.add_baselines() = twice.baselines(0);
+  twice.mutable_baselines(1)->set_workload("matmul(M=32, K=32, N=32)");  // the same workload
+  cases.push_back({twice,
+                   "baseline 2 ('matmul(M=32, K=32, N=32)') is the second baseline of workload 1: "
+                   "give each workload at most one baseline"});
+  proto::SubmitJobRequest huge = with(std::string(70000, 'm'), 1, "cuBLAS");
+  cases.push_back({huge, "names a workload of 70000 bytes, more than any workload text may have"});
+  for (const Case& c : cases) {
+    grpc::Status s = SubmitError(c.request);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(c.message));
+  }
+  {
+    grpc::ClientContext ctx;
+    proto::ListJobsResponse jobs;
+    ASSERT_TRUE(client_->ListJobs(&ctx, proto::ListJobsRequest(), &jobs).ok());
+    EXPECT_EQ(jobs.jobs_size(), 0);
+  }
+
+  // Named by another text of the same workload; the label defaults.
+  const int64_t job = Submit(with("matmul(K=32, N=32, M=32)", 0.25, ""));
+  ASSERT_GT(job, 0);
+  proto::JobInfo info = GetJob(client_.get(), job);
+  ASSERT_EQ(info.tasks_size(), 2);
+  EXPECT_EQ(info.tasks(0).baseline_ms(), 0.25);
+  EXPECT_EQ(info.tasks(0).baseline_label(), "baseline");
+  EXPECT_EQ(info.tasks(1).baseline_ms(), 0);
+  EXPECT_EQ(info.tasks(1).baseline_label(), "");
+  server_->Shutdown();
+  server_.reset();
+  auto log = store::OpenTuningLog(db_);
+  ASSERT_TRUE(log.ok()) << log.status();
+  auto tasks = (*log)->TasksOf(job);
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  ASSERT_EQ(tasks->size(), 2u);
+  EXPECT_EQ((*tasks)[0].baseline_ms, 0.25);
+  EXPECT_EQ((*tasks)[0].baseline_label, "baseline");
+  EXPECT_EQ((*tasks)[1].baseline_ms, 0);
 }
 
 TEST_F(ServerTest, AWorkerStreamThatNeverRegistersIsEnded) {

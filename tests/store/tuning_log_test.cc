@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "store/sqlite_tuning_log.h"
 #include "tests/store/store_test_util.h"
 #include "tests/test_util.h"
@@ -46,7 +47,7 @@ TEST(TuningLog, NewFileHasSchemaApplicationIdAndWal) {
   }
   EXPECT_EQ(RawQuery(path, "PRAGMA application_id"),
             std::to_string(store::kTuningLogApplicationId));
-  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "3");
+  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), std::to_string(store::LatestSchemaVersion()));
   EXPECT_EQ(RawQuery(path, "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(RawQuery(path, "PRAGMA page_size"), "16384");
   EXPECT_EQ(RawQuery(path,
@@ -514,14 +515,14 @@ TEST(TuningLogOpen, OtherSqliteDatabaseIsRefusedUntouched) {
 TEST(TuningLogOpen, NewerSchemaIsRefusedUntouched) {
   const std::string path = NewLogPath();
   { MustOpen(path); }
-  ASSERT_EQ(RawExec(path, "PRAGMA user_version = 4"), "");
+  const int latest = store::LatestSchemaVersion();
+  ASSERT_EQ(RawExec(path, absl::StrCat("PRAGMA user_version = ", latest + 1)), "");
   const std::string before = ReadBytes(path);
   for (bool read_only : {false, true}) {
     absl::Status s = OpenStatus(path, read_only);
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_EQ(s.message(), path +
-                               " was written by a newer Tessel (schema 4, this build reads up to "
-                               "3); upgrade Tessel");
+    EXPECT_EQ(s.message(), absl::StrCat(path, " was written by a newer Tessel (schema ", latest + 1,
+                                        ", this build reads up to ", latest, "); upgrade Tessel"));
     EXPECT_EQ(ReadBytes(path), before);
   }
 }
@@ -577,15 +578,17 @@ TEST(TuningLogMigration, EmptySqliteFileBecomesALog) {
   ASSERT_NE(log, nullptr);
   Record r = MakeTestRecord(1);
   EXPECT_TRUE(log->AddRecord(&r).ok());
-  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "3");
+  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), std::to_string(store::LatestSchemaVersion()));
   EXPECT_EQ(RawQuery(path, "PRAGMA application_id"),
             std::to_string(store::kTuningLogApplicationId));
 }
 
-// The schema of this build (version 3) plus a version 4, as a later Tessel would have it.
-std::vector<store::Migration> WithVersion4(const std::string& sql) {
+// The schema of this build plus one more step, as a later Tessel would have it (the step's
+// number is the next one: these tests do not depend on how many steps this build has).
+int NextVersion() { return store::LatestSchemaVersion() + 1; }
+std::vector<store::Migration> WithNextVersion(const std::string& sql) {
   std::vector<store::Migration> m = store::TuningLogMigrations();
-  m.push_back({4, "records get a note", sql});
+  m.push_back({NextVersion(), "records get a note", sql});
   return m;
 }
 
@@ -603,10 +606,10 @@ std::string MakeVersion1File() {
   return path;
 }
 
-TEST(TuningLogMigration, Version1FileMigratesToVersion4AndKeepsItsRecords) {
+TEST(TuningLogMigration, Version1FileMigratesToTheNextVersionAndKeepsItsRecords) {
   const std::string path = MakeVersion1File();
   auto migrations =
-      WithVersion4("ALTER TABLE records ADD COLUMN note TEXT NOT NULL DEFAULT 'none';");
+      WithNextVersion("ALTER TABLE records ADD COLUMN note TEXT NOT NULL DEFAULT 'none';");
   {
     auto log = store::OpenSqliteTuningLog(path, {}, migrations);
     ASSERT_TRUE(log.ok()) << log.status();
@@ -617,7 +620,7 @@ TEST(TuningLogMigration, Version1FileMigratesToVersion4AndKeepsItsRecords) {
     Record r = MakeTestRecord(1, "w", "host");
     EXPECT_TRUE((*log)->AddRecord(&r).ok());
   }
-  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "4");
+  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), std::to_string(NextVersion()));
   EXPECT_EQ(RawQuery(path, "SELECT note FROM records WHERE uid = 'u1'"), "none");
   // Version 2's step ran on the way: jobs name the token that submitted them.
   EXPECT_EQ(RawQuery(path,
@@ -627,21 +630,28 @@ TEST(TuningLogMigration, Version1FileMigratesToVersion4AndKeepsItsRecords) {
   EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM records"), "2");
   // Version 3's step too: records keep their artifacts, which the version-1 record has none of.
   EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM artifacts"), "0");
-  // This build (schema 3) now refuses it, naming both versions.
+  // Version 4's step too: tasks keep their baselines, none for a version-1 log's.
+  EXPECT_EQ(RawQuery(path,
+                     "SELECT count(*) FROM pragma_table_info('tasks') WHERE name IN "
+                     "('baseline_ms', 'baseline_label')"),
+            "2");
+  // This build now refuses it, naming both versions.
   absl::Status s = OpenStatus(path);
-  EXPECT_THAT(s.message(), HasSubstr("(schema 4, this build reads up to 3); upgrade Tessel"));
+  EXPECT_THAT(s.message(),
+              HasSubstr(absl::StrCat("(schema ", NextVersion(), ", this build reads up to ",
+                                     store::LatestSchemaVersion(), "); upgrade Tessel")));
 }
 
 TEST(TuningLogMigration, ReadOnlyOpenDoesNotMigrate) {
   const std::string path = MakeVersion1File();
   store::TuningLogOptions ro;
   ro.read_only = true;
-  auto log = store::OpenSqliteTuningLog(path, ro, WithVersion4("ALTER TABLE records ADD note;"));
+  auto log = store::OpenSqliteTuningLog(path, ro, WithNextVersion("ALTER TABLE records ADD note;"));
   EXPECT_EQ(log.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(log.status().message(),
-            path +
-                " has schema 1 and this build reads schema 4; open it once for writing "
-                "(tessel serve or tessel import) to migrate it");
+            absl::StrCat(path, " has schema 1 and this build reads schema ", NextVersion(),
+                         "; open it once for writing (tessel serve or tessel import) to "
+                         "migrate it"));
   EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "1");
 }
 
@@ -649,16 +659,67 @@ TEST(TuningLogMigration, FailingStepRollsBackWholly) {
   const std::string path = MakeVersion1File();
   // The step's first statement succeeds, its second fails: neither may remain.
   auto log = store::OpenSqliteTuningLog(
-      path, {}, WithVersion4("CREATE TABLE extra(x); ALTER TABLE no_such_table ADD y;"));
+      path, {}, WithNextVersion("CREATE TABLE extra(x); ALTER TABLE no_such_table ADD y;"));
   EXPECT_FALSE(log.ok());
-  EXPECT_THAT(log.status().message(), HasSubstr("migrating " + path +
-                                                " from schema 1 to 4 failed at step 4 (records get "
-                                                "a note)"));
+  EXPECT_THAT(log.status().message(),
+              HasSubstr(absl::StrCat("migrating ", path, " from schema 1 to ", NextVersion(),
+                                     " failed at step ", NextVersion(), " (records get a note)")));
   EXPECT_THAT(log.status().message(), HasSubstr("the file is unchanged"));
   EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "1");
   EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM sqlite_master WHERE name = 'extra'"), "0");
   // And the current build still opens it.
   EXPECT_NE(MustOpen(path), nullptr);
+}
+
+// Issue 22: a version-3 log (made by this build's first three steps, as the Tessel before
+// baselines made it) with a job opens, migrates, and its tasks have no baseline; a job created
+// afterwards keeps its tasks' baselines.
+TEST(TuningLogMigration, Version3LogGetsTaskBaselines) {
+  const std::string path = NewLogPath();
+  std::vector<store::Migration> v3;
+  for (const store::Migration& m : store::TuningLogMigrations()) {
+    if (m.version <= 3) v3.push_back(m);
+  }
+  ASSERT_EQ(v3.size(), 3u);
+  store::JobRow job;
+  job.target_kind = "host";
+  job.target_key = "host";
+  {
+    // Written directly: this build's TaskRow has columns a version-3 log lacks.
+    auto log = store::OpenSqliteTuningLog(path, {}, v3);
+    ASSERT_TRUE(log.ok()) << log.status();
+    ASSERT_TRUE((*log)->PutWorkload({"w", "canonical", "matmul", "matmul(M=8, N=8, K=8)"}).ok());
+  }
+  ASSERT_EQ(RawExec(path,
+                    "INSERT INTO jobs (id, target_kind, target_key, state, created_unix_ms) "
+                    "VALUES (1, 'host', 'host', 'done', 1700000000000); INSERT INTO tasks "
+                    "(id, job_id, workload_key, trials_budget, state) VALUES (1, 1, 'w', 8, "
+                    "'done');"),
+            "");
+  ASSERT_EQ(RawQuery(path, "PRAGMA user_version"), "3");
+  ASSERT_EQ(
+      RawQuery(path, "SELECT count(*) FROM pragma_table_info('tasks') WHERE name = 'baseline_ms'"),
+      "0");
+  auto log = MustOpen(path);
+  ASSERT_NE(log, nullptr);
+  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), std::to_string(store::LatestSchemaVersion()));
+  auto old = log->TasksOf(1);
+  ASSERT_TRUE(old.ok()) << old.status();
+  ASSERT_EQ(old->size(), 1u);
+  EXPECT_EQ((*old)[0].trials_budget, 8);
+  EXPECT_EQ((*old)[0].baseline_ms, 0);
+  EXPECT_EQ((*old)[0].baseline_label, "");
+
+  std::vector<store::TaskRow> tasks(1);
+  tasks[0].workload_key = "w";
+  tasks[0].baseline_ms = 0.125;
+  tasks[0].baseline_label = "cuBLAS";
+  ASSERT_TRUE(log->CreateJob(&job, &tasks).ok());
+  auto now = log->TasksOf(job.id);
+  ASSERT_TRUE(now.ok()) << now.status();
+  ASSERT_EQ(now->size(), 1u);
+  EXPECT_EQ((*now)[0].baseline_ms, 0.125);
+  EXPECT_EQ((*now)[0].baseline_label, "cuBLAS");
 }
 
 }  // namespace
