@@ -695,6 +695,7 @@ std::string MakeVersion3File() {
 
 TEST(TuningLogMigration, Version3FileKeepsItsRecordsAsConfirmedWithoutTheNewFigures) {
   const std::string path = MakeVersion3File();
+  Record r = MakeTestRecord(3, "w", "cuda -arch=sm_90");
   {
     auto log = MustOpen(path);
     ASSERT_NE(log, nullptr);
@@ -713,7 +714,6 @@ TEST(TuningLogMigration, Version3FileKeepsItsRecordsAsConfirmedWithoutTheNewFigu
     EXPECT_EQ(t.note, "");
 
     // New records keep every figure in the migrated log.
-    Record r = MakeTestRecord(3, "w", "cuda -arch=sm_90");
     ASSERT_TRUE(log->AddRecord(&r).ok());
     auto rs = log->TopK("w", "cuda -arch=sm_90", 10);
     ASSERT_TRUE(rs.ok()) << rs.status();

@@ -21,7 +21,7 @@ TEST(NvmlDeviceMonitor, AMissingLibraryIsNotAvailableAndSaysWhy) {
       NvmlDeviceMonitor::Create("0000:65:00.0", "libtessel-no-such-nvml.so.1");
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(m.status().message(), StartsWith("NVML is not available (dlopen(\""
+  EXPECT_THAT(std::string(m.status().message()), StartsWith("NVML is not available (dlopen(\""
                                                "libtessel-no-such-nvml.so.1\"): "));
   EXPECT_THAT(m.status().message(),
               HasSubstr("): clocks and temperature are not recorded; NVML comes with the NVIDIA "
