@@ -343,9 +343,9 @@ measure::Measurement FromProto(const MeasureResult& in) {
   out.timings.kind = in.timing_kind() == TIMING_KIND_SCREENED ? measure::TimingKind::kScreened
                                                               : measure::TimingKind::kConfirmed;
   if (in.has_device_state()) {
-    out.timings.device_state = measure::DeviceState{in.device_state().sm_clock_mhz(),
-                                                    in.device_state().memory_clock_mhz(),
-                                                    in.device_state().temperature_c()};
+    out.timings.device_state =
+        measure::DeviceState{in.device_state().sm_clock_mhz(), in.device_state().memory_clock_mhz(),
+                             in.device_state().temperature_c()};
   }
   out.compile_ms = in.compile_ms();
   out.compile_cache_hit = in.compile_cache_hit();

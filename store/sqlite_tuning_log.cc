@@ -325,6 +325,14 @@ absl::StatusOr<JobRow> ReadJob(const Statement& s) {
   return j;
 }
 
+// The "counters" of a record's JSON line: an object when they were collected, else null.
+json CountersToJson(const std::optional<measure::HardwareCounters>& c) {
+  if (!c) return json(nullptr);
+  return json{{"dram_read_bytes", c->dram_read_bytes},
+              {"dram_write_bytes", c->dram_write_bytes},
+              {"achieved_occupancy", c->achieved_occupancy}};
+}
+
 // The JSON-lines form of a record (tuning_log.h): job and task ids are left out.
 json RecordToJson(const Record& r) {
   const measure::Measurement& m = r.measurement;
@@ -351,12 +359,7 @@ json RecordToJson(const Record& r) {
               {"unix_ms", r.unix_ms},
               {"kernel_repeats_ms", m.timings.kernel_repeats_ms},
               {"kernel_median_ms", m.timings.kernel_median_ms},
-              {"counters", m.timings.counters
-                               ? json{{"dram_read_bytes", m.timings.counters->dram_read_bytes},
-                                      {"dram_write_bytes", m.timings.counters->dram_write_bytes},
-                                      {"achieved_occupancy",
-                                       m.timings.counters->achieved_occupancy}}
-                               : json(nullptr)},
+              {"counters", CountersToJson(m.timings.counters)},
               {"sm_clock_mhz", m.timings.device_state.sm_clock_mhz},
               {"memory_clock_mhz", m.timings.device_state.memory_clock_mhz},
               {"temperature_c", m.timings.device_state.temperature_c},

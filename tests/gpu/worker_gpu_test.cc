@@ -325,10 +325,11 @@ TEST(WorkerGpu, AMeasurementCarriesItsCuptiMedianClocksAndTemperature) {
   EXPECT_LT(r[0].device_state().temperature_c(), 120);
   EXPECT_THAT(r[0].timing_note(), ::testing::Not(HasSubstr("clocks")));
   EXPECT_EQ(r[0].timing_kind(), proto::TIMING_KIND_CONFIRMED);
-  std::printf("matmul 512^2: kernel median %.4f ms (events %.4f ms), SM %d MHz, memory %d MHz, "
-              "%d C\n",
-              r[0].kernel_median_ms(), r[0].median_ms(), r[0].device_state().sm_clock_mhz(),
-              r[0].device_state().memory_clock_mhz(), r[0].device_state().temperature_c());
+  std::printf(
+      "matmul 512^2: kernel median %.4f ms (events %.4f ms), SM %d MHz, memory %d MHz, "
+      "%d C\n",
+      r[0].kernel_median_ms(), r[0].median_ms(), r[0].device_state().sm_clock_mhz(),
+      r[0].device_state().memory_clock_mhz(), r[0].device_state().temperature_c());
   worker.Signal(SIGTERM);
   EXPECT_EQ(worker.Wait(absl::Seconds(30)), 0) << worker.Log();
 }

@@ -244,16 +244,15 @@ TEST(TuningLogJsonl, ImportedRecordsKeepEveryMeasuredFigure) {
   ASSERT_TRUE(b->ImportJsonl(in).ok());
   int n = 0;
   ASSERT_TRUE(b->ForEachRecordOfTarget("host", [&](const Record& r) {
-                   ++n;
-                   // The trace travels as JSON (its text may be respaced); record 6's was
-                   // replaced. Everything else is as measured.
-                   const int64_t i = static_cast<int64_t>(r.candidate_id);
-                   Record measured = r;
-                   measured.trace_json = MakeTestRecord(i).trace_json;
-                   EXPECT_EQ(DiffTestRecord(measured, i), "") << "record " << i;
-                   return true;
-                 })
-                  .ok());
+                 ++n;
+                 // The trace travels as JSON (its text may be respaced); record 6's was
+                 // replaced. Everything else is as measured.
+                 const int64_t i = static_cast<int64_t>(r.candidate_id);
+                 Record measured = r;
+                 measured.trace_json = MakeTestRecord(i).trace_json;
+                 EXPECT_EQ(DiffTestRecord(measured, i), "") << "record " << i;
+                 return true;
+               }).ok());
   EXPECT_EQ(n, 20);
 }
 
@@ -278,17 +277,16 @@ TEST(TuningLogJsonl, AnExportWithoutTheNewFiguresImportsAsConfirmed) {
   EXPECT_EQ(stats->records_added, 20);
   int n = 0;
   ASSERT_TRUE(b->ForEachRecordOfTarget("host", [&](const Record& r) {
-                   ++n;
-                   const measure::Timings& t = r.measurement.timings;
-                   EXPECT_EQ(t.kind, measure::TimingKind::kConfirmed);
-                   EXPECT_TRUE(t.kernel_repeats_ms.empty());
-                   EXPECT_EQ(t.kernel_median_ms, 0);
-                   EXPECT_FALSE(t.counters.has_value());
-                   EXPECT_FALSE(t.device_state.known());
-                   EXPECT_EQ(t.note, "");
-                   return true;
-                 })
-                  .ok());
+                 ++n;
+                 const measure::Timings& t = r.measurement.timings;
+                 EXPECT_EQ(t.kind, measure::TimingKind::kConfirmed);
+                 EXPECT_TRUE(t.kernel_repeats_ms.empty());
+                 EXPECT_EQ(t.kernel_median_ms, 0);
+                 EXPECT_FALSE(t.counters.has_value());
+                 EXPECT_FALSE(t.device_state.known());
+                 EXPECT_EQ(t.note, "");
+                 return true;
+               }).ok());
   EXPECT_EQ(n, 20);
 }
 

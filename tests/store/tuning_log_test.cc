@@ -633,8 +633,9 @@ TEST(TuningLogMigration, Version1FileMigratesToTheNextVersionAndKeepsItsRecords)
   // Version 3's step too: records keep their artifacts, which the version-1 record has none of.
   EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM artifacts"), "0");
   // Version 4's too: the version-1 record is a confirmed timing without CUPTI figures.
-  EXPECT_EQ(RawQuery(path, "SELECT timing_kind || ' ' || kernel_repeats_ms FROM records WHERE "
-                           "uid = 'u1'"),
+  EXPECT_EQ(RawQuery(path,
+                     "SELECT timing_kind || ' ' || kernel_repeats_ms FROM records WHERE "
+                     "uid = 'u1'"),
             "1 []");
   // This build now refuses it, naming both versions.
   absl::Status s = OpenStatus(path);
@@ -646,8 +647,7 @@ TEST(TuningLogMigration, ReadOnlyOpenDoesNotMigrate) {
   const std::string path = MakeVersion1File();
   store::TuningLogOptions ro;
   ro.read_only = true;
-  auto log =
-      store::OpenSqliteTuningLog(path, ro, WithNextVersion("ALTER TABLE records ADD note;"));
+  auto log = store::OpenSqliteTuningLog(path, ro, WithNextVersion("ALTER TABLE records ADD note;"));
   EXPECT_EQ(log.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(log.status().message(), path + " has schema 1 and this build reads schema " + Next() +
                                         "; open it once for writing (tessel serve or tessel "
@@ -679,8 +679,8 @@ std::string MakeVersion3File() {
   for (const store::Migration& m : store::TuningLogMigrations()) {
     if (m.version <= 3) steps += m.sql;
   }
-  EXPECT_EQ(RawExec(path,
-                    "PRAGMA journal_mode = WAL; BEGIN; " + steps +
+  EXPECT_EQ(
+      RawExec(path, "PRAGMA journal_mode = WAL; BEGIN; " + steps +
                         "INSERT INTO records (uid, workload_key, target_key, trace, status, "
                         "repeats_ms, median_ms, worker_id, device_name, unix_ms) VALUES ('u3', "
                         "'w', 'cuda -arch=sm_90', 'null', 'ok', '[1.5,2.5,2.0]', 2.0, 'w0', "
@@ -689,7 +689,7 @@ std::string MakeVersion3File() {
                         "quarantined_unix_ms FROM records WHERE 0; "
                         "PRAGMA user_version = 3; PRAGMA application_id = " +
                         std::to_string(store::kTuningLogApplicationId) + "; COMMIT;"),
-            "");
+      "");
   return path;
 }
 
@@ -753,10 +753,11 @@ TEST(TuningLog, RecordKeepsEveryMeasuredFigure) {
   ASSERT_TRUE(log->AddRecords(&rs).ok());
   // Every reader reads them back whole: the scan a cost model trains on, and top-k.
   std::vector<Record> scanned;
-  ASSERT_TRUE(log->ForEachRecordOfTarget("cuda -arch=sm_90", [&](const Record& x) {
-                   scanned.push_back(x);
-                   return true;
-                 })
+  ASSERT_TRUE(log->ForEachRecordOfTarget("cuda -arch=sm_90",
+                                         [&](const Record& x) {
+                                           scanned.push_back(x);
+                                           return true;
+                                         })
                   .ok());
   ASSERT_EQ(scanned.size(), 3u);
   for (const Record& got : scanned) {
@@ -770,20 +771,26 @@ TEST(TuningLog, RecordKeepsEveryMeasuredFigure) {
     EXPECT_EQ(DiffTestRecord(got, static_cast<int64_t>(got.candidate_id)), "");
   }
   const measure::Timings& t3 = rs[0].measurement.timings;
-  EXPECT_EQ(RawQuery(path, "SELECT timing_kind || ' ' || sm_clock_mhz || ' ' || "
-                           "memory_clock_mhz || ' ' || temperature_c || ' ' || dram_read_bytes "
-                           "FROM records WHERE uid = '" + rs[0].uid + "'"),
+  EXPECT_EQ(RawQuery(path,
+                     "SELECT timing_kind || ' ' || sm_clock_mhz || ' ' || "
+                     "memory_clock_mhz || ' ' || temperature_c || ' ' || dram_read_bytes "
+                     "FROM records WHERE uid = '" +
+                         rs[0].uid + "'"),
             "1 1758 2619 43 1500000003.0");
   EXPECT_EQ(RawQuery(path, "SELECT printf('%.6f', kernel_median_ms) FROM records WHERE uid = '" +
                                rs[0].uid + "'"),
             absl::StrFormat("%.6f", t3.kernel_median_ms));
   // Not collected is NULL, not 0: a counter of 0 bytes is a measurement.
-  EXPECT_EQ(RawQuery(path, "SELECT timing_kind || ' ' || ifnull(dram_read_bytes, 'null') || ' ' "
-                           "|| ifnull(achieved_occupancy, 'null') || ' ' || timing_note FROM "
-                           "records WHERE uid = '" + rs[1].uid + "'"),
+  EXPECT_EQ(RawQuery(path,
+                     "SELECT timing_kind || ' ' || ifnull(dram_read_bytes, 'null') || ' ' "
+                     "|| ifnull(achieved_occupancy, 'null') || ' ' || timing_note FROM "
+                     "records WHERE uid = '" +
+                         rs[1].uid + "'"),
             "2 null null no hardware counters: not asked for (record 1)");
-  EXPECT_EQ(RawQuery(path, "SELECT json_array_length(kernel_repeats_ms) FROM records WHERE "
-                           "uid = '" + rs[1].uid + "'"),
+  EXPECT_EQ(RawQuery(path,
+                     "SELECT json_array_length(kernel_repeats_ms) FROM records WHERE "
+                     "uid = '" +
+                         rs[1].uid + "'"),
             "10");
 }
 

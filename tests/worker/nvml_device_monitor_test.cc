@@ -22,7 +22,7 @@ TEST(NvmlDeviceMonitor, AMissingLibraryIsNotAvailableAndSaysWhy) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(m.status().message()), StartsWith("NVML is not available (dlopen(\""
-                                               "libtessel-no-such-nvml.so.1\"): "));
+                                                            "libtessel-no-such-nvml.so.1\"): "));
   EXPECT_THAT(m.status().message(),
               HasSubstr("): clocks and temperature are not recorded; NVML comes with the NVIDIA "
                         "driver"));

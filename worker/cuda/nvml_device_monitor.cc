@@ -13,19 +13,19 @@ namespace {
 // The part of nvml.h this file uses, with the values of its ABI (stable since NVML 1).
 using NvmlReturn = int;  // nvmlReturn_t
 constexpr NvmlReturn kNvmlSuccess = 0;
-using NvmlDevice = void*;            // nvmlDevice_t: struct nvmlDevice_st*
-constexpr int kNvmlClockSm = 1;      // NVML_CLOCK_SM
-constexpr int kNvmlClockMem = 2;     // NVML_CLOCK_MEM
+using NvmlDevice = void*;               // nvmlDevice_t: struct nvmlDevice_st*
+constexpr int kNvmlClockSm = 1;         // NVML_CLOCK_SM
+constexpr int kNvmlClockMem = 2;        // NVML_CLOCK_MEM
 constexpr int kNvmlTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
 
 }  // namespace
 
 struct NvmlDeviceMonitor::Api {
-  NvmlReturn (*init)() = nullptr;                                       // nvmlInit_v2
-  NvmlReturn (*shutdown)() = nullptr;                                   // nvmlShutdown
-  const char* (*error_string)(NvmlReturn) = nullptr;                    // nvmlErrorString
+  NvmlReturn (*init)() = nullptr;                                          // nvmlInit_v2
+  NvmlReturn (*shutdown)() = nullptr;                                      // nvmlShutdown
+  const char* (*error_string)(NvmlReturn) = nullptr;                       // nvmlErrorString
   NvmlReturn (*handle_by_pci_bus_id)(const char*, NvmlDevice*) = nullptr;  // ..._v2
-  NvmlReturn (*clock_info)(NvmlDevice, int, unsigned int*) = nullptr;   // nvmlDeviceGetClockInfo
+  NvmlReturn (*clock_info)(NvmlDevice, int, unsigned int*) = nullptr;      // nvmlDeviceGetClockInfo
   NvmlReturn (*temperature)(NvmlDevice, int, unsigned int*) = nullptr;  // nvmlDeviceGetTemperature
 
   // "nvmlDeviceGetClockInfo failed: NVML error 3 (Not Supported)".
@@ -42,7 +42,8 @@ absl::StatusOr<std::unique_ptr<NvmlDeviceMonitor>> NvmlDeviceMonitor::Create(
   if (lib == nullptr) {
     const char* why = dlerror();
     return absl::FailedPreconditionError(absl::StrCat(
-        "NVML is not available (dlopen(\"", library, "\"): ", why != nullptr ? why : "unknown error",
+        "NVML is not available (dlopen(\"", library,
+        "\"): ", why != nullptr ? why : "unknown error",
         "): clocks and temperature are not recorded; NVML comes with the NVIDIA driver"));
   }
   // Kept loaded for the life of the process, as the driver is: NVML may leave threads behind.
@@ -74,8 +75,7 @@ absl::StatusOr<std::unique_ptr<NvmlDeviceMonitor>> NvmlDeviceMonitor::Create(
       new NvmlDeviceMonitor(std::move(api), device, pci_bus_id));
 }
 
-NvmlDeviceMonitor::NvmlDeviceMonitor(std::unique_ptr<Api> api, void* device,
-                                     std::string pci_bus_id)
+NvmlDeviceMonitor::NvmlDeviceMonitor(std::unique_ptr<Api> api, void* device, std::string pci_bus_id)
     : api_(std::move(api)), device_(device), pci_bus_id_(std::move(pci_bus_id)) {}
 
 NvmlDeviceMonitor::~NvmlDeviceMonitor() { api_->shutdown(); }
@@ -91,8 +91,7 @@ absl::StatusOr<measure::DeviceState> NvmlDeviceMonitor::Read() const {
   if (NvmlReturn r = api_->temperature(device_, kNvmlTemperatureGpu, &temp); r != kNvmlSuccess) {
     return api_->Error("nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)", r);
   }
-  return measure::DeviceState{static_cast<int>(sm), static_cast<int>(mem),
-                              static_cast<int>(temp)};
+  return measure::DeviceState{static_cast<int>(sm), static_cast<int>(mem), static_cast<int>(temp)};
 }
 
 }  // namespace tessel::worker
