@@ -21,6 +21,7 @@
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
 #include "store/kernel_pack.h"
+#include "store/sqlite_tuning_log.h"
 #include "store/tuning_log.h"
 #include "tests/store/store_test_util.h"
 #include "tests/test_util.h"
@@ -350,9 +351,9 @@ TEST(Runtime, MissingCorruptAndStaleFilesAreClearErrors) {
   ASSERT_EQ(RawExec(l.path, "PRAGMA user_version = 2"), "");
   EXPECT_EQ(tessel_open(l.path.c_str(), nullptr, &db), TESSEL_ERROR_BAD_FILE);
   EXPECT_EQ(std::string(tessel_last_error()),
-            l.path +
-                " has schema 2 and this build reads schema 3; open it once for writing "
-                "(tessel serve or tessel import) to migrate it");
+            l.path + " has schema 2 and this build reads schema " +
+                std::to_string(store::LatestSchemaVersion()) +
+                "; open it once for writing (tessel serve or tessel import) to migrate it");
 
   EXPECT_EQ(tessel_open(nullptr, nullptr, &db), TESSEL_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(std::string(tessel_last_error()),

@@ -186,13 +186,13 @@ TEST(Artifact, AVersion2LogMigratesAndItsRecordsAnswerRegenerated) {
     ro.read_only = true;
     auto refused = store::OpenTuningLog(path, ro);
     EXPECT_EQ(refused.status().message(),
-              path +
-                  " has schema 2 and this build reads schema 3; open it once for writing "
-                  "(tessel serve or tessel import) to migrate it");
+              path + " has schema 2 and this build reads schema " +
+                  std::to_string(store::LatestSchemaVersion()) +
+                  "; open it once for writing (tessel serve or tessel import) to migrate it");
   }
   auto log = store::OpenTuningLog(path);  // a writer migrates
   ASSERT_TRUE(log.ok()) << log.status();
-  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "3");
+  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), std::to_string(store::LatestSchemaVersion()));
   auto found = store::FindDeployedKernel(log->get(), {f.workload, f.host, "Dev A"});
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_EQ(found->record.uid, "old");
