@@ -112,6 +112,7 @@ absl::StatusOr<std::optional<BestRecord>> FetchBestFromServer(
   measure::Measurement& m = r.measurement;
   m.timings = measure::MakeTimings({b->repeats_ms().begin(), b->repeats_ms().end()});
   m.timings.median_ms = b->median_ms();
+  m.timings.kernel_median_ms = b->kernel_median_ms();
   m.worker_id = b->worker_id();
   m.device_name = b->device_name();
   r.unix_ms = b->unix_ms();
@@ -207,6 +208,7 @@ absl::Status PrintBestRecord(const schedules::Workload& workload, const schedule
                    {"match", best.match},
                    {"median_ms", m.timings.median_ms},
                    {"repeats_ms", m.timings.repeats_ms},
+                   {"kernel_median_ms", m.timings.kernel_median_ms},
                    {"device_name", m.device_name},
                    {"worker_id", m.worker_id},
                    {"unix_ms", r.unix_ms}};
@@ -214,13 +216,16 @@ absl::Status PrintBestRecord(const schedules::Workload& workload, const schedule
   } else if (emit == "summary") {
     out << absl::StrFormat(
         "The best of %d ok record%s of %s (key %s) for %s in %s is %s: median %.4f ms over %d "
-        "repeat%s (%.4f to %.4f ms), measured on %s (device %d) by worker %s at %s; uid %s. "
+        "repeat%s (%.4f to %.4f ms)%s, measured on %s (device %d) by worker %s at %s; uid %s. "
         "Match: %s. Source: %s.\n",
         best.ok_records, best.ok_records == 1 ? "" : "s", WorkloadLabel(workload),
         schedules::WorkloadKey(workload), target.ToString(), best.source,
         trace_json.is_null() ? "the reference lowering" : "a tuned schedule", m.timings.median_ms,
         static_cast<int>(m.timings.repeats_ms.size()), m.timings.repeats_ms.size() == 1 ? "" : "s",
         m.timings.min_ms, m.timings.max_ms,
+        m.timings.kernel_median_ms > 0
+            ? absl::StrFormat(", kernel median %.4f ms (CUPTI)", m.timings.kernel_median_ms)
+            : std::string(),
         m.device_name.empty() ? "an unnamed device" : m.device_name, m.device,
         m.worker_id.empty() ? "(none)" : m.worker_id, FormatUnixMs(r.unix_ms), r.uid, best.match,
         best.regenerated

@@ -63,6 +63,12 @@ void Print(const measure::Measurement& r, const std::string& path) {
         r.timings.counters->dram_read_bytes, r.timings.counters->dram_write_bytes,
         r.timings.counters->achieved_occupancy);
   }
+  if (r.timings.device_state.known()) {
+    std::cout << absl::StrFormat("sm_clock_mhz: %d\nmemory_clock_mhz: %d\ntemperature_c: %d\n",
+                                 r.timings.device_state.sm_clock_mhz,
+                                 r.timings.device_state.memory_clock_mhz,
+                                 r.timings.device_state.temperature_c);
+  }
   if (!r.timings.note.empty()) std::cout << "timing_note: " << r.timings.note << "\n";
   std::cout << absl::StrFormat("compile_ms: %.1f%s\n", r.compile_ms,
                                r.compile_cache_hit ? " (cache hit)" : "");

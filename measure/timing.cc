@@ -18,6 +18,30 @@ Timings MakeTimings(std::vector<double> repeats_ms) {
   return t;
 }
 
+const char* TimingKindName(TimingKind kind) {
+  switch (kind) {
+    case TimingKind::kConfirmed:
+      return "confirmed";
+    case TimingKind::kScreened:
+      return "screened";
+  }
+  return "confirmed";
+}
+
+std::optional<TimingKind> ParseTimingKind(const std::string& name) {
+  for (TimingKind k : {TimingKind::kConfirmed, TimingKind::kScreened}) {
+    if (name == TimingKindName(k)) return k;
+  }
+  return std::nullopt;
+}
+
+std::optional<TimingKind> TimingKindOfNumber(int64_t number) {
+  for (TimingKind k : {TimingKind::kConfirmed, TimingKind::kScreened}) {
+    if (number == static_cast<int64_t>(k)) return k;
+  }
+  return std::nullopt;
+}
+
 double MedianOf(std::vector<double> values) { return MakeTimings(std::move(values)).median_ms; }
 
 }  // namespace tessel::measure

@@ -4,6 +4,7 @@
 // counters when asked for): the timing vocabulary of every backend of the worker, of the server
 // that sets the options of a job, and of everything that reads a measurement back.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,29 @@ struct HardwareCounters {
   double achieved_occupancy = 0;  // percent of the peak sustained warps, 0..100
 };
 
+// How a timing was made (DESIGN.md section 6). Stored as its number in the tuning log: keep them.
+enum class TimingKind : int {
+  kConfirmed = 1,  // the full measurement (TimingOptions as the job asks): what a best relies on
+  kScreened = 2,   // a short screening measurement, to decide whether the full one is worth it
+};
+// "confirmed", "screened".
+const char* TimingKindName(TimingKind kind);
+// The kind of a TimingKindName, or nullopt.
+std::optional<TimingKind> ParseTimingKind(const std::string& name);
+// The kind of its stored number (1, 2), or nullopt.
+std::optional<TimingKind> TimingKindOfNumber(int64_t number);
+
+// What state the GPU was in when a program was timed (CUDA: read from NVML right after the timed
+// repeats): clocks throttle with temperature and power, and a time means little without them.
+// 0 when unknown (the host, or NVML could not be read; Timings::note says why).
+struct DeviceState {
+  int sm_clock_mhz = 0;
+  int memory_clock_mhz = 0;
+  int temperature_c = 0;
+
+  bool known() const { return sm_clock_mhz != 0 || memory_clock_mhz != 0 || temperature_c != 0; }
+};
+
 // Every repeat's time, in the order measured, and summaries.
 struct Timings {
   std::vector<double> repeats_ms;  // CUDA: between events around the launches; host: steady clock
@@ -52,6 +76,11 @@ struct Timings {
   // When TimingOptions::hardware_counters asked for them and they could be collected; otherwise
   // `note` says why not.
   std::optional<HardwareCounters> counters;
+  // CUDA: clocks and temperature right after the timed repeats; all 0 on the host.
+  DeviceState device_state;
+  // Confirmed unless a screening measurement made it.
+  TimingKind kind = TimingKind::kConfirmed;
+  // Why a figure above is missing (no CUPTI kernel times, no counters, no clocks), "; "-joined.
   std::string note;
 };
 

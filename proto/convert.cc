@@ -291,6 +291,15 @@ void ToProto(const measure::Measurement& in, MeasureResult* out) {
     c->set_dram_write_bytes(in.timings.counters->dram_write_bytes);
     c->set_achieved_occupancy(in.timings.counters->achieved_occupancy);
   }
+  out->set_timing_kind(in.timings.kind == measure::TimingKind::kScreened ? TIMING_KIND_SCREENED
+                                                                         : TIMING_KIND_CONFIRMED);
+  out->clear_device_state();
+  if (in.timings.device_state.known()) {
+    DeviceState* d = out->mutable_device_state();
+    d->set_sm_clock_mhz(in.timings.device_state.sm_clock_mhz);
+    d->set_memory_clock_mhz(in.timings.device_state.memory_clock_mhz);
+    d->set_temperature_c(in.timings.device_state.temperature_c);
+  }
   out->set_compile_ms(in.compile_ms);
   out->set_compile_cache_hit(in.compile_cache_hit);
   out->set_verify_ms(in.verify_ms);
@@ -328,6 +337,15 @@ measure::Measurement FromProto(const MeasureResult& in) {
     out.timings.counters =
         measure::HardwareCounters{in.counters().dram_read_bytes(), in.counters().dram_write_bytes(),
                                   in.counters().achieved_occupancy()};
+  }
+  // Unspecified (a worker from before screening) and unknown values read as confirmed: until
+  // screening, every timing was a full one.
+  out.timings.kind = in.timing_kind() == TIMING_KIND_SCREENED ? measure::TimingKind::kScreened
+                                                              : measure::TimingKind::kConfirmed;
+  if (in.has_device_state()) {
+    out.timings.device_state =
+        measure::DeviceState{in.device_state().sm_clock_mhz(), in.device_state().memory_clock_mhz(),
+                             in.device_state().temperature_c()};
   }
   out.compile_ms = in.compile_ms();
   out.compile_cache_hit = in.compile_cache_hit();

@@ -243,6 +243,7 @@ grpc::Status ClientService::QueryBest(grpc::ServerContext* context,
     response->set_regenerated(true);
   }
   response->set_median_ms(r.measurement.timings.median_ms);
+  response->set_kernel_median_ms(r.measurement.timings.kernel_median_ms);
   for (double ms : r.measurement.timings.repeats_ms) response->add_repeats_ms(ms);
   response->set_worker_id(r.measurement.worker_id);
   response->set_device_name(r.measurement.device_name);

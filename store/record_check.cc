@@ -53,10 +53,47 @@ absl::Status CheckMeasurement(const measure::Measurement& m) {
       return absl::InvalidArgumentError(absl::StrCat(
           "median_ms ", t.median_ms, " lies outside its repeats (", *lo, " to ", *hi, " ms)"));
     }
-  } else if (!t.repeats_ms.empty() || t.median_ms != 0) {
+    for (size_t i = 0; i < t.kernel_repeats_ms.size(); ++i) {
+      if (!FiniteNotNegative(t.kernel_repeats_ms[i])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("kernel repeat ", i, " is ", t.kernel_repeats_ms[i],
+                         " ms; a CUPTI kernel time must be finite and not negative"));
+      }
+    }
+    if (!FiniteNotNegative(t.kernel_median_ms)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kernel_median_ms is ", t.kernel_median_ms,
+                       "; the CUPTI kernel median must be finite and not negative"));
+    }
+    if (t.counters && (!FiniteNotNegative(t.counters->dram_read_bytes) ||
+                       !FiniteNotNegative(t.counters->dram_write_bytes) ||
+                       !FiniteNotNegative(t.counters->achieved_occupancy))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("hardware counters (DRAM bytes read ", t.counters->dram_read_bytes,
+                       ", written ", t.counters->dram_write_bytes, ", achieved occupancy ",
+                       t.counters->achieved_occupancy, "%) must be finite and not negative"));
+    }
+  } else if (!t.repeats_ms.empty() || t.median_ms != 0 || !t.kernel_repeats_ms.empty() ||
+             t.kernel_median_ms != 0 || t.counters) {
+    std::string kernel;
+    if (!t.kernel_repeats_ms.empty() || t.kernel_median_ms != 0) {
+      kernel = absl::StrCat(", ", t.kernel_repeats_ms.size(), " kernel repeats, kernel_median_ms ",
+                            t.kernel_median_ms);
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("a ", measure::MeasureStatusName(m.status), " result carries timings (",
+                     t.repeats_ms.size(), " repeats, median_ms ", t.median_ms, kernel,
+                     t.counters ? ", hardware counters" : "", "); only an ok result is timed"));
+  }
+  const measure::DeviceState& d = t.device_state;
+  if (d.sm_clock_mhz < 0 || d.memory_clock_mhz < 0 || d.temperature_c < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "a ", measure::MeasureStatusName(m.status), " result carries timings (",
-        t.repeats_ms.size(), " repeats, median_ms ", t.median_ms, "); only an ok result is timed"));
+        "device state (SM clock ", d.sm_clock_mhz, " MHz, memory clock ", d.memory_clock_mhz,
+        " MHz, temperature ", d.temperature_c, " C) must not be negative; 0 means unknown"));
+  }
+  if (!measure::TimingKindOfNumber(static_cast<int64_t>(t.kind))) {
+    return absl::InvalidArgumentError(absl::StrCat("timing kind ", static_cast<int>(t.kind),
+                                                   " is neither confirmed (1) nor screened (2)"));
   }
   if (!FiniteNotNegative(m.compile_ms) || !FiniteNotNegative(m.verify_ms)) {
     return absl::InvalidArgumentError(absl::StrCat("compile_ms ", m.compile_ms, " and verify_ms ",

@@ -20,9 +20,11 @@
 namespace tessel::store {
 
 // An ok measurement has at least one repeat, every repeat a finite positive time, and a finite
-// positive median that lies within its repeats; any other status carries no timings. Compile and
-// verify times are finite and not negative, kernel resources not negative. InvalidArgument
-// saying which field and why.
+// positive median that lies within its repeats, CUPTI kernel times and their median and the
+// counters (when collected) finite and not negative; any other status carries no timings. Clocks
+// and temperature are not negative (0: unknown), the timing kind is a known one. Compile and verify
+// times are finite and not negative, kernel resources not negative. InvalidArgument saying which
+// field and why.
 absl::Status CheckMeasurement(const measure::Measurement& m);
 
 // A record has its workload and target keys, a trace that is JSON ("null" for the reference

@@ -19,6 +19,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "measure/measurement.h"
 #include "nlohmann/json.hpp"
@@ -167,6 +168,25 @@ ALTER TABLE tasks ADD COLUMN baseline_ms REAL NOT NULL DEFAULT 0;
 ALTER TABLE tasks ADD COLUMN baseline_label TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 5 (issue 21): every figure the worker measured stays with its record. The CUPTI kernel
+// times (each repeat's, as JSON like repeats_ms, and their median); the hardware counters, NULL
+// when they were not collected (all three or none); the SM and memory clocks (MHz) and the GPU
+// temperature (degrees C) right after the timed repeats, 0 when unknown; the timing's note (why
+// a figure is missing); and how the timing was made (measure::TimingKind: 1 confirmed, the full
+// measurement every older record got; 2 screened). Self-contained: only columns of records.
+const char* const kSchemaV5 = R"sql(
+ALTER TABLE records ADD COLUMN kernel_repeats_ms TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE records ADD COLUMN kernel_median_ms REAL NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN dram_read_bytes REAL;
+ALTER TABLE records ADD COLUMN dram_write_bytes REAL;
+ALTER TABLE records ADD COLUMN achieved_occupancy REAL;
+ALTER TABLE records ADD COLUMN sm_clock_mhz INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN memory_clock_mhz INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN temperature_c INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN timing_note TEXT NOT NULL DEFAULT '';
+ALTER TABLE records ADD COLUMN timing_kind INTEGER NOT NULL DEFAULT 1;
+)sql";
+
 constexpr char kArtifactColumns[] =
     "codegen_version, source, launch_json, binary_format, binary_arch, binary, compile_options, "
     "compiler_version, driver_version, device_arch, multiprocessor_count";
@@ -205,13 +225,18 @@ json ArtifactToJson(const measure::Artifact& a) {
 constexpr char kRecordColumns[] =
     "id, uid, workload_key, target_key, job_id, task_id, candidate_id, trace, status, error, "
     "repeats_ms, median_ms, compile_ms, verify_ms, registers, shared_bytes, local_bytes, "
-    "worker_id, device_name, device, unix_ms";
+    "worker_id, device_name, device, unix_ms, kernel_repeats_ms, kernel_median_ms, "
+    "dram_read_bytes, dram_write_bytes, achieved_occupancy, sm_clock_mhz, memory_clock_mhz, "
+    "temperature_c, timing_note, timing_kind";
 
 constexpr char kInsertRecord[] =
     "INSERT INTO records (uid, workload_key, target_key, job_id, task_id, candidate_id, trace, "
     "status, error, repeats_ms, median_ms, compile_ms, verify_ms, registers, shared_bytes, "
-    "local_bytes, worker_id, device_name, device, unix_ms) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING";
+    "local_bytes, worker_id, device_name, device, unix_ms, kernel_repeats_ms, kernel_median_ms, "
+    "dram_read_bytes, dram_write_bytes, achieved_occupancy, sm_clock_mhz, memory_clock_mhz, "
+    "temperature_c, timing_note, timing_kind) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+    "?, ?) ON CONFLICT DO NOTHING";
 
 constexpr char kJobColumns[] =
     "id, name, target_kind, target_arch, target_key, strategy, priority, trials_budget, "
@@ -220,15 +245,20 @@ constexpr char kJobColumns[] =
 
 std::string RepeatsToJson(const std::vector<double>& repeats) { return json(repeats).dump(); }
 
-absl::StatusOr<std::vector<double>> RepeatsFromJson(const std::string& text) {
+// The repeats of column `column` (repeats_ms, kernel_repeats_ms) as RepeatsToJson wrote them.
+absl::StatusOr<std::vector<double>> RepeatsFromJson(const std::string& text,
+                                                    const char* column = "repeats_ms") {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_array()) {
-    return absl::DataLossError("malformed repeats_ms in the tuning log: " + Quoted(text));
+    return absl::DataLossError(
+        absl::StrCat("malformed ", column, " in the tuning log: ", Quoted(text)));
   }
   std::vector<double> out;
   out.reserve(j.size());
   for (const json& v : j) {
-    if (!v.is_number()) return absl::DataLossError("malformed repeats_ms: " + Quoted(text));
+    if (!v.is_number()) {
+      return absl::DataLossError(absl::StrCat("malformed ", column, ": ", Quoted(text)));
+    }
     out.push_back(v.get<double>());
   }
   return out;
@@ -259,6 +289,27 @@ absl::StatusOr<Record> ReadRecord(const Statement& s) {
   m.device_name = s.Text(18);
   m.device = static_cast<int>(s.Int(19));
   r.unix_ms = s.Int(20);
+  TESSEL_ASSIGN_OR_RETURN(m.timings.kernel_repeats_ms,
+                          RepeatsFromJson(s.Text(21), "kernel_repeats_ms"));
+  m.timings.kernel_median_ms = s.Double(22);
+  // The counters were collected when their columns are set (all three are written together).
+  if (!s.IsNull(23) || !s.IsNull(24) || !s.IsNull(25)) {
+    if (s.IsNull(23) || s.IsNull(24) || s.IsNull(25)) {
+      return absl::DataLossError(
+          "hardware counters in the tuning log are partly NULL (dram_read_bytes, "
+          "dram_write_bytes and achieved_occupancy are written together)");
+    }
+    m.timings.counters = measure::HardwareCounters{s.Double(23), s.Double(24), s.Double(25)};
+  }
+  m.timings.device_state = measure::DeviceState{
+      static_cast<int>(s.Int(26)), static_cast<int>(s.Int(27)), static_cast<int>(s.Int(28))};
+  m.timings.note = s.Text(29);
+  const std::optional<measure::TimingKind> kind = measure::TimingKindOfNumber(s.Int(30));
+  if (!kind) {
+    return absl::DataLossError(absl::StrCat("unknown timing_kind ", s.Int(30),
+                                            " in the tuning log (1 confirmed, 2 screened)"));
+  }
+  m.timings.kind = *kind;
   return r;
 }
 
@@ -281,6 +332,14 @@ absl::StatusOr<JobRow> ReadJob(const Statement& s) {
   j.finished_unix_ms = s.Int(14);
   j.submitted_by = s.Text(15);
   return j;
+}
+
+// The "counters" of a record's JSON line: an object when they were collected, else null.
+json CountersToJson(const std::optional<measure::HardwareCounters>& c) {
+  if (!c) return json(nullptr);
+  return json{{"dram_read_bytes", c->dram_read_bytes},
+              {"dram_write_bytes", c->dram_write_bytes},
+              {"achieved_occupancy", c->achieved_occupancy}};
 }
 
 // The JSON-lines form of a record (tuning_log.h): job and task ids are left out.
@@ -306,7 +365,15 @@ json RecordToJson(const Record& r) {
               {"worker_id", m.worker_id},
               {"device_name", m.device_name},
               {"device", m.device},
-              {"unix_ms", r.unix_ms}};
+              {"unix_ms", r.unix_ms},
+              {"kernel_repeats_ms", m.timings.kernel_repeats_ms},
+              {"kernel_median_ms", m.timings.kernel_median_ms},
+              {"counters", CountersToJson(m.timings.counters)},
+              {"sm_clock_mhz", m.timings.device_state.sm_clock_mhz},
+              {"memory_clock_mhz", m.timings.device_state.memory_clock_mhz},
+              {"temperature_c", m.timings.device_state.temperature_c},
+              {"timing_note", m.timings.note},
+              {"timing_kind", measure::TimingKindName(m.timings.kind)}};
 }
 
 // Reads the fields of one JSON-lines object, naming the field and what was expected.
@@ -434,6 +501,35 @@ absl::Status RecordFromJson(const json& j, Record* r) {
   TESSEL_RETURN_IF_ERROR(f.String("device_name", false, &m.device_name));
   TESSEL_RETURN_IF_ERROR(f.Number("device", false, &m.device));
   TESSEL_RETURN_IF_ERROR(f.Number("unix_ms", true, &r->unix_ms));
+  // The figures of issue 21, absent from the exports of older builds: defaults then.
+  TESSEL_RETURN_IF_ERROR(f.Repeats("kernel_repeats_ms", false, &m.timings.kernel_repeats_ms));
+  TESSEL_RETURN_IF_ERROR(f.Number("kernel_median_ms", false, &m.timings.kernel_median_ms));
+  if (auto it = j.find("counters"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("field 'counters' is ", it->type_name(), ", expected an object or null"));
+    }
+    FieldReader c(*it);
+    measure::HardwareCounters counters;
+    absl::Status st = c.Number("dram_read_bytes", true, &counters.dram_read_bytes);
+    if (st.ok()) st = c.Number("dram_write_bytes", true, &counters.dram_write_bytes);
+    if (st.ok()) st = c.Number("achieved_occupancy", true, &counters.achieved_occupancy);
+    if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat("counters: ", st.message()));
+    m.timings.counters = counters;
+  }
+  TESSEL_RETURN_IF_ERROR(f.Number("sm_clock_mhz", false, &m.timings.device_state.sm_clock_mhz));
+  TESSEL_RETURN_IF_ERROR(
+      f.Number("memory_clock_mhz", false, &m.timings.device_state.memory_clock_mhz));
+  TESSEL_RETURN_IF_ERROR(f.Number("temperature_c", false, &m.timings.device_state.temperature_c));
+  TESSEL_RETURN_IF_ERROR(f.String("timing_note", false, &m.timings.note));
+  std::string kind = measure::TimingKindName(measure::TimingKind::kConfirmed);
+  TESSEL_RETURN_IF_ERROR(f.String("timing_kind", false, &kind));
+  const std::optional<measure::TimingKind> parsed_kind = measure::ParseTimingKind(kind);
+  if (!parsed_kind) {
+    return absl::InvalidArgumentError(absl::StrCat("field 'timing_kind' is '", Quoted(kind),
+                                                   "', expected \"confirmed\" or \"screened\""));
+  }
+  m.timings.kind = *parsed_kind;
   if (auto it = j.find("artifact"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) {
       return absl::InvalidArgumentError(
@@ -828,6 +924,7 @@ class SqliteTuningLog final : public TuningLog {
           db_,
           absl::StrCat("CREATE TABLE IF NOT EXISTS quarantined_records AS SELECT ", kRecordColumns,
                        ", '' AS reason, 0 AS quarantined_unix_ms FROM records WHERE 0")));
+      TESSEL_RETURN_IF_ERROR(AddMissingQuarantineColumns());
       for (const BadRecord& b : bad) {
         TESSEL_ASSIGN_OR_RETURN(
             Statement copy,
@@ -971,6 +1068,28 @@ class SqliteTuningLog final : public TuningLog {
     return st;
   }
 
+  // quarantined_records is made by the first quarantine with the record columns of its day: a
+  // log quarantined before a later schema added columns to records gets them here (NULL for the
+  // rows already there), so that every record column can be moved aside.
+  absl::Status AddMissingQuarantineColumns() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::set<std::string> present;
+    {
+      TESSEL_ASSIGN_OR_RETURN(
+          Statement s, stmts_.Get("SELECT name FROM pragma_table_info('quarantined_records')"));
+      while (true) {
+        TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
+        if (!row) break;
+        present.insert(s.Text(0));
+      }
+    }
+    for (absl::string_view column : absl::StrSplit(kRecordColumns, ", ")) {
+      if (present.count(std::string(column)) > 0) continue;
+      TESSEL_RETURN_IF_ERROR(
+          Exec(db_, absl::StrCat("ALTER TABLE quarantined_records ADD COLUMN ", column)));
+    }
+    return absl::OkStatus();
+  }
+
   std::string NewUid() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return absl::StrFormat("%016x%016x", rng_(), rng_());
   }
@@ -1008,7 +1127,21 @@ class SqliteTuningLog final : public TuningLog {
         .Bind(m.worker_id)
         .Bind(m.device_name)
         .Bind(m.device)
-        .Bind(r->unix_ms);
+        .Bind(r->unix_ms)
+        .Bind(RepeatsToJson(m.timings.kernel_repeats_ms))
+        .Bind(m.timings.kernel_median_ms);
+    if (m.timings.counters) {
+      s.Bind(m.timings.counters->dram_read_bytes)
+          .Bind(m.timings.counters->dram_write_bytes)
+          .Bind(m.timings.counters->achieved_occupancy);
+    } else {
+      s.BindNull().BindNull().BindNull();
+    }
+    s.Bind(m.timings.device_state.sm_clock_mhz)
+        .Bind(m.timings.device_state.memory_clock_mhz)
+        .Bind(m.timings.device_state.temperature_c)
+        .Bind(m.timings.note)
+        .Bind(static_cast<int>(m.timings.kind));
     absl::Status st = s.Run();
     if (!st.ok()) {
       if (s.last_error() == SQLITE_CONSTRAINT_FOREIGNKEY) {
@@ -1409,6 +1542,10 @@ const std::vector<Migration>& TuningLogMigrations() {
       {2, "jobs record the token that submitted them", kSchemaV2},
       {3, "records keep what was measured: source, binary, launch, toolchain", kSchemaV3},
       {4, "tasks keep the baseline their job was given", kSchemaV4},
+      {5,
+       "records keep every measured figure: CUPTI kernel times, counters, clocks, temperature, "
+       "timing note and kind",
+       kSchemaV5},
   };
   return *migrations;
 }

@@ -11,10 +11,11 @@
 // Tables: workloads(key PK, canonical, name, spec); jobs; tasks (job_id -> jobs, workload_key
 // -> workloads, the job's baseline for the workload: baseline_ms, 0 when none, baseline_label);
 // records (uid UNIQUE, job_id -> jobs and task_id -> tasks, NULL when 0, UNIQUE(task_id,
-// candidate_id) where task_id is set, repeats as JSON text); cost_models. Indexes:
-// records(workload_key, target_key, status, median_ms) for top-k and best-of, records(task_id,
-// candidate_id) for the records of a task, records(target_key, id) for a target's records,
-// cost_models(target_key, kind, id).
+// candidate_id) where task_id is set, event and CUPTI kernel repeats as JSON text, counters NULL
+// when not collected, timing_kind 1 confirmed or 2 screened); artifacts (record_id PK);
+// cost_models. Indexes: records(workload_key, target_key, status, median_ms) for top-k and
+// best-of, records(task_id, candidate_id) for the records of a task, records(target_key, id) for
+// a target's records, cost_models(target_key, kind, id).
 //
 // Threads: free functions, callable from any thread.
 

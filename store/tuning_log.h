@@ -83,9 +83,11 @@ struct Record {
   // artifacts table) of an ok record that is the fastest of its workload, target and device when
   // it is added (the only records a deploy-time lookup answers with); readers leave it empty
   // (GetArtifact reads it). The log keeps its
-  // status, error, every repeat and the median (empty and 0 unless ok), compile and verify times,
-  // worker and device, and of the kernels' resources the peak (measure::PeakOf); read back, the
-  // timings' min and max are the repeats' and the kernels are one unnamed kernel with the peak
+  // status, error, every repeat and the median (empty and 0 unless ok), every CUPTI kernel time
+  // and their median, the hardware counters when collected, the clocks and temperature, the
+  // timing's note and kind (screened or confirmed), compile and verify times, worker and device,
+  // and of the kernels' resources the peak (measure::PeakOf); read back, the timings' min and
+  // max are the repeats' and the kernels are one unnamed kernel with the peak
   // (measure::KernelsOfPeak).
   measure::Measurement measurement;
 };

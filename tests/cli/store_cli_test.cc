@@ -16,6 +16,7 @@
 #include "schedules/workload/key.h"
 #include "store/tuning_log.h"
 #include "tests/cli/cli_test_util.h"
+#include "tests/store/store_test_util.h"
 #include "tests/test_util.h"
 
 namespace tessel::testing {
@@ -135,6 +136,22 @@ TEST(StoreCli, BestEmitsTheCandidateJsonAndASummary) {
                                   "(0.0090 to 0.0120 ms), measured on Test CPU (device 0) by "
                                   "worker worker-1 at 2023-11-14 22:13:20 UTC; uid " +
                                   f.best_uid));
+}
+
+TEST(StoreCli, BestShowsTheCuptiMedianOfARecordThatHasOne) {
+  Filled f = FillLog();
+  ASSERT_EQ(RawExec(f.db,
+                    "UPDATE records SET kernel_repeats_ms = '[0.0084,0.0085,0.0086]', "
+                    "kernel_median_ms = 0.0085 WHERE uid = '" +
+                        f.best_uid + "'"),
+            "");
+  CliResult s = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t host --emit summary");
+  ASSERT_EQ(s.status, 0) << s.output;
+  EXPECT_THAT(s.output, HasSubstr("(0.0090 to 0.0120 ms), kernel median 0.0085 ms (CUPTI), "
+                                  "measured on Test CPU"));
+  CliResult js = RunTessel("best --db " + f.db + " -w '" + kSpec + "' -t host --emit json", false);
+  ASSERT_EQ(js.status, 0) << js.output;
+  EXPECT_EQ(nlohmann::json::parse(js.output)["record"]["kernel_median_ms"], 0.0085);
 }
 
 TEST(StoreCli, BestWithNoRecordForTheTarget) {

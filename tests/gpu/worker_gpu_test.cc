@@ -22,6 +22,7 @@
 #include "tests/test_util.h"
 #include "tests/worker/worker_test_util.h"
 #include "worker/cuda/cuda_runner.h"
+#include "worker/cuda/nvml_device_monitor.h"
 #include "worker/cuda/nvrtc_compiler.h"
 #include "worker/output_compare.h"
 
@@ -295,6 +296,58 @@ TEST(WorkerGpu, HardwareCountersComeBackWhenAsked) {
               asked.counters().achieved_occupancy());
   worker.Signal(SIGTERM);
   EXPECT_EQ(worker.Wait(absl::Seconds(30)), 0) << worker.Log();
+}
+
+// Every figure of a CUDA measurement comes back through the real worker (issue 21): the CUPTI
+// kernel median, the SM and memory clocks and the temperature right after the timed repeats
+// (NVML), as a confirmed timing. A GPU host has NVML (it comes with the driver): a note saying
+// it is missing fails the test.
+TEST(WorkerGpu, AMeasurementCarriesItsCuptiMedianClocksAndTemperature) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = MakeTempDir("tessel_worker_gpu");
+  const schedules::GeneratedSource src = CudaMatmul(GpuTarget(), 512);
+  auto server = FakeWorkerServer::Start();
+  ASSERT_NE(server, nullptr);
+  TesselProcess worker(CudaWorkerArgs(server->address(), dir), dir + "/worker.log");
+  ASSERT_TRUE(
+      server->WaitFor([](const proto::WorkerMessage& m) { return m.has_register_(); }).has_value())
+      << worker.Log();
+  ASSERT_TRUE(server->Send(MakeBatch(1, {src}, src, FastMeasureOptions(60))));
+  std::vector<proto::MeasureResult> r = server->WaitForResults(1, 1, absl::Seconds(120));
+  ASSERT_EQ(r.size(), 1u) << worker.Log();
+  ASSERT_EQ(r[0].status(), proto::MEASURE_STATUS_OK) << r[0].error();
+  EXPECT_GT(r[0].kernel_median_ms(), 0) << r[0].timing_note();
+  EXPECT_EQ(r[0].kernel_repeats_ms_size(), r[0].repeats_ms_size());
+  ASSERT_TRUE(r[0].has_device_state()) << r[0].timing_note();
+  EXPECT_GT(r[0].device_state().sm_clock_mhz(), 0);
+  EXPECT_GT(r[0].device_state().memory_clock_mhz(), 0);
+  EXPECT_GT(r[0].device_state().temperature_c(), 0);
+  EXPECT_LT(r[0].device_state().temperature_c(), 120);
+  EXPECT_THAT(r[0].timing_note(), ::testing::Not(HasSubstr("clocks")));
+  EXPECT_EQ(r[0].timing_kind(), proto::TIMING_KIND_CONFIRMED);
+  std::printf(
+      "matmul 512^2: kernel median %.4f ms (events %.4f ms), SM %d MHz, memory %d MHz, "
+      "%d C\n",
+      r[0].kernel_median_ms(), r[0].median_ms(), r[0].device_state().sm_clock_mhz(),
+      r[0].device_state().memory_clock_mhz(), r[0].device_state().temperature_c());
+  worker.Signal(SIGTERM);
+  EXPECT_EQ(worker.Wait(absl::Seconds(30)), 0) << worker.Log();
+}
+
+// NVML finds the CUDA device by its PCI bus id and reads plausible clocks and temperature.
+TEST(WorkerGpu, NvmlReadsTheClocksOfTheCudaDevice) {
+  SKIP_WITHOUT_GPU();
+  absl::StatusOr<std::unique_ptr<worker::CudaDevice>> device = worker::CudaDevice::Open(0);
+  ASSERT_TRUE(device.ok()) << device.status();
+  ASSERT_FALSE((*device)->info().pci_bus_id.empty());
+  absl::StatusOr<std::unique_ptr<worker::NvmlDeviceMonitor>> nvml =
+      worker::NvmlDeviceMonitor::Create((*device)->info().pci_bus_id);
+  ASSERT_TRUE(nvml.ok()) << nvml.status();
+  absl::StatusOr<measure::DeviceState> state = (*nvml)->Read();
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_GT(state->sm_clock_mhz, 0);
+  EXPECT_GT(state->memory_clock_mhz, 0);
+  EXPECT_GT(state->temperature_c, 0);
 }
 
 // On the device directly: each repeat's CUPTI time is the sum over the kernels of the repeat, so

@@ -206,6 +206,53 @@ TEST(ProtoConvert, ResultsRoundTripWithEveryStatus) {
             measure::MeasureStatus::kWorkerError);
 }
 
+TEST(ProtoConvert, EveryMeasuredFigureRoundTrips) {
+  measure::Measurement r;
+  r.timings = measure::MakeTimings({3, 1, 2});
+  r.timings.kernel_repeats_ms = {2.5, 0.5, 1.5};
+  r.timings.kernel_median_ms = 1.5;
+  r.timings.counters = measure::HardwareCounters{1.5e9, 0.5e9, 87.5};
+  r.timings.device_state = {1980, 2619, 47};
+  r.timings.note = "a note";
+  r.timings.kind = measure::TimingKind::kScreened;
+  proto::MeasureResult p;
+  proto::ToProto(r, &p);
+  EXPECT_EQ(p.timing_kind(), proto::TIMING_KIND_SCREENED);
+  EXPECT_EQ(p.device_state().sm_clock_mhz(), 1980);
+  const measure::Measurement back = proto::FromProto(p);
+  const measure::Timings& t = back.timings;
+  EXPECT_EQ(t.kernel_repeats_ms, (std::vector<double>{2.5, 0.5, 1.5}));
+  EXPECT_EQ(t.kernel_median_ms, 1.5);
+  ASSERT_TRUE(t.counters.has_value());
+  EXPECT_EQ(t.counters->dram_read_bytes, 1.5e9);
+  EXPECT_EQ(t.counters->dram_write_bytes, 0.5e9);
+  EXPECT_EQ(t.counters->achieved_occupancy, 87.5);
+  EXPECT_EQ(t.device_state.sm_clock_mhz, 1980);
+  EXPECT_EQ(t.device_state.memory_clock_mhz, 2619);
+  EXPECT_EQ(t.device_state.temperature_c, 47);
+  EXPECT_EQ(t.note, "a note");
+  EXPECT_EQ(t.kind, measure::TimingKind::kScreened);
+
+  // Confirmed travels as confirmed; unknown clocks are left unset.
+  r.timings.kind = measure::TimingKind::kConfirmed;
+  r.timings.device_state = {};
+  proto::ToProto(r, &p);
+  EXPECT_EQ(p.timing_kind(), proto::TIMING_KIND_CONFIRMED);
+  EXPECT_FALSE(p.has_device_state());
+  EXPECT_EQ(proto::FromProto(p).timings.kind, measure::TimingKind::kConfirmed);
+  EXPECT_FALSE(proto::FromProto(p).timings.device_state.known());
+}
+
+TEST(ProtoConvert, AResultOfAnOlderWorkerIsAConfirmedTiming) {
+  // Workers from before screening never set timing_kind: every timing they made was a full one.
+  proto::MeasureResult p;
+  p.set_status(proto::MEASURE_STATUS_OK);
+  p.add_repeats_ms(1.0);
+  p.set_median_ms(1.0);
+  ASSERT_EQ(p.timing_kind(), proto::TIMING_KIND_UNSPECIFIED);
+  EXPECT_EQ(proto::FromProto(p).timings.kind, measure::TimingKind::kConfirmed);
+}
+
 TEST(ProtoConvert, FailureKindsMapToStatuses) {
   EXPECT_EQ(measure::MeasureStatusOf(absl::OkStatus()), measure::MeasureStatus::kOk);
   EXPECT_EQ(measure::MeasureStatusOf(measure::WithMeasureStatus(absl::InternalError("x"),

@@ -350,11 +350,10 @@ TEST(Runtime, MissingCorruptAndStaleFilesAreClearErrors) {
   Log l = MakeLog();
   ASSERT_EQ(RawExec(l.path, "PRAGMA user_version = 2"), "");
   EXPECT_EQ(tessel_open(l.path.c_str(), nullptr, &db), TESSEL_ERROR_BAD_FILE);
-  EXPECT_EQ(std::string(tessel_last_error()), l.path +
-                                                  " has schema 2 and this build reads schema " +
-                                                  std::to_string(store::LatestSchemaVersion()) +
-                                                  "; open it once for writing "
-                                                  "(tessel serve or tessel import) to migrate it");
+  EXPECT_EQ(std::string(tessel_last_error()),
+            l.path + " has schema 2 and this build reads schema " +
+                std::to_string(store::LatestSchemaVersion()) +
+                "; open it once for writing (tessel serve or tessel import) to migrate it");
 
   EXPECT_EQ(tessel_open(nullptr, nullptr, &db), TESSEL_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(std::string(tessel_last_error()),

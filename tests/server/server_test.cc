@@ -99,6 +99,15 @@ TEST_F(ServerTest, SubmitRecordsEveryTrialAndQueryBestReturnsTheFastest) {
     if (best == 0 || r.measurement.timings.median_ms < best) best = r.measurement.timings.median_ms;
   }
   ASSERT_GT(best, 0);
+  // Without screening, every record is a full (confirmed) measurement; the host worker has no
+  // CUPTI or NVML, so no kernel times, counters or clocks, and no note about them either.
+  for (const store::Record& r : records) {
+    EXPECT_EQ(r.measurement.timings.kind, measure::TimingKind::kConfirmed);
+    EXPECT_TRUE(r.measurement.timings.kernel_repeats_ms.empty());
+    EXPECT_FALSE(r.measurement.timings.counters.has_value());
+    EXPECT_FALSE(r.measurement.timings.device_state.known());
+  }
+  EXPECT_EQ(RawQuery(db_, "SELECT group_concat(DISTINCT timing_kind) FROM records"), "1");
   grpc::ClientContext ctx;
   proto::QueryBestRequest q;
   q.set_workload(kMatmul);
@@ -901,6 +910,53 @@ TEST_F(ServerTest, AWorkersInvalidTimesNeverReachTheLog) {
   q.mutable_target()->set_kind("host");
   proto::BestRecord best;
   EXPECT_EQ(client_->QueryBest(&ctx, q, &best).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServerTest, EveryFigureAWorkerMeasuredIsStoredWithItsRecord) {
+  StartInProcess(TestServerOptions(db_));
+  // What a CUDA worker sends: CUPTI kernel times, counters, clocks and temperature, a screened
+  // timing (as the adaptive timing will send them).
+  LyingWorker worker(server_->address(), [&](int) {
+    proto::MeasureResult r = OkResult({2.0, 2.1, 2.2}, 2.1);
+    for (double ms : {1.9, 2.0, 2.05}) r.add_kernel_repeats_ms(ms);
+    r.set_kernel_median_ms(2.0);
+    r.mutable_counters()->set_dram_read_bytes(1.5e9);
+    r.mutable_counters()->set_dram_write_bytes(0.5e9);
+    r.mutable_counters()->set_achieved_occupancy(62.5);
+    r.mutable_device_state()->set_sm_clock_mhz(1980);
+    r.mutable_device_state()->set_memory_clock_mhz(2619);
+    r.mutable_device_state()->set_temperature_c(51);
+    r.set_timing_note("a note");
+    r.set_timing_kind(proto::TIMING_KIND_SCREENED);
+    return r;
+  });
+  const int64_t job = Submit(HostJob({kMatmul}, 2, 2));
+  ASSERT_TRUE(WaitForJobState(client_.get(), job, proto::JOB_STATE_DONE, absl::Seconds(60)));
+  std::vector<store::Record> records = RecordsOfJob(db_, job);
+  ASSERT_EQ(records.size(), 2u);
+  for (const store::Record& r : records) {
+    const measure::Timings& t = r.measurement.timings;
+    ASSERT_EQ(r.measurement.status, measure::MeasureStatus::kOk) << r.measurement.error;
+    EXPECT_EQ(t.kernel_repeats_ms, (std::vector<double>{1.9, 2.0, 2.05}));
+    EXPECT_EQ(t.kernel_median_ms, 2.0);
+    ASSERT_TRUE(t.counters.has_value());
+    EXPECT_EQ(t.counters->dram_read_bytes, 1.5e9);
+    EXPECT_EQ(t.counters->dram_write_bytes, 0.5e9);
+    EXPECT_EQ(t.counters->achieved_occupancy, 62.5);
+    EXPECT_EQ(t.device_state.sm_clock_mhz, 1980);
+    EXPECT_EQ(t.device_state.memory_clock_mhz, 2619);
+    EXPECT_EQ(t.device_state.temperature_c, 51);
+    EXPECT_EQ(t.note, "a note");
+    EXPECT_EQ(t.kind, measure::TimingKind::kScreened);
+  }
+  // And the best answers with its CUPTI median.
+  grpc::ClientContext ctx;
+  proto::QueryBestRequest q;
+  q.set_workload(kMatmul);
+  q.mutable_target()->set_kind("host");
+  proto::BestRecord best;
+  ASSERT_TRUE(client_->QueryBest(&ctx, q, &best).ok());
+  EXPECT_EQ(best.kernel_median_ms(), 2.0);
 }
 
 TEST_F(ServerTest, AResultThatContradictsItsRepeatsIsRefused) {

@@ -185,10 +185,10 @@ TEST(Artifact, AVersion2LogMigratesAndItsRecordsAnswerRegenerated) {
     store::TuningLogOptions ro;
     ro.read_only = true;
     auto refused = store::OpenTuningLog(path, ro);
-    EXPECT_EQ(refused.status().message(), path + " has schema 2 and this build reads schema " +
-                                              std::to_string(store::LatestSchemaVersion()) +
-                                              "; open it once for writing "
-                                              "(tessel serve or tessel import) to migrate it");
+    EXPECT_EQ(refused.status().message(),
+              path + " has schema 2 and this build reads schema " +
+                  std::to_string(store::LatestSchemaVersion()) +
+                  "; open it once for writing (tessel serve or tessel import) to migrate it");
   }
   auto log = store::OpenTuningLog(path);  // a writer migrates
   ASSERT_TRUE(log.ok()) << log.status();

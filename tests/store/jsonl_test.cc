@@ -201,5 +201,121 @@ TEST(TuningLogJsonl, OtherMalformedLines) {
             "\"device_limit_exceeded\" or \"worker_error\")");
 }
 
+TEST(TuningLogJsonl, ExportCarriesEveryMeasuredFigure) {
+  auto a = FilledLog();
+  const std::map<std::string, nlohmann::json> records = RecordsByUid(Export(*a));
+  int seen = 0;
+  for (const auto& [uid, j] : records) {
+    const int64_t i = j["candidate_id"].get<int64_t>();
+    if (i != 3 && i != 1 && i != 4) continue;
+    ++seen;
+    const measure::Timings want = MakeTestRecord(i).measurement.timings;
+    EXPECT_EQ(j["kernel_repeats_ms"].get<std::vector<double>>(), want.kernel_repeats_ms);
+    EXPECT_EQ(j["kernel_median_ms"].get<double>(), want.kernel_median_ms);
+    EXPECT_EQ(j["sm_clock_mhz"], want.device_state.sm_clock_mhz);
+    EXPECT_EQ(j["memory_clock_mhz"], want.device_state.memory_clock_mhz);
+    EXPECT_EQ(j["temperature_c"], want.device_state.temperature_c);
+    EXPECT_EQ(j["timing_note"], want.note);
+    EXPECT_EQ(j["timing_kind"], measure::TimingKindName(want.kind));
+    if (want.counters) {
+      EXPECT_EQ(j["counters"]["dram_read_bytes"], want.counters->dram_read_bytes);
+      EXPECT_EQ(j["counters"]["dram_write_bytes"], want.counters->dram_write_bytes);
+      EXPECT_EQ(j["counters"]["achieved_occupancy"], want.counters->achieved_occupancy);
+    } else {
+      EXPECT_TRUE(j["counters"].is_null());
+    }
+  }
+  EXPECT_EQ(seen, 3);
+  // Record 1 is screened, record 3 confirmed with counters: both kinds travel.
+  for (const auto& [uid, j] : records) {
+    if (j["candidate_id"] == 1) {
+      EXPECT_EQ(j["timing_kind"], "screened");
+    }
+    if (j["candidate_id"] == 3) {
+      EXPECT_TRUE(j["counters"].is_object());
+    }
+  }
+}
+
+TEST(TuningLogJsonl, ImportedRecordsKeepEveryMeasuredFigure) {
+  auto a = FilledLog();
+  auto b = NewLog();
+  std::istringstream in(Export(*a));
+  ASSERT_TRUE(b->ImportJsonl(in).ok());
+  int n = 0;
+  ASSERT_TRUE(b->ForEachRecordOfTarget("host", [&](const Record& r) {
+                 ++n;
+                 // The trace travels as JSON (its text may be respaced); record 6's was
+                 // replaced. Everything else is as measured.
+                 const int64_t i = static_cast<int64_t>(r.candidate_id);
+                 Record measured = r;
+                 measured.trace_json = MakeTestRecord(i).trace_json;
+                 EXPECT_EQ(DiffTestRecord(measured, i), "") << "record " << i;
+                 return true;
+               }).ok());
+  EXPECT_EQ(n, 20);
+}
+
+// What an older Tessel exported: records without the figures of schema 4.
+TEST(TuningLogJsonl, AnExportWithoutTheNewFiguresImportsAsConfirmed) {
+  auto a = FilledLog();
+  const std::string text = Export(*a);
+  std::istringstream in(text);
+  std::string line, old;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    for (const char* key : {"kernel_repeats_ms", "kernel_median_ms", "counters", "sm_clock_mhz",
+                            "memory_clock_mhz", "temperature_c", "timing_note", "timing_kind"}) {
+      j.erase(key);
+    }
+    old += j.dump() + "\n";
+  }
+  auto b = NewLog();
+  std::istringstream old_in(old);
+  auto stats = b->ImportJsonl(old_in);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->records_added, 20);
+  int n = 0;
+  ASSERT_TRUE(b->ForEachRecordOfTarget("host", [&](const Record& r) {
+                 ++n;
+                 const measure::Timings& t = r.measurement.timings;
+                 EXPECT_EQ(t.kind, measure::TimingKind::kConfirmed);
+                 EXPECT_TRUE(t.kernel_repeats_ms.empty());
+                 EXPECT_EQ(t.kernel_median_ms, 0);
+                 EXPECT_FALSE(t.counters.has_value());
+                 EXPECT_FALSE(t.device_state.known());
+                 EXPECT_EQ(t.note, "");
+                 return true;
+               }).ok());
+  EXPECT_EQ(n, 20);
+}
+
+TEST(TuningLogJsonl, MalformedFiguresFailWithTheirField) {
+  auto rec = nlohmann::json::parse(
+      R"({"type": "record", "uid": "u", "workload_key": "w", "target_key": "host",
+          "trace": null, "status": "ok", "repeats_ms": [1], "median_ms": 1, "unix_ms": 5,
+          "timing_kind": "guessed"})");
+  EXPECT_EQ(ImportMustFailCleanly(rec.dump()).message(),
+            "line 1: field 'timing_kind' is 'guessed', expected \"confirmed\" or \"screened\"");
+  rec["timing_kind"] = "screened";
+  rec["counters"] = {{"dram_read_bytes", 1.0}, {"achieved_occupancy", 50.0}};
+  EXPECT_EQ(ImportMustFailCleanly(rec.dump()).message(),
+            "line 1: counters: missing field 'dram_write_bytes'");
+  rec["counters"] = 5;
+  EXPECT_EQ(ImportMustFailCleanly(rec.dump()).message(),
+            "line 1: field 'counters' is number, expected an object or null");
+  rec.erase("counters");
+  rec["kernel_repeats_ms"] = {1, -1};
+  rec["kernel_median_ms"] = 1;
+  EXPECT_EQ(ImportMustFailCleanly(rec.dump()).message(),
+            "line 1: record u: kernel repeat 1 is -1 ms; a CUPTI kernel time must be finite and "
+            "not negative");
+  rec["kernel_repeats_ms"] = {1};
+  rec["sm_clock_mhz"] = -5;
+  EXPECT_EQ(ImportMustFailCleanly(rec.dump()).message(),
+            "line 1: record u: device state (SM clock -5 MHz, memory clock 0 MHz, temperature 0 "
+            "C) must not be negative; 0 means unknown");
+}
+
 }  // namespace
 }  // namespace tessel::testing

@@ -77,6 +77,45 @@ TEST(RecordCheck, EachBadMeasurementIsRefusedSayingWhy) {
             "kernel 'k' has negative resources (registers -3, shared bytes 0 + 0, local bytes 0)");
 }
 
+TEST(RecordCheck, EachBadFigureIsRefusedSayingWhy) {
+  measure::Measurement good = Ok({1.0, 2.0});
+  good.timings.kernel_repeats_ms = {0.9, 1.9};
+  good.timings.kernel_median_ms = 1.4;
+  good.timings.counters = measure::HardwareCounters{1e9, 0, 50};
+  good.timings.device_state = {1980, 2619, 45};
+  good.timings.kind = measure::TimingKind::kScreened;
+  EXPECT_TRUE(store::CheckMeasurement(good).ok());
+
+  measure::Measurement kernel = good;
+  kernel.timings.kernel_repeats_ms[1] = kInf;
+  EXPECT_EQ(Problem(kernel),
+            "kernel repeat 1 is inf ms; a CUPTI kernel time must be finite and not negative");
+  kernel = good;
+  kernel.timings.kernel_median_ms = -1;
+  EXPECT_EQ(Problem(kernel),
+            "kernel_median_ms is -1; the CUPTI kernel median must be finite and not negative");
+  measure::Measurement counters = good;
+  counters.timings.counters->dram_write_bytes = std::nan("");
+  EXPECT_EQ(Problem(counters),
+            "hardware counters (DRAM bytes read 1e+09, written nan, achieved occupancy 50%) must "
+            "be finite and not negative");
+  measure::Measurement state = good;
+  state.timings.device_state.temperature_c = -3;
+  EXPECT_EQ(Problem(state),
+            "device state (SM clock 1980 MHz, memory clock 2619 MHz, temperature -3 C) must not be "
+            "negative; 0 means unknown");
+  measure::Measurement kind = good;
+  kind.timings.kind = static_cast<measure::TimingKind>(5);
+  EXPECT_EQ(Problem(kind), "timing kind 5 is neither confirmed (1) nor screened (2)");
+  measure::Measurement failed;
+  failed.status = measure::MeasureStatus::kRuntimeError;
+  failed.timings.kernel_repeats_ms = {0.5};
+  failed.timings.kernel_median_ms = 0.5;
+  EXPECT_EQ(Problem(failed),
+            "a runtime_error result carries timings (0 repeats, median_ms 0, 1 kernel repeats, "
+            "kernel_median_ms 0.5); only an ok result is timed");
+}
+
 TEST(RecordCheck, ATraceMustReplayOnItsWorkloadForAKnownTarget) {
   auto w = schedules::ParseWorkloadSpec("softmax(rows=4, cols=32)");
   ASSERT_TRUE(w.ok()) << w.status();

@@ -31,6 +31,17 @@ inline store::Record MakeTestRecord(int64_t i, const std::string& workload_key =
     for (int k = 0; k < 10; ++k) repeats.push_back(1.0 + 0.001 * i + 0.0001 * k);
     m.timings = measure::MakeTimings(repeats);
     m.timings.median_ms = repeats[5];
+    // Every figure a CUDA worker measures (issue 21): CUPTI kernel times, counters (every third
+    // record), clocks and temperature, a note, and a screened timing now and then.
+    for (double ms : repeats) m.timings.kernel_repeats_ms.push_back(ms - 0.0125);
+    m.timings.kernel_median_ms = measure::MedianOf(m.timings.kernel_repeats_ms);
+    if (i % 3 == 0) {
+      m.timings.counters = measure::HardwareCounters{1.5e9 + i, 0.5e9 + i, 40.0 + i % 50};
+    } else {
+      m.timings.note = "no hardware counters: not asked for (record " + std::to_string(i) + ")";
+    }
+    m.timings.device_state = {1755 + static_cast<int>(i % 10), 2619, 40 + static_cast<int>(i % 30)};
+    if (i % 6 == 1) m.timings.kind = measure::TimingKind::kScreened;
   } else {
     m.error = "error of record " + std::to_string(i);
   }
@@ -59,6 +70,24 @@ inline std::string DiffTestRecord(const store::Record& got, int64_t i) {
     d << "repeats ";
   }
   if (g.timings.median_ms != w.timings.median_ms) d << "median ";
+  if (g.timings.kernel_repeats_ms != w.timings.kernel_repeats_ms ||
+      g.timings.kernel_median_ms != w.timings.kernel_median_ms) {
+    d << "kernel_times ";
+  }
+  if (g.timings.counters.has_value() != w.timings.counters.has_value() ||
+      (g.timings.counters &&
+       (g.timings.counters->dram_read_bytes != w.timings.counters->dram_read_bytes ||
+        g.timings.counters->dram_write_bytes != w.timings.counters->dram_write_bytes ||
+        g.timings.counters->achieved_occupancy != w.timings.counters->achieved_occupancy))) {
+    d << "counters ";
+  }
+  if (g.timings.device_state.sm_clock_mhz != w.timings.device_state.sm_clock_mhz ||
+      g.timings.device_state.memory_clock_mhz != w.timings.device_state.memory_clock_mhz ||
+      g.timings.device_state.temperature_c != w.timings.device_state.temperature_c) {
+    d << "device_state ";
+  }
+  if (g.timings.note != w.timings.note) d << "timing_note ";
+  if (g.timings.kind != w.timings.kind) d << "timing_kind ";
   if (g.compile_ms != w.compile_ms || g.verify_ms != w.verify_ms) d << "times ";
   if (measure::PeakOf(g.kernels) != measure::PeakOf(w.kernels)) d << "resources ";
   if (g.worker_id != w.worker_id || g.device_name != w.device_name || g.device != w.device) {

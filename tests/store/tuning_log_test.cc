@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "store/sqlite_tuning_log.h"
 #include "tests/store/store_test_util.h"
 #include "tests/test_util.h"
@@ -38,6 +39,11 @@ std::unique_ptr<TuningLog> MustOpen(const std::string& path, bool read_only = fa
 
 std::string NewLogPath() { return MakeTempDir("tessel_store") + "/log.db"; }
 
+// This build's schema version, as PRAGMA user_version prints it (the tests do not hard-code it:
+// migrations are appended by more than one change at a time).
+std::string Latest() { return std::to_string(store::LatestSchemaVersion()); }
+std::string Next() { return std::to_string(store::LatestSchemaVersion() + 1); }
+
 TEST(TuningLog, NewFileHasSchemaApplicationIdAndWal) {
   const std::string path = NewLogPath();
   {
@@ -47,7 +53,7 @@ TEST(TuningLog, NewFileHasSchemaApplicationIdAndWal) {
   }
   EXPECT_EQ(RawQuery(path, "PRAGMA application_id"),
             std::to_string(store::kTuningLogApplicationId));
-  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), std::to_string(store::LatestSchemaVersion()));
+  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), Latest());
   EXPECT_EQ(RawQuery(path, "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(RawQuery(path, "PRAGMA page_size"), "16384");
   EXPECT_EQ(RawQuery(path,
@@ -515,14 +521,13 @@ TEST(TuningLogOpen, OtherSqliteDatabaseIsRefusedUntouched) {
 TEST(TuningLogOpen, NewerSchemaIsRefusedUntouched) {
   const std::string path = NewLogPath();
   { MustOpen(path); }
-  const int latest = store::LatestSchemaVersion();
-  ASSERT_EQ(RawExec(path, absl::StrCat("PRAGMA user_version = ", latest + 1)), "");
+  ASSERT_EQ(RawExec(path, "PRAGMA user_version = " + Next()), "");
   const std::string before = ReadBytes(path);
   for (bool read_only : {false, true}) {
     absl::Status s = OpenStatus(path, read_only);
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_EQ(s.message(), absl::StrCat(path, " was written by a newer Tessel (schema ", latest + 1,
-                                        ", this build reads up to ", latest, "); upgrade Tessel"));
+    EXPECT_EQ(s.message(), path + " was written by a newer Tessel (schema " + Next() +
+                               ", this build reads up to " + Latest() + "); upgrade Tessel");
     EXPECT_EQ(ReadBytes(path), before);
   }
 }
@@ -578,17 +583,15 @@ TEST(TuningLogMigration, EmptySqliteFileBecomesALog) {
   ASSERT_NE(log, nullptr);
   Record r = MakeTestRecord(1);
   EXPECT_TRUE(log->AddRecord(&r).ok());
-  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), std::to_string(store::LatestSchemaVersion()));
+  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), Latest());
   EXPECT_EQ(RawQuery(path, "PRAGMA application_id"),
             std::to_string(store::kTuningLogApplicationId));
 }
 
-// The schema of this build plus one more step, as a later Tessel would have it (the step's
-// number is the next one: these tests do not depend on how many steps this build has).
-int NextVersion() { return store::LatestSchemaVersion() + 1; }
+// The schema of this build plus one more step, as a later Tessel would have it.
 std::vector<store::Migration> WithNextVersion(const std::string& sql) {
   std::vector<store::Migration> m = store::TuningLogMigrations();
-  m.push_back({NextVersion(), "records get a note", sql});
+  m.push_back({store::LatestSchemaVersion() + 1, "records get a note", sql});
   return m;
 }
 
@@ -620,7 +623,7 @@ TEST(TuningLogMigration, Version1FileMigratesToTheNextVersionAndKeepsItsRecords)
     Record r = MakeTestRecord(1, "w", "host");
     EXPECT_TRUE((*log)->AddRecord(&r).ok());
   }
-  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), std::to_string(NextVersion()));
+  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), Next());
   EXPECT_EQ(RawQuery(path, "SELECT note FROM records WHERE uid = 'u1'"), "none");
   // Version 2's step ran on the way: jobs name the token that submitted them.
   EXPECT_EQ(RawQuery(path,
@@ -635,11 +638,15 @@ TEST(TuningLogMigration, Version1FileMigratesToTheNextVersionAndKeepsItsRecords)
                      "SELECT count(*) FROM pragma_table_info('tasks') WHERE name IN "
                      "('baseline_ms', 'baseline_label')"),
             "2");
+  // Version 5's too: the version-1 record is a confirmed timing without CUPTI figures.
+  EXPECT_EQ(RawQuery(path,
+                     "SELECT timing_kind || ' ' || kernel_repeats_ms FROM records WHERE "
+                     "uid = 'u1'"),
+            "1 []");
   // This build now refuses it, naming both versions.
   absl::Status s = OpenStatus(path);
-  EXPECT_THAT(s.message(),
-              HasSubstr(absl::StrCat("(schema ", NextVersion(), ", this build reads up to ",
-                                     store::LatestSchemaVersion(), "); upgrade Tessel")));
+  EXPECT_THAT(s.message(), HasSubstr("(schema " + Next() + ", this build reads up to " + Latest() +
+                                     "); upgrade Tessel"));
 }
 
 TEST(TuningLogMigration, ReadOnlyOpenDoesNotMigrate) {
@@ -648,10 +655,9 @@ TEST(TuningLogMigration, ReadOnlyOpenDoesNotMigrate) {
   ro.read_only = true;
   auto log = store::OpenSqliteTuningLog(path, ro, WithNextVersion("ALTER TABLE records ADD note;"));
   EXPECT_EQ(log.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(log.status().message(),
-            absl::StrCat(path, " has schema 1 and this build reads schema ", NextVersion(),
-                         "; open it once for writing (tessel serve or tessel import) to "
-                         "migrate it"));
+  EXPECT_EQ(log.status().message(), path + " has schema 1 and this build reads schema " + Next() +
+                                        "; open it once for writing (tessel serve or tessel "
+                                        "import) to migrate it");
   EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "1");
 }
 
@@ -662,8 +668,8 @@ TEST(TuningLogMigration, FailingStepRollsBackWholly) {
       path, {}, WithNextVersion("CREATE TABLE extra(x); ALTER TABLE no_such_table ADD y;"));
   EXPECT_FALSE(log.ok());
   EXPECT_THAT(log.status().message(),
-              HasSubstr(absl::StrCat("migrating ", path, " from schema 1 to ", NextVersion(),
-                                     " failed at step ", NextVersion(), " (records get a note)")));
+              HasSubstr("migrating " + path + " from schema 1 to " + Next() + " failed at step " +
+                        Next() + " (records get a note)"));
   EXPECT_THAT(log.status().message(), HasSubstr("the file is unchanged"));
   EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "1");
   EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM sqlite_master WHERE name = 'extra'"), "0");
@@ -671,55 +677,140 @@ TEST(TuningLogMigration, FailingStepRollsBackWholly) {
   EXPECT_NE(MustOpen(path), nullptr);
 }
 
-// Issue 22: a version-3 log (made by this build's first three steps, as the Tessel before
-// baselines made it) with a job opens, migrates, and its tasks have no baseline; a job created
-// afterwards keeps its tasks' baselines.
-TEST(TuningLogMigration, Version3LogGetsTaskBaselines) {
-  const std::string path = NewLogPath();
-  std::vector<store::Migration> v3;
+// A version-3 log made by hand (the SQL of steps 1 to 3, no Tessel opening code): a record as a
+// version-3 Tessel stored it, and a quarantined_records table as its first quarantine made it.
+std::string MakeVersion3File() {
+  const std::string path = MakeTempDir("tessel_store") + "/v3.db";
+  std::string steps;
   for (const store::Migration& m : store::TuningLogMigrations()) {
-    if (m.version <= 3) v3.push_back(m);
+    if (m.version <= 3) steps += m.sql;
   }
-  ASSERT_EQ(v3.size(), 3u);
-  store::JobRow job;
-  job.target_kind = "host";
-  job.target_key = "host";
+  EXPECT_EQ(
+      RawExec(path, "PRAGMA journal_mode = WAL; BEGIN; " + steps +
+                        "INSERT INTO records (uid, workload_key, target_key, trace, status, "
+                        "repeats_ms, median_ms, worker_id, device_name, unix_ms) VALUES ('u3', "
+                        "'w', 'cuda -arch=sm_90', 'null', 'ok', '[1.5,2.5,2.0]', 2.0, 'w0', "
+                        "'NVIDIA H100 80GB HBM3', 1700000000000); "
+                        "CREATE TABLE quarantined_records AS SELECT *, '' AS reason, 0 AS "
+                        "quarantined_unix_ms FROM records WHERE 0; "
+                        "PRAGMA user_version = 3; PRAGMA application_id = " +
+                        std::to_string(store::kTuningLogApplicationId) + "; COMMIT;"),
+      "");
+  return path;
+}
+
+TEST(TuningLogMigration, Version3FileKeepsItsRecordsAsConfirmedWithoutTheNewFigures) {
+  const std::string path = MakeVersion3File();
+  Record r = MakeTestRecord(3, "w", "cuda -arch=sm_90");
   {
-    // Written directly: this build's TaskRow has columns a version-3 log lacks.
-    auto log = store::OpenSqliteTuningLog(path, {}, v3);
-    ASSERT_TRUE(log.ok()) << log.status();
-    ASSERT_TRUE((*log)->PutWorkload({"w", "canonical", "matmul", "matmul(M=8, N=8, K=8)"}).ok());
+    auto log = MustOpen(path);
+    ASSERT_NE(log, nullptr);
+    auto best = log->Best("w", "cuda -arch=sm_90");
+    ASSERT_TRUE(best.ok() && best->has_value()) << best.status();
+    const measure::Timings& t = (*best)->measurement.timings;
+    EXPECT_EQ((*best)->uid, "u3");
+    EXPECT_EQ(t.repeats_ms, (std::vector<double>{1.5, 2.5, 2.0}));
+    EXPECT_EQ(t.median_ms, 2.0);
+    // Every record before version 5 was a full measurement; its other figures were not kept.
+    EXPECT_EQ(t.kind, measure::TimingKind::kConfirmed);
+    EXPECT_TRUE(t.kernel_repeats_ms.empty());
+    EXPECT_EQ(t.kernel_median_ms, 0);
+    EXPECT_FALSE(t.counters.has_value());
+    EXPECT_FALSE(t.device_state.known());
+    EXPECT_EQ(t.note, "");
+
+    // New records keep every figure in the migrated log.
+    ASSERT_TRUE(log->AddRecord(&r).ok());
+    auto rs = log->TopK("w", "cuda -arch=sm_90", 10);
+    ASSERT_TRUE(rs.ok()) << rs.status();
+    ASSERT_EQ(rs->size(), 2u);
+    const Record& added = (*rs)[0].uid == r.uid ? (*rs)[0] : (*rs)[1];
+    EXPECT_EQ(DiffTestRecord(added, 3), "");
+
+    // A quarantine table of version 3 takes the rows of this build: its new columns are added.
+    auto moved = log->QuarantineRecords({{(*best)->id, "u3", "w", "cuda -arch=sm_90", "test"},
+                                         {r.id, r.uid, "w", "cuda -arch=sm_90", "test"}});
+    ASSERT_TRUE(moved.ok()) << moved.status();
+    EXPECT_EQ(*moved, 2);
   }
-  ASSERT_EQ(RawExec(path,
-                    "INSERT INTO jobs (id, target_kind, target_key, state, created_unix_ms) "
-                    "VALUES (1, 'host', 'host', 'done', 1700000000000); INSERT INTO tasks "
-                    "(id, job_id, workload_key, trials_budget, state) VALUES (1, 1, 'w', 8, "
-                    "'done');"),
-            "");
-  ASSERT_EQ(RawQuery(path, "PRAGMA user_version"), "3");
-  ASSERT_EQ(
-      RawQuery(path, "SELECT count(*) FROM pragma_table_info('tasks') WHERE name = 'baseline_ms'"),
-      "0");
+  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), Latest());
+  EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM records"), "0");
+  EXPECT_EQ(RawQuery(path,
+                     "SELECT uid || ' ' || timing_kind || ' ' || printf('%.6f', kernel_median_ms) "
+                     "|| ' ' || ifnull(dram_read_bytes, 'null') || ' ' || sm_clock_mhz FROM "
+                     "quarantined_records ORDER BY id",
+                     0, /*all_rows=*/true),
+            "u3 1 0.000000 null 0\n" + r.uid + " 1 " +
+                absl::StrFormat("%.6f", r.measurement.timings.kernel_median_ms) +
+                " 1500000003.0 1758");
+}
+
+TEST(TuningLog, RecordKeepsEveryMeasuredFigure) {
+  const std::string path = NewLogPath();
   auto log = MustOpen(path);
   ASSERT_NE(log, nullptr);
-  EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), std::to_string(store::LatestSchemaVersion()));
-  auto old = log->TasksOf(1);
-  ASSERT_TRUE(old.ok()) << old.status();
-  ASSERT_EQ(old->size(), 1u);
-  EXPECT_EQ((*old)[0].trials_budget, 8);
-  EXPECT_EQ((*old)[0].baseline_ms, 0);
-  EXPECT_EQ((*old)[0].baseline_label, "");
+  // Record 3: CUPTI kernel times, counters, clocks, confirmed. Record 1: no counters (a note
+  // says why), screened. Record 4: a compile error, without timings.
+  std::vector<Record> rs = {MakeTestRecord(3, "w", "cuda -arch=sm_90"),
+                            MakeTestRecord(1, "w", "cuda -arch=sm_90"),
+                            MakeTestRecord(4, "w", "cuda -arch=sm_90")};
+  ASSERT_TRUE(rs[0].measurement.timings.counters.has_value());
+  ASSERT_EQ(rs[1].measurement.timings.kind, measure::TimingKind::kScreened);
+  ASSERT_TRUE(log->AddRecords(&rs).ok());
+  // Every reader reads them back whole: the scan a cost model trains on, and top-k.
+  std::vector<Record> scanned;
+  ASSERT_TRUE(log->ForEachRecordOfTarget("cuda -arch=sm_90",
+                                         [&](const Record& x) {
+                                           scanned.push_back(x);
+                                           return true;
+                                         })
+                  .ok());
+  ASSERT_EQ(scanned.size(), 3u);
+  for (const Record& got : scanned) {
+    EXPECT_EQ(DiffTestRecord(got, static_cast<int64_t>(got.candidate_id)), "")
+        << "record " << got.candidate_id;
+  }
+  auto top = log->TopK("w", "cuda -arch=sm_90", 10);
+  ASSERT_TRUE(top.ok()) << top.status();
+  ASSERT_EQ(top->size(), 2u);  // the ok ones
+  for (const Record& got : *top) {
+    EXPECT_EQ(DiffTestRecord(got, static_cast<int64_t>(got.candidate_id)), "");
+  }
+  const measure::Timings& t3 = rs[0].measurement.timings;
+  EXPECT_EQ(RawQuery(path,
+                     "SELECT timing_kind || ' ' || sm_clock_mhz || ' ' || "
+                     "memory_clock_mhz || ' ' || temperature_c || ' ' || dram_read_bytes "
+                     "FROM records WHERE uid = '" +
+                         rs[0].uid + "'"),
+            "1 1758 2619 43 1500000003.0");
+  EXPECT_EQ(RawQuery(path, "SELECT printf('%.6f', kernel_median_ms) FROM records WHERE uid = '" +
+                               rs[0].uid + "'"),
+            absl::StrFormat("%.6f", t3.kernel_median_ms));
+  // Not collected is NULL, not 0: a counter of 0 bytes is a measurement.
+  EXPECT_EQ(RawQuery(path,
+                     "SELECT timing_kind || ' ' || ifnull(dram_read_bytes, 'null') || ' ' "
+                     "|| ifnull(achieved_occupancy, 'null') || ' ' || timing_note FROM "
+                     "records WHERE uid = '" +
+                         rs[1].uid + "'"),
+            "2 null null no hardware counters: not asked for (record 1)");
+  EXPECT_EQ(RawQuery(path,
+                     "SELECT json_array_length(kernel_repeats_ms) FROM records WHERE "
+                     "uid = '" +
+                         rs[1].uid + "'"),
+            "10");
+}
 
-  std::vector<store::TaskRow> tasks(1);
-  tasks[0].workload_key = "w";
-  tasks[0].baseline_ms = 0.125;
-  tasks[0].baseline_label = "cuBLAS";
-  ASSERT_TRUE(log->CreateJob(&job, &tasks).ok());
-  auto now = log->TasksOf(job.id);
-  ASSERT_TRUE(now.ok()) << now.status();
-  ASSERT_EQ(now->size(), 1u);
-  EXPECT_EQ((*now)[0].baseline_ms, 0.125);
-  EXPECT_EQ((*now)[0].baseline_label, "cuBLAS");
+TEST(TuningLog, UnknownTimingKindInARowIsABadRow) {
+  const std::string path = NewLogPath();
+  auto log = MustOpen(path);
+  ASSERT_NE(log, nullptr);
+  Record r = MakeTestRecord(3, "w", "host");
+  ASSERT_TRUE(log->AddRecord(&r).ok());
+  ASSERT_EQ(RawExec(path, "UPDATE records SET timing_kind = 7"), "");
+  auto bad = log->BadRecords();
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  ASSERT_EQ(bad->size(), 1u);
+  EXPECT_EQ((*bad)[0].problem, "unknown timing_kind 7 in the tuning log (1 confirmed, 2 screened)");
 }
 
 }  // namespace

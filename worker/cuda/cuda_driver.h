@@ -31,6 +31,7 @@ namespace tessel::worker {
   X(cuDeviceGet)                                 \
   X(cuDeviceGetName)                             \
   X(cuDeviceGetAttribute)                        \
+  X(cuDeviceGetPCIBusId)                         \
   X(cuDeviceTotalMem)                            \
   X(cuDevicePrimaryCtxRetain)                    \
   X(cuDevicePrimaryCtxRelease)                   \

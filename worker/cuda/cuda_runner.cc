@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "worker/cuda/cuda_verifier.h"
 #include "worker/cuda/cupti_kernel_timer.h"
+#include "worker/cuda/nvml_device_monitor.h"
 
 namespace tessel::worker {
 namespace {
@@ -151,6 +152,17 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
   size_t total = 0;
   TESSEL_CU_RETURN_IF_ERROR(d, cuDeviceTotalMem, (&total, device->device_));
   info.total_memory_bytes = static_cast<int64_t>(total);
+  char bus_id[64] = {0};
+  TESSEL_CU_RETURN_IF_ERROR(d, cuDeviceGetPCIBusId,
+                            (bus_id, static_cast<int>(sizeof(bus_id) - 1), device->device_));
+  info.pci_bus_id = bus_id;
+  // Without NVML the device times all the same; its timings then say why they have no clocks.
+  absl::StatusOr<std::unique_ptr<NvmlDeviceMonitor>> nvml = NvmlDeviceMonitor::Create(bus_id);
+  if (nvml.ok()) {
+    device->nvml_ = *std::move(nvml);
+  } else {
+    device->nvml_missing_ = std::string(nvml.status().message());
+  }
   return device;
 }
 
@@ -636,8 +648,20 @@ absl::StatusOr<measure::Timings> CudaDevice::TimeRegion(
     batch = static_cast<size_t>(std::clamp<int64_t>(wanted, 1, options.max_repeats - n));
     batch = std::min(batch, kMaxBatch);
   }
+  // The state the GPU was timed in: read before anything else runs on it.
+  measure::DeviceState state;
+  std::string no_state = nvml_missing_;
+  if (nvml_ != nullptr) {
+    absl::StatusOr<measure::DeviceState> read = nvml_->Read();
+    if (read.ok()) {
+      state = *read;
+    } else {
+      no_state = std::string(read.status().message());
+    }
+  }
   const size_t timed = repeats.size();
   measure::Timings timings = measure::MakeTimings(std::move(repeats));
+  timings.device_state = state;
   if (cupti != nullptr) {
     absl::StatusOr<std::vector<CuptiKernelRecord>> kernels = cupti->End();
     absl::StatusOr<std::vector<double>> per_repeat =
@@ -649,6 +673,9 @@ absl::StatusOr<measure::Timings> CudaDevice::TimeRegion(
     } else {
       note = std::string(per_repeat.status().message());
     }
+  }
+  if (!no_state.empty()) {
+    absl::StrAppend(&note, note.empty() ? "" : "; ", "no clocks or temperature: ", no_state);
   }
   timings.note = std::move(note);
   return timings;

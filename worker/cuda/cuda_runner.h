@@ -5,7 +5,8 @@
 // device buffers, launches in order, and timing per DESIGN.md section 6: warm-up runs, then
 // repeats, each between two events on the stream with the L2 cache flushed before it (a
 // cuMemsetD32Async over a buffer twice the L2 size), until a minimum total time or a maximum
-// number of repeats; every repeat and the median are returned.
+// number of repeats; every repeat and the median are returned, with each repeat's kernel time
+// from CUPTI and the SM and memory clocks and temperature right after the repeats (NVML).
 //
 // Lifetime: CudaPrograms and CudaBuffers must be destroyed before the CudaDevice that made them.
 // Threads: a CudaDevice and what it made are used by one thread at a time; every call makes the
@@ -33,7 +34,8 @@
 
 namespace tessel::worker {
 
-class CudaVerifier;  // cuda_verifier.h
+class CudaVerifier;       // cuda_verifier.h
+class NvmlDeviceMonitor;  // nvml_device_monitor.h
 
 // OK when a GPU can be used: the driver loads, cuInit succeeds and there is at least one device;
 // otherwise why not. Never crashes, also without libcuda. Threads: any thread.
@@ -56,6 +58,7 @@ struct CudaDeviceInfo {
   std::array<int64_t, 3> max_grid{0, 0, 0};
   bool cooperative_launch = false;  // can launch kernels that synchronize their whole grid
   int driver_version = 0;           // 13000 for CUDA 13.0
+  std::string pci_bus_id;           // "0000:65:00.0" (cuDeviceGetPCIBusId)
 };
 
 // What the loader found out about one kernel (cuFuncGetAttribute).
@@ -199,6 +202,10 @@ class CudaDevice {
   int64_t flush_words_ = 0;
   uint32_t flush_value_ = 0;
   std::vector<CUevent> events_;  // start/stop pairs for timing
+  // Clocks and temperature after the timed repeats; null when NVML cannot be used, and then
+  // `nvml_missing_` says why (every timing's note repeats it).
+  std::unique_ptr<NvmlDeviceMonitor> nvml_;
+  std::string nvml_missing_;
   bool poisoned_ = false;
   std::unique_ptr<CudaVerifier> verifier_;
 };
