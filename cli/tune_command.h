@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "cli/screening_flags.h"
 
 namespace tessel::cli {
 
@@ -22,7 +23,9 @@ struct TuneOptions {
   std::string strategy = "evolutionary";  // search::KnownStrategies()
   uint64_t seed = 0;
   bool quiet = false;    // no kernel source at the end
-  bool verbose = false;  // the server's and worker's log lines on stderr
+  bool verbose = false;  // the server's and worker's log lines on stderr, and the timeline
+  bool timeline = false;  // the job's timeline at the end (also with verbose)
+  ScreeningFlags screening;
 };
 
 // $TESSEL_DB, or $XDG_DATA_HOME/tessel/tuning.db, or ~/.local/share/tessel/tuning.db.

@@ -10,7 +10,8 @@
 // 0-4): top-8 of 512 within 10% of the best in 14 of 15 (workload, seed) cases against 10 of 15
 // with power 1, pairwise accuracy 0.86-0.88 against 0.89-0.90 on the matmuls (softmax 0.98
 // either way); power 2 hit 14 of 15 too but fell to 0.81-0.85 pairwise.
-// Weights: weight = max(label, min_weight) (0.1 by default): an error on a fast candidate costs
+// Weights: weight = max(label, min_weight) (0.1 by default), times screened_weight for a screened
+// example (measure::TimingKind::kScreened; its label is relative to the confirmed best): an error on a fast candidate costs
 // up to ten times more than one on a slow or failed candidate, because the search only acts on
 // the candidates predicted best, while failures still pull their region of the space down.
 // Objective: reg:squarederror by default; "rank:pairwise" (one query group per workload, no
@@ -64,6 +65,10 @@ struct XGBoostOptions {
   // label = (best_ms / median_ms)^label_power: above 1, the fast end of the range is spread out
   // and the slow end squeezed together, which is where the search needs the model to be right.
   double label_power = 1.5;
+  // A screened example's weight is scaled by this (issue 21): its median comes from a few
+  // repeats (a few % of noise where a confirmed one has under 2%), far below the model's own
+  // error, so it still teaches the model where the slow candidates are, at half the say.
+  double screened_weight = 0.5;
 };
 
 class XGBoostCostModel final : public CostModel {
@@ -106,7 +111,10 @@ class XGBoostCostModel final : public CostModel {
   XGBoostOptions xgb_;
   std::mt19937_64 rng_;
   std::vector<Example> examples_;
-  std::unordered_map<std::string, double> best_ms_;  // per workload key; ok examples only
+  std::unordered_map<std::string, double> best_ms_;  // per workload key; ok confirmed examples
+  // Per workload key, the best screened median: the labels' reference only for a workload
+  // without a confirmed example (screening confirms whatever comes near the best).
+  std::unordered_map<std::string, double> best_screened_ms_;
   std::unique_ptr<Handle> booster_;
   std::string base_model_;  // the loaded booster's bytes; empty unless Deserialize
   int64_t trained_on_ = 0;
