@@ -171,8 +171,7 @@ RunResult RunJob(const Flags& f, const std::vector<std::string>& workloads, doub
     absl::SleepFor(absl::Milliseconds(500));
   }
   std::fprintf(stderr, "\n");
-  out.wall_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stop.Notify();
   worker.join();
   (*srv)->Shutdown();
@@ -215,8 +214,8 @@ void PrintTimeline(const RunResult& r) {
   }
   std::printf("  %-52s %12s %9s %9s %7s\n", "task", "best ms", "screened", "margin", "pairs");
   for (const auto& [key, t] : r.tasks) {
-    std::printf("  %-52s %12.4f %5ld/%-3zu %8.1f%% %7ld\n", t.spec.substr(0, 52).c_str(),
-                t.best_ms, static_cast<long>(t.screened), t.medians.size(), 100 * t.margin,
+    std::printf("  %-52s %12.4f %5ld/%-3zu %8.1f%% %7ld\n", t.spec.substr(0, 52).c_str(), t.best_ms,
+                static_cast<long>(t.screened), t.medians.size(), 100 * t.margin,
                 static_cast<long>(t.pairs));
   }
 }
@@ -294,10 +293,11 @@ int main(int argc, char** argv) {
   const std::string dir =
       f.keep.empty() ? absl::StrCat("/tmp/tessel_live_timeline_", getpid()) : f.keep;
 
-  std::printf("live timeline: %s, %zu workloads x %ld trials, strategy %s, seed %lu, batch %d, "
-              "full measurement %.0f ms\n",
-              f.target.c_str(), f.workloads.size(), static_cast<long>(f.trials),
-              f.strategy.c_str(), static_cast<unsigned long>(f.seed), f.batch, f.min_total_ms);
+  std::printf(
+      "live timeline: %s, %zu workloads x %ld trials, strategy %s, seed %lu, batch %d, "
+      "full measurement %.0f ms\n",
+      f.target.c_str(), f.workloads.size(), static_cast<long>(f.trials), f.strategy.c_str(),
+      static_cast<unsigned long>(f.seed), f.batch, f.min_total_ms);
   std::printf("\n== screening %.3g ms ==\n", f.screen_ms);
   RunResult with = RunJob(f, f.workloads, f.screen_ms, dir + "/screen");
   PrintTimeline(with);
@@ -316,7 +316,7 @@ int main(int argc, char** argv) {
     auto other = without.tasks.find(key);
     if (other == without.tasks.end()) continue;
     double best = 0;
-    for (const TaskResult* r : {&t, &other->second}) {
+    for (const TaskResult* r : {&t, static_cast<const TaskResult*>(&other->second)}) {
       for (double m : r->medians) {
         if (m > 0 && (best == 0 || m < best)) best = m;
       }
@@ -325,10 +325,11 @@ int main(int argc, char** argv) {
     const auto a = Reach(t, best / 0.95);
     const auto b = Reach(other->second, best / 0.95);
     auto cell = [](std::pair<int64_t, double> r) {
-      return r.first == 0 ? std::string("never") : absl::StrFormat("%d (%.1f s)", r.first, r.second);
+      return r.first == 0 ? std::string("never")
+                          : absl::StrFormat("%d (%.1f s)", r.first, r.second);
     };
-    std::printf("  %-52s %12.4f %18s %18s\n", t.spec.substr(0, 52).c_str(), best,
-                cell(a).c_str(), cell(b).c_str());
+    std::printf("  %-52s %12.4f %18s %18s\n", t.spec.substr(0, 52).c_str(), best, cell(a).c_str(),
+                cell(b).c_str());
     if (a.first > 0) tw += static_cast<double>(a.first), ++nw;
     if (b.first > 0) to += static_cast<double>(b.first), ++no;
   }

@@ -16,9 +16,9 @@ void AddScreeningFlags(CLI::App* cmd, ScreeningFlags* flags) {
                   absl::StrCat("Screening: the fraction of candidates timed in full whatever "
                                "their screen says, an unbiased sample of its noise (default ",
                                defaults.audit, ")"));
-  cmd->add_option("--screen-min-repeats", flags->min_repeats,
-                  absl::StrCat("Screening: timed repeats at least (default ", defaults.min_repeats,
-                               ")"));
+  cmd->add_option(
+      "--screen-min-repeats", flags->min_repeats,
+      absl::StrCat("Screening: timed repeats at least (default ", defaults.min_repeats, ")"));
 }
 
 absl::StatusOr<server::ScreeningOptions> ScreeningFromFlags(const ScreeningFlags& flags,

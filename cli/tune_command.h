@@ -22,8 +22,8 @@ struct TuneOptions {
   std::string db;                         // default: DefaultLogPath()
   std::string strategy = "evolutionary";  // search::KnownStrategies()
   uint64_t seed = 0;
-  bool quiet = false;    // no kernel source at the end
-  bool verbose = false;  // the server's and worker's log lines on stderr, and the timeline
+  bool quiet = false;     // no kernel source at the end
+  bool verbose = false;   // the server's and worker's log lines on stderr, and the timeline
   bool timeline = false;  // the job's timeline at the end (also with verbose)
   ScreeningFlags screening;
 };

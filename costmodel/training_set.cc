@@ -79,7 +79,8 @@ absl::StatusOr<TrainingSet> BuildTrainingSet(const std::vector<measure::Measured
       e.workload_key = r.workload_key;
       e.features = f->second;
       e.median_ms = r.measurement.latency_ms();
-      e.screened = r.measurement.ok() && r.measurement.timings.kind == measure::TimingKind::kScreened;
+      e.screened =
+          r.measurement.ok() && r.measurement.timings.kind == measure::TimingKind::kScreened;
     } else {
       absl::StatusOr<Example> built = ExampleFromTrace(r, *it->second, target);
       if (!built.ok()) {

@@ -207,9 +207,9 @@ absl::StatusOr<measure::ScreenOptions> FromProto(const ScreenOptions& in) {
   }
   if (!(in.best_ms() >= 0 && std::isfinite(in.best_ms())) ||
       !(in.margin() >= 0 && std::isfinite(in.margin()))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ScreenOptions: best_ms ", in.best_ms(), ", margin ", in.margin(),
-                     ": both must be finite and at least 0"));
+    return absl::InvalidArgumentError(absl::StrCat("ScreenOptions: best_ms ", in.best_ms(),
+                                                   ", margin ", in.margin(),
+                                                   ": both must be finite and at least 0"));
   }
   measure::ScreenOptions out;
   out.enabled = true;
@@ -374,10 +374,9 @@ measure::Measurement FromProto(const MeasureResult& in) {
   out.timings.screen_median_ms = in.screen_median_ms();
   out.timings.screen_repeats = in.screen_repeats();
   if (in.has_worker_times()) {
-    out.worker_times = measure::WorkerTimes{in.worker_times().queue_ms(),
-                                            in.worker_times().compile_wait_ms(),
-                                            in.worker_times().timing_ms(),
-                                            in.worker_times().device_ms()};
+    out.worker_times =
+        measure::WorkerTimes{in.worker_times().queue_ms(), in.worker_times().compile_wait_ms(),
+                             in.worker_times().timing_ms(), in.worker_times().device_ms()};
   }
   if (in.has_counters()) {
     out.timings.counters =

@@ -71,7 +71,8 @@ void JobTimeline::Add(const CandidateStages& c) {
     Put(kWorkerQueue, w.queue_ms);
     Put(kDevice, w.device_ms);
     Put(kCompileWait, w.compile_wait_ms);
-    if (c.in_flight_ms >= 0) Put(kTransit, std::max(0.0, c.in_flight_ms - w.queue_ms - w.device_ms));
+    if (c.in_flight_ms >= 0)
+      Put(kTransit, std::max(0.0, c.in_flight_ms - w.queue_ms - w.device_ms));
   }
   if (m.compile_ms > 0 && !m.compile_cache_hit) Put(kCompile, m.compile_ms);
   if (m.verify_ms > 0) Put(kVerify, m.verify_ms);

@@ -142,8 +142,8 @@ absl::Status ServerImpl::Start() {
   jopts.timing = options_.timing;
   jopts.screening = options_.screening;
   if (absl::Status s = CheckScreeningOptions(jopts.screening, jopts.timing);
-      !s.ok() && !(jopts.screening.enabled() &&
-                   jopts.screening.screen_ms >= jopts.timing.min_total_ms)) {
+      !s.ok() &&
+      !(jopts.screening.enabled() && jopts.screening.screen_ms >= jopts.timing.min_total_ms)) {
     return s;
   }
   if (jopts.screening.enabled() && jopts.screening.screen_ms >= jopts.timing.min_total_ms) {

@@ -161,6 +161,10 @@ class TuningLog {
   virtual absl::Status AddRecords(std::vector<Record>* rs) = 0;
   virtual absl::StatusOr<TaskCounts> CountsOf(int64_t task_id) = 0;
   virtual absl::StatusOr<std::vector<Record>> RecordsOf(int64_t task_id) = 0;
+  // Screening (issue 21), FOLLOW-UP once the records table has its timing_kind column: TopK,
+  // Best, TopKOnDevice, CountsOf's best_ms and KeepsArtifact are to read confirmed records only
+  // (`timing_kind != 2`), so that a deploy-time best is confirmed even across devices and jobs.
+  // Within one task it already is: a screened median lies above a confirmed one of its task.
   // The k fastest ok records of (workload, target), fastest first.
   virtual absl::StatusOr<std::vector<Record>> TopK(const std::string& workload_key,
                                                    const std::string& target_key, int k) = 0;

@@ -481,37 +481,37 @@ absl::StatusOr<measure::Timings> TimeScreened(const GeneratedSource& source, Exe
                                               const measure::ScreenOptions& screen,
                                               double* fill_ms) {
   if (!screen.enabled) return TimePrepared(source, exe, seed, fill, timing, fill_ms);
-  return WithInputs(
-      source, exe, seed, fill, fill_ms,
-      [&](const TimeOn& time_on) -> absl::StatusOr<measure::Timings> {
-        measure::TimingOptions short_timing = screen.timing;
-        short_timing.hardware_counters = timing.hardware_counters;
-        absl::StatusOr<measure::Timings> screened = time_on(short_timing);
-        if (!screened.ok()) return screened;
-        const double screen_median = screened->median_ms;
-        const int screen_repeats = static_cast<int>(screened->repeats_ms.size());
-        if (!measure::ShouldConfirm(screen, screen_median)) {
-          screened->kind = measure::TimingKind::kScreened;
-          screened->screen_median_ms = screen_median;
-          screened->screen_repeats = screen_repeats;
-          return screened;
-        }
-        // The full measurement, as without screening; the counters were collected already.
-        measure::TimingOptions full = timing;
-        full.hardware_counters = false;
-        absl::StatusOr<measure::Timings> confirmed = time_on(full);
-        if (!confirmed.ok()) return confirmed;
-        confirmed->kind = measure::TimingKind::kConfirmed;
-        confirmed->screen_median_ms = screen_median;
-        confirmed->screen_repeats = screen_repeats;
-        if (timing.hardware_counters) {
-          confirmed->counters = screened->counters;
-          if (!screened->counters.has_value() && confirmed->note.empty()) {
-            confirmed->note = screened->note;
-          }
-        }
-        return confirmed;
-      });
+  return WithInputs(source, exe, seed, fill, fill_ms,
+                    [&](const TimeOn& time_on) -> absl::StatusOr<measure::Timings> {
+                      measure::TimingOptions short_timing = screen.timing;
+                      short_timing.hardware_counters = timing.hardware_counters;
+                      absl::StatusOr<measure::Timings> screened = time_on(short_timing);
+                      if (!screened.ok()) return screened;
+                      const double screen_median = screened->median_ms;
+                      const int screen_repeats = static_cast<int>(screened->repeats_ms.size());
+                      if (!measure::ShouldConfirm(screen, screen_median)) {
+                        screened->kind = measure::TimingKind::kScreened;
+                        screened->screen_median_ms = screen_median;
+                        screened->screen_repeats = screen_repeats;
+                        return screened;
+                      }
+                      // The full measurement, as without screening; the counters were collected
+                      // already.
+                      measure::TimingOptions full = timing;
+                      full.hardware_counters = false;
+                      absl::StatusOr<measure::Timings> confirmed = time_on(full);
+                      if (!confirmed.ok()) return confirmed;
+                      confirmed->kind = measure::TimingKind::kConfirmed;
+                      confirmed->screen_median_ms = screen_median;
+                      confirmed->screen_repeats = screen_repeats;
+                      if (timing.hardware_counters) {
+                        confirmed->counters = screened->counters;
+                        if (!screened->counters.has_value() && confirmed->note.empty()) {
+                          confirmed->note = screened->note;
+                        }
+                      }
+                      return confirmed;
+                    });
 }
 
 absl::StatusOr<measure::Timings> Measure(const GeneratedSource& source,

@@ -196,9 +196,9 @@ TEST(Screening, AJobScreensConfirmsItsBestAndFillsItsTimeline) {
   EXPECT_GT(stage["  time"].sum_ms(), 0);
   EXPECT_GT(stage["  device"].sum_ms(), 0);
   const double eps = 1;  // ms, rounding
-  EXPECT_GE(stage["  device"].sum_ms() + eps,
-            stage["  verify"].sum_ms() + stage["  time"].sum_ms() +
-                stage["  compile wait"].sum_ms());
+  EXPECT_GE(
+      stage["  device"].sum_ms() + eps,
+      stage["  verify"].sum_ms() + stage["  time"].sum_ms() + stage["  compile wait"].sum_ms());
   EXPECT_GE(stage["in flight"].sum_ms() + eps,
             stage["  worker queue"].sum_ms() + stage["  device"].sum_ms());
   EXPECT_GE(stage["total"].sum_ms() + eps,

@@ -371,12 +371,11 @@ TEST(WorkerDaemon, ScreeningTimesClearlySlowCandidatesBrieflyAndConfirmsThoseNea
     proto::MeasureOptions o = options;
     o.mutable_screen()->set_best_ms(best_ms);
     o.mutable_screen()->set_task_id(id);  // each batch its own task: no best of the worker's
-    proto::ServerMessage m =
-        MakeBatch(id,
-                  {PlantHostFault(ref, Plant::kNone, tag + "a"),
-                   PlantHostFault(ref, Plant::kNone, tag + "b"),
-                   PlantHostFault(ref, Plant::kNone, tag + "c")},
-                  ref, o);
+    proto::ServerMessage m = MakeBatch(
+        id,
+        {PlantHostFault(ref, Plant::kNone, tag + "a"), PlantHostFault(ref, Plant::kNone, tag + "b"),
+         PlantHostFault(ref, Plant::kNone, tag + "c")},
+        ref, o);
     return m;
   };
 
