@@ -8,7 +8,7 @@
 // and prints per workload the trials and the seconds each run needed to reach 95% of the best
 // latency either run found, so that screening is seen not to make the search worse per trial.
 //
-//   tessel_bench_live_timeline [--target=host|cuda] [--trials=N] [--screen-ms=MS] [--compare]
+// tessel_bench_live_timeline [--target=host|cuda] [--trials=N] [--screen-ms=MS] [--compare]
 //       [--workload=SPEC]... [--strategy=evolutionary] [--seed=S] [--batch=N]
 //       [--min-total-ms=MS] [--tessel=PATH] [--keep=DIR]
 //
