@@ -95,6 +95,7 @@ struct QueuedCandidate {
   // The timeline (server/job_timeline.h): the search's time for it, when it was enqueued and
   // when its (last) batch was sent.
   double sample_ms = -1;
+  double build_ms = -1;  // of sample_ms's call: CPU time building, summed over its threads
   std::chrono::steady_clock::time_point enqueued{};
   std::chrono::steady_clock::time_point sent{};
 };

@@ -441,6 +441,7 @@ void JobManager::OnResult(const QueuedCandidate& candidate, const measure::Measu
   const Clock::time_point learned = Clock::now();
   CandidateStages stages;
   stages.sample_ms = candidate.sample_ms;
+  stages.build_ms = candidate.build_ms;
   if (candidate.enqueued != Clock::time_point()) {
     stages.total_ms = std::max(0.0, candidate.sample_ms) + MsBetween(candidate.enqueued, learned);
     if (candidate.sent != Clock::time_point()) {
@@ -480,9 +481,11 @@ int64_t JobManager::TopUpLocked(Job& job, Task& task, int64_t limit) {
   const int64_t want = std::min(remaining, batch * std::max<int64_t>(2, free + 1) - queued);
   if (want <= 0) return 0;
   const absl::Time t0 = absl::Now();
+  const double build_before_ms = task.strategy->build_ms();
   absl::StatusOr<std::vector<search::Proposal>> ps =
       task.strategy->GenerateCandidates(static_cast<int>(want));
   const double sample_s = absl::ToDoubleSeconds(absl::Now() - t0);
+  const double build_ms = task.strategy->build_ms() - build_before_ms;
   job.search_s += sample_s;
   if (!ps.ok()) {
     FinishJobLocked(job, store::JobState::kFailed,
@@ -505,6 +508,7 @@ int64_t JobManager::TopUpLocked(Job& job, Task& task, int64_t limit) {
   for (search::Proposal& p : *ps) {
     QueuedCandidate q;
     q.sample_ms = 1000 * sample_s / static_cast<double>(ps->size());
+    q.build_ms = build_ms / static_cast<double>(ps->size());
     q.enqueued = enqueued;
     q.task_id = task.row.id;
     q.candidate_id = p.candidate_id;

@@ -9,6 +9,7 @@ namespace {
 
 enum Stage {
   kSample,
+  kBuild,
   kServerQueue,
   kInFlight,
   kWorkerQueue,
@@ -31,6 +32,7 @@ struct StageName {
 
 constexpr StageName kNames[kStages] = {
     {"sample", "search: sampling, mutation, lowering, codegen, cost model (per candidate)"},
+    {"  build", "of sample: lowering, limit checks, codegen (CPU time over its threads)"},
     {"server queue", "queued at the dispatcher until its batch was sent"},
     {"in flight", "batch sent until the result arrived at the server"},
     {"  worker queue", "batch arrived at the worker until its device started on it"},
@@ -59,6 +61,7 @@ void JobTimeline::Put(int stage, double ms) {
 void JobTimeline::Add(const CandidateStages& c) {
   ++candidates_;
   Put(kSample, c.sample_ms);
+  Put(kBuild, c.build_ms);
   Put(kServerQueue, c.server_queue_ms);
   Put(kInFlight, c.in_flight_ms);
   Put(kStore, c.store_ms);

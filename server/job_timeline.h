@@ -8,6 +8,8 @@
 // Per candidate (milliseconds):
 //   sample        the search strategy's GenerateCandidates call (sampling, mutation, lowering,
 //                 code generation and the cost model), divided among the candidates it proposed
+//     build       of that call, the CPU time lowering, checking and generating code (summed over
+//                 the strategy's threads, so it can exceed sample), divided likewise
 //   server queue  enqueued at the dispatcher until its batch was sent to a worker
 //   in flight     batch sent until the result arrived at the server; it holds:
 //     worker queue  the batch's arrival at the worker until its device started on the candidate
@@ -33,6 +35,7 @@ namespace tessel::server {
 // One candidate's stages (see the top of the file); negative: unknown.
 struct CandidateStages {
   double sample_ms = -1;
+  double build_ms = -1;
   double server_queue_ms = -1;
   double in_flight_ms = -1;
   double store_ms = -1;

@@ -186,10 +186,15 @@ TEST(Screening, AJobScreensConfirmsItsBestAndFillsItsTimeline) {
   // The timeline: every stage of every candidate, adding up.
   std::map<std::string, proto::TimelineStage> stage;
   for (const proto::TimelineStage& s : info.timeline()) stage[s.name()] = s;
+  int64_t ok = 0;
+  for (const proto::TaskInfo& t : info.tasks()) ok += t.trials_ok();
   for (const char* name : {"sample", "server queue", "in flight", "  worker queue", "  device",
                            "  transit", "  verify", "  time", "store", "learn", "total"}) {
     ASSERT_TRUE(stage.count(name)) << name;
-    EXPECT_EQ(stage[name].count(), 32) << name;
+    // Every candidate has every stage, but a failure may have no verification or timing.
+    const bool ok_only = std::string(name) == "  verify" || std::string(name) == "  time";
+    EXPECT_LE(stage[name].count(), 32) << name;
+    EXPECT_GE(stage[name].count(), ok_only ? ok : 32) << name;
     EXPECT_GE(stage[name].sum_ms(), 0) << name;
     EXPECT_LE(stage[name].median_ms(), stage[name].sum_ms()) << name;
   }
