@@ -10,17 +10,18 @@
 // 0-4): top-8 of 512 within 10% of the best in 14 of 15 (workload, seed) cases against 10 of 15
 // with power 1, pairwise accuracy 0.86-0.88 against 0.89-0.90 on the matmuls (softmax 0.98
 // either way); power 2 hit 14 of 15 too but fell to 0.81-0.85 pairwise.
-// Weights: weight = max(label, min_weight) (0.1 by default), times screened_weight for a screened
-// example (measure::TimingKind::kScreened; its label is relative to the confirmed best): an error
-// on a fast candidate costs up to ten times more than one on a slow or failed candidate, because
-// the search only acts on the candidates predicted best, while failures still pull their region of
-// the space down. Objective: reg:squarederror by default; "rank:pairwise" (one query group per
-// workload, no weights) is an option (XGBoostOptions::objective). On real host candidates of four
-// matmul spaces with synthetic latencies (15% noise, the slowest failing; 128 trained on per
-// workload, 3 seeds) squared error ranked held-out pairs 0.917 right against 0.895 for pairwise
-// ranking, with the same top-8 hits (7 of 12), and min_weight 0.1 beat 1 (uniform) and 0.01 (0.917,
-// 0.911, 0.905): not measurably better, so the default stays. Re-measure on real logs with `tessel
-// costmodel eval`.
+// Weights: weight = max(label, min_weight) (0.1 by default): an error on a fast candidate costs
+// up to ten times more than one on a slow or failed candidate, because the search only acts on
+// the candidates predicted best, while failures still pull their region of the space down.
+// A screened example (measure::TimingKind::kScreened, issue 21) has its weight scaled by
+// screened_weight and never sets its workload's best (its label is relative to the confirmed one).
+// Objective: reg:squarederror by default; "rank:pairwise" (one query group per workload, no
+// weights) is an option (XGBoostOptions::objective). On real host candidates of four matmul
+// spaces with synthetic latencies (15% noise, the slowest failing; 128 trained on per workload,
+// 3 seeds) squared error ranked held-out pairs 0.917 right against 0.895 for pairwise ranking,
+// with the same top-8 hits (7 of 12), and min_weight 0.1 beat 1 (uniform) and 0.01 (0.917, 0.911,
+// 0.905): not measurably better, so the default stays. Re-measure on real logs with
+// `tessel costmodel eval`.
 //
 // Life cycle: Predict returns the prior's scores (roofline_prior.h, or random ones when
 // CostModelOptions::roofline_prior is off) until warmup_examples examples have been seen;
