@@ -19,6 +19,7 @@ struct JobFlags {
   int64_t job_id = 0;
   bool unfinished = false;
   bool wait = false;
+  bool timeline = false;
   double reattach_s = 120;
 };
 
@@ -64,6 +65,9 @@ void AddJobCommands(CLI::App& app) {
         AddServerFlag(app.add_subcommand("status", "Show a job's tasks and progress"), f.get());
     cmd->add_option("job", f->job_id, "The job id (tessel jobs lists them)")->required();
     cmd->add_flag("--wait", f->wait, "Show progress until the job is finished");
+    cmd->add_flag("--timeline,-v", f->timeline,
+                  "Also show where the candidates' time went (sample, queue, compile, verify, "
+                  "time, store, ...)");
     AddReattachFlag(cmd, &f->reattach_s);
     cmd->callback([f]() {
       SetExitCode(WithClient("status", *f, [&](const Client& c) -> absl::Status {
@@ -76,6 +80,7 @@ void AddJobCommands(CLI::App& app) {
                     : c.GetJob(f->job_id);
         if (!job.ok()) return job.status();
         PrintJob(std::cout, *job);
+        if (f->timeline) PrintTimeline(std::cout, *job);
         return absl::OkStatus();
       }));
     });

@@ -122,6 +122,39 @@ void PrintJob(std::ostream& out, const proto::JobInfo& job) {
   for (const proto::TaskInfo& t : job.tasks()) {
     if (!t.note().empty()) out << "  task " << t.task_id() << " " << t.note() << "\n";
   }
+  for (const proto::TaskInfo& t : job.tasks()) {
+    if (t.screen_margin() <= 0) continue;
+    out << absl::StrFormat(
+        "  task %d screening: %d of %d ok results screened only, %d timed in full; margin "
+        "%.1f%% (from %d screened/confirmed pairs%s)\n",
+        t.task_id(), t.trials_screened(), t.trials_ok(), t.trials_ok() - t.trials_screened(),
+        100 * t.screen_margin(), t.screen_pairs(),
+        t.screen_pairs() < 8 ? ", too few: the initial margin or the job's" : "");
+  }
+}
+
+void PrintTimeline(std::ostream& out, const proto::JobInfo& job) {
+  if (job.timeline().empty()) {
+    out << "timeline of job " << job.job_id()
+        << ": none (the server keeps it for the results of the jobs it runs)\n";
+    return;
+  }
+  int64_t candidates = 0;
+  for (const proto::TimelineStage& s : job.timeline()) {
+    if (s.name() == "total") candidates = s.count();
+  }
+  const double wall_ms = 1000 * job.elapsed_s();
+  out << absl::StrFormat(
+      "timeline of job %d: %d candidates in %s (%.2f candidates/s over the job)\n", job.job_id(),
+      candidates, Duration(job.elapsed_s()),
+      job.elapsed_s() > 0 ? static_cast<double>(candidates) / job.elapsed_s() : 0.0);
+  out << absl::StrFormat("  %-16s %10s %12s %9s %12s  %s\n", "stage", "candidates", "sum s",
+                         "% wall", "median ms", "what");
+  for (const proto::TimelineStage& s : job.timeline()) {
+    out << absl::StrFormat("  %-16s %10d %12.3f %8.1f%% %12.3f  %s\n", s.name(), s.count(),
+                           s.sum_ms() / 1000, wall_ms > 0 ? 100 * s.sum_ms() / wall_ms : 0.0,
+                           s.median_ms(), s.what());
+  }
 }
 
 void PrintJobList(std::ostream& out, const proto::ListJobsResponse& jobs) {

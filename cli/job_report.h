@@ -26,8 +26,14 @@ std::string Rate(double flops, double bytes, double ms);
 std::string ProgressLine(const proto::JobInfo& job, int width = 24);
 
 // A job's header line (and its error or warning), one row per task (workload, state, trials, ok,
-// best ms, rate), and the notes of tasks that stopped short of their budget.
+// best ms, rate), the notes of tasks that stopped short of their budget, and each screening
+// task's screened results and margin.
 void PrintJob(std::ostream& out, const proto::JobInfo& job);
+// Where the job's candidates' time went (JobInfo.timeline): per stage the candidates, the sum,
+// its share of the job's elapsed time and the median per candidate; then trials per second and
+// what bounds them. Says so when the server has no timeline for the job (a job finished before
+// the server started).
+void PrintTimeline(std::ostream& out, const proto::JobInfo& job);
 void PrintJobList(std::ostream& out, const proto::ListJobsResponse& jobs);
 void PrintWorkers(std::ostream& out, const proto::ListWorkersResponse& workers);
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/exit_code.h"
+#include "cli/screening_flags.h"
 #include "server/server.h"
 
 namespace tessel::cli {
@@ -22,6 +23,7 @@ struct ServeFlags {
   std::optional<int> max_repeats;
   std::optional<double> min_total_ms;
   bool no_flush = false;
+  ScreeningFlags screening;
 };
 
 int RunServe(ServeFlags& flags) {
@@ -46,6 +48,13 @@ int RunServe(ServeFlags& flags) {
               << o.timing.max_repeats << " do not fit: give 1 <= min <= max\n";
     return 1;
   }
+  absl::StatusOr<server::ScreeningOptions> screening =
+      ScreeningFromFlags(flags.screening, o.timing);
+  if (!screening.ok()) {
+    std::cerr << "tessel serve: " << screening.status().message() << "\n";
+    return 1;
+  }
+  o.screening = *screening;
   // SIGTERM and SIGINT are taken by sigwait below: block them before any server thread starts.
   sigset_t set;
   sigemptyset(&set);
@@ -123,6 +132,7 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--min-total-ms", flags->min_total_ms,
                   "Repeat until the repeats add up to this much (ms)");
   cmd->add_flag("--no-flush", flags->no_flush, "Do not flush caches between timed repeats");
+  AddScreeningFlags(cmd, &flags->screening);
   cmd->add_flag("--counters", o.timing.hardware_counters,
                 "CUDA: workers also collect DRAM bytes and achieved occupancy (CUPTI)");
   cmd->add_flag("--quiet,-q", o.quiet, "No event lines on stderr");

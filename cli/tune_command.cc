@@ -77,7 +77,12 @@ void AddTuneCommand(CLI::App& app) {
   cmd->add_option("--seed", opts->seed, "Seed of the search (0: the server picks one)");
   AddBaselineFlags(cmd, &opts->baselines);
   cmd->add_flag("--quiet,-q", opts->quiet, "Do not print the fastest kernel's source");
-  cmd->add_flag("--verbose,-v", opts->verbose, "Show the server's and the worker's log");
+  cmd->add_flag("--verbose,-v", opts->verbose,
+                "Show the server's and the worker's log, and the job's timeline at the end");
+  cmd->add_flag("--timeline", opts->timeline,
+                "Show where the candidates' time went (sample, queue, compile, verify, time, "
+                "store, ...) at the end");
+  AddScreeningFlags(cmd, &opts->screening);
   cmd->callback([opts]() { SetExitCode(RunTune(*opts)); });
 }
 
@@ -146,6 +151,9 @@ int RunTune(const TuneOptions& o) {
     // minimum repeats are done: a quick start, not a benchmark (tessel serve keeps the default).
     so.timing.max_wall_ms = 1000;
   }
+  absl::StatusOr<server::ScreeningOptions> screening = ScreeningFromFlags(o.screening, so.timing);
+  if (!screening.ok()) return fail(screening.status());
+  so.screening = *screening;
   absl::StatusOr<std::unique_ptr<server::Server>> srv = server::StartServer(so);
   if (!srv.ok()) return fail(srv.status());
 
@@ -202,6 +210,7 @@ int RunTune(const TuneOptions& o) {
 
   std::cout << "\n";
   PrintJob(std::cout, *last);
+  if (o.verbose || o.timeline) PrintTimeline(std::cout, *last);
   bool any = false;
   for (const proto::TaskInfo& t : last->tasks()) any = any || t.best_ms() > 0;
   if (any && !o.quiet && last->tasks_size() == 1) {

@@ -6,6 +6,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/baseline_flags.h"
+#include "cli/screening_flags.h"
 
 namespace tessel::cli {
 
@@ -24,8 +25,10 @@ struct TuneOptions {
   std::string strategy = "evolutionary";  // search::KnownStrategies()
   uint64_t seed = 0;
   bool quiet = false;       // no kernel source at the end
-  bool verbose = false;     // the server's and worker's log lines on stderr
+  bool verbose = false;     // the server's and worker's log lines on stderr, and the timeline
+  bool timeline = false;    // the job's timeline at the end (also with verbose)
   BaselineFlags baselines;  // --baseline, --baselines, --baseline-label
+  ScreeningFlags screening;
 };
 
 // $TESSEL_DB, or $XDG_DATA_HOME/tessel/tuning.db, or ~/.local/share/tessel/tuning.db.

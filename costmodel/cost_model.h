@@ -35,6 +35,9 @@ struct Example {
   std::string workload_key;
   Features features;
   double median_ms = 0;  // <= 0: the candidate failed (compile error, wrong result, timeout)
+  // The median is a screening measurement's (measure::TimingKind::kScreened): a few repeats,
+  // noisier than a confirmed one. Models weigh it less and never take it as a workload's best.
+  bool screened = false;
 };
 
 struct CostModelOptions {

@@ -34,6 +34,8 @@ absl::StatusOr<Example> ExampleFromTrace(const measure::MeasuredTrace& measured,
   e.workload_key = measured.workload_key;
   e.features = ExtractFeatures(c->program, target);
   e.median_ms = measured.measurement.latency_ms();
+  e.screened = measured.measurement.ok() &&
+               measured.measurement.timings.kind == measure::TimingKind::kScreened;
   return e;
 }
 
@@ -77,6 +79,8 @@ absl::StatusOr<TrainingSet> BuildTrainingSet(const std::vector<measure::Measured
       e.workload_key = r.workload_key;
       e.features = f->second;
       e.median_ms = r.measurement.latency_ms();
+      e.screened =
+          r.measurement.ok() && r.measurement.timings.kind == measure::TimingKind::kScreened;
     } else {
       absl::StatusOr<Example> built = ExampleFromTrace(r, *it->second, target);
       if (!built.ok()) {

@@ -85,7 +85,8 @@ absl::Status XGBoostCostModel::Update(const std::vector<Example>& examples) {
   for (const Example& e : examples) {
     examples_.push_back(e);
     if (e.median_ms > 0) {
-      auto [it, inserted] = best_ms_.emplace(e.workload_key, e.median_ms);
+      auto& best = e.screened ? best_screened_ms_ : best_ms_;
+      auto [it, inserted] = best.emplace(e.workload_key, e.median_ms);
       if (!inserted) it->second = std::min(it->second, e.median_ms);
     }
   }
@@ -121,11 +122,18 @@ absl::Status XGBoostCostModel::Train() {
   for (size_t i : order) {
     const Example& e = examples_[i];
     double label = 0;
-    if (e.median_ms > 0)
-      label = std::pow(best_ms_.at(e.workload_key) / e.median_ms, xgb_.label_power);
+    if (e.median_ms > 0) {
+      auto best = best_ms_.find(e.workload_key);
+      const double best_ms =
+          best != best_ms_.end() ? best->second : best_screened_ms_.at(e.workload_key);
+      // A screened median below the confirmed best is noise (screening confirms what comes
+      // near the best): it labels 1 like the best.
+      label = std::pow(std::min(1.0, best_ms / e.median_ms), xgb_.label_power);
+    }
     rows.push_back(&e.features);
     labels.push_back(static_cast<float>(label));
-    weights.push_back(static_cast<float>(std::max(label, xgb_.min_weight)));
+    weights.push_back(static_cast<float>(std::max(label, xgb_.min_weight) *
+                                         (e.screened ? xgb_.screened_weight : 1.0)));
     ++group_sizes[group[i]];
   }
   const bool ranking = xgb_.objective.rfind("rank:", 0) == 0;

@@ -13,6 +13,8 @@
 // Weights: weight = max(label, min_weight) (0.1 by default): an error on a fast candidate costs
 // up to ten times more than one on a slow or failed candidate, because the search only acts on
 // the candidates predicted best, while failures still pull their region of the space down.
+// A screened example (measure::TimingKind::kScreened, issue 21) has its weight scaled by
+// screened_weight and never sets its workload's best (its label is relative to the confirmed one).
 // Objective: reg:squarederror by default; "rank:pairwise" (one query group per workload, no
 // weights) is an option (XGBoostOptions::objective). On real host candidates of four matmul
 // spaces with synthetic latencies (15% noise, the slowest failing; 128 trained on per workload,
@@ -64,6 +66,10 @@ struct XGBoostOptions {
   // label = (best_ms / median_ms)^label_power: above 1, the fast end of the range is spread out
   // and the slow end squeezed together, which is where the search needs the model to be right.
   double label_power = 1.5;
+  // A screened example's weight is scaled by this (issue 21): its median comes from a few
+  // repeats (a few % of noise where a confirmed one has under 2%), far below the model's own
+  // error, so it still teaches the model where the slow candidates are, at half the say.
+  double screened_weight = 0.5;
 };
 
 class XGBoostCostModel final : public CostModel {
@@ -106,7 +112,10 @@ class XGBoostCostModel final : public CostModel {
   XGBoostOptions xgb_;
   std::mt19937_64 rng_;
   std::vector<Example> examples_;
-  std::unordered_map<std::string, double> best_ms_;  // per workload key; ok examples only
+  std::unordered_map<std::string, double> best_ms_;  // per workload key; ok confirmed examples
+  // Per workload key, the best screened median: the labels' reference only for a workload
+  // without a confirmed example (screening confirms whatever comes near the best).
+  std::unordered_map<std::string, double> best_screened_ms_;
   std::unique_ptr<Handle> booster_;
   std::string base_model_;  // the loaded booster's bytes; empty unless Deserialize
   int64_t trained_on_ = 0;

@@ -17,6 +17,18 @@
 
 namespace tessel::measure {
 
+// Where the worker's wall time for one candidate went, in milliseconds (the worker's side of the
+// live loop's timeline, issue 21; compile_ms and verify_ms are Measurement's own). Durations on
+// the worker's steady clock; 0 when unknown (a worker of an older release).
+struct WorkerTimes {
+  double queue_ms = 0;         // from the batch's arrival until its device started this candidate
+  double compile_wait_ms = 0;  // of that device time, waiting for the candidate's compilation
+  double timing_ms = 0;        // the timing (screening and, when confirmed, the full measurement)
+  double device_ms = 0;        // the device's whole time on it: compile wait, verify, time, IPC
+
+  bool operator==(const WorkerTimes&) const = default;
+};
+
 struct Measurement {
   MeasureStatus status = MeasureStatus::kOk;
   std::string error;  // empty when ok; the compiler's log for a compile error
@@ -30,10 +42,13 @@ struct Measurement {
   std::string device_name;
   // What was run, for ok results of a worker that keeps it (measure/artifact.h); empty otherwise.
   Artifact artifact;
+  WorkerTimes worker_times;
 
   bool ok() const { return status == MeasureStatus::kOk; }
   // The median latency when ok, 0 otherwise: what a search or a cost model ranks by.
   double latency_ms() const { return ok() ? timings.median_ms : 0; }
+  // An ok result that got the full measurement (a task's best is always one).
+  bool confirmed() const { return ok() && timings.kind == TimingKind::kConfirmed; }
 
   // A measurement with `status`'s status (MeasureStatusOf) and message.
   static Measurement FromStatus(const absl::Status& status);

@@ -44,4 +44,9 @@ std::optional<TimingKind> TimingKindOfNumber(int64_t number) {
 
 double MedianOf(std::vector<double> values) { return MakeTimings(std::move(values)).median_ms; }
 
+bool ShouldConfirm(const ScreenOptions& screen, double screened_median_ms) {
+  if (!screen.enabled || screen.confirm || screen.best_ms <= 0) return true;
+  return screened_median_ms <= screen.best_ms * (1 + std::max(0.0, screen.margin));
+}
+
 }  // namespace tessel::measure

@@ -82,7 +82,28 @@ struct Timings {
   TimingKind kind = TimingKind::kConfirmed;
   // Why a figure above is missing (no CUPTI kernel times, no counters, no clocks), "; "-joined.
   std::string note;
+  // Screening (ScreenOptions): the screening measurement's median and repeats, also for a
+  // confirmed candidate (whose repeats above are the full measurement's): the pairs of screened
+  // and confirmed medians are what the server derives its screening margin from. 0 when the
+  // candidate was not screened.
+  double screen_median_ms = 0;
+  int screen_repeats = 0;
 };
+
+// Screening (DESIGN.md section 6): every candidate is first timed with the short `timing`; the
+// full TimingOptions follow only when the screened median is within `margin` of the task's best
+// confirmed latency `best_ms` (ShouldConfirm), so that the slow majority of candidates costs a few
+// milliseconds instead of the full measurement.
+struct ScreenOptions {
+  bool enabled = false;  // false: every candidate gets the full measurement only
+  TimingOptions timing;  // the screening measurement (a few repeats, caches flushed as usual)
+  double best_ms = 0;    // the task's best confirmed median; 0: none yet (every candidate confirms)
+  double margin = 0;     // relative: confirm at or below best_ms * (1 + margin)
+  bool confirm = false;  // confirm whatever the screen says (the server samples the noise)
+};
+
+// Whether a candidate screened at `screened_median_ms` gets the full measurement.
+bool ShouldConfirm(const ScreenOptions& screen, double screened_median_ms);
 
 // Fills median (the mean of the two middle values for an even count), min and max.
 Timings MakeTimings(std::vector<double> repeats_ms);

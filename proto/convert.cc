@@ -1,5 +1,6 @@
 #include "proto/convert.h"
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <utility>
@@ -192,6 +193,43 @@ absl::StatusOr<measure::TimingOptions> FromProto(const TimingOptions& in) {
   return out;
 }
 
+void ToProto(const measure::ScreenOptions& in, ScreenOptions* out) {
+  ToProto(in.timing, out->mutable_timing());
+  out->set_best_ms(in.best_ms);
+  out->set_margin(in.margin);
+}
+
+absl::StatusOr<measure::ScreenOptions> FromProto(const ScreenOptions& in) {
+  absl::StatusOr<measure::TimingOptions> timing = FromProto(in.timing());
+  if (!timing.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ScreenOptions.timing: ", timing.status().message()));
+  }
+  if (!(in.best_ms() >= 0 && std::isfinite(in.best_ms())) ||
+      !(in.margin() >= 0 && std::isfinite(in.margin()))) {
+    return absl::InvalidArgumentError(absl::StrCat("ScreenOptions: best_ms ", in.best_ms(),
+                                                   ", margin ", in.margin(),
+                                                   ": both must be finite and at least 0"));
+  }
+  measure::ScreenOptions out;
+  out.enabled = true;
+  out.timing = *timing;
+  out.best_ms = in.best_ms();
+  out.margin = in.margin();
+  return out;
+}
+
+TimingKind ToProto(measure::TimingKind in) {
+  return in == measure::TimingKind::kScreened ? TIMING_KIND_SCREENED : TIMING_KIND_CONFIRMED;
+}
+
+// Unspecified (a worker from before screening) and unknown values read as confirmed: until
+// screening, every timing was a full one.
+measure::TimingKind FromProto(TimingKind in) {
+  return in == TIMING_KIND_SCREENED ? measure::TimingKind::kScreened
+                                    : measure::TimingKind::kConfirmed;
+}
+
 MeasureStatus ToProto(measure::MeasureStatus in) {
   switch (in) {
     case measure::MeasureStatus::kOk:
@@ -285,14 +323,22 @@ void ToProto(const measure::Measurement& in, MeasureResult* out) {
   for (double ms : in.timings.kernel_repeats_ms) out->add_kernel_repeats_ms(ms);
   out->set_kernel_median_ms(in.timings.kernel_median_ms);
   out->set_timing_note(in.timings.note);
+  out->set_timing_kind(in.ok() ? ToProto(in.timings.kind) : TIMING_KIND_UNSPECIFIED);
+  out->set_screen_median_ms(in.timings.screen_median_ms);
+  out->set_screen_repeats(in.timings.screen_repeats);
+  if (in.worker_times != measure::WorkerTimes()) {
+    WorkerTimes* w = out->mutable_worker_times();
+    w->set_queue_ms(in.worker_times.queue_ms);
+    w->set_compile_wait_ms(in.worker_times.compile_wait_ms);
+    w->set_timing_ms(in.worker_times.timing_ms);
+    w->set_device_ms(in.worker_times.device_ms);
+  }
   if (in.timings.counters) {
     HardwareCounters* c = out->mutable_counters();
     c->set_dram_read_bytes(in.timings.counters->dram_read_bytes);
     c->set_dram_write_bytes(in.timings.counters->dram_write_bytes);
     c->set_achieved_occupancy(in.timings.counters->achieved_occupancy);
   }
-  out->set_timing_kind(in.timings.kind == measure::TimingKind::kScreened ? TIMING_KIND_SCREENED
-                                                                         : TIMING_KIND_CONFIRMED);
   out->clear_device_state();
   if (in.timings.device_state.known()) {
     DeviceState* d = out->mutable_device_state();
@@ -333,15 +379,19 @@ measure::Measurement FromProto(const MeasureResult& in) {
                                        in.kernel_repeats_ms().end());
   out.timings.kernel_median_ms = in.kernel_median_ms();
   out.timings.note = in.timing_note();
+  out.timings.kind = FromProto(in.timing_kind());
+  out.timings.screen_median_ms = in.screen_median_ms();
+  out.timings.screen_repeats = in.screen_repeats();
+  if (in.has_worker_times()) {
+    out.worker_times =
+        measure::WorkerTimes{in.worker_times().queue_ms(), in.worker_times().compile_wait_ms(),
+                             in.worker_times().timing_ms(), in.worker_times().device_ms()};
+  }
   if (in.has_counters()) {
     out.timings.counters =
         measure::HardwareCounters{in.counters().dram_read_bytes(), in.counters().dram_write_bytes(),
                                   in.counters().achieved_occupancy()};
   }
-  // Unspecified (a worker from before screening) and unknown values read as confirmed: until
-  // screening, every timing was a full one.
-  out.timings.kind = in.timing_kind() == TIMING_KIND_SCREENED ? measure::TimingKind::kScreened
-                                                              : measure::TimingKind::kConfirmed;
   if (in.has_device_state()) {
     out.timings.device_state =
         measure::DeviceState{in.device_state().sm_clock_mhz(), in.device_state().memory_clock_mhz(),

@@ -20,6 +20,17 @@ void ToProto(const measure::TimingOptions& in, TimingOptions* out);
 // Fails for max_repeats < 1 or min_repeats > max_repeats.
 absl::StatusOr<measure::TimingOptions> FromProto(const TimingOptions& in);
 
+// measure::ScreenOptions (enabled when the proto is set; `confirm` is per candidate and stays
+// false). FromProto fails where FromProto(TimingOptions) does, or for a negative or non-finite
+// best_ms or margin.
+void ToProto(const measure::ScreenOptions& in, ScreenOptions* out);
+absl::StatusOr<measure::ScreenOptions> FromProto(const ScreenOptions& in);
+
+TimingKind ToProto(measure::TimingKind in);
+// TIMING_KIND_UNSPECIFIED (a worker of an older release, which always measures in full) and any
+// unknown value become kConfirmed.
+measure::TimingKind FromProto(TimingKind in);
+
 MeasureStatus ToProto(measure::MeasureStatus in);
 // MEASURE_STATUS_UNSPECIFIED (a peer that did not set it) becomes kWorkerError.
 measure::MeasureStatus FromProto(MeasureStatus in);

@@ -1,5 +1,6 @@
 #include "search/candidate_source.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -68,9 +69,34 @@ absl::StatusOr<schedules::Schedule> CandidateSource::Replay(const schedules::Tra
   return sch;
 }
 
+namespace {
+
+// Adds the time from its construction to its destruction to a counter of nanoseconds.
+class BuildTimer {
+ public:
+  explicit BuildTimer(std::atomic<int64_t>* ns)
+      : ns_(ns), start_(std::chrono::steady_clock::now()) {}
+  ~BuildTimer() {
+    ns_->fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now() - start_)
+                       .count());
+  }
+  BuildTimer(const BuildTimer&) = delete;
+  BuildTimer& operator=(const BuildTimer&) = delete;
+
+ private:
+  std::atomic<int64_t>* ns_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+double CandidateSource::build_ms() const { return static_cast<double>(build_ns_->load()) / 1e6; }
+
 absl::StatusOr<schedules::Candidate> CandidateSource::Build(const schedules::Schedule& schedule,
                                                             schedules::Rejection* why,
                                                             bool codegen) const {
+  const BuildTimer timer(build_ns_.get());
   if (codegen) {
     schedules::BuildStep step = schedules::BuildStep::kLower;
     absl::StatusOr<schedules::Candidate> c = schedules::BuildCandidate(schedule, target(), &step);
@@ -101,6 +127,7 @@ absl::StatusOr<schedules::Candidate> CandidateSource::Build(const schedules::Tra
 absl::Status CandidateSource::AddSource(schedules::Candidate* candidate,
                                         schedules::Rejection* why) const {
   if (!candidate->source.code.empty()) return absl::OkStatus();
+  const BuildTimer timer(build_ns_.get());
   absl::StatusOr<schedules::GeneratedSource> source =
       target().is_cuda() ? schedules::GenerateCuda(candidate->program, target())
                          : schedules::GenerateHost(candidate->program);

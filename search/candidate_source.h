@@ -14,6 +14,7 @@
 //
 // Threads: immutable after Create; every method may be called from any thread at once.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -63,6 +64,11 @@ class CandidateSource {
   // Generates the source of a candidate built without codegen (no-op when it has one).
   absl::Status AddSource(schedules::Candidate* candidate, schedules::Rejection* why) const;
 
+  // CPU time spent building (lowering, limit checks, code generation: Build and AddSource) by
+  // every thread and every copy of this source since Create, in milliseconds: the live loop's
+  // "build" stage (server/job_timeline.h).
+  double build_ms() const;
+
  private:
   CandidateSource(std::shared_ptr<const schedules::SpaceGenerator> space,
                   std::shared_ptr<const CandidatePool> pool)
@@ -70,6 +76,7 @@ class CandidateSource {
 
   std::shared_ptr<const schedules::SpaceGenerator> space_;
   std::shared_ptr<const CandidatePool> pool_;
+  std::shared_ptr<std::atomic<int64_t>> build_ns_ = std::make_shared<std::atomic<int64_t>>(0);
 };
 
 // The seed of draw `counter` of a task: FNV-1a over (job seed, task id, counter), stable across

@@ -10,6 +10,14 @@
 #include "search/parallel.h"
 
 namespace tessel::search {
+namespace {
+
+// Whether a result's latency is only a screening measurement's (the cost model weighs it less).
+bool Screened(const MeasuredResult& r) {
+  return r.measurement.ok() && r.measurement.timings.kind == measure::TimingKind::kScreened;
+}
+
+}  // namespace
 
 std::shared_ptr<costmodel::CostModel> DefaultCostModel(uint64_t seed) {
   costmodel::CostModelOptions options;
@@ -44,7 +52,7 @@ absl::Status GuidedSearch::Init() {
     if (!built[i]) continue;
     const double ms = measured[i].measurement.latency_ms();
     Remember(MeasuredId(measured[i]), *built[i]->candidate.trace, built[i]->features, ms);
-    examples.push_back({workload_key_, built[i]->features, ms});
+    examples.push_back({workload_key_, built[i]->features, ms, Screened(measured[i])});
   }
   if (!context_.model_has_measured && !examples.empty()) {
     if (absl::Status s = model_->Update(examples); !s.ok()) return s;
@@ -238,14 +246,14 @@ void GuidedSearch::NotifyResults(const std::vector<MeasuredResult>& results) {
     auto it = proposed_.find(id);
     if (it != proposed_.end()) {
       Remember(id, it->second.first, it->second.second, ms);
-      examples.push_back({workload_key_, it->second.second, ms});
+      examples.push_back({workload_key_, it->second.second, ms, Screened(r)});
       proposed_.erase(it);
       continue;
     }
     std::optional<Built> b = Rebuild(r.trace_json);
     if (!b) continue;
     Remember(id, *b->candidate.trace, b->features, ms);
-    examples.push_back({workload_key_, b->features, ms});
+    examples.push_back({workload_key_, b->features, ms, Screened(r)});
   }
   if (!examples.empty() && !model_->Update(examples).ok()) Reject("cost_model_update");
 }

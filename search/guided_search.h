@@ -60,6 +60,7 @@ class GuidedSearch : public SearchStrategy {
   absl::StatusOr<std::vector<Proposal>> GenerateCandidates(int n) final;
   void NotifyResults(const std::vector<MeasuredResult>& results) final;
   std::map<std::string, int64_t> rejections() const final { return rejections_; }
+  double build_ms() const final { return source_.build_ms(); }
 
   const SearchStats& last_stats() const { return stats_; }
   costmodel::CostModel& cost_model() { return *model_; }

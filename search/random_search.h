@@ -31,6 +31,7 @@ class RandomSearch final : public SearchStrategy {
   absl::StatusOr<std::vector<Proposal>> GenerateCandidates(int n) override;
   void NotifyResults(const std::vector<MeasuredResult>& results) override;
   std::map<std::string, int64_t> rejections() const override { return rejections_; }
+  double build_ms() const override { return source_.build_ms(); }
 
   // The seed of draw `counter` (public for tests; = search::DrawSeed).
   static uint64_t DrawSeed(uint64_t job_seed, int64_t task_id, uint64_t counter) {

@@ -82,6 +82,9 @@ class SearchStrategy {
   // Why samples were refused so far: rejection step ("replay", "lowering", "over_limits",
   // "codegen") or "duplicate", with counts.
   virtual std::map<std::string, int64_t> rejections() const = 0;
+  // CPU time spent building candidates (lowering, checks, code generation) since it was made, in
+  // milliseconds, summed over its threads; 0 where unknown. The live loop's "build" stage.
+  virtual double build_ms() const { return 0; }
 };
 
 // The strategies MakeSearchStrategy knows, in the order the help texts list them.

@@ -64,6 +64,9 @@ void ToProto(const JobStatus& s, proto::JobInfo* out) {
     ti->set_note(t.note);
     ti->set_baseline_ms(t.row.baseline_ms);
     ti->set_baseline_label(t.row.baseline_label);
+    ti->set_trials_screened(t.trials_screened);
+    ti->set_screen_margin(t.screen_margin);
+    ti->set_screen_pairs(t.screen_pairs);
     if (state == store::JobState::kQueued && t.in_flight > 0) state = store::JobState::kRunning;
   }
   out->set_state(ToProto(state));
@@ -75,6 +78,14 @@ void ToProto(const JobStatus& s, proto::JobInfo* out) {
   out->set_error(r.error);
   out->set_seed(r.seed);
   out->set_submitted_by(r.submitted_by);
+  for (const TimelineStage& stage : s.timeline) {
+    proto::TimelineStage* p = out->add_timeline();
+    p->set_name(stage.name);
+    p->set_count(stage.count);
+    p->set_sum_ms(stage.sum_ms);
+    p->set_median_ms(stage.median_ms);
+    p->set_what(stage.what);
+  }
 }
 
 constexpr std::initializer_list<Role> kClientRoles = {Role::kClient, Role::kAdmin};

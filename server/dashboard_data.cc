@@ -48,7 +48,8 @@ absl::StatusOr<DashboardData> DashboardFromLog(store::TuningLog& log,
         const double ms = r.measurement.latency_ms();
         if (r.measurement.ok() && ms > 0) {
           ++task.ok;
-          if (task.best_ms == 0 || ms < task.best_ms) {
+          // The curve follows the confirmed bests (a screened record is never a task's best).
+          if (r.measurement.confirmed() && (task.best_ms == 0 || ms < task.best_ms)) {
             task.best_ms = ms;
             task.curve.push_back({task.trials, elapsed_s, ms});
           }

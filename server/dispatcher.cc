@@ -1,6 +1,7 @@
 #include "server/dispatcher.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -92,6 +93,14 @@ int Dispatcher::FreeCredits(int64_t task_id) {
   return registry_->FreeCredits(kind, arch);
 }
 
+void Dispatcher::SetScreening(int64_t task_id, double best_ms, double margin) {
+  absl::MutexLock lock(&mu_);
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return;
+  it->second.info.screen.best_ms = best_ms;
+  it->second.info.screen.margin = margin;
+}
+
 Dispatcher::Task* Dispatcher::PickTaskLocked(const std::vector<WorkerDevice>& devices) {
   Task* best = nullptr;
   auto better = [&](Task& t) {
@@ -138,11 +147,21 @@ int Dispatcher::Dispatch() {
         out.timing = t->info.timing;
         out.verify_seed = t->info.verify_seed;
         out.timeout_s = t->info.timeout_s;
+        out.screen = t->info.screen;
+        out.screen_task = static_cast<uint64_t>(t->info.task_id);
+        const int64_t audit_every =
+            t->info.screen.enabled && t->info.screen_audit > 0
+                ? std::max<int64_t>(1, std::llround(1 / t->info.screen_audit))
+                : 0;
+        const auto sent_at = std::chrono::steady_clock::now();
         const int n = std::max(1, t->info.batch_size);
         while (!t->queue.empty() && static_cast<int>(out.candidates.size()) < n) {
           QueuedCandidate c = std::move(t->queue.front());
           t->queue.pop_front();
-          out.candidates.push_back({c.candidate_id, c.source});
+          c.sent = sent_at;
+          ++t->sent;
+          const bool confirm = audit_every > 0 && t->sent % audit_every == 0;
+          out.candidates.push_back({c.candidate_id, c.source, confirm});
           b.unanswered[c.candidate_id] = std::move(c);
         }
         b.sent = b.unanswered.size();

@@ -23,6 +23,7 @@
 // Threads: every method may be called from any thread. Lock order: the job manager's mutex,
 // then the dispatcher's, then the registry's. Batches are sent with no dispatcher lock held.
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -74,6 +75,11 @@ struct TaskDispatch {
   // Seconds a candidate is expected to take before any is timed here (from the task's records
   // in the log, when it resumes: MeasuredCandidateS); 0: DispatcherOptions::prior_candidate_s.
   double expected_candidate_s = 0;
+  // Screening (measure::ScreenOptions; disabled: every candidate timed in full). Its best_ms and
+  // margin change as results come (SetScreening); every round(1 / screen_audit)-th candidate of
+  // the task is sent with confirm set.
+  measure::ScreenOptions screen;
+  double screen_audit = 0;
 };
 
 // What measuring `m` took the worker, as far as the measurement tells: compiling, verifying and
@@ -86,6 +92,12 @@ struct QueuedCandidate {
   std::string trace_json;
   std::shared_ptr<const schedules::GeneratedSource> source;
   int attempts = 0;  // worker_error results so far
+  // The timeline (server/job_timeline.h): the search's time for it, when it was enqueued and
+  // when its (last) batch was sent.
+  double sample_ms = -1;
+  double build_ms = -1;  // of sample_ms's call: CPU time building, summed over its threads
+  std::chrono::steady_clock::time_point enqueued{};
+  std::chrono::steady_clock::time_point sent{};
 };
 
 class Dispatcher {
@@ -104,6 +116,8 @@ class Dispatcher {
   size_t InFlight(int64_t task_id);
   // Credits of the workers that can serve the task.
   int FreeCredits(int64_t task_id);
+  // The task's best confirmed median and screening margin, for the batches sent from now on.
+  void SetScreening(int64_t task_id, double best_ms, double margin);
 
   // Sends what can be sent now. Returns the number of batches sent.
   int Dispatch();
@@ -147,6 +161,7 @@ class Dispatcher {
     // between the sending of a batch to an idle worker and its first result): the newest
     // kTimedResults.
     std::deque<double> candidate_s;
+    int64_t sent = 0;  // candidates sent (requeued ones again), for the screening audit
   };
   static constexpr size_t kTimedResults = 16;
   // The seconds a candidate of `t` is expected to take: the longest of its timed results, or

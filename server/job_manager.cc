@@ -1,6 +1,7 @@
 #include "server/job_manager.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <set>
 #include <utility>
@@ -23,6 +24,11 @@ namespace tessel::server {
 namespace {
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+double MsBetween(std::chrono::steady_clock::time_point from,
+                 std::chrono::steady_clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
 
 }  // namespace
 
@@ -134,6 +140,7 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
   if (!target.ok()) return target.status();
   auto job = std::make_unique<Job>();
   job->row = row;
+  job->margin = ScreenMargin(options_.screening.margin);
   const int64_t batch = row.batch_size > 0 ? row.batch_size : options_.default_batch_size;
   int64_t caps = 0;
   for (const store::TaskRow& t : tasks) caps += t.trials_budget;
@@ -145,6 +152,7 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
     auto task = std::make_unique<Task>();
     task->row = tasks[i];
     task->index = static_cast<int>(i);
+    task->margin = ScreenMargin(options_.screening.margin);
     absl::StatusOr<std::optional<store::WorkloadRow>> w = log_->GetWorkload(tasks[i].workload_key);
     if (!w.ok()) return w.status();
     if (!w->has_value()) {
@@ -177,7 +185,9 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
       if (r.measurement.ok()) {
         ++task->ok;
         const double ms = r.measurement.timings.median_ms;
-        if (task->best_ms == 0 || ms < task->best_ms) task->best_ms = ms;
+        if (r.measurement.confirmed() && (task->best_ms == 0 || ms < task->best_ms)) {
+          task->best_ms = ms;
+        }
       }
       if (job->scheduler) job->scheduler->Recorded(task->index, task->best_ms);
     }
@@ -204,6 +214,13 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
     d.timing = options_.timing;
     d.verify_seed = row.seed;
     d.timeout_s = options_.candidate_timeout_s;
+    if (options_.screening.enabled()) {
+      d.screen.enabled = true;
+      d.screen.timing = ScreenTiming(options_.screening, options_.timing);
+      d.screen.best_ms = task->best_ms;
+      d.screen.margin = options_.screening.margin.initial;
+      d.screen_audit = options_.screening.audit;
+    }
     // A resumed task's deadlines start from what its newest records took.
     const size_t newest = std::min<size_t>(measured[i].size(), 16);
     for (size_t k = measured[i].size() - newest; k < measured[i].size(); ++k) {
@@ -348,7 +365,13 @@ void JobManager::ChangedLocked(Job& job) {
   changed_.SignalAll();
 }
 
+double JobManager::MarginLocked(const Job& job, const Task& task) const {
+  return ScreenMargin::MarginOf(task.margin, job.margin);
+}
+
 void JobManager::OnResult(const QueuedCandidate& candidate, const measure::Measurement& result) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point arrived = Clock::now();
   store::Record r;
   {
     absl::MutexLock lock(&mu_);
@@ -370,7 +393,9 @@ void JobManager::OnResult(const QueuedCandidate& candidate, const measure::Measu
   r.measurement = result;
   r.unix_ms = NowMs();
   // Committed before it counts.
+  const Clock::time_point store_start = Clock::now();
   absl::StatusOr<int64_t> id = log_->AddRecord(&r);
+  const double store_ms = MsBetween(store_start, Clock::now());
   if (!id.ok()) {
     if (absl::IsAlreadyExists(id.status())) {
       events_->Log(absl::StrCat("task ", r.task_id, " candidate ", r.candidate_id,
@@ -393,8 +418,18 @@ void JobManager::OnResult(const QueuedCandidate& candidate, const measure::Measu
   ++task.done;
   if (result.ok()) {
     ++task.ok;
+    // The best is always a confirmed measurement (a screened one is, by the rule that screened
+    // it, slower than a confirmed best the worker knew of).
     const double ms = result.timings.median_ms;
-    if (task.best_ms == 0 || ms < task.best_ms) task.best_ms = ms;
+    if (result.confirmed() && (task.best_ms == 0 || ms < task.best_ms)) task.best_ms = ms;
+    if (result.timings.kind == measure::TimingKind::kScreened) ++task.screened;
+    if (result.confirmed() && result.timings.screen_repeats > 0) {
+      task.margin.Add(result.timings.screen_median_ms, ms);
+      job.margin.Add(result.timings.screen_median_ms, ms);
+    }
+    if (options_.screening.enabled()) {
+      dispatcher_->SetScreening(task.row.id, task.best_ms, MarginLocked(job, task));
+    }
   }
   const int64_t now = NowMs();
   job.result_unix_ms.push_back(now);
@@ -402,8 +437,24 @@ void JobManager::OnResult(const QueuedCandidate& candidate, const measure::Measu
     job.result_unix_ms.pop_front();
   }
   const absl::Time t0 = absl::Now();
+  const Clock::time_point learn_start = Clock::now();
   task.strategy->NotifyResults({{r.candidate_id, r.trace_json, r.measurement}});
   job.search_s += absl::ToDoubleSeconds(absl::Now() - t0);
+  const Clock::time_point learned = Clock::now();
+  CandidateStages stages;
+  stages.sample_ms = candidate.sample_ms;
+  stages.build_ms = candidate.build_ms;
+  if (candidate.enqueued != Clock::time_point()) {
+    stages.total_ms = std::max(0.0, candidate.sample_ms) + MsBetween(candidate.enqueued, learned);
+    if (candidate.sent != Clock::time_point()) {
+      stages.server_queue_ms = MsBetween(candidate.enqueued, candidate.sent);
+      stages.in_flight_ms = MsBetween(candidate.sent, arrived);
+    }
+  }
+  stages.store_ms = store_ms;
+  stages.learn_ms = MsBetween(learn_start, learned);
+  stages.result = &result;
+  job.timeline.Add(stages);
   if (job.row.state == store::JobState::kQueued) {
     job.row.state = store::JobState::kRunning;
     (void)log_->SetJobState(job.row.id, store::JobState::kRunning);
@@ -432,9 +483,12 @@ int64_t JobManager::TopUpLocked(Job& job, Task& task, int64_t limit) {
   const int64_t want = std::min(remaining, batch * std::max<int64_t>(2, free + 1) - queued);
   if (want <= 0) return 0;
   const absl::Time t0 = absl::Now();
+  const double build_before_ms = task.strategy->build_ms();
   absl::StatusOr<std::vector<search::Proposal>> ps =
       task.strategy->GenerateCandidates(static_cast<int>(want));
-  job.search_s += absl::ToDoubleSeconds(absl::Now() - t0);
+  const double sample_s = absl::ToDoubleSeconds(absl::Now() - t0);
+  const double build_ms = task.strategy->build_ms() - build_before_ms;
+  job.search_s += sample_s;
   if (!ps.ok()) {
     FinishJobLocked(job, store::JobState::kFailed,
                     absl::StrCat("the search strategy failed: ", ps.status().message()));
@@ -452,8 +506,12 @@ int64_t JobManager::TopUpLocked(Job& job, Task& task, int64_t limit) {
     return 0;
   }
   std::vector<QueuedCandidate> qs;
+  const auto enqueued = std::chrono::steady_clock::now();
   for (search::Proposal& p : *ps) {
     QueuedCandidate q;
+    q.sample_ms = 1000 * sample_s / static_cast<double>(ps->size());
+    q.build_ms = build_ms / static_cast<double>(ps->size());
+    q.enqueued = enqueued;
     q.task_id = task.row.id;
     q.candidate_id = p.candidate_id;
     q.trace_json = std::move(p.trace_json);
@@ -570,9 +628,13 @@ JobStatus JobManager::StatusLocked(Job& job) {
     ts.bytes = t->workload.CompulsoryBytes();
     ts.in_flight = static_cast<int64_t>(dispatcher_->InFlight(t->row.id));
     ts.note = t->note;
+    ts.trials_screened = t->screened;
+    ts.screen_margin = options_.screening.enabled() ? MarginLocked(job, *t) : 0;
+    ts.screen_pairs = t->margin.pairs();
     s.trials_done += t->done;
     s.tasks.push_back(std::move(ts));
   }
+  if (job.timeline.candidates() > 0) s.timeline = job.timeline.Stages();
   const int64_t end = job.row.finished_unix_ms > 0 ? job.row.finished_unix_ms : NowMs();
   s.elapsed_s = (end - job.row.created_unix_ms) / 1000.0;
   const int64_t now = NowMs();

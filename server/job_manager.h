@@ -44,6 +44,8 @@
 #include "server/dispatcher.h"
 #include "server/event_log.h"
 #include "server/job_request.h"
+#include "server/job_timeline.h"
+#include "server/screen_margin.h"
 #include "store/tuning_log.h"
 
 namespace tessel::server {
@@ -55,6 +57,9 @@ struct JobManagerOptions {
   std::string cost_model = "xgboost";
   measure::TimingOptions timing;   // sent with every batch
   double candidate_timeout_s = 0;  // per candidate; 0: the worker's default
+  // Screening (server/screen_margin.h): the short measurement every candidate gets, and the
+  // margin of each task derived from its measured noise. Disabled: every candidate timed in full.
+  ScreeningOptions screening;
 };
 
 struct TaskStatus {
@@ -70,6 +75,12 @@ struct TaskStatus {
   // Why the task finished short of its budget, when it did because its design space has no new
   // candidate (known for the tasks finished since the server started).
   std::string note;
+  // Screening, since the server started running the task: ok results that got only the
+  // screening measurement, the margin its batches are sent with (0: no screening), and the
+  // candidates that gave a (screened, confirmed) pair.
+  int64_t trials_screened = 0;
+  double screen_margin = 0;
+  int64_t screen_pairs = 0;
 };
 
 struct JobStatus {
@@ -80,6 +91,9 @@ struct JobStatus {
   double trials_per_s = 0;  // over the last minute
   double search_s = 0;      // in the search strategies (GenerateCandidates, NotifyResults)
   uint64_t version = 0;     // grows at every change
+  // Where its candidates' time went (server/job_timeline.h), for the results of this server's run
+  // of the job; empty for a job that is not in memory.
+  std::vector<TimelineStage> timeline;
 };
 
 class JobManager {
@@ -122,8 +136,10 @@ class JobManager {
     int64_t issued = 0;  // distinct candidates handed to the dispatcher (recorded included)
     int64_t done = 0;    // recorded
     int64_t ok = 0;
-    double best_ms = 0;
-    std::string note;  // TaskStatus::note
+    double best_ms = 0;  // the best confirmed median (screened results never count)
+    std::string note;    // TaskStatus::note
+    int64_t screened = 0;
+    ScreenMargin margin;  // the pairs of this task
   };
   struct Job {
     store::JobRow row;
@@ -134,6 +150,8 @@ class JobManager {
     std::deque<int64_t> result_unix_ms;
     double search_s = 0;  // time in its strategies  // the last minute's results, for the rate
     uint64_t version = 1;
+    ScreenMargin margin;  // the pairs of every task: a task with too few of its own uses these
+    JobTimeline timeline;
   };
 
   // The cost model of `target` and workload `family` (costmodel::WorkloadFamily) for a job of
@@ -157,6 +175,8 @@ class JobManager {
   void ChangedLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A job with a shared budget whose tasks have recorded it all: its tasks are done.
   void FinishIfSharedBudgetSpentLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The screening margin of `task` now (its own pairs, else its job's, else the initial one).
+  double MarginLocked(const Job& job, const Task& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tops up one task's queue; returns the candidates enqueued, or -1 when the job failed.
   int64_t TopUpLocked(Job& job, Task& task, int64_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobStatus StatusLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

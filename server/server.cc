@@ -140,6 +140,23 @@ absl::Status ServerImpl::Start() {
   JobManagerOptions jopts;
   jopts.default_batch_size = options_.batch_size;
   jopts.timing = options_.timing;
+  jopts.screening = options_.screening;
+  if (absl::Status s = CheckScreeningOptions(jopts.screening, jopts.timing);
+      !s.ok() &&
+      !(jopts.screening.enabled() && jopts.screening.screen_ms >= jopts.timing.min_total_ms)) {
+    return s;
+  }
+  if (jopts.screening.enabled() && jopts.screening.screen_ms >= jopts.timing.min_total_ms) {
+    events_.Log(absl::StrFormat(
+        "screening is off: its %.3g ms are not below the full measurement's %.3g ms",
+        jopts.screening.screen_ms, jopts.timing.min_total_ms));
+    jopts.screening.screen_ms = 0;
+  } else if (jopts.screening.enabled()) {
+    events_.Log(absl::StrFormat(
+        "screening: every candidate is timed for %.3g ms first, in full (%.3g ms) only within "
+        "the measured margin of its task's best; %.3g%% confirmed regardless",
+        jopts.screening.screen_ms, jopts.timing.min_total_ms, 100 * jopts.screening.audit));
+  }
   jopts.candidate_timeout_s = options_.candidate_timeout_s;
   jobs_ = std::make_unique<JobManager>(log_.get(), dispatcher_.get(), jopts, &events_);
   if (absl::Status s = jobs_->Resume(); !s.ok()) {

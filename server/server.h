@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "measure/measurement.h"
+#include "server/screen_margin.h"
 #include "server/tls_credentials.h"
 
 namespace tessel::server {
@@ -34,6 +35,11 @@ struct ServerOptions {
   // (0: the worker's default).
   measure::TimingOptions timing;
   double candidate_timeout_s = 0;
+  // Screening (server/screen_margin.h): every candidate first gets a short measurement, and the
+  // full `timing` only when it can matter. Screening is off when its budget is not below
+  // timing.min_total_ms (the full measurement is as short already); the flags of `tessel serve`
+  // and `tessel tune` refuse such a combination when both are given.
+  ScreeningOptions screening;
   double tick_s = 0.2;  // the maintenance thread's period (deadlines, heartbeats)
   // Worker streams open at once (each holds a thread of the server); more are refused with
   // RESOURCE_EXHAUSTED until one ends.

@@ -28,10 +28,13 @@ struct OutgoingBatch {
   struct Item {
     uint64_t candidate_id = 0;
     std::shared_ptr<const schedules::GeneratedSource> source;
+    bool confirm = false;  // screening: the full measurement whatever the screen says
   };
   std::vector<Item> candidates;
   std::shared_ptr<const schedules::GeneratedSource> reference;
   measure::TimingOptions timing;
+  measure::ScreenOptions screen;  // sent when enabled
+  uint64_t screen_task = 0;       // the task, which scopes the worker's own best
   uint64_t verify_seed = 0;
   double timeout_s = 0;
   double deadline_s = 0;  // the dispatcher's deadline for the batch (for the server's log)

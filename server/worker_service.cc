@@ -33,12 +33,17 @@ class StreamConnection final : public WorkerConnection {
       proto::Candidate* c = b->add_candidates();
       c->set_id(item.candidate_id);
       proto::ToProto(*item.source, c->mutable_source());
+      c->set_confirm(item.confirm);
     }
     proto::ToProto(*batch.reference, b->mutable_reference());
     proto::MeasureOptions* o = b->mutable_options();
     proto::ToProto(batch.timing, o->mutable_timing());
     o->set_verify_seed(batch.verify_seed);
     o->set_timeout_s(batch.timeout_s);
+    if (batch.screen.enabled) {
+      proto::ToProto(batch.screen, o->mutable_screen());
+      o->mutable_screen()->set_task_id(batch.screen_task);
+    }
     return Write(m);
   }
 

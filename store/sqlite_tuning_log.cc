@@ -775,6 +775,8 @@ class SqliteTuningLog final : public TuningLog {
       std::optional<Record> r = ReadGoodRecord(s);
       if (!r.has_value()) continue;
       ++c.ok;
+      // The best is a confirmed timing (a screened one is too short to rank on).
+      if (r->measurement.timings.kind != measure::TimingKind::kConfirmed) continue;
       const double ms = r->measurement.timings.median_ms;
       if (c.best_ms == 0 || ms < c.best_ms) c.best_ms = ms;
     }
@@ -798,7 +800,7 @@ class SqliteTuningLog final : public TuningLog {
         Statement s,
         stmts_.Get(absl::StrCat("SELECT ", kRecordColumns,
                                 " FROM records WHERE workload_key = ? AND target_key = ? AND "
-                                "status = 'ok' ORDER BY median_ms, id")));
+                                "status = 'ok' AND timing_kind = 1 ORDER BY median_ms, id")));
     s.Bind(workload_key).Bind(target_key);
     return ReadRecords(s, static_cast<size_t>(k));
   }
@@ -817,9 +819,10 @@ class SqliteTuningLog final : public TuningLog {
     absl::MutexLock lock(&mu_);
     TESSEL_ASSIGN_OR_RETURN(
         Statement s,
-        stmts_.Get(absl::StrCat("SELECT ", kRecordColumns,
-                                " FROM records WHERE workload_key = ? AND target_key = ? AND "
-                                "device_name = ? AND status = 'ok' ORDER BY median_ms, id")));
+        stmts_.Get(absl::StrCat(
+            "SELECT ", kRecordColumns,
+            " FROM records WHERE workload_key = ? AND target_key = ? AND "
+            "device_name = ? AND status = 'ok' AND timing_kind = 1 ORDER BY median_ms, id")));
     s.Bind(workload_key).Bind(target_key).Bind(device_name);
     return ReadRecords(s, static_cast<size_t>(k));
   }
@@ -1175,11 +1178,15 @@ class SqliteTuningLog final : public TuningLog {
   // so this keeps every artifact a lookup can need, and not the megabytes of sources and cubins
   // of the slower candidates a search measures.
   absl::StatusOr<bool> KeepsArtifact(const Record& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!r.measurement.artifact.stored() || !r.measurement.ok()) return false;
+    if (!r.measurement.artifact.stored() || !r.measurement.ok() ||
+        r.measurement.timings.kind != measure::TimingKind::kConfirmed) {
+      return false;
+    }
     TESSEL_ASSIGN_OR_RETURN(
         Statement s,
         stmts_.Get("SELECT count(*) FROM records WHERE workload_key = ? AND target_key = ? AND "
-                   "device_name = ? AND status = 'ok' AND median_ms < ? AND id != ?"));
+                   "device_name = ? AND status = 'ok' AND timing_kind = 1 AND median_ms < ? AND "
+                   "id != ?"));
     s.Bind(r.workload_key)
         .Bind(r.target_key)
         .Bind(r.measurement.device_name)

@@ -167,6 +167,10 @@ class TuningLog {
   virtual absl::Status AddRecords(std::vector<Record>* rs) = 0;
   virtual absl::StatusOr<TaskCounts> CountsOf(int64_t task_id) = 0;
   virtual absl::StatusOr<std::vector<Record>> RecordsOf(int64_t task_id) = 0;
+  // Screening (issue 21): TopK, Best, TopKOnDevice, CountsOf's best_ms and the artifact kept for
+  // deploy-time lookups read confirmed records only (measure::TimingKind::kConfirmed), so that
+  // every best, of a task, a device or across jobs, is a full measurement. CountsOf's ok counts
+  // screened records too.
   // The k fastest ok records of (workload, target), fastest first.
   virtual absl::StatusOr<std::vector<Record>> TopK(const std::string& workload_key,
                                                    const std::string& target_key, int k) = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -432,10 +433,14 @@ absl::Status VerifyPrepared(const GeneratedSource& candidate, Executable& candid
   return VerifyOnHost(candidate, candidate_exe, reference, reference_exe, seed, options, profile);
 }
 
-absl::StatusOr<measure::Timings> TimePrepared(const GeneratedSource& source, Executable& exe,
-                                              uint64_t seed, const FillOptions& fill,
-                                              const measure::TimingOptions& timing,
-                                              double* fill_ms) {
+namespace {
+
+// Fresh inputs from `seed` and poisoned outputs for `source` (on the GPU for CUDA programs), then
+// `body` called with a function that times `exe` on them with given options.
+using TimeOn = std::function<absl::StatusOr<measure::Timings>(const measure::TimingOptions&)>;
+absl::StatusOr<measure::Timings> WithInputs(
+    const GeneratedSource& source, Executable& exe, uint64_t seed, const FillOptions& fill,
+    double* fill_ms, const std::function<absl::StatusOr<measure::Timings>(const TimeOn&)>& body) {
   const auto t = std::chrono::steady_clock::now();
 #ifdef TESSEL_HAVE_CUDA
   if (auto* cuda = dynamic_cast<CudaExecutable*>(&exe); cuda != nullptr) {
@@ -449,13 +454,64 @@ absl::StatusOr<measure::Timings> TimePrepared(const GeneratedSource& source, Exe
     }
     if (absl::Status s = (*verifier)->PoisonOutputs(source.buffers, dev->get()); !s.ok()) return s;
     if (fill_ms != nullptr) *fill_ms = MsSince(t);
-    return device.Time(cuda->program(), **dev, timing);
+    return body([&](const measure::TimingOptions& timing) {
+      return device.Time(cuda->program(), **dev, timing);
+    });
   }
 #endif
   absl::StatusOr<HostBuffers> buffers = MakeVerificationBuffers(source.buffers, seed, fill);
   if (!buffers.ok()) return buffers.status();
   if (fill_ms != nullptr) *fill_ms = MsSince(t);
-  return exe.Time(&*buffers, timing);
+  return body([&](const measure::TimingOptions& timing) { return exe.Time(&*buffers, timing); });
+}
+
+}  // namespace
+
+absl::StatusOr<measure::Timings> TimePrepared(const GeneratedSource& source, Executable& exe,
+                                              uint64_t seed, const FillOptions& fill,
+                                              const measure::TimingOptions& timing,
+                                              double* fill_ms) {
+  return WithInputs(source, exe, seed, fill, fill_ms,
+                    [&](const TimeOn& time_on) { return time_on(timing); });
+}
+
+absl::StatusOr<measure::Timings> TimeScreened(const GeneratedSource& source, Executable& exe,
+                                              uint64_t seed, const FillOptions& fill,
+                                              const measure::TimingOptions& timing,
+                                              const measure::ScreenOptions& screen,
+                                              double* fill_ms) {
+  if (!screen.enabled) return TimePrepared(source, exe, seed, fill, timing, fill_ms);
+  return WithInputs(source, exe, seed, fill, fill_ms,
+                    [&](const TimeOn& time_on) -> absl::StatusOr<measure::Timings> {
+                      measure::TimingOptions short_timing = screen.timing;
+                      short_timing.hardware_counters = timing.hardware_counters;
+                      absl::StatusOr<measure::Timings> screened = time_on(short_timing);
+                      if (!screened.ok()) return screened;
+                      const double screen_median = screened->median_ms;
+                      const int screen_repeats = static_cast<int>(screened->repeats_ms.size());
+                      if (!measure::ShouldConfirm(screen, screen_median)) {
+                        screened->kind = measure::TimingKind::kScreened;
+                        screened->screen_median_ms = screen_median;
+                        screened->screen_repeats = screen_repeats;
+                        return screened;
+                      }
+                      // The full measurement, as without screening; the counters were collected
+                      // already.
+                      measure::TimingOptions full = timing;
+                      full.hardware_counters = false;
+                      absl::StatusOr<measure::Timings> confirmed = time_on(full);
+                      if (!confirmed.ok()) return confirmed;
+                      confirmed->kind = measure::TimingKind::kConfirmed;
+                      confirmed->screen_median_ms = screen_median;
+                      confirmed->screen_repeats = screen_repeats;
+                      if (timing.hardware_counters) {
+                        confirmed->counters = screened->counters;
+                        if (!screened->counters.has_value() && confirmed->note.empty()) {
+                          confirmed->note = screened->note;
+                        }
+                      }
+                      return confirmed;
+                    });
 }
 
 absl::StatusOr<measure::Timings> Measure(const GeneratedSource& source,

@@ -128,6 +128,18 @@ absl::StatusOr<measure::Timings> TimePrepared(const schedules::GeneratedSource& 
                                               const measure::TimingOptions& timing,
                                               double* fill_ms = nullptr);
 
+// TimePrepared with screening (measure::ScreenOptions, when enabled): times `screen.timing` first
+// and, when measure::ShouldConfirm says so, `timing` after it on the same inputs. Returns the full
+// measurement (kind confirmed) or the screening one (kind screened), with the screen's median and
+// repeats either way. Hardware counters come from the screening run (one profiled run per
+// candidate). Disabled: exactly TimePrepared.
+absl::StatusOr<measure::Timings> TimeScreened(const schedules::GeneratedSource& source,
+                                              Executable& exe, uint64_t seed,
+                                              const FillOptions& fill,
+                                              const measure::TimingOptions& timing,
+                                              const measure::ScreenOptions& screen,
+                                              double* fill_ms = nullptr);
+
 // Compiles `source`, fills its inputs, and times it (every repeat and the median).
 absl::StatusOr<measure::Timings> Measure(const schedules::GeneratedSource& source,
                                          const MeasureOptions& options = {});

@@ -51,6 +51,15 @@ TEST(CostModelTrainingSet, ExampleFromTrace) {
   EXPECT_EQ(e->median_ms, 0.5);
   EXPECT_EQ(e->features, costmodel::ExtractFeatures(cs[0].program, host));
 
+  EXPECT_FALSE(e->screened);
+  // A screened record (issue 21) is marked so.
+  store::Record screened = r;
+  screened.measurement.timings.kind = measure::TimingKind::kScreened;
+  e = costmodel::ExampleFromTrace(store::MeasuredTraceOf(screened), cs[0].workload, host);
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(e->screened);
+  EXPECT_EQ(e->median_ms, 0.5);
+
   // A failure keeps its features and has no latency.
   store::Record failed = RecordOf(cs[0], 2, 0);
   failed.measurement.timings.median_ms = 3;  // ignored: not ok

@@ -161,6 +161,42 @@ TEST(XGBoostCostModel, FailuresAreLabelledWorst) {
   EXPECT_GT(costmodel::PairwiseAccuracy(m.Predict(FeaturesOf(te)), MsOf(te)), 0.8);
 }
 
+// Screened examples (issue 21) have noisier medians: the model weighs them less and never takes
+// one as its workload's best. Here every other training example is "screened" with a latency
+// that is wrong (another example's), and the confirmed ones are right: down-weighting the
+// screened ones ranks held-out candidates better than trusting them fully.
+TEST(XGBoostCostModel, ScreenedExamplesWeighLessAndNeverSetTheBest) {
+  std::vector<Example> tr(MatmulExamples().begin(), MatmulExamples().begin() + 160);
+  const std::vector<Example> te(MatmulExamples().begin() + 160, MatmulExamples().end());
+  for (size_t i = 1; i < tr.size(); i += 2) {
+    tr[i].screened = true;
+    tr[i].median_ms = MatmulExamples()[(i * 37) % 160].median_ms;
+  }
+  auto accuracy = [&](double screened_weight) {
+    CostModelOptions o;
+    o.warmup_examples = 1;
+    XGBoostOptions xgb;
+    xgb.screened_weight = screened_weight;
+    XGBoostCostModel m(o, xgb);
+    EXPECT_TRUE(m.Update(tr).ok());
+    return costmodel::PairwiseAccuracy(m.Predict(FeaturesOf(te)), MsOf(te));
+  };
+  const double trusted = accuracy(1.0);
+  const double weighed = accuracy(0.1);
+  std::cout << "held-out pairwise accuracy, screened examples weight 1: " << trusted
+            << ", weight 0.1: " << weighed << "\n";
+  EXPECT_GT(weighed, trusted);
+  // A screened median below every confirmed one does not become the best: training still
+  // works (its label is capped at the best's).
+  std::vector<Example> noisy = tr;
+  noisy[1].median_ms = 1e-6;
+  CostModelOptions o;
+  o.warmup_examples = 1;
+  XGBoostCostModel m(o);
+  ASSERT_TRUE(m.Update(noisy).ok());
+  EXPECT_GT(costmodel::PairwiseAccuracy(m.Predict(FeaturesOf(te)), MsOf(te)), 0.5);
+}
+
 TEST(XGBoostCostModel, RejectsFeatureVectorsOfTheWrongLength) {
   XGBoostCostModel m({});
   Example e = MatmulExamples()[0];

@@ -253,6 +253,51 @@ TEST(ProtoConvert, AResultOfAnOlderWorkerIsAConfirmedTiming) {
   EXPECT_EQ(proto::FromProto(p).timings.kind, measure::TimingKind::kConfirmed);
 }
 
+TEST(ProtoConvert, ScreeningRoundTripsAndIsChecked) {
+  measure::Measurement m;
+  m.timings = measure::MakeTimings({1.0, 2.0, 3.0});
+  m.timings.kind = measure::TimingKind::kScreened;
+  m.timings.screen_median_ms = 2.0;
+  m.timings.screen_repeats = 3;
+  m.worker_times = {1.5, 0.5, 7.0, 12.0};
+  proto::MeasureResult p;
+  proto::ToProto(m, &p);
+  EXPECT_EQ(p.timing_kind(), proto::TIMING_KIND_SCREENED);
+  measure::Measurement back = proto::FromProto(p);
+  EXPECT_EQ(back.timings.kind, measure::TimingKind::kScreened);
+  EXPECT_DOUBLE_EQ(back.timings.screen_median_ms, 2.0);
+  EXPECT_EQ(back.timings.screen_repeats, 3);
+  EXPECT_EQ(back.worker_times, m.worker_times);
+  EXPECT_FALSE(back.confirmed());
+  // A worker of an older release sends no kind: it timed in full.
+  p.clear_timing_kind();
+  EXPECT_EQ(proto::FromProto(p).timings.kind, measure::TimingKind::kConfirmed);
+  EXPECT_TRUE(proto::FromProto(p).confirmed());
+
+  measure::ScreenOptions s;
+  s.enabled = true;
+  s.timing.min_repeats = 2;
+  s.timing.min_total_ms = 4;
+  s.best_ms = 0.25;
+  s.margin = 0.05;
+  proto::ScreenOptions ps;
+  proto::ToProto(s, &ps);
+  absl::StatusOr<measure::ScreenOptions> sb = proto::FromProto(ps);
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  EXPECT_TRUE(sb->enabled);
+  EXPECT_EQ(sb->timing.min_repeats, 2);
+  EXPECT_DOUBLE_EQ(sb->timing.min_total_ms, 4);
+  EXPECT_DOUBLE_EQ(sb->best_ms, 0.25);
+  EXPECT_DOUBLE_EQ(sb->margin, 0.05);
+  ps.set_margin(-1);
+  EXPECT_THAT(std::string(proto::FromProto(ps).status().message()),
+              ::testing::HasSubstr("both must be finite and at least 0"));
+  ps.set_margin(0.05);
+  ps.mutable_timing()->set_max_repeats(0);
+  EXPECT_THAT(std::string(proto::FromProto(ps).status().message()),
+              ::testing::HasSubstr("ScreenOptions.timing: "));
+}
+
 TEST(ProtoConvert, FailureKindsMapToStatuses) {
   EXPECT_EQ(measure::MeasureStatusOf(absl::OkStatus()), measure::MeasureStatus::kOk);
   EXPECT_EQ(measure::MeasureStatusOf(measure::WithMeasureStatus(absl::InternalError("x"),

@@ -914,10 +914,13 @@ TEST_F(ServerTest, AWorkersInvalidTimesNeverReachTheLog) {
 
 TEST_F(ServerTest, EveryFigureAWorkerMeasuredIsStoredWithItsRecord) {
   StartInProcess(TestServerOptions(db_));
-  // What a CUDA worker sends: CUPTI kernel times, counters, clocks and temperature, a screened
-  // timing (as the adaptive timing will send them).
+  // What a CUDA worker sends: CUPTI kernel times, counters, clocks and temperature; the first
+  // result a screened timing (a slower one, as screening leaves it), the second confirmed.
+  int sent = 0;
   LyingWorker worker(server_->address(), [&](int) {
-    proto::MeasureResult r = OkResult({2.0, 2.1, 2.2}, 2.1);
+    const bool screened = sent++ == 0;
+    proto::MeasureResult r =
+        screened ? OkResult({3.0, 3.1, 3.2}, 3.1) : OkResult({2.0, 2.1, 2.2}, 2.1);
     for (double ms : {1.9, 2.0, 2.05}) r.add_kernel_repeats_ms(ms);
     r.set_kernel_median_ms(2.0);
     r.mutable_counters()->set_dram_read_bytes(1.5e9);
@@ -927,7 +930,7 @@ TEST_F(ServerTest, EveryFigureAWorkerMeasuredIsStoredWithItsRecord) {
     r.mutable_device_state()->set_memory_clock_mhz(2619);
     r.mutable_device_state()->set_temperature_c(51);
     r.set_timing_note("a note");
-    r.set_timing_kind(proto::TIMING_KIND_SCREENED);
+    r.set_timing_kind(screened ? proto::TIMING_KIND_SCREENED : proto::TIMING_KIND_CONFIRMED);
     return r;
   });
   const int64_t job = Submit(HostJob({kMatmul}, 2, 2));
@@ -947,9 +950,10 @@ TEST_F(ServerTest, EveryFigureAWorkerMeasuredIsStoredWithItsRecord) {
     EXPECT_EQ(t.device_state.memory_clock_mhz, 2619);
     EXPECT_EQ(t.device_state.temperature_c, 51);
     EXPECT_EQ(t.note, "a note");
-    EXPECT_EQ(t.kind, measure::TimingKind::kScreened);
+    EXPECT_EQ(t.kind, t.median_ms > 3 ? measure::TimingKind::kScreened
+                                      : measure::TimingKind::kConfirmed);
   }
-  // And the best answers with its CUPTI median.
+  // And the best, the confirmed record, answers with its CUPTI median.
   grpc::ClientContext ctx;
   proto::QueryBestRequest q;
   q.set_workload(kMatmul);

@@ -343,3 +343,94 @@ TEST(WorkerDaemon, BadFlagsNameTheProblemAndTheFix) {
 
 }  // namespace
 }  // namespace tessel::testing
+
+namespace tessel::testing {
+namespace {
+
+// Screening (issue 21): a batch sent with MeasureOptions.screen gives each candidate a short
+// screening measurement, and the full one only when it can matter: within the margin of the best
+// (here: a best no candidate comes near, and one every candidate beats), with no best yet, or when
+// the server asks (Candidate.confirm). The worker also reports where its time went.
+TEST(WorkerDaemon, ScreeningTimesClearlySlowCandidatesBrieflyAndConfirmsThoseNearTheBest) {
+  const std::string dir = MakeTempDir("tessel_worker");
+  auto server = FakeWorkerServer::Start();
+  ASSERT_NE(server, nullptr);
+  TesselProcess worker(WorkerArgs(server->address(), dir), dir + "/worker.log");
+  ASSERT_TRUE(worker.started());
+  ASSERT_TRUE(server->WaitFor(IsRegister).has_value()) << worker.Log();
+
+  proto::MeasureOptions options = FastMeasureOptions();
+  options.mutable_timing()->set_min_repeats(9);
+  options.mutable_timing()->set_max_repeats(9);
+  proto::ScreenOptions* screen = options.mutable_screen();
+  *screen->mutable_timing() = options.timing();
+  screen->mutable_timing()->set_min_repeats(2);
+  screen->set_margin(0.05);
+  const schedules::GeneratedSource ref = HostMatmulSource();
+  auto batch = [&](uint64_t id, double best_ms, const std::string& tag) {
+    proto::MeasureOptions o = options;
+    o.mutable_screen()->set_best_ms(best_ms);
+    o.mutable_screen()->set_task_id(id);  // each batch its own task: no best of the worker's
+    proto::ServerMessage m = MakeBatch(
+        id,
+        {PlantHostFault(ref, Plant::kNone, tag + "a"), PlantHostFault(ref, Plant::kNone, tag + "b"),
+         PlantHostFault(ref, Plant::kNone, tag + "c")},
+        ref, o);
+    return m;
+  };
+
+  // A best a thousand times below anything this kernel can do: every candidate is clearly slow
+  // and gets 2 repeats, except the one the server asks to confirm.
+  proto::ServerMessage slow = batch(1, 1e-9, "slow");
+  slow.mutable_batch()->mutable_candidates(1)->set_confirm(true);
+  ASSERT_TRUE(server->Send(slow));
+  std::vector<proto::MeasureResult> results = server->WaitForResults(1, 3);
+  ASSERT_EQ(results.size(), 3u) << worker.Log();
+  for (const proto::MeasureResult& r : results) {
+    ASSERT_EQ(r.status(), proto::MEASURE_STATUS_OK) << r.error();
+    EXPECT_EQ(r.screen_repeats(), 2);
+    EXPECT_GT(r.screen_median_ms(), 0);
+    if (r.candidate_id() == 101) {
+      EXPECT_EQ(r.timing_kind(), proto::TIMING_KIND_CONFIRMED);
+      EXPECT_EQ(r.repeats_ms_size(), 9);
+    } else {
+      EXPECT_EQ(r.timing_kind(), proto::TIMING_KIND_SCREENED);
+      EXPECT_EQ(r.repeats_ms_size(), 2);
+      EXPECT_DOUBLE_EQ(r.median_ms(), r.screen_median_ms());
+    }
+    // The timeline's worker side: the device's time holds the verification and the timing.
+    ASSERT_TRUE(r.has_worker_times());
+    EXPECT_GT(r.worker_times().timing_ms(), 0);
+    EXPECT_GE(r.worker_times().queue_ms(), 0);
+    EXPECT_GE(r.worker_times().compile_wait_ms(), 0);
+    EXPECT_GE(r.worker_times().device_ms(),
+              r.worker_times().timing_ms() + r.verify_ms() + r.worker_times().compile_wait_ms());
+  }
+  // A best far above anything this kernel takes: the first candidate is near it and confirmed.
+  // Its median becomes the worker's own best of the task and takes over from the second
+  // candidate on (copies of one kernel may differ by more than the 5% margin), so only the first
+  // is certain to be confirmed.
+  ASSERT_TRUE(server->Send(batch(2, 1e9, "fast")));
+  results = server->WaitForResults(2, 3);
+  ASSERT_EQ(results.size(), 3u) << worker.Log();
+  EXPECT_EQ(results[0].timing_kind(), proto::TIMING_KIND_CONFIRMED);
+  EXPECT_EQ(results[0].repeats_ms_size(), 9);
+  for (const proto::MeasureResult& r : results) {
+    EXPECT_EQ(r.repeats_ms_size(), r.timing_kind() == proto::TIMING_KIND_CONFIRMED ? 9 : 2);
+  }
+  // Without screening options, the full measurement only, as before.
+  proto::MeasureOptions plain = options;
+  plain.clear_screen();
+  ASSERT_TRUE(server->Send(MakeBatch(3, {PlantHostFault(ref, Plant::kNone, "plain")}, ref, plain)));
+  results = server->WaitForResults(3, 1);
+  ASSERT_EQ(results.size(), 1u) << worker.Log();
+  EXPECT_EQ(results[0].repeats_ms_size(), 9);
+  EXPECT_EQ(results[0].screen_repeats(), 0);
+  EXPECT_EQ(results[0].timing_kind(), proto::TIMING_KIND_CONFIRMED);
+  worker.Signal(SIGTERM);
+  EXPECT_EQ(worker.Wait(absl::Seconds(20)), 0) << worker.Log();
+  EXPECT_THAT(worker.Log(), HasSubstr("(screened)"));
+}
+
+}  // namespace
+}  // namespace tessel::testing

@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -67,10 +69,29 @@ std::string DefaultCacheDir() {
   return absl::StrCat("/tmp/tessel-cache-", static_cast<long>(getuid()));
 }
 
+using Clock = std::chrono::steady_clock;
+
+double MsBetween(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+// The compilations of a batch's reference and candidates, queued on the compile pool.
+struct BatchCompiles {
+  std::string arch;             // compiled for
+  std::string reference_error;  // the reference is malformed: every candidate fails with this
+  CompileFuture reference;
+  std::vector<std::optional<CompileFuture>> futures;  // per candidate; none when malformed
+  std::vector<absl::Status> malformed;
+  std::vector<std::optional<schedules::GeneratedSource>> sources;  // for the results' artifacts
+};
+
 // A batch as the worker holds it.
 struct HeldBatch {
   uint64_t session = 0;  // the connection it came on
   proto::MeasureBatch batch;
+  Clock::time_point received;  // for the timeline's worker queue
+  // CUDA: compilations queued when the batch arrived; null: queued when its device starts on it.
+  std::shared_ptr<BatchCompiles> compiles;
 };
 
 struct Device {
@@ -94,6 +115,9 @@ class Daemon {
   // the daemon should reconnect (or stop, when stop_ is set).
   absl::Status Session(bool* registered);
   void OnBatch(uint64_t session, proto::MeasureBatch batch);
+  // Queues every compilation of `batch` for `arch` at once.
+  std::shared_ptr<BatchCompiles> QueueCompiles(const proto::MeasureBatch& batch,
+                                               const std::string& arch);
   void DeviceLoop(Device* device);
   void ProcessBatch(Device* device, HeldBatch& held);
   void HeartbeatLoop();
@@ -125,6 +149,10 @@ class Daemon {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool return_rest_ ABSL_GUARDED_BY(mu_) = false;  // the drain ran out of time
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Screening: the best median this worker confirmed per task (ScreenOptions.task_id). Results
+  // stream and a batch carries the server's best as of its sending, so a candidate is compared
+  // with the better of the two.
+  std::map<uint64_t, double> confirmed_best_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex write_mu_ ABSL_ACQUIRED_AFTER(mu_);
   Stream* stream_ ABSL_GUARDED_BY(write_mu_) = nullptr;
@@ -490,13 +518,56 @@ void Daemon::Return(uint64_t session, const proto::MeasureBatch& batch, size_t f
                    " unmeasured candidates (", reason, ")"));
 }
 
+std::shared_ptr<BatchCompiles> Daemon::QueueCompiles(const proto::MeasureBatch& batch,
+                                                     const std::string& arch) {
+  auto c = std::make_shared<BatchCompiles>();
+  c->arch = arch;
+  absl::StatusOr<schedules::GeneratedSource> reference = proto::FromProto(batch.reference());
+  if (!reference.ok()) {
+    c->reference_error =
+        absl::StrCat("the batch's reference is malformed: ", reference.status().message());
+    return c;
+  }
+  // On the GPU measurement starts as soon as the first candidate is compiled (the rest compile
+  // meanwhile). On the host the compiler would compete with the timed program for the cores, so
+  // ProcessBatch waits for the whole batch first.
+  c->reference = pool_->Compile(*reference, arch);
+  const size_t n = static_cast<size_t>(batch.candidates_size());
+  c->futures.resize(n);
+  c->malformed.resize(n);
+  c->sources.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    absl::StatusOr<schedules::GeneratedSource> source =
+        proto::FromProto(batch.candidates(static_cast<int>(i)).source());
+    if (!source.ok()) {
+      c->malformed[i] = absl::InvalidArgumentError(
+          absl::StrCat("the candidate is malformed: ", source.status().message()));
+      continue;
+    }
+    c->futures[i] = pool_->Compile(*source, arch);
+    c->sources[i] = *std::move(source);
+  }
+  return c;
+}
+
 void Daemon::OnBatch(uint64_t session, proto::MeasureBatch batch) {
   const int n = batch.candidates_size();
+  // CUDA: compile the batch now, while the devices measure what they hold (issue 21: the GPU
+  // waited for each batch's first compilation). Not on the host, where compiling competes with
+  // the timed program for the cores. Devices of one architecture only (the usual case).
+  std::shared_ptr<BatchCompiles> compiles;
+  bool one_arch = target_ == "cuda";
+  for (const auto& d : devices_) one_arch = one_arch && d->info.arch() == devices_[0]->info.arch();
+  {
+    absl::MutexLock lock(&mu_);
+    one_arch = one_arch && !draining_;
+  }
+  if (one_arch) compiles = QueueCompiles(batch, devices_[0]->info.arch());
   {
     absl::MutexLock lock(&mu_);
     if (!draining_) {
       Log(absl::StrCat("batch ", batch.batch_id(), ": ", n, " candidates received"));
-      queue_.push_back(HeldBatch{session, std::move(batch)});
+      queue_.push_back(HeldBatch{session, std::move(batch), Clock::now(), std::move(compiles)});
       ++batches_held_;
       candidates_pending_ += n;
       changed_.SignalAll();
@@ -566,8 +637,13 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
     std::string line = absl::StrCat("batch ", batch.batch_id(), " candidate ", pr->candidate_id(),
                                     ": ", measure::MeasureStatusName(r.status));
     if (r.status == measure::MeasureStatus::kOk) {
-      absl::StrAppendFormat(&line, " median %.4f ms over %d repeats", r.timings.median_ms,
-                            static_cast<int>(r.timings.repeats_ms.size()));
+      absl::StrAppendFormat(
+          &line, " median %.4f ms over %d repeats%s", r.timings.median_ms,
+          static_cast<int>(r.timings.repeats_ms.size()),
+          r.timings.kind == measure::TimingKind::kScreened ? " (screened)"
+          : r.timings.screen_repeats > 0
+              ? absl::StrFormat(" (confirmed; screened %.4f ms)", r.timings.screen_median_ms)
+              : std::string());
     } else {
       const std::string first_line = r.error.substr(0, r.error.find('\n'));
       absl::StrAppend(&line, ": ", first_line.substr(0, 200));
@@ -589,29 +665,21 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
     FinishBatch(session, batch.batch_id(), 0);
   };
 
-  absl::StatusOr<schedules::GeneratedSource> reference = proto::FromProto(batch.reference());
-  if (!reference.ok()) {
-    all_fail(absl::StrCat("the batch's reference is malformed: ", reference.status().message()));
+  // The device starts on the batch now: what it waits for from here (the host's compilations of
+  // the whole batch, below) counts as the first candidate's compile wait in the timeline.
+  Clock::time_point next_start = Clock::now();
+  // The batch's compilations: queued when it arrived (CUDA, OnBatch) so that it is compiled while
+  // the device measures the batch before it, else now.
+  std::shared_ptr<BatchCompiles> compiles = held.compiles;
+  if (compiles == nullptr || compiles->arch != arch) compiles = QueueCompiles(batch, arch);
+  if (!compiles->reference_error.empty()) {
+    all_fail(compiles->reference_error);
     return;
   }
-  // Every compilation of the batch is queued at once; on the GPU measurement starts as soon as the
-  // first candidate is compiled (the rest compile meanwhile). On the host the compiler would
-  // compete with the timed program for the cores, so the whole batch is compiled first.
-  CompileFuture ref_future = pool_->Compile(*reference, arch);
-  std::vector<std::optional<CompileFuture>> futures(n);
-  std::vector<absl::Status> malformed(n);
-  std::vector<std::optional<schedules::GeneratedSource>> sources(n);  // for the results' artifacts
-  for (size_t i = 0; i < n; ++i) {
-    absl::StatusOr<schedules::GeneratedSource> source =
-        proto::FromProto(batch.candidates(static_cast<int>(i)).source());
-    if (!source.ok()) {
-      malformed[i] = absl::InvalidArgumentError(
-          absl::StrCat("the candidate is malformed: ", source.status().message()));
-      continue;
-    }
-    futures[i] = pool_->Compile(*source, arch);
-    sources[i] = *std::move(source);
-  }
+  CompileFuture& ref_future = compiles->reference;
+  std::vector<std::optional<CompileFuture>>& futures = compiles->futures;
+  std::vector<absl::Status>& malformed = compiles->malformed;
+  std::vector<std::optional<schedules::GeneratedSource>>& sources = compiles->sources;
   if (target_ == "host") {
     for (auto& f : futures) {
       if (f.has_value()) f->wait();
@@ -629,6 +697,8 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
   *request.mutable_reference() = batch.reference();
   ToArtifact(*ref, request.mutable_reference_artifact());
   *request.mutable_options() = batch.options();
+  const bool screened = batch.options().has_screen();
+  const uint64_t screen_task = batch.options().screen().task_id();
 
   for (size_t i = 0; i < n; ++i) {
     bool gone = false, give_back = false;
@@ -661,13 +731,30 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
       send_result(i, std::move(r));
       continue;
     }
+    const Clock::time_point started = next_start;
+    measure::WorkerTimes times;
+    times.queue_ms = MsBetween(held.received, started);
     const absl::StatusOr<CompileOutput>& compiled = futures[i]->get();
+    times.compile_wait_ms = MsBetween(started, Clock::now());
     if (!compiled.ok()) {
-      send_result(i, measure::Measurement::FromStatus(compiled.status()));
+      measure::Measurement r = measure::Measurement::FromStatus(compiled.status());
+      times.device_ms = MsBetween(started, Clock::now());
+      r.worker_times = times;
+      send_result(i, std::move(r));
+      next_start = Clock::now();
       continue;
     }
     *request.mutable_candidate() = candidate.source();
     request.set_candidate_id(candidate.id());
+    request.set_confirm(candidate.confirm());
+    if (screened) {
+      absl::MutexLock lock(&mu_);
+      auto it = confirmed_best_.find(screen_task);
+      const double own = it == confirmed_best_.end() ? 0 : it->second;
+      const double sent = batch.options().screen().best_ms();
+      request.mutable_options()->mutable_screen()->set_best_ms(
+          own > 0 && (sent <= 0 || own < sent) ? own : sent);
+    }
     ToArtifact(*compiled, request.mutable_candidate_artifact());
     const int starts = device->child->starts();
     measure::Measurement r = device->child->Measure(request, timeout_s);
@@ -675,6 +762,15 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
       r.artifact =
           ResultArtifact(*sources[i], compiled->program, device->info, HostCompileOptions());
     }
+    if (screened && r.confirmed()) {
+      absl::MutexLock lock(&mu_);
+      double& best = confirmed_best_[screen_task];
+      if (best <= 0 || r.timings.median_ms < best) best = r.timings.median_ms;
+    }
+    times.timing_ms = r.worker_times.timing_ms;
+    times.device_ms = MsBetween(started, Clock::now());
+    r.worker_times = times;
+    next_start = Clock::now();
     if (device->child->starts() != starts || !device->child->running()) {
       Log(absl::StrCat("device ", device->info.ordinal(), ": measuring process ",
                        device->child->running() ? "restarted" : "ended", " after batch ",

@@ -225,18 +225,31 @@ class Child {
       }
       timing = *t;
     }
+    measure::ScreenOptions screen;
+    if (request.options().has_screen()) {
+      absl::StatusOr<measure::ScreenOptions> s = proto::FromProto(request.options().screen());
+      if (!s.ok()) {
+        result.status = measure::MeasureStatus::kWorkerError;
+        result.error = std::string(s.status().message());
+        return result;
+      }
+      screen = *s;
+      screen.confirm = request.confirm();
+    }
     double timing_fill_ms = 0;
     const auto timing_start = std::chrono::steady_clock::now();
     absl::StatusOr<measure::Timings> timings =
-        TimePrepared(candidate, exe, seed, FillOptions(), timing, &timing_fill_ms);
+        TimeScreened(candidate, exe, seed, FillOptions(), timing, screen, &timing_fill_ms);
+    result.worker_times.timing_ms = MsSince(timing_start);
     if (verified) {
       WriteProfile(request.candidate_id(), profile, result.verify_ms, timing_fill_ms,
-                   MsSince(timing_start));
+                   result.worker_times.timing_ms);
     }
     if (!timings.ok()) {
       measure::Measurement failed = measure::Measurement::FromStatus(timings.status());
       failed.kernels = std::move(result.kernels);
       failed.verify_ms = result.verify_ms;
+      failed.worker_times = result.worker_times;
       return failed;
     }
     result.status = measure::MeasureStatus::kOk;
