@@ -15,32 +15,47 @@ mkdir -p "$out/logs"
   > "$out/timeline.txt" 2>&1
 cat "$out/timeline.txt"
 python3 - "$out" <<'PY'
-import glob, re, sqlite3, statistics, subprocess, sys
+import glob, json, re, sqlite3, statistics, subprocess, sys
 out = sys.argv[1]
-print(f"\n{'workload':<64} {'best_ms':>9} {'measure_ms':>10} {'ratio':>6} {'cv_%':>5}")
+
+def cv(v):  # percent; and the robust one, 1.4826 MAD / median, which one stray repeat leaves be
+    med = statistics.median(v)
+    mad = statistics.median(abs(x - med) for x in v)
+    return 100 * statistics.pstdev(v) / statistics.mean(v), 100 * 1.4826 * mad / med
+
+print(f"\n{'workload':<52} {'best_ms':>8} {'rec_cv%':>7} {'measure_ms (3 runs)':>28} "
+      f"{'ratio':>6} {'cv%':>6} {'rcv%':>5}")
 for db in sorted(glob.glob(f"{out}/logs/**/*.db", recursive=True)):
     c = sqlite3.connect(db)
-    rows = c.execute("SELECT w.spec, min(r.median_ms) FROM records r JOIN workloads w "
+    rows = c.execute("SELECT w.spec, r.median_ms, r.repeats_ms FROM records r JOIN workloads w "
                      "ON w.key = r.workload_key WHERE r.status = 'ok' AND r.timing_kind = 1 "
-                     "GROUP BY w.spec").fetchall()
-    for spec, best in rows:
+                     "ORDER BY r.median_ms").fetchall()
+    seen = set()
+    for spec, best, reps in rows:
+        if spec in seen:
+            continue
+        seen.add(spec)
+        rec_cv = cv(json.loads(reps))[1]
         subprocess.run([".gpu/run", "tessel", "best", "--db", db, "-w", spec, "--target", "cuda",
                         "--emit", "json"], stdout=open(f"{out}/best.json", "w"),
                        stderr=subprocess.DEVNULL, check=False)
-        meds, cvs = [], []
+        meds, cvs, rcvs = [], [], []
         for _ in range(3):
-            t = subprocess.run([".gpu/run", "tessel", "measure", "--candidate", f"{out}/best.json"],
-                               capture_output=True, text=True).stdout
+            t = subprocess.run([".gpu/run", "tessel", "measure", "--candidate", f"{out}/best.json",
+                                "--max-repeats", "1000"], capture_output=True, text=True).stdout
             m = re.search(r"^median_ms: (\S+)", t, re.M)
             r = re.search(r"^repeats_ms \(\d+\): (.*)$", t, re.M)
             if not m or not r:
                 continue
-            v = [float(x) for x in r.group(1).split()]
+            a, b = cv([float(x) for x in r.group(1).split()])
             meds.append(float(m.group(1)))
-            cvs.append(100 * statistics.pstdev(v) / statistics.mean(v))
+            cvs.append(a)
+            rcvs.append(b)
         if not meds:
-            print(f"{spec[:64]:<64} {best:>9.5f} {'failed':>10}")
+            print(f"{spec[:52]:<52} {best:>8.5f} {'failed':>10}")
             continue
-        med, cv = statistics.median(meds), statistics.median(cvs)
-        print(f"{spec[:64]:<64} {best:>9.5f} {med:>10.5f} {best / med:>6.3f} {cv:>5.2f}")
+        med = statistics.median(meds)
+        runs = " ".join(f"{x:.5f}" for x in meds)
+        print(f"{spec[:52]:<52} {best:>8.5f} {rec_cv:>7.2f} {runs:>28} {best / med:>6.3f} "
+              f"{statistics.median(cvs):>6.2f} {statistics.median(rcvs):>5.2f}")
 PY
