@@ -207,7 +207,7 @@ TEST(TuningLogJsonl, ExportCarriesEveryMeasuredFigure) {
   int seen = 0;
   for (const auto& [uid, j] : records) {
     const int64_t i = j["candidate_id"].get<int64_t>();
-    if (i != 3 && i != 1 && i != 4) continue;
+    if (i != 3 && i != 5 && i != 4) continue;
     ++seen;
     const measure::Timings want = MakeTestRecord(i).measurement.timings;
     EXPECT_EQ(j["kernel_repeats_ms"].get<std::vector<double>>(), want.kernel_repeats_ms);
@@ -226,9 +226,9 @@ TEST(TuningLogJsonl, ExportCarriesEveryMeasuredFigure) {
     }
   }
   EXPECT_EQ(seen, 3);
-  // Record 1 is screened, record 3 confirmed with counters: both kinds travel.
+  // Record 5 is screened, record 3 confirmed with counters: both kinds travel.
   for (const auto& [uid, j] : records) {
-    if (j["candidate_id"] == 1) {
+    if (j["candidate_id"] == 5) {
       EXPECT_EQ(j["timing_kind"], "screened");
     }
     if (j["candidate_id"] == 3) {

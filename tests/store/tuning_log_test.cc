@@ -749,10 +749,10 @@ TEST(TuningLog, RecordKeepsEveryMeasuredFigure) {
   const std::string path = NewLogPath();
   auto log = MustOpen(path);
   ASSERT_NE(log, nullptr);
-  // Record 3: CUPTI kernel times, counters, clocks, confirmed. Record 1: no counters (a note
+  // Record 3: CUPTI kernel times, counters, clocks, confirmed. Record 5: no counters (a note
   // says why), screened. Record 4: a compile error, without timings.
   std::vector<Record> rs = {MakeTestRecord(3, "w", "cuda -arch=sm_90"),
-                            MakeTestRecord(1, "w", "cuda -arch=sm_90"),
+                            MakeTestRecord(5, "w", "cuda -arch=sm_90"),
                             MakeTestRecord(4, "w", "cuda -arch=sm_90")};
   ASSERT_TRUE(rs[0].measurement.timings.counters.has_value());
   ASSERT_EQ(rs[1].measurement.timings.kind, measure::TimingKind::kScreened);
@@ -792,7 +792,7 @@ TEST(TuningLog, RecordKeepsEveryMeasuredFigure) {
                      "|| ifnull(achieved_occupancy, 'null') || ' ' || timing_note FROM "
                      "records WHERE uid = '" +
                          rs[1].uid + "'"),
-            "2 null null no hardware counters: not asked for (record 1)");
+            "2 null null no hardware counters: not asked for (record 5)");
   EXPECT_EQ(RawQuery(path,
                      "SELECT json_array_length(kernel_repeats_ms) FROM records WHERE "
                      "uid = '" +
