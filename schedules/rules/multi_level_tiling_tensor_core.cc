@@ -174,14 +174,15 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       return std::vector<Schedule>{};
     }
     const Stage* out = sch.FindStage(rules::OutputOf(sch));
-    if (!out || st->buffer->dtype == DType::kFloat64) return std::vector<Schedule>{};
+    if (!out || out->buffer->shape != st->buffer->shape || st->buffer->dtype == DType::kFloat64) {
+      return std::vector<Schedule>{};
+    }
     const rules::GemmAxes ga = rules::GemmAxesOf(*st);
     const std::vector<Operand> ops = OperandsOf(*st, ga);
     if (ops.empty()) {
       // Not a plain GEMM: its implicit-GEMM view, where it has one.
       const ImplicitGemm view = ImplicitGemmOf(*st);
-      if (!view.ok() || out == st || !ReadsOnlyAtIdentity(*out, *st) ||
-          out->buffer->shape != st->buffer->shape) {
+      if (!view.ok() || out == st || !ReadsOnlyAtIdentity(*out, *st)) {
         return std::vector<Schedule>{};
       }
       Schedule s = sch;
@@ -190,7 +191,6 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       if (!Implicit(&s, stage, view).ok()) return std::vector<Schedule>{sch};
       return std::vector<Schedule>{std::move(s), sch};
     }
-    if (out->buffer->shape != st->buffer->shape) return std::vector<Schedule>{};
     for (const Operand& op : ops) {
       // A computed operand (a padding stage) would need a fetch that computes it.
       if (sch.FindStage(op.name)) return std::vector<Schedule>{};
@@ -210,8 +210,6 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     // Groups of the output's axes that each of the GEMM's axes covers (the gemm's axes are the
     // output's: it reads the gemm at identity).
     const Stage* st = s->FindStage(gemm);
-    std::vector<const VarNode*> axis_vars;
-    for (const VarPtr& v : st->axes) axis_vars.push_back(v.get());
     std::vector<std::vector<int>> out_groups;
     for (int a = 0; a < static_cast<int>(st->axes.size()); ++a) {
       bool grouped = false;

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "schedules/ir/expr_functor.h"
 #include "schedules/ir/simplify.h"
 #include "schedules/ir/substitute.h"
 
@@ -125,11 +126,33 @@ class IntervalEval {
   const std::unordered_map<const VarNode*, int64_t>& varying_;
 };
 
+// Whether an expression divides or takes a remainder anywhere.
+class DivModFinder : public ExprVisitor {
+ public:
+  static bool In(const Expr& e) {
+    DivModFinder f;
+    f.Visit(e);
+    return f.found_;
+  }
+
+ protected:
+  void VisitBinary(const BinaryNode& n, const Expr& self) override {
+    if (n.op == BinaryOp::kDiv || n.op == BinaryOp::kMod) found_ = true;
+    if (!found_) ExprVisitor::VisitBinary(n, self);
+  }
+
+ private:
+  bool found_ = false;
+};
+
 // The interval of an index, simplified first where its raw form has no constant extent: a
 // consumer's loop fused over several axes reads a row-major linearization of them, (x / 36 * 36
-// + x / 6 % 6 * 6 + x % 6), that interval arithmetic bounds only loosely until it is x.
+// + x / 6 % 6 * 6 + x % 6), that interval arithmetic bounds only loosely until it is x. Only an
+// index that divides can be loose that way, so the others (most of them, on every region
+// inference) skip the simplifier.
 std::optional<Interval> EvalIndex(IntervalEval& eval, const Expr& index) {
   std::optional<Interval> raw = eval.Eval(index);
+  if (!DivModFinder::In(index)) return raw;
   if (raw && IsConstInt(Simplify(raw->max - raw->min))) return raw;
   std::optional<Interval> simplified = eval.Eval(Simplify(index));
   return simplified ? simplified : raw;

@@ -251,6 +251,15 @@ class Schedule {
   };
   absl::StatusOr<StageAndLoop> MutableStageAndLoop(BlockRV b, LoopRV l, const char* prim);
   int StageIndex(const std::string& name) const;
+  // What cache_read and reindex copy: the tensor's buffer and the first stage position after its
+  // producer; errors (prim: ...) name a tensor that is inlined or unknown ("no tensor ... to
+  // verb").
+  struct CopySource {
+    BufferPtr buffer;
+    int insert_at = 0;
+  };
+  absl::StatusOr<CopySource> CopySourceOf(const std::string& tensor, const char* prim,
+                                          const char* verb) const;
   std::string NewRV(char kind, RVEntry entry);
   // A handle on iter `iter` of `s` under the stage's current loop generation.
   std::string NewLoopRV(const Stage& s, int iter);

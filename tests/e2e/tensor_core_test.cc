@@ -172,38 +172,54 @@ TEST(TensorCore, BlocksRunInRasterizedGroups) {
   EXPECT_GT(grouped, 0) << "no sample drew a group of 2, 4 or 8 m tiles";
 }
 
-// Shapes no tile divides (M, N, K not multiples of 16 or of the tiles): tensor-core samples
+// Samples of a workload's design space on `arch`, seeds 1 to 24: how many are valid, how many run
+// on the tensor cores, and how many of those have an asynchronous copy matching `copy` (a zero
+// fill whose validity is a bound). The first `compile` tensor-core samples are compiled with NVRTC
+// where CUDA is installed.
+struct TensorCoreSamples {
+  int valid = 0, tc = 0, copies = 0;
+};
+TensorCoreSamples SampleTensorCore(const std::string& spec, const std::string& arch,
+                                   const std::regex& copy, int compile) {
+  TensorCoreSamples n;
+  auto w = ParseWorkloadSpec(spec);
+  EXPECT_TRUE(w.ok()) << w.status();
+  if (!w.ok()) return n;
+  auto space = SpaceGenerator::Create(*w, CudaTarget(arch));
+  EXPECT_TRUE(space.ok()) << space.status();
+  if (!space.ok()) return n;
+  for (uint64_t seed = 1; seed <= 24; ++seed) {
+    auto c = space->Sample(seed);
+    if (!c.ok()) continue;
+    ++n.valid;
+    const std::string& code = c->source.code;
+    if (code.find("tessel_mma_m16n8k16") == std::string::npos) continue;
+    ++n.tc;
+    n.copies += std::regex_search(code, copy);
+#ifdef TESSEL_HAVE_CUDA
+    if (n.tc <= compile && worker::FindCudaIncludeDir().ok()) {
+      worker::NvrtcOptions o;
+      o.arch = arch;
+      auto bin = worker::CompileCuda(c->source, o);
+      EXPECT_TRUE(bin.ok()) << bin.status() << "\n" << code;
+    }
+#endif
+  }
+  return n;
+}
+
+// Shapes no tile divides (M, N, K not multiples of the tiles, nor of 16) run on tensor cores: they
 // compute whole tiles on zero-filled operands (kPadTile) and guard only the output's stores.
 TEST(TensorCore, ShapesNoTileDividesRunOnTensorCores) {
   for (const char* spec : {"matmul(M=1000, N=1000, K=1000, dtype=f16)",
                            "matmul(M=77, N=3000, K=824, dtype=bf16, transpose_b=true)"}) {
     SCOPED_TRACE(spec);
-    auto w = ParseWorkloadSpec(spec);
-    ASSERT_TRUE(w.ok()) << w.status();
-    auto space = SpaceGenerator::Create(*w, CudaT());
-    ASSERT_TRUE(space.ok()) << space.status();
-    int tc = 0, valid = 0, zero_filled = 0;
-    for (uint64_t seed = 1; seed <= 24; ++seed) {
-      auto c = space->Sample(seed);
-      if (!c.ok()) continue;
-      ++valid;
-      const std::string& code = c->source.code;
-      if (code.find("tessel_mma_m16n8k16") == std::string::npos) continue;
-      ++tc;
-      // An asynchronous copy whose validity is a bound (zero fill past the extent), not `true`.
-      zero_filled += std::regex_search(code, std::regex(R"(tessel_cp_async_\d+\([^\n]*< \d+\);)"));
-#ifdef TESSEL_HAVE_CUDA
-      if (tc <= 3 && worker::FindCudaIncludeDir().ok()) {
-        worker::NvrtcOptions o;
-        o.arch = "sm_90";
-        auto bin = worker::CompileCuda(c->source, o);
-        EXPECT_TRUE(bin.ok()) << bin.status() << "\n" << code;
-      }
-#endif
-    }
-    EXPECT_GE(valid, 22);
-    EXPECT_GE(tc, 4);
-    EXPECT_GT(zero_filled, 0);
+    // An asynchronous copy whose validity is a bound (zero fill past the extent), not `true`.
+    const TensorCoreSamples n =
+        SampleTensorCore(spec, "sm_90", std::regex(R"(tessel_cp_async_\d+\([^\n]*< \d+\);)"), 3);
+    EXPECT_GE(n.valid, 22);
+    EXPECT_GE(n.tc, 4);
+    EXPECT_GT(n.copies, 0);
   }
 }
 
@@ -228,35 +244,15 @@ TEST(TensorCore, ConvolutionsRunOnTensorCoresAsImplicitGemms) {
              "dtype=f16)",
              false}}) {
     SCOPED_TRACE(cs.spec);
-    auto w = ParseWorkloadSpec(cs.spec);
-    ASSERT_TRUE(w.ok()) << w.status();
     for (const char* arch : {"sm_80", "sm_90"}) {
       SCOPED_TRACE(arch);
-      auto space = SpaceGenerator::Create(*w, CudaTarget(arch));
-      ASSERT_TRUE(space.ok()) << space.status();
-      int tc = 0, valid = 0, border_filled = 0;
-      for (uint64_t seed = 1; seed <= 24; ++seed) {
-        auto c = space->Sample(seed);
-        if (!c.ok()) continue;
-        ++valid;
-        const std::string& code = c->source.code;
-        if (code.find("tessel_mma_m16n8k16") == std::string::npos) continue;
-        ++tc;
-        // An asynchronous copy whose validity is the padded border (h >= 1 ...), not `true`.
-        border_filled += std::regex_search(code, std::regex(R"(tessel_cp_async_\d+\([^\n]*>= 1)"));
-#ifdef TESSEL_HAVE_CUDA
-        if (tc <= 2 && worker::FindCudaIncludeDir().ok()) {
-          worker::NvrtcOptions o;
-          o.arch = arch;
-          auto bin = worker::CompileCuda(c->source, o);
-          EXPECT_TRUE(bin.ok()) << bin.status() << "\n" << code;
-        }
-#endif
-      }
-      EXPECT_GE(valid, 22);  // at least 90%
-      EXPECT_GE(tc, 4);
+      // An asynchronous copy whose validity is the padded border (h >= 1 ...), not `true`.
+      const TensorCoreSamples n =
+          SampleTensorCore(cs.spec, arch, std::regex(R"(tessel_cp_async_\d+\([^\n]*>= 1)"), 2);
+      EXPECT_GE(n.valid, 22);  // at least 90%
+      EXPECT_GE(n.tc, 4);
       if (cs.padded) {
-        EXPECT_GT(border_filled, 0);
+        EXPECT_GT(n.copies, 0);
       }
     }
   }

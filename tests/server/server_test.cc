@@ -950,8 +950,8 @@ TEST_F(ServerTest, EveryFigureAWorkerMeasuredIsStoredWithItsRecord) {
     EXPECT_EQ(t.device_state.memory_clock_mhz, 2619);
     EXPECT_EQ(t.device_state.temperature_c, 51);
     EXPECT_EQ(t.note, "a note");
-    EXPECT_EQ(t.kind, t.median_ms > 3 ? measure::TimingKind::kScreened
-                                      : measure::TimingKind::kConfirmed);
+    EXPECT_EQ(t.kind,
+              t.median_ms > 3 ? measure::TimingKind::kScreened : measure::TimingKind::kConfirmed);
   }
   // And the best, the confirmed record, answers with its CUPTI median.
   grpc::ClientContext ctx;

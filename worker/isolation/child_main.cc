@@ -192,13 +192,15 @@ class Child {
     const uint64_t seed = CandidateSeed(request.options().verify_seed(), request.candidate_id());
     VerifyProfile profile;
     bool verified = false;
+    // The worker's own failure (its reference, the options it was sent), not the candidate's.
+    auto worker_error = [&result](const absl::Status& s) {
+      result.status = measure::MeasureStatus::kWorkerError;
+      result.error = std::string(s.message());
+      return std::move(result);
+    };
     if (!request.options().skip_verify()) {
       absl::Status ref = PrepareReference(request, run);
-      if (!ref.ok()) {
-        result.status = measure::MeasureStatus::kWorkerError;
-        result.error = std::string(ref.message());
-        return result;
-      }
+      if (!ref.ok()) return worker_error(ref);
       VerifyOptions verify;
       verify.run = run;
       verify.on_device = !VerifyOnHostRequested();
@@ -218,21 +220,13 @@ class Child {
     measure::TimingOptions timing;
     if (request.options().has_timing()) {
       absl::StatusOr<measure::TimingOptions> t = proto::FromProto(request.options().timing());
-      if (!t.ok()) {
-        result.status = measure::MeasureStatus::kWorkerError;
-        result.error = std::string(t.status().message());
-        return result;
-      }
+      if (!t.ok()) return worker_error(t.status());
       timing = *t;
     }
     measure::ScreenOptions screen;
     if (request.options().has_screen()) {
       absl::StatusOr<measure::ScreenOptions> s = proto::FromProto(request.options().screen());
-      if (!s.ok()) {
-        result.status = measure::MeasureStatus::kWorkerError;
-        result.error = std::string(s.status().message());
-        return result;
-      }
+      if (!s.ok()) return worker_error(s.status());
       screen = *s;
       screen.confirm = request.confirm();
     }

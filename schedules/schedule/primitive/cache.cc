@@ -27,6 +27,32 @@ constexpr char kReIndex[] = "reindex";
 
 }  // namespace
 
+// The buffer a copy of `tensor` reads (a stage's or an input's) and where the copy's stage may go
+// at the earliest: after the stage that computes it.
+absl::StatusOr<Schedule::CopySource> Schedule::CopySourceOf(const std::string& tensor,
+                                                            const char* prim,
+                                                            const char* verb) const {
+  CopySource out;
+  if (int i = StageIndex(tensor); i >= 0) {
+    if (stages_[i].inlined()) {
+      return Precondition(
+          prim, absl::StrCat("stage ", tensor, " was inlined; it has no buffer to ", verb));
+    }
+    out.buffer = stages_[i].buffer;
+    out.insert_at = i + 1;
+    // A stage computed in another's pass is there when that stage has run.
+    if (int by = StageIndex(stages_[i].computed_by); by > i) out.insert_at = by + 1;
+  } else {
+    for (const BufferPtr& b : inputs_) {
+      if (b->name == tensor) out.buffer = b;
+    }
+  }
+  if (!out.buffer) {
+    return Invalid(prim, absl::StrCat("no tensor named '", tensor, "' to ", verb));
+  }
+  return out;
+}
+
 absl::StatusOr<BlockRV> Schedule::CacheRead(std::string tensor, const std::string& scope,
                                             const std::vector<BlockRV>& readers) {
   const char* prim = kCacheRead;
@@ -35,26 +61,9 @@ absl::StatusOr<BlockRV> Schedule::CacheRead(std::string tensor, const std::strin
     return Invalid(
         prim, absl::StrCat("unknown cache scope '", scope, "'; use shared, local or fragment"));
   }
-  BufferPtr src;
-  int insert_at = 0;
-  if (int i = StageIndex(tensor); i >= 0) {
-    if (stages_[i].inlined()) {
-      return Precondition(prim, absl::StrCat("stage ", tensor,
-                                             " was inlined; it has no buffer "
-                                             "to cache"));
-    }
-    src = stages_[i].buffer;
-    insert_at = i + 1;
-    // A stage computed in another's pass is there when that stage has run.
-    if (int by = StageIndex(stages_[i].computed_by); by > i) insert_at = by + 1;
-  } else {
-    for (const BufferPtr& b : inputs_) {
-      if (b->name == tensor) src = b;
-    }
-  }
-  if (!src) {
-    return Invalid(prim, absl::StrCat("no tensor named '", tensor, "' to cache"));
-  }
+  TESSEL_ASSIGN_OR_RETURN(CopySource source, CopySourceOf(tensor, prim, "cache"));
+  const BufferPtr& src = source.buffer;
+  int insert_at = source.insert_at;
   if (readers.empty()) return Invalid(prim, "needs at least one reader stage");
   std::vector<int> reader_idx;
   for (BlockRV r : readers) {
@@ -187,21 +196,9 @@ absl::StatusOr<BlockRV> Schedule::ReIndex(BlockRV reader, std::string tensor,
                                            " is a tuple reduction (fuse_reductions); reindex its "
                                            "reads before fusing"));
   }
-  BufferPtr src;
-  int insert_at = 0;
-  if (int i = StageIndex(tensor); i >= 0) {
-    if (stages_[i].inlined()) {
-      return Precondition(prim, absl::StrCat("stage ", tensor, " was inlined; it has no buffer"));
-    }
-    src = stages_[i].buffer;
-    insert_at = i + 1;
-    if (int by = StageIndex(stages_[i].computed_by); by > i) insert_at = by + 1;
-  } else {
-    for (const BufferPtr& b : inputs_) {
-      if (b->name == tensor) src = b;
-    }
-  }
-  if (!src) return Invalid(prim, absl::StrCat("no tensor named '", tensor, "' to reindex"));
+  TESSEL_ASSIGN_OR_RETURN(CopySource source, CopySourceOf(tensor, prim, "reindex"));
+  const BufferPtr& src = source.buffer;
+  int insert_at = source.insert_at;
   const std::vector<const LoadNode*> loads = CollectLoads(r.body, src.get());
   if (loads.empty()) {
     return Precondition(prim, absl::StrCat("stage ", r.name, " does not read ", tensor));

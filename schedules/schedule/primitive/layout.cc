@@ -338,7 +338,6 @@ absl::Status Schedule::FuseAxes(BlockRV block, const std::vector<int>& axes) {
     iters.push_back(std::move(iv));
   }
   BufferPtr nb;
-  std::vector<int> dims(axes.begin(), axes.end());
   if (!reduce) {
     std::vector<int64_t> shape;
     for (int d = 0; d < na; ++d) {
@@ -355,7 +354,7 @@ absl::Status Schedule::FuseAxes(BlockRV block, const std::vector<int>& axes) {
   std::iota(s->leaves.begin(), s->leaves.end(), 0);
   ++s->loop_generation;
   if (nb) {
-    AxisFuser fuse(s->buffer.get(), nb, dims, strides);
+    AxisFuser fuse(s->buffer.get(), nb, axes, strides);
     for (Stage& o : stages_) {
       o.body = fuse.Visit(o.body);
       for (Stage::TupleOutput& t : o.outputs) t.value = fuse.Visit(t.value);
