@@ -7,9 +7,12 @@
 // With --compare it runs the same job (same seed, same workloads) twice, screening on and off,
 // and prints per workload the trials and the seconds each run needed to reach 95% of the best
 // latency either run found, so that screening is seen not to make the search worse per trial.
+// With --seeds=N it does so for N seeds (S, S+1, ...): one seed's trials to 95% hang on which
+// candidates happen to come first, so the means over seeds and workloads are what compare.
 //
 // tessel_bench_live_timeline [--target=host|cuda] [--trials=N] [--screen-ms=MS] [--compare]
-//       [--workload=SPEC]... [--strategy=evolutionary] [--seed=S] [--batch=N]
+//       [--seeds=N] [--workload=SPEC]... [--strategy=evolutionary] [--seed=S] [--batch=N]
+//       [--worker-batches=N]
 //       [--min-total-ms=MS] [--tessel=PATH] [--keep=DIR]
 //
 // --tessel is the tessel binary the worker starts its measuring children from (default: `tessel`
@@ -52,7 +55,9 @@ struct Flags {
   std::vector<std::string> workloads;
   std::string strategy = "evolutionary";
   uint64_t seed = 1;
+  int seeds = 1;  // --compare: seeds S, S+1, ... S+seeds-1
   int batch = 16;
+  int worker_batches = 0;  // the worker's credits; 0: its default
   double min_total_ms = 200;
   std::string tessel;
   std::string keep;
@@ -107,7 +112,7 @@ struct RunResult {
 };
 
 RunResult RunJob(const Flags& f, const std::vector<std::string>& workloads, double screen_ms,
-                 const std::string& dir) {
+                 const std::string& dir, uint64_t seed) {
   std::filesystem::create_directories(dir);
   const std::string db = dir + "/log.db";
   std::filesystem::remove(db);
@@ -134,6 +139,7 @@ RunResult RunJob(const Flags& f, const std::vector<std::string>& workloads, doub
     wo.quiet = true;
     wo.executable = f.tessel;
     wo.cache_dir = dir + "/cache";
+    if (f.worker_batches > 0) wo.max_batches = f.worker_batches;
     absl::Status s = tessel::worker::RunWorker(wo);
     if (!s.ok()) std::fprintf(stderr, "worker: %s\n", std::string(s.message()).c_str());
   });
@@ -144,7 +150,7 @@ RunResult RunJob(const Flags& f, const std::vector<std::string>& workloads, doub
   req.mutable_target()->set_kind(f.target);
   req.set_trials_per_task(f.trials);
   req.set_strategy(f.strategy);
-  req.set_seed(f.seed);
+  req.set_seed(seed);
   req.set_batch_size(f.batch);
   proto::SubmitJobResponse resp;
   {
@@ -267,6 +273,16 @@ int main(int argc, char** argv) {
       if (!absl::SimpleAtoi(v, &f.batch) || f.batch < 1) Usage("--batch needs a positive count");
       continue;
     }
+    if (value("worker-batches", &v)) {
+      if (!absl::SimpleAtoi(v, &f.worker_batches) || f.worker_batches < 1) {
+        Usage("--worker-batches needs a positive count");
+      }
+      continue;
+    }
+    if (value("seeds", &v)) {
+      if (!absl::SimpleAtoi(v, &f.seeds) || f.seeds < 1) Usage("--seeds needs a positive count");
+      continue;
+    }
     if (value("seed", &v)) {
       if (!absl::SimpleAtoi(v, &f.seed)) Usage("--seed needs an integer");
       continue;
@@ -299,46 +315,69 @@ int main(int argc, char** argv) {
       f.target.c_str(), f.workloads.size(), static_cast<long>(f.trials), f.strategy.c_str(),
       static_cast<unsigned long>(f.seed), f.batch, f.min_total_ms);
   std::printf("\n== screening %.3g ms ==\n", f.screen_ms);
-  RunResult with = RunJob(f, f.workloads, f.screen_ms, dir + "/screen");
+  RunResult with = RunJob(f, f.workloads, f.screen_ms, dir + "/screen", f.seed);
   PrintTimeline(with);
   if (!f.compare) {
     if (f.keep.empty()) std::filesystem::remove_all(dir);
     return 0;
   }
   std::printf("\n== no screening ==\n");
-  RunResult without = RunJob(f, f.workloads, 0, dir + "/full");
+  RunResult without = RunJob(f, f.workloads, 0, dir + "/full", f.seed);
   PrintTimeline(without);
-  std::printf("\ntrials (and seconds) to reach 95%% of the best either run found\n");
-  std::printf("  %-52s %12s %18s %18s\n", "workload", "best ms", "screening", "no screening");
-  double tw = 0, to = 0;
-  int64_t nw = 0, no = 0;
-  for (const auto& [key, t] : with.tasks) {
-    auto other = without.tasks.find(key);
-    if (other == without.tasks.end()) continue;
-    double best = 0;
-    for (const TaskResult* r : {&t, static_cast<const TaskResult*>(&other->second)}) {
-      for (double m : r->medians) {
-        if (m > 0 && (best == 0 || m < best)) best = m;
-      }
-    }
-    if (best == 0) continue;
-    const auto a = Reach(t, best / 0.95);
-    const auto b = Reach(other->second, best / 0.95);
-    auto cell = [](std::pair<int64_t, double> r) {
-      return r.first == 0 ? std::string("never")
-                          : absl::StrFormat("%d (%.1f s)", r.first, r.second);
-    };
-    std::printf("  %-52s %12.4f %18s %18s\n", t.spec.substr(0, 52).c_str(), best, cell(a).c_str(),
-                cell(b).c_str());
-    if (a.first > 0) tw += static_cast<double>(a.first), ++nw;
-    if (b.first > 0) to += static_cast<double>(b.first), ++no;
+  // Per seed, the two runs; per workload and seed, the trials each needed.
+  std::vector<std::pair<RunResult, RunResult>> runs;
+  runs.emplace_back(std::move(with), std::move(without));
+  for (int k = 1; k < f.seeds; ++k) {
+    const uint64_t seed = f.seed + static_cast<uint64_t>(k);
+    RunResult w = RunJob(f, f.workloads, f.screen_ms, absl::StrCat(dir, "/screen-", seed), seed);
+    RunResult o = RunJob(f, f.workloads, 0, absl::StrCat(dir, "/full-", seed), seed);
+    runs.emplace_back(std::move(w), std::move(o));
   }
-  std::printf("  mean trials to 95%%: screening %.1f (%ld reached), no screening %.1f (%ld)\n",
-              nw > 0 ? tw / static_cast<double>(nw) : 0.0, static_cast<long>(nw),
-              no > 0 ? to / static_cast<double>(no) : 0.0, static_cast<long>(no));
-  std::printf("  trials/s: screening %.2f, no screening %.2f\n",
-              static_cast<double>(with.job.trials_done()) / with.wall_s,
-              static_cast<double>(without.job.trials_done()) / without.wall_s);
+  std::printf("\ntrials (and seconds) to reach 95%% of the best either run of a seed found, "
+              "seeds %lu to %lu\n",
+              static_cast<unsigned long>(f.seed),
+              static_cast<unsigned long>(f.seed + static_cast<uint64_t>(f.seeds) - 1));
+  std::printf("  %-52s %18s %18s\n", "workload", "screening", "no screening");
+  double tw = 0, to = 0, sw = 0, so = 0;
+  int64_t nw = 0, no = 0, cells = 0;
+  for (const auto& [key, first] : runs.front().first.tasks) {
+    std::string cw, co;
+    for (const auto& [a_run, b_run] : runs) {
+      auto a_it = a_run.tasks.find(key);
+      auto b_it = b_run.tasks.find(key);
+      if (a_it == a_run.tasks.end() || b_it == b_run.tasks.end()) continue;
+      double best = 0;
+      for (const TaskResult* r : {&a_it->second, &b_it->second}) {
+        for (double m : r->medians) {
+          if (m > 0 && (best == 0 || m < best)) best = m;
+        }
+      }
+      if (best == 0) continue;
+      ++cells;
+      const auto a = Reach(a_it->second, best / 0.95);
+      const auto b = Reach(b_it->second, best / 0.95);
+      auto cell = [](std::pair<int64_t, double> r) {
+        return r.first == 0 ? std::string("never") : absl::StrCat(r.first);
+      };
+      absl::StrAppend(&cw, cw.empty() ? "" : " ", cell(a));
+      absl::StrAppend(&co, co.empty() ? "" : " ", cell(b));
+      if (a.first > 0) tw += static_cast<double>(a.first), sw += a.second, ++nw;
+      if (b.first > 0) to += static_cast<double>(b.first), so += b.second, ++no;
+    }
+    std::printf("  %-52s %18s %18s\n", first.spec.substr(0, 52).c_str(), cw.c_str(), co.c_str());
+  }
+  auto mean = [](double sum, int64_t n) { return n > 0 ? sum / static_cast<double>(n) : 0.0; };
+  std::printf("  mean trials to 95%%: screening %.1f (%ld of %ld reached, %.1f s), no screening "
+              "%.1f (%ld, %.1f s)\n",
+              mean(tw, nw), static_cast<long>(nw), static_cast<long>(cells), mean(sw, nw),
+              mean(to, no), static_cast<long>(no), mean(so, no));
+  double rw = 0, ro = 0;
+  for (const auto& [a_run, b_run] : runs) {
+    rw += static_cast<double>(a_run.job.trials_done()) / a_run.wall_s;
+    ro += static_cast<double>(b_run.job.trials_done()) / b_run.wall_s;
+  }
+  std::printf("  trials/s (mean over seeds): screening %.2f, no screening %.2f\n",
+              rw / static_cast<double>(runs.size()), ro / static_cast<double>(runs.size()));
   if (f.keep.empty()) std::filesystem::remove_all(dir);
   return 0;
 }

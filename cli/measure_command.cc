@@ -56,6 +56,11 @@ void Print(const measure::Measurement& r, const std::string& path) {
   if (!r.timings.kernel_repeats_ms.empty()) {
     std::cout << absl::StrFormat("kernel_median_ms: %.6f (CUPTI activity records)\n",
                                  r.timings.kernel_median_ms);
+    std::cout << "kernel_repeats_ms (" << r.timings.kernel_repeats_ms.size() << "): "
+              << absl::StrJoin(
+                     r.timings.kernel_repeats_ms, " ",
+                     [](std::string* out, double ms) { absl::StrAppendFormat(out, "%.6f", ms); })
+              << "\n";
   }
   if (r.timings.counters) {
     std::cout << absl::StrFormat(
@@ -91,6 +96,10 @@ int RunMeasure(const MeasureFlags& f) {
   };
   if (f.target != "auto" && f.target != "host" && f.target != "cuda") {
     return fail(absl::StrCat("unknown --target '", f.target, "'; use auto, host or cuda"));
+  }
+  if (!measure::ValidMedianPrecision(f.timing.median_precision)) {
+    return fail(absl::StrCat("--median-precision ", f.timing.median_precision,
+                             ": give 0 (off) or a fraction in (0, 1), e.g. 0.005 for +-0.5%"));
   }
   absl::StatusOr<schedules::CandidateFile> file = schedules::ReadCandidateFile(f.candidate);
   if (!file.ok()) return fail(std::string(file.status().message()));
@@ -174,7 +183,12 @@ void AddMeasureCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-repeats", f->timing.max_repeats, "At most this many timed repeats")
       ->capture_default_str();
-  cmd->add_option("--min-ms", f->timing.min_total_ms, "Repeat until this much time is measured")
+  cmd->add_option("--min-ms", f->timing.min_total_ms,
+                  "Repeat until this much time is measured, unless the median is precise sooner")
+      ->capture_default_str();
+  cmd->add_option("--median-precision", f->timing.median_precision,
+                  "Stop once the median's 95% confidence half-width is this fraction of it (0: "
+                  "off, repeat until --min-ms)")
       ->capture_default_str();
   cmd->add_flag("--no-flush{false}", f->timing.flush_cache,
                 "Do not flush the caches before each repeat");

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "cli/exit_code.h"
 #include "cli/screening_flags.h"
 #include "server/server.h"
@@ -22,6 +23,7 @@ struct ServeFlags {
   std::optional<int> min_repeats;
   std::optional<int> max_repeats;
   std::optional<double> min_total_ms;
+  std::optional<double> median_precision;
   bool no_flush = false;
   ScreeningFlags screening;
 };
@@ -39,6 +41,12 @@ int RunServe(ServeFlags& flags) {
               << ": give 0 or more milliseconds\n";
     return 1;
   }
+  if (flags.median_precision && !measure::ValidMedianPrecision(*flags.median_precision)) {
+    std::cerr << "tessel serve: --median-precision " << *flags.median_precision
+              << ": give 0 (off) or a fraction in (0, 1), e.g. 0.005 for +-0.5%\n";
+    return 1;
+  }
+  if (flags.median_precision) o.timing.median_precision = *flags.median_precision;
   if (flags.min_repeats) o.timing.min_repeats = *flags.min_repeats;
   if (flags.max_repeats) o.timing.max_repeats = *flags.max_repeats;
   if (flags.min_total_ms) o.timing.min_total_ms = *flags.min_total_ms;
@@ -130,7 +138,12 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--min-repeats", flags->min_repeats, "Timed repeats per candidate, at least");
   cmd->add_option("--max-repeats", flags->max_repeats, "Timed repeats per candidate, at most");
   cmd->add_option("--min-total-ms", flags->min_total_ms,
-                  "Repeat until the repeats add up to this much (ms)");
+                  "Repeat until the repeats add up to this much (ms), unless the median is precise "
+                  "sooner (--median-precision)");
+  cmd->add_option("--median-precision", flags->median_precision,
+                  absl::StrCat("Stop timing a candidate once its median's 95% confidence "
+                               "half-width is this fraction of it (default ",
+                               measure::TimingOptions{}.median_precision, "; 0: off)"));
   cmd->add_flag("--no-flush", flags->no_flush, "Do not flush caches between timed repeats");
   AddScreeningFlags(cmd, &flags->screening);
   cmd->add_flag("--counters", o.timing.hardware_counters,

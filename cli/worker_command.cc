@@ -157,7 +157,9 @@ void AddWorkerCommand(CLI::App& app) {
   cmd->add_option("--token", o.transport.token,
                   "A worker token (default: $TESSEL_TOKEN); tessel token create --role worker "
                   "makes one");
-  cmd->add_option("--max-batches", o.max_batches, "Batches held at once (credits)")
+  cmd->add_option("--max-batches", o.max_batches,
+                  "Batches held at once (credits); 0: a batch per 4 compile threads, at least 2 "
+                  "per device")
       ->capture_default_str();
   cmd->add_option("--heartbeat-s", o.heartbeat_s, "Seconds between heartbeats")
       ->capture_default_str();

@@ -45,8 +45,9 @@ struct Measurement {
   WorkerTimes worker_times;
 
   bool ok() const { return status == MeasureStatus::kOk; }
-  // The median latency when ok, 0 otherwise: what a search or a cost model ranks by.
-  double latency_ms() const { return ok() ? timings.median_ms : 0; }
+  // The latency when ok (Timings::latency_ms: the CUPTI kernel median where there is one, else
+  // the event median), 0 otherwise: what a search, a cost model and a task's best rank by.
+  double latency_ms() const { return ok() ? timings.latency_ms() : 0; }
   // An ok result that got the full measurement (a task's best is always one).
   bool confirmed() const { return ok() && timings.kind == TimingKind::kConfirmed; }
 

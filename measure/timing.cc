@@ -1,6 +1,9 @@
 #include "measure/timing.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 namespace tessel::measure {
@@ -43,6 +46,30 @@ std::optional<TimingKind> TimingKindOfNumber(int64_t number) {
 }
 
 double MedianOf(std::vector<double> values) { return MakeTimings(std::move(values)).median_ms; }
+
+double MedianHalfWidth(std::vector<double> values) {
+  const double n = static_cast<double>(values.size());
+  const double spread = 0.98 * std::sqrt(n);
+  const double lo = std::floor(n / 2 - spread);  // 1-based ranks
+  const double hi = std::ceil(n / 2 + spread + 1);
+  if (lo < 1 || hi > n) return std::numeric_limits<double>::infinity();
+  std::sort(values.begin(), values.end());
+  const double median = MedianOf(values);
+  if (!(median > 0)) return std::numeric_limits<double>::infinity();
+  return (values[static_cast<size_t>(hi) - 1] - values[static_cast<size_t>(lo) - 1]) / 2 / median;
+}
+
+bool ValidMedianPrecision(double p) { return p >= 0 && p < 1; }
+
+bool EnoughRepeats(const TimingOptions& options, const std::vector<double>& repeats_ms,
+                   double total_ms) {
+  const int64_t n = static_cast<int64_t>(repeats_ms.size());
+  if (n >= options.max_repeats) return true;
+  if (n < options.min_repeats) return false;
+  if (total_ms >= options.min_total_ms) return true;
+  return options.median_precision > 0 &&
+         MedianHalfWidth(repeats_ms) <= options.median_precision;
+}
 
 bool ShouldConfirm(const ScreenOptions& screen, double screened_median_ms) {
   if (!screen.enabled || screen.confirm || screen.best_ms <= 0) return true;

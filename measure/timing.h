@@ -12,13 +12,19 @@
 namespace tessel::measure {
 
 // How to time a program. Each repeat is timed alone (device events on the GPU, a steady clock on
-// the host) with the caches flushed before it; repeats go on until both `min_repeats` and
-// `min_total_ms` of measured time are reached, or `max_repeats`.
+// the host) with the caches flushed before it; repeats go on (EnoughRepeats) until `min_repeats`
+// are done and either the median is known to `median_precision` or the repeats add up to
+// `min_total_ms` of measured time; never beyond `max_repeats`.
 struct TimingOptions {
   int warmup_runs = 2;        // untimed runs first (module load, first-touch, clocks ramping up)
   int min_repeats = 5;        // at least this many timed repeats
   int max_repeats = 1000;     // at most this many, even when min_total_ms is not reached
-  double min_total_ms = 200;  // keep repeating until the repeats add up to this much
+  double min_total_ms = 200;  // repeat until the repeats add up to this much, unless precise
+  // Stop as soon as the median is this precise: the half-width of its distribution-free 95%
+  // confidence interval (MedianHalfWidth) relative to it. A stable kernel is done after a few
+  // dozen repeats instead of 200 ms; a noisy one still runs to min_total_ms. 0: off (repeat until
+  // min_total_ms, the rule before issue 21).
+  double median_precision = 0.005;
   bool flush_cache = true;    // flush L2 (GPU) or the last-level cache (host) before each repeat
   // Host: once min_repeats are done, stop when this much wall time (flushes included) has passed,
   // even if min_total_ms is not reached (a microsecond kernel would otherwise run max_repeats
@@ -82,12 +88,18 @@ struct Timings {
   TimingKind kind = TimingKind::kConfirmed;
   // Why a figure above is missing (no CUPTI kernel times, no counters, no clocks), "; "-joined.
   std::string note;
-  // Screening (ScreenOptions): the screening measurement's median and repeats, also for a
-  // confirmed candidate (whose repeats above are the full measurement's): the pairs of screened
-  // and confirmed medians are what the server derives its screening margin from. 0 when the
-  // candidate was not screened.
+  // Screening (ScreenOptions): the screening measurement's latency (its latency_ms) and repeats,
+  // also for a confirmed candidate (whose repeats above are the full measurement's): the pairs of
+  // screened and confirmed latencies are what the server derives its screening margin from. 0
+  // when the candidate was not screened.
   double screen_median_ms = 0;
   int screen_repeats = 0;
+
+  // What a search, a cost model and a task's best rank by: the CUPTI kernel median when there is
+  // one (the GPU's own clock of the kernels, without the microseconds of launch and event
+  // overhead whose noise would rank microsecond kernels by chance), else the event median. The
+  // tuning log ranks by the same rule (its latency_ms column).
+  double latency_ms() const { return kernel_median_ms > 0 ? kernel_median_ms : median_ms; }
 };
 
 // Screening (DESIGN.md section 6): every candidate is first timed with the short `timing`; the
@@ -97,13 +109,28 @@ struct Timings {
 struct ScreenOptions {
   bool enabled = false;  // false: every candidate gets the full measurement only
   TimingOptions timing;  // the screening measurement (a few repeats, caches flushed as usual)
-  double best_ms = 0;    // the task's best confirmed median; 0: none yet (every candidate confirms)
+  double best_ms = 0;    // the task's best confirmed latency; 0: none yet (every candidate confirms)
   double margin = 0;     // relative: confirm at or below best_ms * (1 + margin)
   bool confirm = false;  // confirm whatever the screen says (the server samples the noise)
 };
 
 // Whether a candidate screened at `screened_median_ms` gets the full measurement.
 bool ShouldConfirm(const ScreenOptions& screen, double screened_median_ms);
+
+// The relative half-width of a distribution-free 95% confidence interval of the median of
+// `values`: the order statistics at ranks n/2 -+ 0.98 sqrt(n) (the normal approximation of the
+// binomial), half their distance over the median. Infinity for fewer than 8 values (the interval
+// would reach past the smallest or the largest) or a median of 0.
+double MedianHalfWidth(std::vector<double> values);
+
+// Whether `p` can be a TimingOptions::median_precision: 0 (off) or a fraction in (0, 1).
+bool ValidMedianPrecision(double p);
+
+// Whether timed repeats `repeats_ms` (adding up to `total_ms`) are enough by `options`'s rule:
+// max_repeats reached, or min_repeats reached and either min_total_ms reached or the median
+// precise to median_precision.
+bool EnoughRepeats(const TimingOptions& options, const std::vector<double>& repeats_ms,
+                   double total_ms);
 
 // Fills median (the mean of the two middle values for an even count), min and max.
 Timings MakeTimings(std::vector<double> repeats_ms);

@@ -172,6 +172,7 @@ void ToProto(const measure::TimingOptions& in, TimingOptions* out) {
   out->set_max_wall_ms(in.max_wall_ms);
   out->set_no_kernel_times(!in.kernel_times);
   out->set_hardware_counters(in.hardware_counters);
+  out->set_median_precision(in.median_precision);
 }
 
 absl::StatusOr<measure::TimingOptions> FromProto(const TimingOptions& in) {
@@ -180,6 +181,11 @@ absl::StatusOr<measure::TimingOptions> FromProto(const TimingOptions& in) {
         "TimingOptions: warmup_runs ", in.warmup_runs(), ", min_repeats ", in.min_repeats(),
         ", max_repeats ", in.max_repeats(),
         ": max_repeats must be at least 1 and at least min_repeats, warmup_runs at least 0"));
+  }
+  if (!measure::ValidMedianPrecision(in.median_precision())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TimingOptions: median_precision ", in.median_precision(),
+                     " is not a fraction: give 0 (off) or a value in (0, 1), e.g. 0.005"));
   }
   measure::TimingOptions out;
   out.warmup_runs = in.warmup_runs();
@@ -190,6 +196,7 @@ absl::StatusOr<measure::TimingOptions> FromProto(const TimingOptions& in) {
   if (in.max_wall_ms() > 0) out.max_wall_ms = in.max_wall_ms();
   out.kernel_times = !in.no_kernel_times();
   out.hardware_counters = in.hardware_counters();
+  out.median_precision = in.median_precision();
   return out;
 }
 

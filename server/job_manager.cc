@@ -184,7 +184,7 @@ absl::Status JobManager::LoadJobLocked(const store::JobRow& row,
       ++task->done;
       if (r.measurement.ok()) {
         ++task->ok;
-        const double ms = r.measurement.timings.median_ms;
+        const double ms = r.measurement.latency_ms();
         if (r.measurement.confirmed() && (task->best_ms == 0 || ms < task->best_ms)) {
           task->best_ms = ms;
         }
@@ -420,7 +420,7 @@ void JobManager::OnResult(const QueuedCandidate& candidate, const measure::Measu
     ++task.ok;
     // The best is always a confirmed measurement (a screened one is, by the rule that screened
     // it, slower than a confirmed best the worker knew of).
-    const double ms = result.timings.median_ms;
+    const double ms = result.latency_ms();
     if (result.confirmed() && (task.best_ms == 0 || ms < task.best_ms)) task.best_ms = ms;
     if (result.timings.kind == measure::TimingKind::kScreened) ++task.screened;
     if (result.confirmed() && result.timings.screen_repeats > 0) {

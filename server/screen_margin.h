@@ -2,8 +2,8 @@
 
 // The screening margin of a task, from the noise measured on it (DESIGN.md section 6; issue 21).
 //
-// A candidate is confirmed (timed in full) when its screened median is at most the task's best
-// confirmed median times (1 + margin). Screening misses a candidate that is really faster than
+// A candidate is confirmed (timed in full) when its screened latency is at most the task's best
+// confirmed latency times (1 + margin) (latencies as measure::Timings::latency_ms ranks them). Screening misses a candidate that is really faster than
 // the best only when its screen overestimates it by more than the margin, so the margin is a high
 // quantile of how far screens land from the full measurement: every candidate that got both
 // gives a pair (screened, confirmed), and the margin is

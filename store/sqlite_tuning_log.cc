@@ -187,6 +187,19 @@ ALTER TABLE records ADD COLUMN timing_note TEXT NOT NULL DEFAULT '';
 ALTER TABLE records ADD COLUMN timing_kind INTEGER NOT NULL DEFAULT 1;
 )sql";
 
+// Version 6 (issue 21): what a record ranks by, measure::Timings::latency_ms: the CUPTI kernel
+// median where the record has one, else the event median. A virtual column (computed when read,
+// so that it can never disagree with the two it comes from, and every older record has it) with
+// the indexes of the best and of a device's best on it instead of on median_ms.
+const char* const kSchemaV6 = R"sql(
+ALTER TABLE records ADD COLUMN latency_ms REAL GENERATED ALWAYS AS
+  (CASE WHEN kernel_median_ms > 0 THEN kernel_median_ms ELSE median_ms END) VIRTUAL;
+DROP INDEX records_best;
+CREATE INDEX records_best ON records(workload_key, target_key, status, latency_ms);
+DROP INDEX records_device;
+CREATE INDEX records_device ON records(workload_key, target_key, device_name, status, latency_ms);
+)sql";
+
 constexpr char kArtifactColumns[] =
     "codegen_version, source, launch_json, binary_format, binary_arch, binary, compile_options, "
     "compiler_version, driver_version, device_arch, multiprocessor_count";
@@ -777,7 +790,7 @@ class SqliteTuningLog final : public TuningLog {
       ++c.ok;
       // The best is a confirmed timing (a screened one is too short to rank on).
       if (r->measurement.timings.kind != measure::TimingKind::kConfirmed) continue;
-      const double ms = r->measurement.timings.median_ms;
+      const double ms = r->measurement.latency_ms();
       if (c.best_ms == 0 || ms < c.best_ms) c.best_ms = ms;
     }
     return c;
@@ -800,7 +813,7 @@ class SqliteTuningLog final : public TuningLog {
         Statement s,
         stmts_.Get(absl::StrCat("SELECT ", kRecordColumns,
                                 " FROM records WHERE workload_key = ? AND target_key = ? AND "
-                                "status = 'ok' AND timing_kind = 1 ORDER BY median_ms, id")));
+                                "status = 'ok' AND timing_kind = 1 ORDER BY latency_ms, id")));
     s.Bind(workload_key).Bind(target_key);
     return ReadRecords(s, static_cast<size_t>(k));
   }
@@ -822,7 +835,7 @@ class SqliteTuningLog final : public TuningLog {
         stmts_.Get(absl::StrCat(
             "SELECT ", kRecordColumns,
             " FROM records WHERE workload_key = ? AND target_key = ? AND "
-            "device_name = ? AND status = 'ok' AND timing_kind = 1 ORDER BY median_ms, id")));
+            "device_name = ? AND status = 'ok' AND timing_kind = 1 ORDER BY latency_ms, id")));
     s.Bind(workload_key).Bind(target_key).Bind(device_name);
     return ReadRecords(s, static_cast<size_t>(k));
   }
@@ -1185,12 +1198,12 @@ class SqliteTuningLog final : public TuningLog {
     TESSEL_ASSIGN_OR_RETURN(
         Statement s,
         stmts_.Get("SELECT count(*) FROM records WHERE workload_key = ? AND target_key = ? AND "
-                   "device_name = ? AND status = 'ok' AND timing_kind = 1 AND median_ms < ? AND "
+                   "device_name = ? AND status = 'ok' AND timing_kind = 1 AND latency_ms < ? AND "
                    "id != ?"));
     s.Bind(r.workload_key)
         .Bind(r.target_key)
         .Bind(r.measurement.device_name)
-        .Bind(r.measurement.timings.median_ms)
+        .Bind(r.measurement.latency_ms())
         .Bind(r.id);
     TESSEL_ASSIGN_OR_RETURN(bool row, s.Step());
     return !row || s.Int(0) == 0;
@@ -1553,6 +1566,7 @@ const std::vector<Migration>& TuningLogMigrations() {
        "records keep every measured figure: CUPTI kernel times, counters, clocks, temperature, "
        "timing note and kind",
        kSchemaV5},
+      {6, "records rank by latency_ms: the CUPTI kernel median where there is one", kSchemaV6},
   };
   return *migrations;
 }

@@ -170,7 +170,8 @@ class TuningLog {
   // Screening (issue 21): TopK, Best, TopKOnDevice, CountsOf's best_ms and the artifact kept for
   // deploy-time lookups read confirmed records only (measure::TimingKind::kConfirmed), so that
   // every best, of a task, a device or across jobs, is a full measurement. CountsOf's ok counts
-  // screened records too.
+  // screened records too. "Fastest" is by measure::Measurement::latency_ms (the CUPTI kernel
+  // median where a record has one, else the event median; the log's latency_ms column).
   // The k fastest ok records of (workload, target), fastest first.
   virtual absl::StatusOr<std::vector<Record>> TopK(const std::string& workload_key,
                                                    const std::string& target_key, int k) = 0;

@@ -487,7 +487,7 @@ absl::StatusOr<measure::Timings> TimeScreened(const GeneratedSource& source, Exe
                       short_timing.hardware_counters = timing.hardware_counters;
                       absl::StatusOr<measure::Timings> screened = time_on(short_timing);
                       if (!screened.ok()) return screened;
-                      const double screen_median = screened->median_ms;
+                      const double screen_median = screened->latency_ms();
                       const int screen_repeats = static_cast<int>(screened->repeats_ms.size());
                       if (!measure::ShouldConfirm(screen, screen_median)) {
                         screened->kind = measure::TimingKind::kScreened;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/costmodel/costmodel_test_util.h"
 #include "tests/store/store_test_util.h"
@@ -390,6 +391,22 @@ TEST(TrustCli, ServeRefusesTimingFlagsThatCannotBeMet) {
   r = RunTessel("serve --db " + db + " --max-repeats 0");
   EXPECT_EQ(r.output,
             "tessel serve: --min-repeats 5 and --max-repeats 0 do not fit: give 1 <= min <= max\n");
+  for (const char* bad : {"-0.1", "1"}) {
+    r = RunTessel("serve --db " + db + " --median-precision " + bad);
+    EXPECT_EQ(r.status, 1) << bad;
+    EXPECT_EQ(r.output, absl::StrCat("tessel serve: --median-precision ", bad,
+                                     ": give 0 (off) or a fraction in (0, 1), e.g. 0.005 for "
+                                     "+-0.5%\n"))
+        << bad;
+  }
+}
+
+TEST(TrustCli, MeasureRefusesAMedianPrecisionThatIsNotAFraction) {
+  CliResult r = RunTessel("measure --candidate /nonexistent.json --median-precision 2");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output,
+            "tessel measure: --median-precision 2: give 0 (off) or a fraction in (0, 1), e.g. "
+            "0.005 for +-0.5%\n");
 }
 
 TEST(TrustCli, ADamagedLogIsNamedWithHowToRecoverIt) {

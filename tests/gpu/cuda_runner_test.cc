@@ -145,7 +145,38 @@ TEST(CudaRunnerTest, TimingReturnsRepeats) {
   EXPECT_LE(t->min_ms, t->median_ms);
   double total = 0;
   for (double ms : t->repeats_ms) total += ms;
+  // It stopped for one of its reasons: the total, max_repeats, or a median precise enough.
+  EXPECT_TRUE(total >= 20 || t->repeats_ms.size() == 1000u ||
+              measure::MedianHalfWidth(t->repeats_ms) <= options.timing.median_precision)
+      << total;
+
+  // Without a precision to reach, the total rules.
+  options.timing.median_precision = 0;
+  t = Measure(CudaVadd("x[i] + y[i]"), options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  total = 0;
+  for (double ms : t->repeats_ms) total += ms;
   EXPECT_TRUE(total >= 20 || t->repeats_ms.size() == 1000u) << total;
+}
+
+// A precise median ends the timing long before the total: a stable kernel needs a few dozen
+// repeats, and the CUPTI kernel times come with every one of them.
+TEST(CudaRunnerTest, TimingStopsOnceTheMedianIsPrecise) {
+  SKIP_WITHOUT_GPU();
+  MeasureOptions options;
+  options.timing.min_repeats = 5;
+  options.timing.max_repeats = 1000;
+  options.timing.min_total_ms = 1e6;
+  options.timing.median_precision = 0.05;
+  absl::StatusOr<measure::Timings> t = Measure(CudaVadd("x[i] + y[i]"), options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_LT(t->repeats_ms.size(), 1000u);
+  EXPECT_GE(t->repeats_ms.size(), 8u);
+  EXPECT_LE(measure::MedianHalfWidth(t->repeats_ms), 0.05);
+  if (!t->kernel_repeats_ms.empty()) {
+    EXPECT_EQ(t->kernel_repeats_ms.size(), t->repeats_ms.size());
+    EXPECT_EQ(t->latency_ms(), t->kernel_median_ms);
+  }
 }
 
 // 64 KiB of dynamic shared memory: needs the MAX_DYNAMIC_SHARED_SIZE_BYTES opt-in.

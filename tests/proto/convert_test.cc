@@ -148,6 +148,7 @@ TEST(ProtoConvert, TimingOptionsRoundTripAndAreChecked) {
   t.max_wall_ms = 750;
   t.kernel_times = false;
   t.hardware_counters = true;
+  t.median_precision = 0.01;
   proto::TimingOptions p;
   proto::ToProto(t, &p);
   absl::StatusOr<measure::TimingOptions> back = proto::FromProto(p);
@@ -160,14 +161,23 @@ TEST(ProtoConvert, TimingOptionsRoundTripAndAreChecked) {
   EXPECT_EQ(back->max_wall_ms, 750);
   EXPECT_FALSE(back->kernel_times);
   EXPECT_TRUE(back->hardware_counters);
-  // A peer that does not set them gets the defaults.
+  EXPECT_EQ(back->median_precision, 0.01);
+  // A peer that does not set them gets the defaults; an older server's jobs, no median precision
+  // (they time until min_total_ms, as they asked).
   proto::TimingOptions older = p;
   older.clear_max_wall_ms();
   older.clear_no_kernel_times();
+  older.clear_median_precision();
   absl::StatusOr<measure::TimingOptions> defaults = proto::FromProto(older);
   ASSERT_TRUE(defaults.ok());
   EXPECT_EQ(defaults->max_wall_ms, measure::TimingOptions().max_wall_ms);
   EXPECT_TRUE(defaults->kernel_times);
+  EXPECT_EQ(defaults->median_precision, 0);
+  proto::TimingOptions imprecise = p;
+  imprecise.set_median_precision(1.5);
+  EXPECT_EQ(std::string(proto::FromProto(imprecise).status().message()),
+            "TimingOptions: median_precision 1.5 is not a fraction: give 0 (off) or a value in "
+            "(0, 1), e.g. 0.005");
   p.set_max_repeats(2);
   EXPECT_THAT(std::string(proto::FromProto(p).status().message()),
               HasSubstr("max_repeats must be at least 1 and at least min_repeats"));

@@ -75,10 +75,17 @@ TEST(TuningLog, TopKUsesTheBestIndex) {
   const std::string plan = RawQuery(
       path,
       "EXPLAIN QUERY PLAN SELECT * FROM records WHERE workload_key = 'a' AND target_key = 'b' "
-      "AND status = 'ok' ORDER BY median_ms, id LIMIT 5",
+      "AND status = 'ok' AND timing_kind = 1 ORDER BY latency_ms, id LIMIT 5",
       /*col=*/3, /*all_rows=*/true);
   EXPECT_THAT(plan, HasSubstr("INDEX records_best (workload_key=? AND target_key=? AND status=?)"));
   EXPECT_THAT(plan, Not(HasSubstr("TEMP B-TREE")));  // no sort: the index gives the order
+  const std::string device_plan = RawQuery(
+      path,
+      "EXPLAIN QUERY PLAN SELECT * FROM records WHERE workload_key = 'a' AND target_key = 'b' "
+      "AND device_name = 'd' AND status = 'ok' AND timing_kind = 1 ORDER BY latency_ms, id LIMIT 1",
+      3, true);
+  EXPECT_THAT(device_plan, HasSubstr("INDEX records_device"));
+  EXPECT_THAT(device_plan, Not(HasSubstr("TEMP B-TREE")));
   const std::string per_task = RawQuery(
       path, "EXPLAIN QUERY PLAN SELECT id FROM records WHERE task_id = 3 ORDER BY id", 3, true);
   EXPECT_THAT(per_task, HasSubstr("records_task_candidate"));
@@ -357,6 +364,43 @@ TEST(TuningLog, TopKBestAndCountOk) {
   EXPECT_EQ(all->size(), 6u);
 }
 
+// A record ranks by its latency (measure::Timings::latency_ms): the CUPTI kernel median where it
+// has one, else the event median. Best, top-k, a device's best, a task's counts and the artifact a
+// device keeps all follow it.
+TEST(TuningLog, RecordsRankByTheKernelMedianWhereTheyHaveOne) {
+  const std::string path = NewLogPath();
+  auto log = MustOpen(path);
+  ASSERT_NE(log, nullptr);
+  // (event median, kernel median): ranks by 0.5, 0.7, 0.9 — not by the event medians.
+  const double figures[][2] = {{1.0, 0.5}, {0.9, 0.0}, {0.8, 0.7}};
+  std::vector<Record> batch;
+  for (int i = 0; i < 3; ++i) {
+    Record r = MakeTestRecord(i, "w", "cuda -arch=sm_90");
+    r.measurement.timings = measure::MakeTimings({figures[i][0]});
+    if (figures[i][1] > 0) {
+      r.measurement.timings.kernel_repeats_ms = {figures[i][1]};
+      r.measurement.timings.kernel_median_ms = figures[i][1];
+    }
+    batch.push_back(r);
+  }
+  ASSERT_TRUE(log->AddRecords(&batch).ok());
+  auto top = log->TopK("w", "cuda -arch=sm_90", 3);
+  ASSERT_TRUE(top.ok()) << top.status();
+  ASSERT_EQ(top->size(), 3u);
+  EXPECT_EQ((*top)[0].candidate_id, 0u);
+  EXPECT_EQ((*top)[1].candidate_id, 2u);
+  EXPECT_EQ((*top)[2].candidate_id, 1u);
+  EXPECT_EQ((*top)[0].measurement.latency_ms(), 0.5);
+  EXPECT_EQ((*top)[2].measurement.latency_ms(), 0.9);
+  auto device_top = log->TopKOnDevice("w", "cuda -arch=sm_90", batch[0].measurement.device_name, 1);
+  ASSERT_TRUE(device_top.ok()) << device_top.status();
+  ASSERT_EQ(device_top->size(), 1u);
+  EXPECT_EQ((*device_top)[0].candidate_id, 0u);
+  EXPECT_EQ(RawQuery(path, "SELECT group_concat(printf('%.1f', latency_ms), ' ') FROM (SELECT "
+                           "latency_ms FROM records ORDER BY id)"),
+            "0.5 0.9 0.7");
+}
+
 TEST(TuningLog, CountsOfATask) {
   auto log = MustOpen(NewLogPath());
   ASSERT_TRUE(log->PutWorkload({"k1", "c1", "matmul", "s1"}).ok());
@@ -380,7 +424,7 @@ TEST(TuningLog, CountsOfATask) {
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->trials, 10);
   EXPECT_EQ(c->ok, 8);  // records 4 and 9 failed to compile
-  EXPECT_EQ(c->best_ms, MakeTestRecord(0).measurement.timings.median_ms);
+  EXPECT_EQ(c->best_ms, MakeTestRecord(0).measurement.latency_ms());  // its CUPTI kernel median
 }
 
 TEST(TuningLog, ForEachRecordOfTargetStreamsInIdOrderAndStops) {

@@ -233,6 +233,26 @@ TEST_F(WorkerHostRunnerTest, TimingStopsAtTheWallClockLimit) {
   EXPECT_EQ(t->repeats_ms.size(), 3u);
 }
 
+TEST_F(WorkerHostRunnerTest, TimingStopsOnceTheMedianIsPrecise) {
+  // Neither the total time nor the wall clock ends it: the median's precision does, as soon as
+  // its 95% interval is within the (here loose) precision, and not before there is an interval.
+  absl::StatusOr<HostModule> module = CompileHost(Vadd(kVaddCandidate), options_.run.host);
+  ASSERT_TRUE(module.ok()) << module.status();
+  absl::StatusOr<HostBuffers> buffers = MakeVerificationBuffers(VaddBuffers(), 9);
+  ASSERT_TRUE(buffers.ok());
+  measure::TimingOptions timing;
+  timing.min_repeats = 3;
+  timing.max_repeats = 5000;
+  timing.min_total_ms = 1e9;
+  timing.max_wall_ms = 1e9;
+  timing.median_precision = 0.9;
+  absl::StatusOr<measure::Timings> t = TimeHostModule(*module, &*buffers, timing);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_GE(t->repeats_ms.size(), 8u);
+  EXPECT_LT(t->repeats_ms.size(), 5000u);
+  EXPECT_LE(measure::MedianHalfWidth(t->repeats_ms), 0.9);
+}
+
 TEST_F(WorkerHostRunnerTest, WrongBufferCountIsAnError) {
   absl::StatusOr<HostModule> module = CompileHost(Vadd(kVaddCandidate), options_.run.host);
   ASSERT_TRUE(module.ok()) << module.status();

@@ -8,11 +8,13 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "schedules/util/check.h"
 #include "tests/test_util.h"
 #include "tests/worker/worker_test_util.h"
+#include "worker/daemon/worker_daemon.h"
 
 namespace tessel::testing {
 namespace {
@@ -61,7 +63,8 @@ TEST(WorkerDaemon, RegistersMeasuresAndHeartbeats) {
   std::optional<proto::WorkerMessage> credits =
       server->WaitFor([](const proto::WorkerMessage& m) { return m.has_credits(); });
   ASSERT_TRUE(credits.has_value());
-  EXPECT_EQ(credits->credits().batches(), 2u);
+  // Not told, it sizes its credits to its compile pool (--compile-threads 2) and its device.
+  EXPECT_EQ(credits->credits().batches(), static_cast<uint32_t>(worker::WorkerCredits(2, 1)));
 
   const schedules::GeneratedSource ref = HostMatmulSource();
   ASSERT_TRUE(server->Send(
@@ -316,6 +319,35 @@ TEST(WorkerDaemon, RejectedRegistrationIsFatalWithTheServersReason) {
                                       " rejected this worker: worker protocol version mismatch"));
 }
 
+// A worker holds enough batches that its compile pool keeps ahead of its devices (issue 21: with
+// two batches an H100 waited for compilations three quarters of its time), or what it is told.
+TEST(WorkerDaemon, CreditsFollowTheCompilePoolUnlessGiven) {
+  EXPECT_EQ(worker::WorkerCredits(1, 1), 2);
+  EXPECT_EQ(worker::WorkerCredits(2, 1), 2);
+  EXPECT_EQ(worker::WorkerCredits(16, 1), 4);
+  EXPECT_EQ(worker::WorkerCredits(30, 1), 8);
+  EXPECT_EQ(worker::WorkerCredits(16, 8), 16);
+  const std::string dir = MakeTempDir("tessel_worker");
+  for (const auto& [extra, want] :
+       std::vector<std::pair<std::vector<std::string>, uint32_t>>{
+           {{"--compile-threads", "12"}, 3u}, {{"--max-batches", "5"}, 5u}}) {
+    auto server = FakeWorkerServer::Start();
+    ASSERT_NE(server, nullptr);
+    std::vector<std::string> args = WorkerArgs(server->address(), dir);
+    auto given = std::find(args.begin(), args.end(), extra[0]);
+    if (given != args.end()) args.erase(given, given + 2);  // WorkerArgs' own --compile-threads
+    args.insert(args.end(), extra.begin(), extra.end());
+    TesselProcess worker(args, dir + "/credits.log");
+    ASSERT_TRUE(worker.started());
+    std::optional<proto::WorkerMessage> credits =
+        server->WaitFor([](const proto::WorkerMessage& m) { return m.has_credits(); });
+    ASSERT_TRUE(credits.has_value()) << worker.Log();
+    EXPECT_EQ(credits->credits().batches(), want) << extra[0];
+    worker.Signal(SIGTERM);
+    EXPECT_EQ(worker.Wait(absl::Seconds(20)), 0) << worker.Log();
+  }
+}
+
 TEST(WorkerDaemon, BadFlagsNameTheProblemAndTheFix) {
   const std::string dir = MakeTempDir("tessel_worker");
   struct Case {
@@ -333,6 +365,9 @@ TEST(WorkerDaemon, BadFlagsNameTheProblemAndTheFix) {
        "tessel worker: --devices '0,x' is not a list of GPU numbers: pass e.g. --devices 0,1"},
       {{"worker", "--server", "localhost:7070", "--target", "gpu"},
        "tessel worker: unknown --target 'gpu': use host, cuda or auto"},
+      {{"worker", "--server", "localhost:7070", "--target", "host", "--max-batches", "-1"},
+       "max batches -1: give the batches the worker holds at once, or 0 to size them to its "
+       "compile threads and devices"},
   };
   for (const Case& c : cases) {
     TesselProcess p(c.args, dir + "/flags.log");

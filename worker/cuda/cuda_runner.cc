@@ -20,6 +20,9 @@ using schedules::LaunchConfig;
 
 constexpr int64_t kDefaultSharedLimit = 48 * 1024;
 constexpr size_t kMaxBatch = 128;  // timed repeats enqueued before waiting for them
+// The second batch of a timing with a median precision to reach (TimingOptions::median_precision):
+// with the first repeat, enough for MedianHalfWidth to have an interval.
+constexpr int64_t kFirstPreciseBatch = 15;
 // A cooperative kernel's `tessel_grid_sync` words (two are used; the rest is room to grow).
 constexpr int64_t kGridSyncBytes = 64;
 
@@ -637,14 +640,18 @@ absl::StatusOr<measure::Timings> CudaDevice::TimeRegion(
       repeats.push_back(ms);
       total += ms;
     }
+    if (measure::EnoughRepeats(options, repeats, total)) break;
     const int64_t n = static_cast<int64_t>(repeats.size());
-    if (n >= options.max_repeats || (n >= options.min_repeats && total >= options.min_total_ms)) {
-      break;
-    }
     const double per = std::max(total / static_cast<double>(n), 1e-4);
     const double wanted_by_time = std::ceil(std::max(0.0, options.min_total_ms - total) / per);
-    const int64_t wanted =
+    int64_t wanted =
         std::max<int64_t>(options.min_repeats - n, static_cast<int64_t>(wanted_by_time));
+    // With a precision to reach, the count at most doubles per batch (1, 16, 32, 64, ...), so
+    // that a stable kernel stops near the first count precise enough; the wait between batches
+    // costs the GPU a few microseconds.
+    if (options.median_precision > 0) {
+      wanted = std::min(wanted, std::max<int64_t>(n, kFirstPreciseBatch));
+    }
     batch = static_cast<size_t>(std::clamp<int64_t>(wanted, 1, options.max_repeats - n));
     batch = std::min(batch, kMaxBatch);
   }

@@ -138,6 +138,7 @@ class Daemon {
   std::string target_;  // host or cuda
   std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<CompilePool> pool_;
+  int credits_ = 2;  // batches held at once (WorkerOptions::max_batches, or WorkerCredits)
 
   absl::Mutex mu_;
   absl::CondVar changed_ ABSL_GUARDED_BY(mu_);
@@ -233,9 +234,11 @@ absl::Status Daemon::StartDevices() {
 
 absl::Status Daemon::Run() {
   if (absl::Status s = proto::CheckServerAddress(options_.server); !s.ok()) return s;
-  if (options_.max_batches < 1) {
+  if (options_.max_batches < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("max batches ", options_.max_batches, ": the worker must hold at least 1"));
+        absl::StrCat("max batches ", options_.max_batches,
+                     ": give the batches the worker holds at once, or 0 to size them to its "
+                     "compile threads and devices"));
   }
   worker_id_ =
       options_.worker_id.empty() ? absl::StrCat(HostName(), ":", getpid()) : options_.worker_id;
@@ -284,6 +287,9 @@ absl::Status Daemon::Run() {
   po.cache_dir = options_.cache_dir.empty() ? DefaultCacheDir() : options_.cache_dir;
   pool_ = std::make_unique<CompilePool>(po);
   Log(absl::StrCat("compile pool: ", pool_->threads(), " threads, cache ", po.cache_dir));
+  credits_ = options_.max_batches > 0
+                 ? options_.max_batches
+                 : WorkerCredits(pool_->threads(), static_cast<int>(devices_.size()));
   if (options_.metrics != nullptr) {
     std::vector<WorkerDeviceInfo> infos;
     for (const auto& d : devices_) {
@@ -358,7 +364,7 @@ absl::Status Daemon::Session(bool* registered) {
   reg->set_worker_id(worker_id_);
   reg->set_host(HostName());
   reg->set_version(options_.version);
-  reg->set_max_batches(static_cast<uint32_t>(options_.max_batches));
+  reg->set_max_batches(static_cast<uint32_t>(credits_));
   for (const auto& d : devices_) *reg->add_devices() = d->info;
   // A server that does not answer the registration in time (or a SIGTERM meanwhile) cancels it.
   {
@@ -458,13 +464,13 @@ absl::Status Daemon::Session(bool* registered) {
       first.registered().worker_id().empty() || first.registered().worker_id() == worker_id_
           ? ""
           : absl::StrCat(" (", worker_id_, " is connected already)"),
-      " with ", devices_.size(), " ", target_, " device(s), ", options_.max_batches, " credits"));
+      " with ", devices_.size(), " ", target_, " device(s), ", credits_, " credits"));
   if (options_.metrics != nullptr) options_.metrics->SetConnected(true);
   proto::WorkerMessage credits;
   if (draining) {
     credits.mutable_draining()->set_reason("the worker is shutting down (SIGTERM)");
   } else {
-    credits.mutable_credits()->set_batches(static_cast<uint32_t>(options_.max_batches));
+    credits.mutable_credits()->set_batches(static_cast<uint32_t>(credits_));
   }
   Send(session, credits);
 
@@ -892,6 +898,10 @@ void Daemon::Drain(bool* force) {
 }
 
 }  // namespace
+
+int WorkerCredits(int compile_threads, int devices) {
+  return std::max({2, 2 * devices, (compile_threads + 3) / 4});
+}
 
 absl::Status RunWorker(const WorkerOptions& options) { return Daemon(options).Run(); }
 

@@ -39,7 +39,8 @@ struct WorkerOptions {
   std::string cache_dir;        // compile cache; empty: $XDG_CACHE_HOME/tessel or ~/.cache/tessel
   std::string worker_id;        // empty: <hostname>:<pid>
   std::string version;          // the Tessel release sent with the registration
-  int max_batches = 2;          // credits: batches held at once
+  // Credits: batches held at once; 0: WorkerCredits of the compile pool and the devices.
+  int max_batches = 0;
   double heartbeat_s = 5;       // between heartbeats
   double reconnect_initial_s = 0.2;  // first reconnect delay, doubled up to reconnect_max_s
   double reconnect_max_s = 10;
@@ -64,6 +65,13 @@ struct WorkerOptions {
 // not get better by retrying). Blocks SIGTERM and SIGINT in the
 // calling thread (and so in every thread it starts) to receive them on its signal thread, unless
 // handle_signals is false; notifying options.stop drains it likewise.
+// The credits a worker grants when not told (WorkerOptions::max_batches 0): enough batches in hand
+// that its compile pool always has the next candidates to compile while its devices measure (a
+// device measures a batch of small kernels in a fraction of the time the pool needs to compile
+// it, so with too few batches in hand the devices wait for compilations): a batch per four
+// compile threads, and at least two per device.
+int WorkerCredits(int compile_threads, int devices);
+
 absl::Status RunWorker(const WorkerOptions& options);
 
 }  // namespace tessel::worker

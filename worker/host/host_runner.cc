@@ -138,9 +138,9 @@ absl::StatusOr<measure::Timings> TimeHostModule(const HostModule& module, HostBu
   std::vector<double> repeats;
   double total = 0;
   const auto wall_start = std::chrono::steady_clock::now();
-  while (static_cast<int>(repeats.size()) < options.max_repeats) {
+  while (!measure::EnoughRepeats(options, repeats, total)) {
     if (static_cast<int>(repeats.size()) >= options.min_repeats &&
-        (total >= options.min_total_ms || MsSince(wall_start) >= options.max_wall_ms)) {
+        MsSince(wall_start) >= options.max_wall_ms) {
       break;
     }
     if (options.flush_cache) FlushHostCaches();
