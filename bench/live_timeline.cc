@@ -333,10 +333,11 @@ int main(int argc, char** argv) {
     RunResult o = RunJob(f, f.workloads, 0, absl::StrCat(dir, "/full-", seed), seed);
     runs.emplace_back(std::move(w), std::move(o));
   }
-  std::printf("\ntrials (and seconds) to reach 95%% of the best either run of a seed found, "
-              "seeds %lu to %lu\n",
-              static_cast<unsigned long>(f.seed),
-              static_cast<unsigned long>(f.seed + static_cast<uint64_t>(f.seeds) - 1));
+  std::printf(
+      "\ntrials (and seconds) to reach 95%% of the best either run of a seed found, "
+      "seeds %lu to %lu\n",
+      static_cast<unsigned long>(f.seed),
+      static_cast<unsigned long>(f.seed + static_cast<uint64_t>(f.seeds) - 1));
   std::printf("  %-52s %18s %18s\n", "workload", "screening", "no screening");
   double tw = 0, to = 0, sw = 0, so = 0;
   int64_t nw = 0, no = 0, cells = 0;
@@ -367,10 +368,11 @@ int main(int argc, char** argv) {
     std::printf("  %-52s %18s %18s\n", first.spec.substr(0, 52).c_str(), cw.c_str(), co.c_str());
   }
   auto mean = [](double sum, int64_t n) { return n > 0 ? sum / static_cast<double>(n) : 0.0; };
-  std::printf("  mean trials to 95%%: screening %.1f (%ld of %ld reached, %.1f s), no screening "
-              "%.1f (%ld, %.1f s)\n",
-              mean(tw, nw), static_cast<long>(nw), static_cast<long>(cells), mean(sw, nw),
-              mean(to, no), static_cast<long>(no), mean(so, no));
+  std::printf(
+      "  mean trials to 95%%: screening %.1f (%ld of %ld reached, %.1f s), no screening "
+      "%.1f (%ld, %.1f s)\n",
+      mean(tw, nw), static_cast<long>(nw), static_cast<long>(cells), mean(sw, nw), mean(to, no),
+      static_cast<long>(no), mean(so, no));
   double rw = 0, ro = 0;
   for (const auto& [a_run, b_run] : runs) {
     rw += static_cast<double>(a_run.job.trials_done()) / a_run.wall_s;

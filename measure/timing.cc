@@ -67,8 +67,7 @@ bool EnoughRepeats(const TimingOptions& options, const std::vector<double>& repe
   if (n >= options.max_repeats) return true;
   if (n < options.min_repeats) return false;
   if (total_ms >= options.min_total_ms) return true;
-  return options.median_precision > 0 &&
-         MedianHalfWidth(repeats_ms) <= options.median_precision;
+  return options.median_precision > 0 && MedianHalfWidth(repeats_ms) <= options.median_precision;
 }
 
 bool ShouldConfirm(const ScreenOptions& screen, double screened_median_ms) {

@@ -25,7 +25,7 @@ struct TimingOptions {
   // dozen repeats instead of 200 ms; a noisy one still runs to min_total_ms. 0: off (repeat until
   // min_total_ms, the rule before issue 21).
   double median_precision = 0.005;
-  bool flush_cache = true;    // flush L2 (GPU) or the last-level cache (host) before each repeat
+  bool flush_cache = true;  // flush L2 (GPU) or the last-level cache (host) before each repeat
   // Host: once min_repeats are done, stop when this much wall time (flushes included) has passed,
   // even if min_total_ms is not reached (a microsecond kernel would otherwise run max_repeats
   // cache flushes, each far longer than the kernel).
@@ -109,8 +109,8 @@ struct Timings {
 struct ScreenOptions {
   bool enabled = false;  // false: every candidate gets the full measurement only
   TimingOptions timing;  // the screening measurement (a few repeats, caches flushed as usual)
-  double best_ms = 0;    // the task's best confirmed latency; 0: none yet (every candidate confirms)
-  double margin = 0;     // relative: confirm at or below best_ms * (1 + margin)
+  double best_ms = 0;  // the task's best confirmed latency; 0: none yet (every candidate confirms)
+  double margin = 0;   // relative: confirm at or below best_ms * (1 + margin)
   bool confirm = false;  // confirm whatever the screen says (the server samples the noise)
 };
 

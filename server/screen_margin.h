@@ -3,10 +3,11 @@
 // The screening margin of a task, from the noise measured on it (DESIGN.md section 6; issue 21).
 //
 // A candidate is confirmed (timed in full) when its screened latency is at most the task's best
-// confirmed latency times (1 + margin) (latencies as measure::Timings::latency_ms ranks them). Screening misses a candidate that is really faster than
-// the best only when its screen overestimates it by more than the margin, so the margin is a high
-// quantile of how far screens land from the full measurement: every candidate that got both
-// gives a pair (screened, confirmed), and the margin is
+// confirmed latency times (1 + margin) (latencies as measure::Timings::latency_ms ranks them).
+// Screening misses a candidate that is really faster than the best only when its screen
+// overestimates it by more than the margin, so the margin is a high quantile of how far screens
+// land from the full measurement: every candidate that got both gives a pair (screened, confirmed),
+// and the margin is
 //     clamp(safety * quantile(|screened / confirmed - 1|), floor, ceiling)
 // over the newest `window` pairs. Before `min_pairs` pairs it is `initial` (conservative: most
 // candidates near the best are confirmed, and those are the pairs it learns from).

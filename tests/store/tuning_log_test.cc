@@ -396,8 +396,9 @@ TEST(TuningLog, RecordsRankByTheKernelMedianWhereTheyHaveOne) {
   ASSERT_TRUE(device_top.ok()) << device_top.status();
   ASSERT_EQ(device_top->size(), 1u);
   EXPECT_EQ((*device_top)[0].candidate_id, 0u);
-  EXPECT_EQ(RawQuery(path, "SELECT group_concat(printf('%.1f', latency_ms), ' ') FROM (SELECT "
-                           "latency_ms FROM records ORDER BY id)"),
+  EXPECT_EQ(RawQuery(path,
+                     "SELECT group_concat(printf('%.1f', latency_ms), ' ') FROM (SELECT "
+                     "latency_ms FROM records ORDER BY id)"),
             "0.5 0.9 0.7");
 }
 

@@ -328,8 +328,7 @@ TEST(WorkerDaemon, CreditsFollowTheCompilePoolUnlessGiven) {
   EXPECT_EQ(worker::WorkerCredits(30, 1), 8);
   EXPECT_EQ(worker::WorkerCredits(16, 8), 16);
   const std::string dir = MakeTempDir("tessel_worker");
-  for (const auto& [extra, want] :
-       std::vector<std::pair<std::vector<std::string>, uint32_t>>{
+  for (const auto& [extra, want] : std::vector<std::pair<std::vector<std::string>, uint32_t>>{
            {{"--compile-threads", "12"}, 3u}, {{"--max-batches", "5"}, 5u}}) {
     auto server = FakeWorkerServer::Start();
     ASSERT_NE(server, nullptr);

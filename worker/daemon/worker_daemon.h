@@ -41,7 +41,7 @@ struct WorkerOptions {
   std::string version;          // the Tessel release sent with the registration
   // Credits: batches held at once; 0: WorkerCredits of the compile pool and the devices.
   int max_batches = 0;
-  double heartbeat_s = 5;       // between heartbeats
+  double heartbeat_s = 5;            // between heartbeats
   double reconnect_initial_s = 0.2;  // first reconnect delay, doubled up to reconnect_max_s
   double reconnect_max_s = 10;
   double drain_timeout_s = 120;     // after SIGTERM, to finish the batches held
