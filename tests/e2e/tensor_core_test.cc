@@ -74,6 +74,39 @@ TEST(TensorCore, PipelinedFetchesAreAsyncCopiesIntoSlots) {
   EXPECT_THAT(ToString(*p), HasSubstr("alloc shared f16 A_shared[3, 32, "));
 }
 
+// The fetch of a later stage is predicated, not branched around: in the last S - 1 iterations
+// its copies zero-fill a slot no one reads, and the loop body stays one block the scheduler can
+// interleave (burst and spread alike). A fetch whose copies have a predicate of their own (a
+// convolution's padded border) keeps the branch.
+TEST(TensorCore, PipelinedFetchOfPlainLoadsIsPredicatedNotBranched) {
+  const std::string spec = "matmul(M=64, N=64, K=256, dtype=f16)";
+  const std::regex predicated(R"(tessel_cp_async_16\([^\n]*, k\w* < \d+\);)");
+  const std::regex branch(R"(if \(k\w* < \d+(\)| &&))");
+  for (bool spread : {false, true}) {
+    const std::string cuda = CudaOf(CudaTensorCoreMatmul(1, 3, true, spec, spread));
+    EXPECT_TRUE(std::regex_search(cuda, predicated)) << cuda;
+    EXPECT_FALSE(std::regex_search(cuda, branch)) << cuda;
+  }
+  auto w = ParseWorkloadSpec(
+      "conv2d(N=2, C=32, H=10, W=10, K=32, R=3, S=3, padding=1, layout=nhwc, dtype=f16)");
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto space = SpaceGenerator::Create(*w, CudaTarget("sm_90"));
+  ASSERT_TRUE(space.ok()) << space.status();
+  int padded_pipelines = 0;
+  for (uint64_t seed = 1; seed <= 24; ++seed) {
+    auto c = space->Sample(seed);
+    if (!c.ok()) continue;
+    const std::string& code = c->source.code;
+    if (code.find("software_pipeline=") == std::string::npos ||
+        !std::regex_search(code, std::regex(R"(tessel_cp_async_\d+\([^\n]*>= 1)"))) {
+      continue;
+    }
+    ++padded_pipelines;
+    EXPECT_TRUE(std::regex_search(code, std::regex(R"(if \(\w+ < \d+(\)| &&))"))) << code;
+  }
+  EXPECT_GT(padded_pipelines, 0);
+}
+
 // pipeline_fetch_spread on the k-step loop: the next stage's copies issue a share per k step,
 // inside that loop, and the group is committed once after it.
 TEST(TensorCore, SpreadFetchIssuesTheCopiesOverTheKSteps) {
