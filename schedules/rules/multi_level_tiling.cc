@@ -24,6 +24,11 @@
 // levels, k in two, ordered [batch] i0 j0 | i1 j1 | k0 | i2 j2 | k1 | i3 j3; the batch loops and
 // the outer tiles fused and parallel, the innermost n tile vectorized.
 //
+// Split-K (both targets; see SplitK below): a second sketch, where the output has fewer block
+// tiles than the GPU's SMs or k is long, splits k into a sampled number of chunks whose partials
+// (rfactor) are tiled as above as a batch of contractions, then summed in order by a combine
+// pass (CUDA: one output a thread, with the epilogue; host: AutoBind's loops).
+//
 // Decisions: every tile factor comes from sample_perfect_tile (factors whose product is the
 // loop's extent) with a bounded innermost factor. On CUDA each level is a two-factor perfect tile
 // of what the levels inside it leave, so that each level has its own bound (threads per axis at
