@@ -203,9 +203,9 @@ class MultiLevelTiling final : public ScheduleRule {
     const Sizes sizes = SizesOf(sch, *st);
     if (std::vector<int64_t> choices = SplitKChoices(target_, sizes.gemm); !choices.empty()) {
       Schedule s = sch;
-      TESSEL_ASSIGN_OR_RETURN(std::string partials,
-                              SplitK(&s, stage, sizes.k_loop, choices,
-                                     SplitKWeights(target_, sizes.gemm, choices)));
+      TESSEL_ASSIGN_OR_RETURN(
+          std::string partials,
+          SplitK(&s, stage, sizes.k_loop, choices, SplitKWeights(target_, sizes.gemm, choices)));
       if (target_.is_cuda()) {
         TESSEL_RETURN_IF_ERROR(Cuda(&s, partials, /*split_k=*/true));
         TESSEL_RETURN_IF_ERROR(Combine(&s, stage));

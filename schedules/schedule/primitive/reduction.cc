@@ -63,9 +63,9 @@ absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop, int factor_axis) {
   }
   const int naxes = static_cast<int>(s->axes.size());
   if (factor_axis < -1 || factor_axis > naxes) {
-    return Invalid(prim, absl::StrCat("factor_axis ", factor_axis, " is out of range for stage ",
-                                      s->name, " of ", naxes, " axes (0 to ", naxes,
-                                      ", or -1 for the last)"));
+    return Invalid(prim,
+                   absl::StrCat("factor_axis ", factor_axis, " is out of range for stage ", s->name,
+                                " of ", naxes, " axes (0 to ", naxes, ", or -1 for the last)"));
   }
   const int fpos = factor_axis < 0 ? naxes : factor_axis;
   if (s->attach.kind != AttachPoint::Kind::kRoot) {
