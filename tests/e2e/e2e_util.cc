@@ -52,6 +52,7 @@ std::vector<std::string> SplitKSpecs() {
       "matmul_bias_gelu(M=12, N=20, K=2048)",
       "matmul(M=8, N=16, K=1024, dtype=f16)",
       "conv2d(N=1, C=256, H=5, W=6, K=4, R=3, S=3, padding=1)",
+      "conv2d_bias_relu(N=1, C=512, H=4, W=4, K=8, R=3, S=3, padding=1, layout=nhwc)",
   };
 }
 

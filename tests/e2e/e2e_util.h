@@ -26,8 +26,8 @@ std::vector<std::string> SpaceFamilySpecs();
 
 // Contractions whose design space splits the reduction over blocks (split-K) on the host and on
 // CUDA, small enough for a host reference run: a matrix-vector product (N=1), odd split factors
-// (K=1152: 3 and 9 among the choices), batched and transposed, an epilogue, f16, and a
-// convolution whose channel splits.
+// (K=1152: 3 and 9 among the choices), batched and transposed, an epilogue, f16, and
+// convolutions whose channel splits (NCHW, and NHWC with a bias + ReLU epilogue).
 std::vector<std::string> SplitKSpecs();
 // The split-K factor of a trace (the sampled number of chunks its rfactor's loop was split into),
 // 1 when it does not split a reduction with rfactor.
