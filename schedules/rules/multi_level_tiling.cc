@@ -138,6 +138,12 @@ struct GemmSizes {
   int64_t m = 1, n = 1, batch = 1, k = 0;
 };
 
+// The output's block tiles of kTypicalBlockTile x kTypicalBlockTile, over its batch.
+int64_t BlockTiles(const GemmSizes& g) {
+  const auto tiles = [](int64_t e) { return (e + kTypicalBlockTile - 1) / kTypicalBlockTile; };
+  return g.batch * tiles(g.m) * tiles(g.n);
+}
+
 // The split factors a contraction may sample (1 first), empty when no split is worth a sketch: it
 // needs a divisor of k that leaves chunks of kSplitKMinChunk, and either fewer output block tiles
 // (kTypicalBlockTile square) than the GPU's SMs or a long reduction (k at least 8 times the larger
@@ -147,8 +153,7 @@ std::vector<int64_t> SplitKChoices(const Target& t, const GemmSizes& g) {
   for (int64_t d = 2; d <= kSplitKMax && g.k / d >= kSplitKMinChunk; ++d) {
     if (g.k % d == 0) out.push_back(d);
   }
-  const auto tiles = [](int64_t e) { return (e + kTypicalBlockTile - 1) / kTypicalBlockTile; };
-  const bool few_tiles = t.is_cuda() && g.batch * tiles(g.m) * tiles(g.n) < t.sm_count;
+  const bool few_tiles = t.is_cuda() && BlockTiles(g) < t.sm_count;
   const bool long_k = g.k >= 8 * std::max(g.m, g.n);
   if (out.size() < 2 || !(few_tiles || long_k)) return {};
   return out;
@@ -159,11 +164,8 @@ std::vector<int64_t> SplitKChoices(const Target& t, const GemmSizes& g) {
 // favoured the fewer the tiles and the longer the reduction, and 1 keeps some weight.
 std::vector<double> SplitKWeights(const Target& t, const GemmSizes& g,
                                   const std::vector<int64_t>& choices) {
-  const auto tiles = [](int64_t e) { return (e + kTypicalBlockTile - 1) / kTypicalBlockTile; };
   double want = 1;
-  if (t.is_cuda()) {
-    want = static_cast<double>(t.sm_count) / static_cast<double>(g.batch * tiles(g.m) * tiles(g.n));
-  }
+  if (t.is_cuda()) want = static_cast<double>(t.sm_count) / static_cast<double>(BlockTiles(g));
   want = std::max({want, static_cast<double>(g.k) / (8.0 * std::max(g.m, g.n)), 1.0});
   std::vector<double> w;
   for (int64_t c : choices) {
@@ -222,6 +224,7 @@ class MultiLevelTiling final : public ScheduleRule {
     GemmSizes gemm;
     int k_loop = -1;  // the position of k among the stage's loops; -1: no plain reduction loop
   };
+  // The sizes of the (unscheduled) contraction `st` and where its k loop is.
   static Sizes SizesOf(const Schedule& sch, const Stage& st) {
     Sizes out;
     const GemmAxes ga = GemmAxesOf(st);
