@@ -645,7 +645,9 @@ const std::vector<std::string>& FeatureNames() {
         "log2_unrolled_loops", "log2_max_unroll_product", "log2_max_unroll_pragma",
         "log2_barriers_static", "log2_barriers_per_thread", "loop_depth", "log2_loops",
         "log2_innermost_extent", "log2_tensor_core_flops", "log2_async_copy_bytes",
-        "pipeline_stages", "pipeline_fetch_spread"};
+        "pipeline_stages", "pipeline_fetch_spread",
+        // Split reductions.
+        "log2_workspace_per_output"};
     for (int b = 0; b < kTopBuffers; ++b) {
       for (const char* f : kBufferFields) n.push_back("buf" + std::to_string(b) + "_" + f);
     }
@@ -658,12 +660,22 @@ Features ExtractFeatures(const schedules::Program& program, const schedules::Tar
   Totals t;
   std::unordered_map<const Buffer*, BufferStats> buffers;
   double unique_global = 0;
+  // Elements of the largest output and of the largest workspace (a split reduction's partials).
+  double output_elements = 0, workspace_elements = 0;
   for (size_t i = 0; i < program.buffers.size(); ++i) {
     const Buffer* b = program.buffers[i].buffer.get();
     BufferStats& s = buffers[b];
     s.order = static_cast<int>(i);
     s.unique_bytes = static_cast<double>(b->AllocatedBytes());
     unique_global += s.unique_bytes;
+    double elements = 1;
+    for (int64_t d : b->shape) elements *= static_cast<double>(d);
+    const schedules::BufferRole role = program.buffers[i].role;
+    if (role == schedules::BufferRole::kOutput) {
+      output_elements = std::max(output_elements, elements);
+    } else if (role == schedules::BufferRole::kWorkspace) {
+      workspace_elements = std::max(workspace_elements, elements);
+    }
   }
   Walker walker(target, &t, &buffers);
   const schedules::Kernel* dominant = nullptr;
@@ -765,6 +777,7 @@ Features ExtractFeatures(const schedules::Program& program, const schedules::Tar
   log(t.async_copy_bytes);
   push(t.pipeline_stages);
   push(t.pipeline_fetch_spread);
+  log(Ratio(workspace_elements, output_elements));
 
   // The global buffers by bytes touched (then program order): a fixed number of slots.
   std::vector<const BufferStats*> order;

@@ -11,7 +11,8 @@
 //   unroll            sample_categorical whose value is an auto_unroll_max_step annotation.
 //   thread_extent     sample_categorical whose value is the extent of a loop bound to threadIdx
 //                     (cross-thread reductions, auto-bind).
-//   categorical       any other sample_categorical (vector widths, reduction chunk sizes).
+//   categorical       any other sample_categorical (vector widths, reduction chunk sizes, the
+//                     number of chunks of a split-K).
 //   compute_location  sample_compute_location: another location (root, inline or a loop of the
 //                     consumer) that the stage accepts; for the form with a candidate list (the
 //                     shared and register cache levels of multi-level tiling), another candidate.

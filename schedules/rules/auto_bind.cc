@@ -3,30 +3,12 @@
 // threads per block). Host: the outer spatial loop parallel, the inner spatial loop vectorized
 // when it is the stage's last loop.
 
-#include "schedules/ir/substitute.h"
 #include "schedules/rules/rule_util.h"
 #include "schedules/rules/schedule_rule.h"
 #include "schedules/util/status_macros.h"
 
 namespace tessel::schedules {
 namespace {
-
-// The unscheduled reduction that `st` (injective) reads at its own indices and that nothing
-// else reads, or "".
-std::string FusableReduction(const Schedule& s, const Stage& st) {
-  std::string found;
-  for (const LoadNode* l : CollectLoads(st.body)) {
-    const Stage* p = s.FindStage(l->buffer->name);
-    if (!p || p->inlined() || !p->reduces()) continue;
-    if (!found.empty() && found != p->name) return "";
-    if (rules::IsScheduled(*p) || rules::ConsumersOf(s, p->name).size() != 1 ||
-        p->buffer->shape != st.buffer->shape || !ReadsAtIdentity(st, p->buffer.get())) {
-      return "";
-    }
-    found = p->name;
-  }
-  return found;
-}
 
 class AutoBind final : public ScheduleRule {
  public:
@@ -60,19 +42,13 @@ class AutoBind final : public ScheduleRule {
       TESSEL_ASSIGN_OR_RETURN(fused, s.Fuse(spatial));
     }
     const int64_t extent = s.LoopExtent(fused);
-    const std::string producer = st->reduces() ? "" : FusableReduction(sch, *st);
-    if (!producer.empty()) {
+    if (st->reduces()) {
+      TESSEL_RETURN_IF_ERROR(rules::BindOnePerThread(&s, fused, ""));
+    } else if (const std::string producer = rules::FusableReduction(sch, *st); !producer.empty()) {
       // An epilogue over one reduction (conv2d + bias + relu): one output per thread, the
       // reduction computed in a register at that thread.
-      TESSEL_ASSIGN_OR_RETURN(IntRV threads,
-                              rules::SampleUniform(&s, rules::PowersOfTwo(32, 512), extent));
-      TESSEL_ASSIGN_OR_RETURN(auto p, s.Split(fused, {-1, threads}));
-      TESSEL_RETURN_IF_ERROR(s.Bind(p[0], "blockIdx.x"));
-      TESSEL_RETURN_IF_ERROR(s.Bind(p[1], "threadIdx.x"));
-      TESSEL_ASSIGN_OR_RETURN(BlockRV r, s.GetBlock(producer));
-      TESSEL_RETURN_IF_ERROR(s.SetScope(r, "local"));
-      TESSEL_RETURN_IF_ERROR(s.ComputeAt(r, p[1]));
-    } else if (!st->reduces()) {
+      TESSEL_RETURN_IF_ERROR(rules::BindOnePerThread(&s, fused, producer));
+    } else {
       TESSEL_ASSIGN_OR_RETURN(IntRV threads,
                               rules::SampleUniform(&s, rules::PowersOfTwo(32, 1024), extent));
       TESSEL_ASSIGN_OR_RETURN(IntRV vec, rules::SampleUniform(&s, {1, 2, 4}, extent));
@@ -80,12 +56,6 @@ class AutoBind final : public ScheduleRule {
       TESSEL_RETURN_IF_ERROR(s.Bind(p[0], "blockIdx.x"));
       TESSEL_RETURN_IF_ERROR(s.Bind(p[1], "threadIdx.x"));
       TESSEL_RETURN_IF_ERROR(s.Vectorize(p[2]));
-    } else {
-      TESSEL_ASSIGN_OR_RETURN(IntRV threads,
-                              rules::SampleUniform(&s, rules::PowersOfTwo(32, 512), extent));
-      TESSEL_ASSIGN_OR_RETURN(auto p, s.Split(fused, {-1, threads}));
-      TESSEL_RETURN_IF_ERROR(s.Bind(p[0], "blockIdx.x"));
-      TESSEL_RETURN_IF_ERROR(s.Bind(p[1], "threadIdx.x"));
     }
     return std::vector<Schedule>{std::move(s)};
   }

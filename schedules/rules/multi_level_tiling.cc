@@ -24,6 +24,11 @@
 // levels, k in two, ordered [batch] i0 j0 | i1 j1 | k0 | i2 j2 | k1 | i3 j3; the batch loops and
 // the outer tiles fused and parallel, the innermost n tile vectorized.
 //
+// Split-K (both targets; see SplitK below): a second sketch, where the output has fewer block
+// tiles than the GPU's SMs or k is long, splits k into a sampled number of chunks whose partials
+// (rfactor) are tiled as above as a batch of contractions, then summed in order by a combine
+// pass (CUDA: one output a thread, with the epilogue; host: AutoBind's loops).
+//
 // Decisions: every tile factor comes from sample_perfect_tile (factors whose product is the
 // loop's extent) with a bounded innermost factor. On CUDA each level is a two-factor perfect tile
 // of what the levels inside it leave, so that each level has its own bound (threads per axis at
@@ -31,7 +36,10 @@
 // caches' levels are sample_compute_location over explicit candidate loops.
 
 #include <algorithm>
+#include <cmath>
+#include <unordered_map>
 
+#include "schedules/ir/simplify.h"
 #include "schedules/ir/substitute.h"
 #include "schedules/rules/rule_util.h"
 #include "schedules/rules/schedule_rule.h"
@@ -64,12 +72,17 @@ struct ReductionGroups {
   std::vector<LoopRV> taps;
 };
 
-ReductionGroups GroupReduction(const Schedule& s, const Stage& st,
-                               const std::vector<LoopRV>& loops) {
-  // A reduction variable is a tap when some index uses it other than as the whole index.
+ReductionGroups GroupReduction(const Schedule& s, const Stage& st, const std::vector<LoopRV>& loops,
+                               bool split_k) {
+  // A reduction variable is a tap when some index uses it other than as the whole index. In the
+  // partials of a split-K (`split_k`: axis 0 is the chunk, SplitK), an index is read at chunk 0:
+  // k = f * F + kk is the chunk's own plain k.
+  std::unordered_map<const VarNode*, Expr> chunk0;
+  if (split_k && !st.axes.empty()) chunk0[st.axes[0].get()] = MakeInt(0);
   std::vector<bool> compound(st.reduce_axes.size(), false);
   for (const LoadNode* l : CollectLoads(st.body)) {
-    for (const Expr& i : l->indices) {
+    for (const Expr& index : l->indices) {
+      const Expr i = chunk0.empty() ? index : Simplify(Substitute(index, chunk0));
       for (size_t r = 0; r < st.reduce_axes.size(); ++r) {
         const VarNode* v = st.reduce_axes[r].get();
         if (UsesVar(i, v) && As<VarNode>(i) != v) compound[r] = true;
@@ -107,6 +120,61 @@ std::vector<std::string> ProducersOf(const Schedule& s, const Stage& st) {
   return out;
 }
 
+// Split-K: a contraction's reduction over blocks (the first plain reduction loop k, split into S
+// chunks, S sampled). rfactor of the split's outer side makes the partials P[f, ...] = the sum
+// over chunk f (axis 0, so that their GEMM view is a batch of the contraction's: f goes to
+// blockIdx.z with the batch axes, and the partials are tiled like any contraction); the
+// contraction becomes their combine, C[...] = sum_f P[f, ...], summed in order by one thread an
+// output (deterministic: no atomics). S is 1 or a divisor of k's extent up to kSplitKMax that
+// leaves chunks of at least kSplitKMinChunk, drawn with a prior centred on the split that fills
+// the GPU (SplitKWeights); the sketch is offered where a split can pay (SplitKChoices).
+constexpr int64_t kSplitKMax = 64;
+constexpr int64_t kSplitKMinChunk = 128;
+constexpr int64_t kTypicalBlockTile = 128;  // per GEMM axis, to count the output's block tiles
+
+// The GEMM view's sizes of a contraction: its output's m, n and batch extents and k, the extent of
+// its first plain reduction loop (a convolution's channel).
+struct GemmSizes {
+  int64_t m = 1, n = 1, batch = 1, k = 0;
+};
+
+// The output's block tiles of kTypicalBlockTile x kTypicalBlockTile, over its batch.
+int64_t BlockTiles(const GemmSizes& g) {
+  const auto tiles = [](int64_t e) { return (e + kTypicalBlockTile - 1) / kTypicalBlockTile; };
+  return g.batch * tiles(g.m) * tiles(g.n);
+}
+
+// The split factors a contraction may sample (1 first), empty when no split is worth a sketch: it
+// needs a divisor of k that leaves chunks of kSplitKMinChunk, and either fewer output block tiles
+// (kTypicalBlockTile square) than the GPU's SMs or a long reduction (k at least 8 times the larger
+// of m and n). Only the last applies on the host, whose parallelism is not the target's to read.
+std::vector<int64_t> SplitKChoices(const Target& t, const GemmSizes& g) {
+  std::vector<int64_t> out = {1};
+  for (int64_t d = 2; d <= kSplitKMax && g.k / d >= kSplitKMinChunk; ++d) {
+    if (g.k % d == 0) out.push_back(d);
+  }
+  const bool few_tiles = t.is_cuda() && BlockTiles(g) < t.sm_count;
+  const bool long_k = g.k >= 8 * std::max(g.m, g.n);
+  if (out.size() < 2 || !(few_tiles || long_k)) return {};
+  return out;
+}
+
+// The prior over `choices`: 1 / (1 + (log2 S - log2 W)^2), centred on W, the split that gives the
+// SMs one block tile each (CUDA) or, for a long k, k / (8 max(m, n)); so larger splits are
+// favoured the fewer the tiles and the longer the reduction, and 1 keeps some weight.
+std::vector<double> SplitKWeights(const Target& t, const GemmSizes& g,
+                                  const std::vector<int64_t>& choices) {
+  double want = 1;
+  if (t.is_cuda()) want = static_cast<double>(t.sm_count) / static_cast<double>(BlockTiles(g));
+  want = std::max({want, static_cast<double>(g.k) / (8.0 * std::max(g.m, g.n)), 1.0});
+  std::vector<double> w;
+  for (int64_t c : choices) {
+    const double d = std::log2(static_cast<double>(c)) - std::log2(want);
+    w.push_back(1.0 / (1.0 + d * d));
+  }
+  return w;
+}
+
 // Splits `loop` by one n-factor sample_perfect_tile.
 absl::StatusOr<std::vector<LoopRV>> PerfectTile(Schedule* s, LoopRV loop, int n,
                                                 int64_t max_innermost) {
@@ -131,19 +199,106 @@ class MultiLevelTiling final : public ScheduleRule {
       // contraction's shape.
       return std::vector<Schedule>{};
     }
-    Schedule s = sch;
-    TESSEL_RETURN_IF_ERROR(target_.is_cuda() ? Cuda(&s, stage) : Host(&s, stage));
-    return std::vector<Schedule>{std::move(s)};
+    std::vector<Schedule> out(1, sch);
+    TESSEL_RETURN_IF_ERROR(target_.is_cuda() ? Cuda(&out[0], stage) : Host(&out[0], stage));
+    // A second sketch splits the reduction over blocks (split-K) where that can pay.
+    const Sizes sizes = SizesOf(sch, *st);
+    if (std::vector<int64_t> choices = SplitKChoices(target_, sizes.gemm); !choices.empty()) {
+      Schedule s = sch;
+      TESSEL_ASSIGN_OR_RETURN(
+          std::string partials,
+          SplitK(&s, stage, sizes.k_loop, choices, SplitKWeights(target_, sizes.gemm, choices)));
+      if (target_.is_cuda()) {
+        TESSEL_RETURN_IF_ERROR(Cuda(&s, partials, /*split_k=*/true));
+        TESSEL_RETURN_IF_ERROR(Combine(&s, stage));
+      } else {
+        TESSEL_RETURN_IF_ERROR(Host(&s, partials, /*split_k=*/true));  // AutoBind: the combine
+      }
+      out.push_back(std::move(s));
+    }
+    return out;
   }
 
  private:
-  absl::Status Cuda(Schedule* s, const std::string& gemm) const {
+  struct Sizes {
+    GemmSizes gemm;
+    int k_loop = -1;  // the position of k among the stage's loops; -1: no plain reduction loop
+  };
+  // The sizes of the (unscheduled) contraction `st` and where its k loop is.
+  static Sizes SizesOf(const Schedule& sch, const Stage& st) {
+    Sizes out;
+    const GemmAxes ga = GemmAxesOf(st);
+    out.gemm.m = st.buffer->shape[ga.m];
+    out.gemm.n = st.buffer->shape[ga.n];
+    for (int a : ga.batch) out.gemm.batch *= st.buffer->shape[a];
+    std::vector<LoopRV> reduce;
+    Schedule s = sch;  // GetLoops records an instruction
+    auto b = s.GetBlock(st.name);
+    if (!b.ok()) return out;
+    auto loops = s.GetLoops(*b);
+    if (!loops.ok()) return out;
+    for (LoopRV l : *loops) {
+      if (rules::IsReduceLoop(s, l)) reduce.push_back(l);
+    }
+    const ReductionGroups rg = GroupReduction(s, st, reduce, /*split_k=*/false);
+    if (rg.plain.empty()) return out;
+    out.gemm.k = s.LoopExtent(rg.plain[0]);
+    out.k_loop = s.LoopIter(rg.plain[0]);
+    return out;
+  }
+
+  // The split-K (above): k (loop `k_loop` of the contraction, at its root) split into a sampled
+  // number of chunks, the partials made by rfactor; returns the partials' stage. The contraction
+  // is their combine from then on.
+  static absl::StatusOr<std::string> SplitK(Schedule* s, const std::string& gemm, int k_loop,
+                                            const std::vector<int64_t>& choices,
+                                            const std::vector<double>& weights) {
+    TESSEL_ASSIGN_OR_RETURN(BlockRV g, s->GetBlock(gemm));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(g));
+    TESSEL_ASSIGN_OR_RETURN(IntRV splits,
+                            rules::SampleWeighted(s, choices, weights, choices.back()));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> ks, s->Split(loops[k_loop], {splits, -1}));
+    TESSEL_ASSIGN_OR_RETURN(BlockRV rf, s->RFactor(ks[0], /*factor_axis=*/0));
+    return s->GetStage(rf).name;
+  }
+
+  // CUDA: the split-K's combine, a memory-bound pass with one output a thread
+  // (rules::BindOnePerThread), the sum of an output's partials in a register at its thread: the
+  // thread of the epilogue where there is one, else of the combine's own write-back
+  // (cache_write local).
+  static absl::Status Combine(Schedule* s, const std::string& combine) {
+    std::string stage = combine, producer;
+    const std::string out = OutputOf(*s);
+    if (out != combine && rules::FusableReduction(*s, *s->FindStage(out)) == combine) {
+      stage = out;
+      producer = combine;
+    } else {
+      TESSEL_ASSIGN_OR_RETURN(BlockRV c, s->GetBlock(combine));
+      TESSEL_ASSIGN_OR_RETURN(BlockRV acc, s->CacheWrite(c, "local"));
+      producer = s->GetStage(acc).name;
+    }
+    TESSEL_ASSIGN_OR_RETURN(BlockRV b, s->GetBlock(stage));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(b));
+    std::vector<LoopRV> spatial;
+    for (LoopRV l : loops) {
+      if (!rules::IsReduceLoop(*s, l)) spatial.push_back(l);
+    }
+    LoopRV fused = spatial[0];
+    if (spatial.size() > 1) {
+      TESSEL_ASSIGN_OR_RETURN(fused, s->Fuse(spatial));
+    }
+    return rules::BindOnePerThread(s, fused, producer);
+  }
+
+  // `split_k`: `gemm` is the partials of a split-K (SplitK), tiled themselves (a batch of
+  // contractions whose first axis is the chunk) and written to global memory for the combine.
+  absl::Status Cuda(Schedule* s, const std::string& gemm, bool split_k = false) const {
     const GemmAxes ga = GemmAxesOf(*s->FindStage(gemm));
     TESSEL_ASSIGN_OR_RETURN(BlockRV g, s->GetBlock(gemm));
     TESSEL_ASSIGN_OR_RETURN(BlockRV cc, s->CacheWrite(g, "local"));
     // The stage itself becomes the write-back copy, inlined into the epilogue when there is one;
     // the output's loops (the contraction's axes, in its order) are tiled.
-    const std::string out = OutputOf(*s);
+    const std::string out = split_k ? gemm : OutputOf(*s);
     if (out != gemm) TESSEL_RETURN_IF_ERROR(s->ComputeInline(g));
     TESSEL_ASSIGN_OR_RETURN(BlockRV ob, s->GetBlock(out));
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> ol, s->GetLoops(ob));
@@ -178,7 +333,7 @@ class MultiLevelTiling final : public ScheduleRule {
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> cl, s->GetLoops(cc));
     std::vector<LoopRV> cspatial, creduce;
     for (LoopRV l : cl) (rules::IsReduceLoop(*s, l) ? creduce : cspatial).push_back(l);
-    ReductionGroups rg = GroupReduction(*s, s->GetStage(cc), creduce);
+    ReductionGroups rg = GroupReduction(*s, s->GetStage(cc), creduce, split_k);
     std::vector<LoopRV> taps;
     LoopRV k = creduce[0];
     if (rg.plain.empty() || rg.taps.empty()) {
@@ -249,7 +404,7 @@ class MultiLevelTiling final : public ScheduleRule {
     return absl::OkStatus();
   }
 
-  absl::Status Host(Schedule* s, const std::string& gemm) const {
+  absl::Status Host(Schedule* s, const std::string& gemm, bool split_k = false) const {
     // Computed operands (a convolution's padding) are inlined: the loads evaluate the bounds
     // check in place.
     for (const std::string& p : ProducersOf(*s, *s->FindStage(gemm))) {
@@ -261,7 +416,7 @@ class MultiLevelTiling final : public ScheduleRule {
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(g));
     std::vector<LoopRV> spatial, reduce;
     for (LoopRV l : loops) (rules::IsReduceLoop(*s, l) ? reduce : spatial).push_back(l);
-    TESSEL_ASSIGN_OR_RETURN(LoopRV k, FusedReduction(s, g, reduce));
+    TESSEL_ASSIGN_OR_RETURN(LoopRV k, FusedReduction(s, g, reduce, split_k));
     TESSEL_ASSIGN_OR_RETURN(auto is, PerfectTile(s, spatial[ga.m], 4, kHostIMax));
     TESSEL_ASSIGN_OR_RETURN(auto js, PerfectTile(s, spatial[ga.n], 4, kHostJMax));
     TESSEL_ASSIGN_OR_RETURN(auto ks, PerfectTile(s, k, 2, kHostKMax));
@@ -284,9 +439,9 @@ class MultiLevelTiling final : public ScheduleRule {
   // Fuses the stage's reduction loops `reduce` (its last loops, outermost first) into one, the
   // plain loops outermost (GroupReduction); the one loop itself when there is one.
   static absl::StatusOr<LoopRV> FusedReduction(Schedule* s, BlockRV b,
-                                               const std::vector<LoopRV>& reduce) {
+                                               const std::vector<LoopRV>& reduce, bool split_k) {
     if (reduce.size() == 1) return reduce[0];
-    const ReductionGroups rg = GroupReduction(*s, s->GetStage(b), reduce);
+    const ReductionGroups rg = GroupReduction(*s, s->GetStage(b), reduce, split_k);
     std::vector<LoopRV> fo = rg.plain;
     fo.insert(fo.end(), rg.taps.begin(), rg.taps.end());
     if (!SameOrder(fo, reduce)) TESSEL_RETURN_IF_ERROR(s->Reorder(fo));

@@ -103,6 +103,33 @@ std::vector<std::string> ConsumersOf(const Schedule& s, const std::string& name)
   return out;
 }
 
+std::string FusableReduction(const Schedule& s, const Stage& st) {
+  std::string found;
+  for (const LoadNode* l : CollectLoads(st.body)) {
+    const Stage* p = s.FindStage(l->buffer->name);
+    if (!p || p->inlined() || !p->reduces()) continue;
+    if (!found.empty() && found != p->name) return "";
+    if (IsScheduled(*p) || ConsumersOf(s, p->name).size() != 1 ||
+        p->buffer->shape != st.buffer->shape || !ReadsAtIdentity(st, p->buffer.get())) {
+      return "";
+    }
+    found = p->name;
+  }
+  return found;
+}
+
+absl::Status BindOnePerThread(Schedule* s, LoopRV fused, const std::string& producer) {
+  const int64_t extent = s->LoopExtent(fused);
+  TESSEL_ASSIGN_OR_RETURN(IntRV threads, SampleUniform(s, PowersOfTwo(32, 512), extent));
+  TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(fused, {-1, threads}));
+  TESSEL_RETURN_IF_ERROR(s->Bind(p[0], "blockIdx.x"));
+  TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
+  if (producer.empty()) return absl::OkStatus();
+  TESSEL_ASSIGN_OR_RETURN(BlockRV r, s->GetBlock(producer));
+  TESSEL_RETURN_IF_ERROR(s->SetScope(r, "local"));
+  return s->ComputeAt(r, p[1]);
+}
+
 GemmAxes GemmAxesOf(const Stage& st) {
   const int na = static_cast<int>(st.axes.size());
   GemmAxes g;

@@ -38,6 +38,14 @@ bool IsContraction(const Stage& st);
 bool FeedsContraction(const Schedule& s, const std::string& name);
 // The stages that read the buffer of stage `name`.
 std::vector<std::string> ConsumersOf(const Schedule& s, const std::string& name);
+// The unscheduled reduction that `st` (injective) reads at its own indices and that nothing
+// else reads, or "": a reduction that can be computed in a register at each of `st`'s outputs.
+std::string FusableReduction(const Schedule& s, const Stage& st);
+// CUDA: one output a thread: `fused` (a stage's spatial loops, fused) split over blocks and a
+// sampled number of threads (32 to 512); `producer` (FusableReduction of the stage, or "")
+// computed in a register at that thread. AutoBind's form for reductions and their epilogues,
+// and multi-level tiling's for the combine of a split-K.
+absl::Status BindOnePerThread(Schedule* s, LoopRV fused, const std::string& producer);
 
 // ---- Contractions (multi_level_tiling.cc, multi_level_tiling_tensor_core.cc).
 

@@ -43,7 +43,8 @@ std::unique_ptr<ScheduleRule> MakeAutoInline();
 // sampled vector width, and in registers further in (both levels sampled compute locations, one
 // sketch); a convolution's padding computed by the shared copy; write-back through registers.
 // Host, SSRSRS: i/j in four levels, k in two, the outer tiles parallel, the innermost j tile
-// vectorized.
+// vectorized. Where the output has few block tiles for the GPU or k is long, a second sketch
+// splits k over blocks (split-K: rfactor, the partials tiled as a batch, an ordered combine).
 std::unique_ptr<ScheduleRule> MakeMultiLevelTiling(const Target& target);
 // f16/bf16 contractions on the tensor cores (CUDA; mma.sync, ldmatrix, a software pipeline): forks
 // the space, leaving an untouched copy for MultiLevelTiling (multi_level_tiling_tensor_core.cc).

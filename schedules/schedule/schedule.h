@@ -168,8 +168,11 @@ class Schedule {
   // Places the reduction's initialization in its own loop nest just before `loop`.
   absl::Status DecomposeReduction(BlockRV block, LoopRV loop);
   // `loop` must come from splitting a reduction axis; it becomes a spatial axis of a new stage
-  // (returned) that computes partial results, and the stage reduces those partials.
-  absl::StatusOr<BlockRV> RFactor(LoopRV loop);
+  // (returned) that computes partial results, and the stage reduces those partials. The new axis
+  // is axis `factor_axis` of the partials (0 to the stage's axis count; -1: the last): at 0, a
+  // contraction's partials [f, m, n] are a batch of contractions over chunks of its reduction
+  // (split-K), whose GEMM view keeps m and n innermost.
+  absl::StatusOr<BlockRV> RFactor(LoopRV loop, int factor_axis = -1);
 
   // Several reductions over one domain become one tuple reduction (Stage::combiner), computed in
   // one pass over their input by the first of `blocks`; the others have no loops of their own

@@ -14,6 +14,7 @@
 #include "schedules/lower/lower.h"
 #include "schedules/space/candidate.h"
 #include "tests/costmodel/costmodel_test_util.h"
+#include "tests/e2e/e2e_util.h"
 
 namespace tessel::testing {
 namespace {
@@ -52,6 +53,29 @@ TEST(CostModelFeatures, DeterministicAcrossRebuildsOfOneTrace) {
       ASSERT_TRUE(again.ok()) << again.status();
       EXPECT_EQ(a, ExtractFeatures(again->program, t));
     }
+  }
+}
+
+// A split-K's partials are its workspace: log2_workspace_per_output is log2(1 + the number of
+// chunks); 0 for a program without one.
+TEST(CostModelFeatures, WorkspacePerOutputIsTheSplitKFactor) {
+  const int slot = Slot("log2_workspace_per_output");
+  for (const schedules::Target& t : {schedules::HostTarget(), schedules::CudaTarget("sm_90")}) {
+    int split = 0, plain = 0;
+    for (const auto& c : SampleCandidates("matmul(M=64, N=1, K=4096)", t, 24)) {
+      bool rfactor = false;
+      for (const auto& inst : c.trace->insts) rfactor = rfactor || inst.kind == "rfactor";
+      const float f = ExtractFeatures(c.program, t)[slot];
+      if (rfactor) {
+        ++split;
+        EXPECT_EQ(f, Log2p(static_cast<double>(SplitKFactor(*c.trace))));
+      } else {
+        ++plain;
+        EXPECT_EQ(f, 0.0f);
+      }
+    }
+    EXPECT_GT(split, 0) << t.ToString();
+    EXPECT_GT(plain, 0) << t.ToString();
   }
 }
 

@@ -44,6 +44,38 @@ std::vector<std::string> SpaceFamilySpecs() {
   return specs;
 }
 
+std::vector<std::string> SplitKSpecs() {
+  return {
+      "matmul(M=8, N=1, K=2048)",
+      "matmul(M=20, N=36, K=1152)",
+      "matmul(M=6, N=10, K=1536, batch=2, transpose_a=true)",
+      "matmul_bias_gelu(M=12, N=20, K=2048)",
+      "matmul(M=8, N=16, K=1024, dtype=f16)",
+      "conv2d(N=1, C=256, H=5, W=6, K=4, R=3, S=3, padding=1)",
+      "conv2d_bias_relu(N=1, C=512, H=4, W=4, K=8, R=3, S=3, padding=1, layout=nhwc)",
+  };
+}
+
+int64_t SplitKFactor(const Trace& trace) {
+  const auto& insts = trace.insts;
+  for (const Instruction& rf : insts) {
+    if (rf.kind != "rfactor" || rf.inputs.empty()) continue;
+    for (const Instruction& split : insts) {
+      if (split.kind != "split" || split.outputs.empty() || split.outputs[0] != rf.inputs[0] ||
+          split.inputs.size() < 2) {
+        continue;
+      }
+      for (const Instruction& c : insts) {
+        if (c.kind == "sample_categorical" && !c.outputs.empty() &&
+            c.outputs[0] == split.inputs[1] && c.decision.is_number_integer()) {
+          return c.attrs["candidates"][c.decision.get<int64_t>()].get<int64_t>();
+        }
+      }
+    }
+  }
+  return 1;
+}
+
 std::string SpecTestName(const ::testing::TestParamInfo<std::string>& info) {
   std::string name;
   for (char c : info.param) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

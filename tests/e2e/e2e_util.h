@@ -24,6 +24,15 @@ std::vector<std::string> SmallFamilySpecs();
 // the design space; the small ones take its split-over-blocks path).
 std::vector<std::string> SpaceFamilySpecs();
 
+// Contractions whose design space splits the reduction over blocks (split-K) on the host and on
+// CUDA, small enough for a host reference run: a matrix-vector product (N=1), odd split factors
+// (K=1152: 3 and 9 among the choices), batched and transposed, an epilogue, f16, and
+// convolutions whose channel splits (NCHW, and NHWC with a bias + ReLU epilogue).
+std::vector<std::string> SplitKSpecs();
+// The split-K factor of a trace (the sampled number of chunks its rfactor's loop was split into),
+// 1 when it does not split a reduction with rfactor.
+int64_t SplitKFactor(const schedules::Trace& trace);
+
 // The name of a test instantiated over SmallFamilySpecs: "<index>_<spec>", the spec with every
 // character that is not a letter or digit as '_', cut to 40 characters.
 std::string SpecTestName(const ::testing::TestParamInfo<std::string>& info);

@@ -534,6 +534,147 @@ TEST(Rules, UnrollAnnotatesWithASampledStep) {
   EXPECT_TRUE(found);
 }
 
+// ---- Split-K (multi-level tiling's second sketch).
+
+// The sample_categorical whose value splits the rfactor'd loop: its candidates and probabilities.
+const schedules::Instruction* SplitKChoice(const Trace& t) {
+  for (const auto& rf : t.insts) {
+    if (rf.kind != "rfactor") continue;
+    for (const auto& split : t.insts) {
+      if (split.kind != "split" || split.outputs.empty() || split.outputs[0] != rf.inputs[0]) {
+        continue;
+      }
+      for (const auto& c : t.insts) {
+        if (c.kind == "sample_categorical" && c.outputs[0] == split.inputs[1]) return &c;
+      }
+    }
+  }
+  return nullptr;
+}
+
+TEST(Rules, MultiLevelTilingSplitsKOverBlocks) {
+  const std::string spec = "matmul(M=512, N=512, K=262144)";
+  SpaceGenerator g = Space(spec, CudaTarget("sm_90"));
+  // The plain sketch first (as without split-K), then the split one.
+  ASSERT_EQ(g.sketches().size(), 2u);
+  EXPECT_EQ(Kinds(g.sketches()[0]).count("rfactor"), 0u);
+  const Trace& t = g.sketches()[1];
+  auto k = Kinds(t);
+  EXPECT_EQ(k["rfactor"], 1);
+  EXPECT_EQ(k["cache_write"], 2);  // the partials' accumulator, the combine's register
+  for (const auto& inst : t.insts) {
+    if (inst.kind == "rfactor") {
+      EXPECT_EQ(inst.attrs.value("factor_axis", -1), 0);  // the chunk is the partials' axis 0
+    }
+  }
+  // 1 and the powers of two to 64 (K / 64 = 4096 >= 128); 16 tiles of 128 x 128 on 132 SMs
+  // and K = 512 x 512: the prior is centred on 64 and grows with the factor.
+  const schedules::Instruction* choice = SplitKChoice(t);
+  ASSERT_NE(choice, nullptr);
+  EXPECT_EQ(choice->attrs["candidates"], nlohmann::json({1, 2, 4, 8, 16, 32, 64}));
+  const std::vector<double> probs = choice->attrs["probs"].get<std::vector<double>>();
+  for (size_t i = 1; i < probs.size(); ++i) EXPECT_GT(probs[i], probs[i - 1]);
+  EXPECT_TRUE(choice->decision.is_null());
+
+  // A split sample: the partials [f, m, n] with f on blockIdx.z (the batch of the GEMM view) and
+  // the contraction their combine, one output a thread summing the chunks in order.
+  const schedules::Workload w = Load(spec);
+  int split = 0;
+  for (uint64_t seed = 0; seed < 16 && split == 0; ++seed) {
+    auto c = g.Sample(seed);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const int64_t f = SplitKFactor(*c->trace);
+    if (f == 1) continue;
+    ++split;
+    auto sch = schedules::Replay(w, *c->trace);
+    ASSERT_TRUE(sch.ok()) << sch.status();
+    const schedules::Stage* rf = sch->FindStage("C_rf");
+    ASSERT_NE(rf, nullptr);
+    EXPECT_EQ(rf->buffer->shape, (std::vector<int64_t>{f, 512, 512}));
+    EXPECT_EQ(NestTags(*rf)[0], "blockIdx.z");
+    ASSERT_EQ(c->source.kernels.size(), 2u);
+    EXPECT_EQ(c->source.kernels[0].launch.grid[2], f);
+    const schedules::Stage* comb = sch->FindStage("C");
+    ASSERT_NE(comb, nullptr);
+    EXPECT_THAT(NestTags(*comb), ::testing::ElementsAre("blockIdx.x", "threadIdx.x"));
+  }
+  EXPECT_EQ(split, 1);
+}
+
+TEST(Rules, MultiLevelTilingSplitsKOnlyWhereItCanPay) {
+  struct Case {
+    std::string spec;
+    Target target;
+    size_t sketches;
+  };
+  for (const Case& c : std::vector<Case>{
+           // Many output tiles and a short K: no split.
+           {"matmul(M=4096, N=4096, K=4096)", CudaTarget("sm_90"), 1},
+           // K too short for chunks of 128.
+           {"matmul(M=128, N=96, K=64)", CudaTarget("sm_90"), 1},
+           // A long K that no factor up to 64 divides (1031 is prime): the rule does not guard
+           // partial chunks, so it does not split.
+           {"matmul(M=8, N=1, K=1031)", CudaTarget("sm_90"), 1},
+           {"matmul(M=8, N=1, K=1031)", HostTarget(), 1},
+           // Few output tiles (64 of 128 x 128 on 132 SMs) but K = N: split on CUDA only.
+           {"matmul(M=64, N=8192, K=8192)", CudaTarget("sm_90"), 2},
+           {"matmul(M=64, N=8192, K=8192)", HostTarget(), 1},
+           // A long K: on both.
+           {"matmul(M=4096, N=1, K=262144)", CudaTarget("sm_80"), 2},
+           {"matmul(M=4096, N=1, K=262144)", HostTarget(), 2},
+       }) {
+    SCOPED_TRACE(c.spec + " on " + c.target.ToString());
+    EXPECT_EQ(Space(c.spec, c.target).sketches().size(), c.sketches);
+  }
+}
+
+// Every split-K family on both targets: mostly valid, and a good share of the samples split.
+class SplitKSpace : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SplitKSpace, MostlyValidAndManySplit) {
+  int split_spaces = 0;
+  for (const Target& t : {HostTarget(), CudaTarget("sm_80"), CudaTarget("sm_90")}) {
+    SCOPED_TRACE(t.ToString());
+    SpaceGenerator g = Space(GetParam(), t);
+    // Few output tiles count on CUDA only (M=32, N=8192, K=8192 splits there, not on the host).
+    const bool splits = g.sketches().size() > 1;
+    split_spaces += splits;
+    constexpr int kSamples = 64;
+    int valid = 0, split = 0;
+    std::vector<std::string> why;
+    for (uint64_t seed = 0; seed < kSamples; ++seed) {
+      schedules::Rejection r;
+      auto c = g.Sample(seed, &r);
+      if (!c.ok()) {
+        why.push_back(r.step + ": " + r.message);
+        continue;
+      }
+      ++valid;
+      if (SplitKFactor(*c->trace) > 1) ++split;
+    }
+    EXPECT_GE(valid, kSamples * 9 / 10) << ::testing::PrintToString(why);
+    if (splits) {
+      EXPECT_GE(split, kSamples / 8);
+    } else {
+      EXPECT_EQ(split, 0);
+    }
+  }
+  EXPECT_GE(split_spaces, 2);
+}
+
+std::vector<std::string> SplitKSpaceSpecs() {
+  std::vector<std::string> specs = SplitKSpecs();
+  for (const char* s : {"matmul(M=512, N=512, K=262144)", "matmul(M=4096, N=1, K=262144)",
+                        "matmul(M=32, N=8192, K=8192)", "matmul(M=64, N=8192, K=8192)",
+                        "conv2d(N=1, C=256, H=7, W=7, K=64, R=3, S=3, padding=1, layout=nhwc)"}) {
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, SplitKSpace, ::testing::ValuesIn(SplitKSpaceSpecs()),
+                         SpecTestName);
+
 // ---- The space as a whole, every family on both targets.
 
 class SpaceFamilies : public ::testing::TestWithParam<std::string> {};

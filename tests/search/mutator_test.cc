@@ -4,9 +4,11 @@
 #include <numeric>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/mutator_picker.h"
+#include "tests/e2e/e2e_util.h"
 #include "tests/schedules/test_workloads.h"
 #include "tests/search/search_test_util.h"
 
@@ -89,13 +91,22 @@ void CheckMutant(const std::string& name, const Mutator& m, const Trace& parent,
     }
     return;
   }
-  // A categorical mutator changes exactly one decision, at one of its sites, to another index.
-  ASSERT_EQ(diff.size(), 1u) << name;
+  // A categorical mutator changes exactly one categorical decision, at one of its sites, to
+  // another index; the tiles of a loop whose extent that value sets (a split-K's chunk) are
+  // re-sampled with it (Mutator::Mutate's repair).
+  std::vector<int> categorical;
+  for (int i : diff) {
+    if (child.insts[i].kind == "sample_categorical") {
+      categorical.push_back(i);
+    } else {
+      EXPECT_EQ(child.insts[i].kind, "sample_perfect_tile") << name;
+    }
+  }
+  ASSERT_EQ(categorical.size(), 1u) << name;
   const std::vector<int> sites = m.Sites(parent);
-  EXPECT_NE(std::find(sites.begin(), sites.end(), diff[0]), sites.end());
-  EXPECT_EQ(child.insts[diff[0]].kind, "sample_categorical");
-  EXPECT_LT(child.insts[diff[0]].decision.get<int64_t>(),
-            static_cast<int64_t>(child.insts[diff[0]].attrs["candidates"].size()));
+  EXPECT_NE(std::find(sites.begin(), sites.end(), categorical[0]), sites.end());
+  EXPECT_LT(child.insts[categorical[0]].decision.get<int64_t>(),
+            static_cast<int64_t>(child.insts[categorical[0]].attrs["candidates"].size()));
 }
 
 struct Case {
@@ -162,6 +173,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"matmul(M=128, N=128, K=64)",
                            "cuda",
                            {"tile_size", "unroll", "categorical", "compute_location"}},
+                      // Split-K: a second sketch whose split factor is a categorical.
+                      Case{"matmul(M=8, N=1, K=2048)", "host", {"tile_size", "unroll"}},
+                      Case{"matmul(M=64, N=64, K=8192)",
+                           "cuda",
+                           {"tile_size", "unroll", "categorical", "compute_location"}},
                       Case{"softmax(rows=8, cols=256)", "host", {"unroll"}},
                       Case{"softmax(rows=8, cols=256)", "cuda", {"thread_extent", "unroll"}},
                       Case{"layernorm(rows=8, cols=256)", "host", {"unroll"}},
@@ -222,6 +238,33 @@ TEST(MutatorTest, CudaTileChainsAreOneGroupWithTheLoopsExtent) {
   EXPECT_EQ(longest, 3u);
   EXPECT_EQ(std::count(products.begin(), products.end(), 128), 2);
   EXPECT_EQ(std::count(products.begin(), products.end(), 64), 1);
+}
+
+// The split-K factor (multi-level tiling's split sketch) is a categorical decision: the
+// categorical mutator moves it, and the mutant builds with the new number of chunks.
+TEST(MutatorTest, CategoricalMutatesTheSplitKFactor) {
+  const SearchContext ctx = Context("matmul(M=512, N=512, K=262144)", "cuda");
+  const CandidateSource source = Source(ctx);
+  const std::vector<Trace> samples = SampleTraces(source, 16);
+  auto categorical = MakeCategoricalMutator(&source);
+  int moved = 0;
+  for (const Trace& t : samples) {
+    const int64_t before = tessel::testing::SplitKFactor(t);
+    if (!absl::StrContains(t.ToJsonString(), "\"rfactor\"")) continue;
+    for (uint64_t seed = 0; seed < 32 && moved < 3; ++seed) {
+      std::mt19937_64 rng(seed);
+      absl::StatusOr<Trace> child = categorical->Apply(t, rng);
+      ASSERT_TRUE(child.ok()) << child.status();
+      const int64_t after = tessel::testing::SplitKFactor(*child);
+      if (after == before) continue;  // another categorical (the fetch width) moved
+      ++moved;
+      auto built = source.Build(*child, nullptr);
+      ASSERT_TRUE(built.ok()) << built.status();
+      ASSERT_EQ(built->source.kernels.size(), 2u);
+      EXPECT_EQ(built->source.kernels[0].launch.grid[2], after);
+    }
+  }
+  EXPECT_EQ(moved, 3);
 }
 
 TEST(MutatorTest, CategoricalUsesAreTellApart) {

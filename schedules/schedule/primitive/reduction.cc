@@ -53,7 +53,7 @@ absl::Status Schedule::DecomposeReduction(BlockRV block, LoopRV loop) {
   Record(Instruction{prim, {RVName(block.id), RVName(loop.id)}, {}, {}, {}});
   return absl::OkStatus();
 }
-absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
+absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop, int factor_axis) {
   const char* prim = kRFactor;
   auto l = MutableLoop(loop, prim);
   if (!l.ok()) return l.status();
@@ -61,6 +61,13 @@ absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
   if (!s->reduces() || !s->iters[iter].reduce) {
     return Invalid(prim, absl::StrCat(LoopDesc(*s, iter), " is not a reduction loop"));
   }
+  const int naxes = static_cast<int>(s->axes.size());
+  if (factor_axis < -1 || factor_axis > naxes) {
+    return Invalid(prim,
+                   absl::StrCat("factor_axis ", factor_axis, " is out of range for stage ", s->name,
+                                " of ", naxes, " axes (0 to ", naxes, ", or -1 for the last)"));
+  }
+  const int fpos = factor_axis < 0 ? naxes : factor_axis;
   if (s->attach.kind != AttachPoint::Kind::kRoot) {
     return Precondition(prim, absl::StrCat("stage ", s->name, " is attached; rfactor it first"));
   }
@@ -96,7 +103,7 @@ absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
   Stage rf;
   rf.name = UniqueStageName(absl::StrCat(s->name, "_rf"));
   std::vector<int64_t> shape = s->buffer->shape;
-  shape.push_back(f_extent);
+  shape.insert(shape.begin() + fpos, f_extent);
   // A tuple reduction's partials: one stage a component (the first leads, the others follow it),
   // but for the components every chunk has alike (UniformComponents: the count of a chunk that
   // divides the axis), which the stage reading the partials takes as constants.
@@ -141,7 +148,7 @@ absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
     map[a.get()] = rf.axes.back();
   }
   VarPtr fv = MakeVar(s->iters[iter].var->name);
-  rf.axes.push_back(fv);
+  rf.axes.insert(rf.axes.begin() + fpos, fv);
   VarPtr ov = MakeVar(s->iters[other].var->name);
   rf.reduce_axes.push_back(ov);
   std::vector<int64_t> rext = {o_extent};
@@ -189,7 +196,7 @@ absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
   // The stage reduces the partials: s[axes] = reduce over f of rf[axes, f].
   VarPtr sv = MakeVar(s->iters[iter].var->name);
   std::vector<Expr> idx(s->axes.begin(), s->axes.end());
-  idx.push_back(sv);
+  idx.insert(idx.begin() + fpos, sv);
   if (comb) {
     std::vector<Expr> partials;
     for (size_t c = 0; c < comb->size(); ++c) {
@@ -215,7 +222,9 @@ absl::StatusOr<BlockRV> Schedule::RFactor(LoopRV loop) {
   MirrorMembers(stages_[at]);
   const std::string name = stages_[at].name;
   BlockRV out{static_cast<int>(rvs_.size())};
-  Record(Instruction{prim, {RVName(loop.id)}, {}, {NewRV('b', {0, name})}, {}});
+  Instruction inst{prim, {RVName(loop.id)}, {}, {NewRV('b', {0, name})}, {}};
+  if (factor_axis >= 0) inst.attrs["factor_axis"] = factor_axis;  // absent: the last
+  Record(std::move(inst));
   return out;
 }
 
@@ -226,7 +235,11 @@ namespace {
 
 absl::Status ApplyRFactor(InstructionReader& in) {
   TESSEL_ASSIGN_OR_RETURN(LoopRV loop, in.Loop(0));
-  TESSEL_ASSIGN_OR_RETURN(BlockRV r, in.schedule().RFactor(loop));
+  int factor_axis = -1;
+  if (in.attrs().is_object() && in.attrs().contains("factor_axis")) {
+    TESSEL_ASSIGN_OR_RETURN(factor_axis, in.AttrInt32("factor_axis"));
+  }
+  TESSEL_ASSIGN_OR_RETURN(BlockRV r, in.schedule().RFactor(loop, factor_axis));
   return in.BindOutput(r);
 }
 

@@ -202,6 +202,84 @@ TEST(ScheduleErrors, RFactorAttachedStage) {
       "rfactor: stage Mx is attached; rfactor it first");
 }
 
+TEST(ScheduleRFactor, FactorAxisFirstMakesABatchOfContractions) {
+  // Split-K: C[i, j] = sum_k A[i, k] B[k, j] with k in 4 chunks of 16, the chunk axis first: the
+  // partials are 4 matmuls over the chunks, C sums them.
+  Schedule sch = NewSchedule(Matmul(8, 16, 64));
+  std::vector<LoopRV> l = LoopsOf(sch, "C");
+  std::vector<LoopRV> k = ValueOrDie(sch.Split(l[2], {4, -1}));
+  BlockRV rf = ValueOrDie(sch.RFactor(k[0], /*factor_axis=*/0));
+  const Stage& r = sch.GetStage(rf);
+  EXPECT_EQ(r.buffer->shape, (std::vector<int64_t>{4, 8, 16}));
+  EXPECT_THAT(LeafNames(r), ElementsAre("k_0", "i", "j", "k_1"));
+  EXPECT_THAT(LeafExtents(r), ElementsAre(4, 8, 16, 16));
+  EXPECT_EQ(ToString(r.body), "A[i, k_0 * 16 + k_1] * B[k_0 * 16 + k_1, j]");
+  const Stage& c = StageNamed(sch, "C");
+  EXPECT_EQ(ToString(c.body), "C_rf[k_0, i, j]");
+  EXPECT_THAT(LeafNames(c), ElementsAre("i", "j", "k_0"));
+  EXPECT_THAT(LeafExtents(c), ElementsAre(8, 16, 4));
+  // Recorded with its factor_axis, and replayed to the same stages.
+  const Instruction& inst = sch.trace().insts.back();
+  EXPECT_EQ(inst.kind, "rfactor");
+  EXPECT_EQ(inst.attrs.value("factor_axis", -1), 0);
+  auto again = Replay(Matmul(8, 16, 64), sch.trace());
+  TESSEL_ASSERT_OK(again);
+  EXPECT_EQ(StageNamed(*again, "C_rf").buffer->shape, r.buffer->shape);
+  EXPECT_EQ(ToString(StageNamed(*again, "C").body), "C_rf[k_0, i, j]");
+  // In the middle: [i, f, j].
+  Schedule mid = NewSchedule(Matmul(8, 16, 64));
+  std::vector<LoopRV> ml = LoopsOf(mid, "C");
+  std::vector<LoopRV> mk = ValueOrDie(mid.Split(ml[2], {4, -1}));
+  BlockRV mrf = ValueOrDie(mid.RFactor(mk[0], 1));
+  EXPECT_EQ(mid.GetStage(mrf).buffer->shape, (std::vector<int64_t>{8, 4, 16}));
+  EXPECT_EQ(ToString(StageNamed(mid, "C").body), "C_rf[i, k_0, j]");
+  auto prog = Lower(sch, HostT());
+  TESSEL_ASSERT_OK(prog);
+  EXPECT_EQ(prog->kernels.size(), 2u);
+}
+
+TEST(ScheduleRFactor, FactorAxisLastIsTheDefaultAndNotRecorded) {
+  Schedule sch = NewSchedule(Matmul(8, 16, 64));
+  std::vector<LoopRV> l = LoopsOf(sch, "C");
+  std::vector<LoopRV> k = ValueOrDie(sch.Split(l[2], {4, -1}));
+  BlockRV rf = ValueOrDie(sch.RFactor(k[0], 2));  // the last, given explicitly
+  EXPECT_EQ(sch.GetStage(rf).buffer->shape, (std::vector<int64_t>{8, 16, 4}));
+  EXPECT_EQ(sch.trace().insts.back().attrs.value("factor_axis", -1), 2);
+  Schedule dflt = NewSchedule(Matmul(8, 16, 64));
+  std::vector<LoopRV> dl = LoopsOf(dflt, "C");
+  std::vector<LoopRV> dk = ValueOrDie(dflt.Split(dl[2], {4, -1}));
+  BlockRV drf = ValueOrDie(dflt.RFactor(dk[0]));
+  EXPECT_EQ(dflt.GetStage(drf).buffer->shape, (std::vector<int64_t>{8, 16, 4}));
+  EXPECT_FALSE(dflt.trace().insts.back().attrs.contains("factor_axis"));
+}
+
+TEST(ScheduleErrors, RFactorFactorAxisOutOfRange) {
+  for (int axis : {3, -2}) {
+    Schedule sch = NewSchedule(Matmul(8, 16, 64));
+    std::vector<LoopRV> l = LoopsOf(sch, "C");
+    std::vector<LoopRV> k = ValueOrDie(sch.Split(l[2], {4, -1}));
+    ExpectFails(
+        sch, [&] { return sch.RFactor(k[0], axis); }, kInvalid,
+        "rfactor: factor_axis " + std::to_string(axis) +
+            " is out of range for stage C of 2 axes (0 to 2, or -1 for the last)");
+  }
+}
+
+TEST(ScheduleErrors, RFactorReplayedFactorAxisIsChecked) {
+  Schedule sch = NewSchedule(Matmul(8, 16, 64));
+  std::vector<LoopRV> l = LoopsOf(sch, "C");
+  std::vector<LoopRV> k = ValueOrDie(sch.Split(l[2], {4, -1}));
+  TESSEL_ASSERT_OK(sch.RFactor(k[0], 0));
+  Trace t = sch.trace();
+  const size_t n = t.insts.size() - 1;
+  t.insts[n].attrs["factor_axis"] = 7;
+  ExpectError(Replay(Matmul(8, 16, 64), t).status(), kInvalid,
+              "replaying instruction " + std::to_string(n) +
+                  " (rfactor): rfactor: factor_axis 7 is out of range for stage C of 2 axes");
+  t.insts[n].attrs["factor_axis"] = "first";
+  EXPECT_FALSE(Replay(Matmul(8, 16, 64), t).ok());
+}
+
 // S[i] = sum_{k, l} X[i, k, l]: two reduction axes.
 Workload TwoAxisSum() {
   Workload w;
