@@ -16,6 +16,7 @@
 #include "cli/client.h"
 #include "cli/exit_code.h"
 #include "cli/job_report.h"
+#include "schedules/target/target.h"
 #include "server/server.h"
 #include "worker/daemon/worker_daemon.h"
 #ifdef TESSEL_HAVE_CUDA
@@ -70,7 +71,11 @@ void AddTuneCommand(CLI::App& app) {
   cmd->add_option("--db", opts->db,
                   "The tuning log (default: $TESSEL_DB or ~/.local/share/tessel/tuning.db)");
   cmd->add_option("--target,-t", opts->target, "auto, host or cuda")->capture_default_str();
-  cmd->add_option("--arch", opts->arch, "CUDA architecture (default: the GPU's)");
+  cmd->add_option(
+      "--arch", opts->arch,
+      absl::StrCat(
+          "CUDA architecture: ", schedules::KnownCudaArchsText(),
+          " (default: the GPU's; sm_90a for Hopper's architecture-specific instructions)"));
   cmd->add_option("--strategy", opts->strategy,
                   "Search strategy: evolutionary (guided by the cost model), annealing or random")
       ->capture_default_str();
