@@ -109,8 +109,7 @@ absl::StatusOr<std::shared_ptr<const Kernel>> KernelDatabase::FindLocked(
     }
   }
   if (queries.empty()) queries.push_back(query);
-  absl::StatusOr<store::DeployedKernel> found =
-      store::FindDeployedKernelOfAny(log_.get(), queries);
+  absl::StatusOr<store::DeployedKernel> found = store::FindDeployedKernelOfAny(log_.get(), queries);
   if (!found.ok()) return found.status();
   const std::pair<std::string, tessel_target> record_key{found->record.uid, target};
   if (auto it = by_record_.find(record_key); it != by_record_.end()) return it->second;

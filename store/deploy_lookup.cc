@@ -129,8 +129,8 @@ absl::StatusOr<DeployedKernel> FindDeployedKernelOfAny(TuningLog* log,
   for (const DeployQuery& q : queries) {
     absl::StatusOr<DeployedKernel> found = FindDeployedKernel(log, q);
     if (!found.ok()) {
-      const bool more_telling = first_error.ok() || (absl::IsNotFound(first_error) &&
-                                                     !absl::IsNotFound(found.status()));
+      const bool more_telling =
+          first_error.ok() || (absl::IsNotFound(first_error) && !absl::IsNotFound(found.status()));
       if (more_telling) first_error = found.status();
       continue;
     }
@@ -144,10 +144,9 @@ absl::StatusOr<DeployedKernel> FindDeployedKernelOfAny(TuningLog* log,
   if (!absl::IsNotFound(first_error) || queries.size() == 1) return first_error;
   std::vector<std::string> others;
   for (size_t i = 1; i < queries.size(); ++i) others.push_back(queries[i].target.ToString());
-  return absl::NotFoundError(absl::StrCat(first_error.message(),
-                                          "; this device also runs the records of ",
-                                          absl::StrJoin(others, ", "),
-                                          ", and the log has none of those either"));
+  return absl::NotFoundError(
+      absl::StrCat(first_error.message(), "; this device also runs the records of ",
+                   absl::StrJoin(others, ", "), ", and the log has none of those either"));
 }
 
 }  // namespace tessel::store

@@ -136,9 +136,9 @@ TEST(Cli, UnknownTargetAndArch) {
   EXPECT_THAT(a.output, HasSubstr("unknown CUDA architecture 'sm_75'; use sm_80, sm_90 or sm_90a, "
                                   "the architectures Tessel has a built-in description of"));
   // Every command that takes --arch checks it the same way.
-  for (const std::string cmd :
-       {"sample -w 'matmul(M=8, N=8, K=8)' -t cuda -n 1", "best --db /nonexistent.db -w "
-                                                           "'matmul(M=8, N=8, K=8)' -t cuda"}) {
+  for (const std::string cmd : {"sample -w 'matmul(M=8, N=8, K=8)' -t cuda -n 1",
+                                "best --db /nonexistent.db -w "
+                                "'matmul(M=8, N=8, K=8)' -t cuda"}) {
     CliResult r = RunTessel(cmd + " --arch sm_89");
     EXPECT_EQ(r.status, 1) << cmd;
     EXPECT_THAT(r.output, HasSubstr("unknown CUDA architecture 'sm_89'; use sm_80, sm_90 or "

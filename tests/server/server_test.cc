@@ -751,9 +751,8 @@ TEST_F(ServerTest, AnSm90aJobGoesToA90GpuOnlyAndItsBatchesSayToCompileForSm90a) 
   auto workers = [&] {
     grpc::ClientContext c;
     proto::ListWorkersResponse resp;
-    return client_->ListWorkers(&c, proto::ListWorkersRequest(), &resp).ok()
-               ? resp.workers_size()
-               : -1;
+    return client_->ListWorkers(&c, proto::ListWorkersRequest(), &resp).ok() ? resp.workers_size()
+                                                                             : -1;
   };
   ASSERT_TRUE(WaitUntil([&] { return workers() == 1; }, absl::Seconds(10)));
   const int64_t hopper = Submit(CudaJob("sm_90a"));

@@ -11,8 +11,8 @@
 
 #include "schedules/codegen/codegen_version.h"
 #include "schedules/codegen/source_json.h"
-#include "schedules/target/target.h"
 #include "schedules/space/candidate.h"
+#include "schedules/target/target.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
 #include "store/deploy_lookup.h"

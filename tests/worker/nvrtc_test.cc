@@ -65,8 +65,7 @@ extern "C" __global__ void fence_and_grow() {
   ASSERT_FALSE(plain.ok());
   const absl::Status& s = plain.status();
   EXPECT_EQ(measure::AttachedMeasureStatus(s), measure::MeasureStatus::kCompileError);
-  EXPECT_NE(s.message().find("could not compile wgmma.cu for sm_90"), absl::string_view::npos)
-      << s;
+  EXPECT_NE(s.message().find("could not compile wgmma.cu for sm_90"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("Instruction 'wgmma.fence' not supported on .target 'sm_90'"),
             absl::string_view::npos)
       << s;
