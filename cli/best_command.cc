@@ -13,6 +13,7 @@
 #include "schedules/codegen/codegen_version.h"
 #include "schedules/codegen/source_json.h"
 #include "schedules/space/candidate.h"
+#include "schedules/target/target.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
 #include "store/deploy_lookup.h"
@@ -48,7 +49,8 @@ void AddBestCommand(CLI::App& app) {
                   "Built-in spec such as 'matmul(M=64, N=64, K=64)', a definition, or a file")
       ->required();
   cmd->add_option("--target,-t", opts->target, "host or cuda")->capture_default_str();
-  cmd->add_option("--arch", opts->arch, "CUDA architecture: sm_80 or sm_90")->capture_default_str();
+  cmd->add_option("--arch", opts->arch, "CUDA architecture: " + schedules::KnownCudaArchsText())
+      ->capture_default_str();
   cmd->add_option("--device", opts->device,
                   "Prefer records measured on this device (its name as `tessel workers` shows "
                   "it); default: this machine's CPU for --target host, any device for cuda");

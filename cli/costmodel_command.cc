@@ -40,7 +40,7 @@ void AddCostModelCommand(CLI::App& app) {
   eval->add_option("--db", opts->db, "Tuning log (SQLite file) to read; opened read-only")
       ->required();
   eval->add_option("--target,-t", opts->target, "host or cuda")->capture_default_str();
-  eval->add_option("--arch", opts->arch, "CUDA architecture: sm_80 or sm_90")
+  eval->add_option("--arch", opts->arch, "CUDA architecture: " + schedules::KnownCudaArchsText())
       ->capture_default_str();
   eval->add_option("--train,-n", opts->train, "Records trained on, per workload")
       ->capture_default_str();

@@ -5,6 +5,7 @@
 #include "cli/exit_code.h"
 #include "schedules/lower/lower.h"
 #include "schedules/space/candidate.h"
+#include "schedules/target/target.h"
 #include "schedules/templates/templates.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
@@ -37,7 +38,8 @@ void AddLowerCommand(CLI::App& app) {
                   "Built-in spec such as 'matmul(M=64, N=64, K=64)', a definition, or a file")
       ->required();
   cmd->add_option("--target,-t", opts->target, "host or cuda")->capture_default_str();
-  cmd->add_option("--arch", opts->arch, "CUDA architecture: sm_80 or sm_90")->capture_default_str();
+  cmd->add_option("--arch", opts->arch, "CUDA architecture: " + schedules::KnownCudaArchsText())
+      ->capture_default_str();
   cmd->add_option("--trace", opts->trace_file,
                   "Trace JSON file (the schedule); the reference lowering when omitted");
   cmd->add_flag("--template", opts->use_template,

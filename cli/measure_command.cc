@@ -13,6 +13,7 @@
 #include "proto/convert.h"
 #include "proto/measure_child.pb.h"
 #include "schedules/space/candidate.h"
+#include "schedules/target/target.h"
 #include "worker/compile_pool.h"
 #include "worker/isolation/measure_child.h"
 
@@ -128,7 +129,18 @@ int RunMeasure(const MeasureFlags& f) {
   po.threads = 2;
   po.cache_dir = f.cache_dir.empty() ? DefaultCacheDir() : f.cache_dir;
   worker::CompilePool pool(po);
-  const std::string arch = child.device().arch();
+  // A CUDA candidate is built for its target's architecture where the GPU runs it (sm_90a on a
+  // 9.0 GPU), else for the GPU's.
+  std::string arch = child.device().arch();
+  if (kind == "cuda") {
+    absl::StatusOr<std::string> build = schedules::CudaBuildArch(file->target.arch, arch);
+    if (!build.ok()) {
+      return fail(absl::StrCat(f.candidate, " is a candidate for ", file->target.ToString(),
+                               ", and GPU ", child.device().ordinal(), " (", child.device().name(),
+                               ") cannot run it: ", build.status().message()));
+    }
+    arch = *build;
+  }
   worker::CompileFuture cand_future = pool.Compile(file->source, arch);
   worker::CompileFuture ref_future = pool.Compile(reference->source, arch);
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/exit_code.h"
 #include "schedules/space/space_generator.h"
+#include "schedules/target/target.h"
 #include "schedules/workload/builtins.h"
 
 namespace tessel::cli {
@@ -19,7 +20,8 @@ void AddSampleCommand(CLI::App& app) {
                   "Built-in spec such as 'matmul(M=64, N=64, K=64)', a definition, or a file")
       ->required();
   cmd->add_option("--target,-t", opts->target, "host or cuda")->capture_default_str();
-  cmd->add_option("--arch", opts->arch, "CUDA architecture: sm_80 or sm_90")->capture_default_str();
+  cmd->add_option("--arch", opts->arch, "CUDA architecture: " + schedules::KnownCudaArchsText())
+      ->capture_default_str();
   cmd->add_option("-n", opts->n, "How many samples to draw")->capture_default_str();
   cmd->add_option("--seed", opts->seed, "Seed of the first sample (the others follow)")
       ->capture_default_str();

@@ -12,6 +12,7 @@
 #include "cli/client.h"
 #include "cli/exit_code.h"
 #include "cli/job_report.h"
+#include "schedules/target/target.h"
 
 namespace tessel::cli {
 namespace {
@@ -97,7 +98,9 @@ void AddSubmitCommand(CLI::App& app) {
                   "Built-in spec, definition or file; repeat for several tasks")
       ->required();
   cmd->add_option("--target,-t", f->target, "host or cuda")->capture_default_str();
-  cmd->add_option("--arch", f->arch, "CUDA architecture (sm_80 or sm_90; default sm_90)");
+  cmd->add_option(
+      "--arch", f->arch,
+      absl::StrCat("CUDA architecture (", schedules::KnownCudaArchsText(), "; default sm_90)"));
   cmd->add_option("--trials,-n", f->trials, "Trials over all tasks");
   cmd->add_option("--trials-per-task", f->trials_per_task,
                   "Trials per task (instead of, or with, --trials)");

@@ -16,6 +16,7 @@
 #include "cli/client.h"
 #include "cli/exit_code.h"
 #include "cli/job_report.h"
+#include "schedules/target/target.h"
 #include "server/server.h"
 #include "worker/daemon/worker_daemon.h"
 #ifdef TESSEL_HAVE_CUDA
@@ -70,7 +71,11 @@ void AddTuneCommand(CLI::App& app) {
   cmd->add_option("--db", opts->db,
                   "The tuning log (default: $TESSEL_DB or ~/.local/share/tessel/tuning.db)");
   cmd->add_option("--target,-t", opts->target, "auto, host or cuda")->capture_default_str();
-  cmd->add_option("--arch", opts->arch, "CUDA architecture (default: the GPU's)");
+  cmd->add_option(
+      "--arch", opts->arch,
+      absl::StrCat(
+          "CUDA architecture: ", schedules::KnownCudaArchsText(),
+          " (default: the GPU's; sm_90a for Hopper's architecture-specific instructions)"));
   cmd->add_option("--strategy", opts->strategy,
                   "Search strategy: evolutionary (guided by the cost model), annealing or random")
       ->capture_default_str();
@@ -103,10 +108,22 @@ int RunTune(const TuneOptions& o) {
   }
   std::string arch = o.arch;
 #ifdef TESSEL_HAVE_CUDA
-  if (kind == "cuda" && arch.empty()) {
+  if (kind == "cuda") {
     auto device = worker::CudaDevice::Open(0);
     if (!device.ok()) return fail(device.status());
-    arch = (*device)->info().arch;
+    const worker::CudaDeviceInfo& info = (*device)->info();
+    if (arch.empty()) arch = info.arch;
+    // The embedded worker measures on this machine's GPU: a job for an architecture whose code it
+    // does not run would wait for another worker forever.
+    if (absl::StatusOr<schedules::Target> t = schedules::MakeTarget("cuda", arch); !t.ok()) {
+      return fail(t.status());
+    }
+    if (absl::Status runs = schedules::CheckCudaArchRunsOn(arch, info.arch); !runs.ok()) {
+      return fail(absl::FailedPreconditionError(absl::StrCat(
+          "--arch ", arch, ": GPU 0 (", info.name, ") cannot run its kernels: ", runs.message(),
+          "; leave --arch out to tune for ", info.arch,
+          ", or tessel submit the job to a server that has a worker with such a GPU")));
+    }
   }
 #endif
   if (o.trials < 1) {

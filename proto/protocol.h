@@ -11,8 +11,9 @@ namespace tessel::proto {
 
 // Bumped on every incompatible change of the worker messages in tessel.proto. 2: cooperative
 // kernels (LaunchConfig.cooperative), which a version-1 worker would launch without their grid
-// barrier's words.
-inline constexpr uint32_t kWorkerProtocolVersion = 2;
+// barrier's words. 3: MeasureBatch.cuda_arch (sm_90a jobs), which a version-2 worker would ignore,
+// building Hopper's architecture-specific code for sm_90, where it does not compile.
+inline constexpr uint32_t kWorkerProtocolVersion = 3;
 
 // The server's check of a registering worker. OK when `worker_version` is ours; otherwise a
 // FailedPrecondition naming both versions, the worker and the fix.

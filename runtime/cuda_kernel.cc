@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/loaded_kernel.h"
 #include "runtime/runtime_status.h"
+#include "schedules/target/target.h"
 
 #ifdef TESSEL_HAVE_CUDA
 #include "worker/cuda/cuda_driver.h"
@@ -35,7 +36,8 @@ absl::Status NoCuda() {
 absl::StatusOr<CudaDeviceIdentity> IdentifyCudaDevice(int) { return NoCuda(); }
 
 absl::StatusOr<std::unique_ptr<LoadedKernel>> LoadCudaKernel(const schedules::GeneratedSource&,
-                                                             const measure::Artifact&, int) {
+                                                             const measure::Artifact&,
+                                                             const std::string&, int) {
   return NoCuda();
 }
 
@@ -252,29 +254,38 @@ absl::StatusOr<CudaDeviceIdentity> IdentifyCudaDevice(int ordinal) {
 }
 
 absl::StatusOr<std::unique_ptr<LoadedKernel>> LoadCudaKernel(
-    const schedules::GeneratedSource& source, const measure::Artifact& artifact, int ordinal) {
+    const schedules::GeneratedSource& source, const measure::Artifact& artifact,
+    const std::string& target_arch, int ordinal) {
   absl::StatusOr<CudaDeviceIdentity> identity = IdentifyCudaDevice(ordinal);
   if (!identity.ok()) return identity.status();
+  absl::StatusOr<std::string> build_arch = schedules::CudaBuildArch(target_arch, identity->arch);
+  if (!build_arch.ok()) {
+    return WithRuntimeCode(
+        absl::FailedPreconditionError(absl::StrCat(
+            "the kernel was tuned for cuda -arch=", target_arch, ", and CUDA device ", ordinal,
+            " (", identity->name, ") cannot run it: ", build_arch.status().message(),
+            "; tune the workload for ", identity->arch, " to deploy it here")),
+        TESSEL_ERROR_UNSUPPORTED);
+  }
   absl::StatusOr<const CudaDriver*> d = Driver();
   if (!d.ok()) return d.status();
   absl::StatusOr<CUdevice> dev = Device(**d, ordinal);
   if (!dev.ok()) return dev.status();
   // The stored cubin when it is this device's architecture, else NVRTC for this device.
   const bool stored_fits = artifact.binary_format == "cubin" && !artifact.binary.empty() &&
-                           (artifact.binary_arch == identity->arch ||
-                            artifact.binary_arch == identity->arch + "a");  // sm_90a on sm_90
+                           schedules::CudaArchRunsOn(artifact.binary_arch, identity->arch);
   std::string image;
   if (stored_fits) {
     image = artifact.binary;
   } else {
     worker::NvrtcOptions options;
-    options.arch = identity->arch;
+    options.arch = *build_arch;
     absl::StatusOr<worker::CudaBinary> binary = worker::CompileCuda(source, options);
     if (!binary.ok()) {
       return WithRuntimeCode(
           absl::Status(
               binary.status().code(),
-              absl::StrCat("compiling the stored CUDA source with NVRTC for ", identity->arch,
+              absl::StrCat("compiling the stored CUDA source with NVRTC for ", *build_arch,
                            " (the stored cubin is for ",
                            artifact.binary_arch.empty() ? "no architecture" : artifact.binary_arch,
                            ") failed: ", binary.status().message())),

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/runtime_status.h"
 #include "schedules/codegen/source_json.h"
+#include "schedules/target/target.h"
 
 namespace tessel::runtime {
 namespace {
@@ -63,9 +64,18 @@ absl::StatusOr<std::unique_ptr<Kernel>> Kernel::Load(store::DeployedKernel deplo
     k->args_.push_back(Arg{b.buffer->name, schedules::DTypeName(b.buffer->dtype), b.buffer->shape,
                            b.role == schedules::BufferRole::kOutput, i});
   }
-  absl::StatusOr<std::unique_ptr<LoadedKernel>> loaded =
-      want_cuda ? LoadCudaKernel(k->source_, a, cuda_device)
-                : LoadHostKernel(k->source_, a, cache_dir);
+  absl::StatusOr<std::unique_ptr<LoadedKernel>> loaded;
+  if (want_cuda) {
+    absl::StatusOr<schedules::Target> t = schedules::TargetOfKey(k->deployed_.record.target_key);
+    if (!t.ok()) {
+      return WithRuntimeCode(absl::DataLossError(absl::StrCat("record ", k->deployed_.record.uid,
+                                                              ": ", t.status().message())),
+                             TESSEL_ERROR_BAD_FILE);
+    }
+    loaded = LoadCudaKernel(k->source_, a, t->arch, cuda_device);
+  } else {
+    loaded = LoadHostKernel(k->source_, a, cache_dir);
+  }
   if (!loaded.ok()) return loaded.status();
   k->loaded_ = *std::move(loaded);
   return k;

@@ -85,24 +85,31 @@ absl::StatusOr<std::shared_ptr<const Kernel>> KernelDatabase::FindLocked(
     query.workload = *std::move(w);
   }
   // This machine's device.
+  std::vector<store::DeployQuery> queries;
   if (target == TESSEL_TARGET_HOST) {
     query.target = schedules::HostTarget();
     query.device_name = query.target.device_name;
   } else {
     absl::StatusOr<CudaDeviceIdentity> device = IdentifyCudaDevice(options_.cuda_device);
     if (!device.ok()) return device.status();
-    absl::StatusOr<schedules::Target> t = schedules::MakeTarget("cuda", device->arch);
-    if (!t.ok()) {
+    // The records of every target whose code runs here: sm_90 and sm_90a on a 9.0 GPU.
+    const std::vector<std::string> archs = schedules::KnownCudaArchsRunnableOn(device->arch);
+    if (archs.empty()) {
+      absl::StatusOr<schedules::Target> t = schedules::MakeTarget("cuda", device->arch);
       return WithRuntimeCode(
           absl::UnimplementedError(absl::StrCat(
               "CUDA device ", options_.cuda_device, " (", device->name, ") is ", device->arch,
               ", which Tessel does not tune for: ", t.status().message())),
           TESSEL_ERROR_UNSUPPORTED);
     }
-    query.target = *std::move(t);
     query.device_name = device->name;
+    for (const std::string& arch : archs) {
+      query.target = schedules::CudaTarget(arch);
+      queries.push_back(query);
+    }
   }
-  absl::StatusOr<store::DeployedKernel> found = store::FindDeployedKernel(log_.get(), query);
+  if (queries.empty()) queries.push_back(query);
+  absl::StatusOr<store::DeployedKernel> found = store::FindDeployedKernelOfAny(log_.get(), queries);
   if (!found.ok()) return found.status();
   const std::pair<std::string, tessel_target> record_key{found->record.uid, target};
   if (auto it = by_record_.find(record_key); it != by_record_.end()) return it->second;

@@ -42,8 +42,12 @@ struct CudaDeviceIdentity {
 absl::StatusOr<CudaDeviceIdentity> IdentifyCudaDevice(int ordinal);
 
 // The stored cubin loaded through the driver API into device `ordinal`'s primary context when it
-// was built for that device's architecture, else the stored source compiled with NVRTC for it.
+// was built for code that runs on that device (schedules::CudaArchRunsOn), else the stored source
+// compiled with NVRTC for it (schedules::CudaBuildArch of `target_arch`, the record's target's
+// architecture). A record of an architecture-specific target (sm_90a) runs on its devices only:
+// UNSUPPORTED elsewhere, naming the record's target, the device and the devices that run it.
 absl::StatusOr<std::unique_ptr<LoadedKernel>> LoadCudaKernel(
-    const schedules::GeneratedSource& source, const measure::Artifact& artifact, int ordinal);
+    const schedules::GeneratedSource& source, const measure::Artifact& artifact,
+    const std::string& target_arch, int ordinal);
 
 }  // namespace tessel::runtime

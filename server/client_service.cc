@@ -102,8 +102,8 @@ void ClientService::Describe(const JobStatus& s, proto::JobInfo* out) const {
   out->set_warning(absl::StrCat(
       "no connected worker can measure ", r.target_key, ": the job waits until one connects (",
       kind == schedules::TargetKind::kCuda
-          ? absl::StrCat("tessel worker --server HOST:PORT on a machine with an ", r.target_arch,
-                         " GPU")
+          ? absl::StrCat("tessel worker --server HOST:PORT on a machine with an ",
+                         schedules::CudaDeviceArchOf(r.target_arch), " GPU")
           : std::string("tessel worker --server HOST:PORT --target host"),
       ")"));
 }

@@ -144,6 +144,7 @@ int Dispatcher::Dispatch() {
         OutgoingBatch out;
         out.batch_id = b.batch_id;
         out.reference = t->info.reference;
+        out.cuda_arch = t->info.kind == schedules::TargetKind::kCuda ? t->info.arch : "";
         out.timing = t->info.timing;
         out.verify_seed = t->info.verify_seed;
         out.timeout_s = t->info.timeout_s;

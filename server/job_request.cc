@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "schedules/space/candidate.h"
+#include "schedules/target/target.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
 #include "search/search_strategy.h"
@@ -161,9 +162,9 @@ absl::StatusOr<CheckedJob> CheckJobRequest(const JobRequest& request) {
   // Names longer than any known one are refused before they are looked up, so that the error
   // does not echo them in full.
   for (const auto& [field, value, known] :
-       {std::tuple<const char*, const std::string&, const char*>{"target", request.target_kind,
+       {std::tuple<const char*, const std::string&, std::string>{"target", request.target_kind,
                                                                  "host or cuda"},
-        {"CUDA architecture", request.target_arch, "sm_80 or sm_90"},
+        {"CUDA architecture", request.target_arch, schedules::KnownCudaArchsText()},
         {"search strategy", request.strategy, "evolutionary, annealing or random"}}) {
     if (value.size() > kMaxNameBytes) {
       return absl::InvalidArgumentError(

@@ -10,7 +10,9 @@ bool DevicesMatch(const std::vector<WorkerDevice>& devices, schedules::TargetKin
                   const std::string& arch) {
   for (const WorkerDevice& d : devices) {
     if (d.kind != kind) continue;
-    if (kind == schedules::TargetKind::kHost || d.arch == arch) return true;
+    if (kind == schedules::TargetKind::kHost || schedules::CudaArchRunsOn(arch, d.arch)) {
+      return true;
+    }
   }
   return false;
 }

@@ -38,6 +38,7 @@ struct OutgoingBatch {
   uint64_t verify_seed = 0;
   double timeout_s = 0;
   double deadline_s = 0;  // the dispatcher's deadline for the batch (for the server's log)
+  std::string cuda_arch;  // the task's CUDA architecture, what the worker compiles for
 };
 
 // The sending side of one worker's stream. Threads: any; the implementation serializes writes.
@@ -75,7 +76,7 @@ struct WorkerEntry {
 };
 
 // True when a task for (kind, arch) may run on one of `devices`: the host for the host, a GPU
-// of the same architecture for CUDA.
+// that runs `arch`'s code for CUDA (schedules::CudaArchRunsOn: sm_90 and sm_90a on a 9.0 GPU).
 bool DevicesMatch(const std::vector<WorkerDevice>& devices, schedules::TargetKind kind,
                   const std::string& arch);
 

@@ -40,6 +40,7 @@ class StreamConnection final : public WorkerConnection {
     proto::ToProto(batch.timing, o->mutable_timing());
     o->set_verify_seed(batch.verify_seed);
     o->set_timeout_s(batch.timeout_s);
+    b->set_cuda_arch(batch.cuda_arch);
     if (batch.screen.enabled) {
       proto::ToProto(batch.screen, o->mutable_screen());
       o->mutable_screen()->set_task_id(batch.screen_task);

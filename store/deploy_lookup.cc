@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "schedules/codegen/codegen_version.h"
 #include "schedules/codegen/source_json.h"
+#include "schedules/util/check.h"
 #include "schedules/util/status_macros.h"
 #include "schedules/workload/key.h"
 #include "store/record_check.h"
@@ -118,6 +119,34 @@ absl::StatusOr<DeployedKernel> FindDeployedKernel(TuningLog* log, const DeployQu
       q.device_name.empty() ? "" : absl::StrCat(" (device ", q.device_name, ")"), " in ",
       log->path(), ": neither on the same device nor on the same architecture; ",
       ExistingRecords(groups), ". Tune it on this target first (tessel tune or tessel submit)"));
+}
+
+absl::StatusOr<DeployedKernel> FindDeployedKernelOfAny(TuningLog* log,
+                                                       const std::vector<DeployQuery>& queries) {
+  TESSEL_CHECK(!queries.empty()) << "FindDeployedKernelOfAny needs at least one query";
+  std::optional<DeployedKernel> best;
+  absl::Status first_error;
+  for (const DeployQuery& q : queries) {
+    absl::StatusOr<DeployedKernel> found = FindDeployedKernel(log, q);
+    if (!found.ok()) {
+      const bool more_telling =
+          first_error.ok() || (absl::IsNotFound(first_error) && !absl::IsNotFound(found.status()));
+      if (more_telling) first_error = found.status();
+      continue;
+    }
+    const auto rank = [](const DeployedKernel& k) {
+      return std::make_pair(k.match == DeployMatch::kDevice ? 0 : 1,
+                            k.record.measurement.timings.median_ms);
+    };
+    if (!best || rank(*found) < rank(*best)) best = *std::move(found);
+  }
+  if (best) return *std::move(best);
+  if (!absl::IsNotFound(first_error) || queries.size() == 1) return first_error;
+  std::vector<std::string> others;
+  for (size_t i = 1; i < queries.size(); ++i) others.push_back(queries[i].target.ToString());
+  return absl::NotFoundError(
+      absl::StrCat(first_error.message(), "; this device also runs the records of ",
+                   absl::StrJoin(others, ", "), ", and the log has none of those either"));
 }
 
 }  // namespace tessel::store

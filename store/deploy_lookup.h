@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "measure/artifact.h"
@@ -56,6 +57,15 @@ struct DeployedKernel {
 // and devices the log has records of for that workload (or saying it has none of it).
 // FailedPrecondition when none of them can be used.
 absl::StatusOr<DeployedKernel> FindDeployedKernel(TuningLog* log, const DeployQuery& query);
+
+// The kernel for a device that runs the records of several targets (a 9.0 GPU runs those of
+// cuda -arch=sm_90 and cuda -arch=sm_90a: schedules::KnownCudaArchsRunnableOn); `queries` (at
+// least one) differ in their target only. Each target's answer as above, and the best of them: a
+// same-device match before a same-architecture one, then the fastest. When no target has one,
+// the first error that is not NotFound, else the first query's NotFound, naming the other
+// targets too.
+absl::StatusOr<DeployedKernel> FindDeployedKernelOfAny(TuningLog* log,
+                                                       const std::vector<DeployQuery>& queries);
 
 // The workload as a user recognizes it: its one-line spec, or its name for a definition.
 std::string WorkloadLabel(const schedules::Workload& workload);

@@ -15,20 +15,6 @@ namespace {
 bool FinitePositive(double v) { return std::isfinite(v) && v > 0; }
 bool FiniteNotNegative(double v) { return std::isfinite(v) && v >= 0; }
 
-// The target of a key Target::ToString wrote: "host" or "cuda -arch=ARCH".
-absl::StatusOr<schedules::Target> TargetOfKey(const std::string& target_key) {
-  if (target_key == "host") return schedules::HostTarget();
-  constexpr char kCuda[] = "cuda -arch=";
-  if (target_key.rfind(kCuda, 0) == 0) {
-    absl::StatusOr<schedules::Target> t =
-        schedules::MakeTarget("cuda", target_key.substr(sizeof(kCuda) - 1));
-    if (t.ok()) return t;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("target '", target_key,
-                   "' is not one this build knows (host, cuda -arch=sm_80, cuda -arch=sm_90)"));
-}
-
 }  // namespace
 
 absl::Status CheckMeasurement(const measure::Measurement& m) {
@@ -155,7 +141,7 @@ absl::StatusOr<schedules::Candidate> ReplayTrace(const schedules::Workload& work
 
 absl::Status CheckReplays(const schedules::Workload& workload, const std::string& target_key,
                           const std::string& trace_json) {
-  absl::StatusOr<schedules::Target> target = TargetOfKey(target_key);
+  absl::StatusOr<schedules::Target> target = schedules::TargetOfKey(target_key);
   if (!target.ok()) return target.status();
   TESSEL_ASSIGN_OR_RETURN(std::optional<schedules::Trace> trace, ParseRecordTrace(trace_json));
   if (!trace) return ReplayTrace(workload, *target, trace_json).status();

@@ -133,7 +133,31 @@ TEST(Cli, UnknownTargetAndArch) {
   EXPECT_THAT(t.output, HasSubstr("unknown target 'tpu'; use --target cuda or --target host"));
   CliResult a = RunTessel("lower -w 'matmul(M=8, N=8, K=8)' -t cuda --arch sm_75");
   EXPECT_EQ(a.status, 1);
-  EXPECT_THAT(a.output, HasSubstr("unknown CUDA architecture 'sm_75'"));
+  EXPECT_THAT(a.output, HasSubstr("unknown CUDA architecture 'sm_75'; use sm_80, sm_90 or sm_90a, "
+                                  "the architectures Tessel has a built-in description of"));
+  // Every command that takes --arch checks it the same way.
+  for (const std::string cmd : {"sample -w 'matmul(M=8, N=8, K=8)' -t cuda -n 1",
+                                "best --db /nonexistent.db -w "
+                                "'matmul(M=8, N=8, K=8)' -t cuda"}) {
+    CliResult r = RunTessel(cmd + " --arch sm_89");
+    EXPECT_EQ(r.status, 1) << cmd;
+    EXPECT_THAT(r.output, HasSubstr("unknown CUDA architecture 'sm_89'; use sm_80, sm_90 or "
+                                    "sm_90a"))
+        << cmd;
+  }
+}
+
+// sm_90a is a target of its own: lowering, sampling and the candidate file say so.
+TEST(Cli, Sm90aIsATargetOfItsOwn) {
+  CliResult lower =
+      RunTessel("lower -w 'matmul(M=64, N=64, K=64)' -t cuda --arch sm_90a --emit json");
+  ASSERT_EQ(lower.status, 0) << lower.output;
+  EXPECT_THAT(lower.output, HasSubstr("\"arch\": \"sm_90a\""));
+  CliResult sample = RunTessel("sample -w 'matmul(M=64, N=64, K=64)' -t cuda --arch sm_90a -n 4");
+  ASSERT_EQ(sample.status, 0) << sample.output;
+  EXPECT_THAT(sample.output, HasSubstr("cuda -arch=sm_90a"));
+  CliResult help = RunTessel("submit --help");
+  EXPECT_THAT(help.output, HasSubstr("sm_80, sm_90 or sm_90a"));
 }
 
 TEST(Cli, BadWorkloadSpecIsReported) {

@@ -2,8 +2,8 @@
 // with `tessel tune --target cuda` is found for this very device, loaded from the stored cubin
 // (not recompiled), launched on device buffers the test owns, on its own stream, and matches a
 // host reference; a cubin stored for another architecture is recompiled with NVRTC from the
-// stored source; and after a code generator change the runtime still returns the measured source
-// and cubin byte for byte.
+// stored source; after a code generator change the runtime still returns the measured source
+// and cubin byte for byte; and on a 9.0 GPU an sm_90a tune stores sm_90a cubins the runtime loads.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -187,6 +187,41 @@ TEST(RuntimeGpu, ACubinOfAnotherArchitectureIsRecompiledFromTheStoredSource) {
   tessel_kernel* k = Find(copy, &db);
   ASSERT_NE(k, nullptr);
   EXPECT_EQ(tessel_kernel_compiled_here(k), 1);
+  DeviceMatmul m;
+  EXPECT_LT(m.LaunchAndCompare(k), 1e-4);
+  tessel_kernel_release(k);
+  tessel_close(db);
+}
+
+// sm_90a (issue 23) on a 9.0 GPU: `tessel tune --arch sm_90a` is measured by the embedded worker,
+// which builds the kernels for sm_90a; the records are of cuda -arch=sm_90a with sm_90a cubins,
+// and the runtime finds them for this device (which runs both sm_90 and sm_90a records) and loads
+// the stored cubin. Only a 9.0 GPU runs sm_90a code: elsewhere the test skips.
+TEST(RuntimeGpu, OnA90GpuAnSm90aTuneStoresSm90aCubinsThatTheRuntimeLoads) {
+  SKIP_WITHOUT_GPU();
+  auto device = worker::CudaDevice::Open(0);
+  ASSERT_TRUE(device.ok()) << device.status();
+  if ((*device)->info().arch != "sm_90") {
+    GTEST_SKIP() << "sm_90a code runs only on a GPU of compute capability 9.0; GPU 0 is "
+                 << (*device)->info().arch;
+  }
+  const std::string log = MakeTempDir("tessel_runtime_gpu") + "/sm90a.db";
+  CliResult r = RunTessel("tune -w '" + std::string(kSpec) +
+                          "' -n 8 --target cuda --arch sm_90a --quiet --db '" + log + "'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(RawQuery(log, "SELECT DISTINCT target_key FROM records"), "cuda -arch=sm_90a");
+  EXPECT_NE(RawQuery(log, "SELECT count(*) FROM records WHERE status = 'ok'"), "0");
+  const std::string id = BestId(log);
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(RawQuery(log, "SELECT binary_arch FROM artifacts WHERE record_id = " + id), "sm_90a");
+  EXPECT_THAT(RawQuery(log, "SELECT compile_options FROM artifacts WHERE record_id = " + id),
+              HasSubstr("--gpu-architecture=sm_90a"));
+  EXPECT_EQ(RawQuery(log, "SELECT device_arch FROM artifacts WHERE record_id = " + id), "sm_90");
+  tessel_db* db = nullptr;
+  tessel_kernel* k = Find(log, &db);
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(tessel_kernel_match(k), TESSEL_MATCH_DEVICE);
+  EXPECT_EQ(tessel_kernel_compiled_here(k), 0);  // the stored sm_90a cubin, not NVRTC
   DeviceMatmul m;
   EXPECT_LT(m.LaunchAndCompare(k), 1e-4);
   tessel_kernel_release(k);

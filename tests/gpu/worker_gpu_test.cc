@@ -154,6 +154,59 @@ TEST(WorkerGpu, PlantedCudaFaultsGetTheirStatusAndLaterCandidatesStillMeasure) {
   EXPECT_EQ(worker.Wait(absl::Seconds(30)), 0) << worker.Log();
 }
 
+// MeasureBatch.cuda_arch (issue 23) on a 9.0 GPU: the worker compiles a batch for the architecture
+// it names. A candidate with a wgmma fence, which only sm_90a builds, measures ok in an sm_90a
+// batch (its artifact an sm_90a cubin) and is a compile error in an sm_90 one; a batch of an
+// architecture this GPU does not run is refused at once, saying why.
+TEST(WorkerGpu, ABatchIsCompiledForItsArchitectureAndOneThisGpuDoesNotRunIsRefused) {
+  SKIP_WITHOUT_GPU();
+  {
+    auto d = worker::CudaDevice::Open(0);
+    ASSERT_TRUE(d.ok());
+    if ((*d)->info().arch != "sm_90") GTEST_SKIP() << "needs a GPU of compute capability 9.0";
+  }
+  const std::string dir = MakeTempDir("tessel_worker_gpu");
+  auto server = FakeWorkerServer::Start();
+  ASSERT_NE(server, nullptr);
+  TesselProcess worker(CudaWorkerArgs(server->address(), dir), dir + "/worker.log");
+  ASSERT_TRUE(
+      server->WaitFor([](const proto::WorkerMessage& m) { return m.has_register_(); }).has_value())
+      << worker.Log();
+  const schedules::GeneratedSource ref = CudaMatmul(schedules::CudaTarget("sm_90a"), 64);
+  schedules::GeneratedSource fenced = PlantCudaFault(ref, CudaPlant::kNone, "wgmma");
+  const size_t body = fenced.code.find(") {\n", fenced.code.find("__global__"));
+  ASSERT_NE(body, std::string::npos);
+  fenced.code.insert(body + 4, "  asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n");
+  auto batch = [&](uint64_t id, const std::string& arch) {
+    proto::ServerMessage m = MakeBatch(id, {fenced}, ref, FastMeasureOptions(/*timeout_s=*/10));
+    m.mutable_batch()->set_cuda_arch(arch);
+    return m;
+  };
+  ASSERT_TRUE(server->Send(batch(1, "sm_90a")));
+  std::vector<proto::MeasureResult> a = server->WaitForResults(1, 1, absl::Seconds(60));
+  ASSERT_EQ(a.size(), 1u) << worker.Log();
+  EXPECT_EQ(a[0].status(), proto::MEASURE_STATUS_OK) << a[0].error();
+  EXPECT_EQ(a[0].artifact().binary_arch(), "sm_90a");
+  EXPECT_THAT(a[0].artifact().compile_options(), HasSubstr("--gpu-architecture=sm_90a"));
+  EXPECT_EQ(a[0].artifact().device_arch(), "sm_90");
+
+  ASSERT_TRUE(server->Send(batch(2, "sm_90")));
+  std::vector<proto::MeasureResult> plain = server->WaitForResults(2, 1, absl::Seconds(60));
+  ASSERT_EQ(plain.size(), 1u) << worker.Log();
+  EXPECT_EQ(plain[0].status(), proto::MEASURE_STATUS_COMPILE_ERROR);
+  EXPECT_THAT(plain[0].error(), HasSubstr("not supported on .target 'sm_90'"));
+
+  ASSERT_TRUE(server->Send(batch(3, "sm_80")));
+  std::vector<proto::MeasureResult> other = server->WaitForResults(3, 1, absl::Seconds(60));
+  ASSERT_EQ(other.size(), 1u) << worker.Log();
+  EXPECT_EQ(other[0].status(), proto::MEASURE_STATUS_WORKER_ERROR);
+  EXPECT_EQ(other[0].error(),
+            "this worker has no GPU that runs sm_80 code (its GPUs: sm_90): sm_80 code runs only "
+            "on sm_80 devices, and this device is sm_90; the server should not have sent it here");
+  worker.Signal(SIGTERM);
+  EXPECT_EQ(worker.Wait(absl::Seconds(30)), 0) << worker.Log();
+}
+
 // The worker's median against the median of CUDA events recorded here around the same kernel,
 // with the L2 flushed before each launch as the worker does.
 TEST(WorkerGpu, TimingMatchesADirectCudaEventMeasurement) {

@@ -322,10 +322,10 @@ TEST(ProtocolVersion, MismatchesNameBothVersionsAndTheFix) {
   EXPECT_TRUE(proto::CheckServerProtocol(proto::kWorkerProtocolVersion, "s:1").ok());
   EXPECT_EQ(std::string(proto::CheckWorkerProtocol(7, "gpu-node-3:12").message()),
             "worker protocol version mismatch: worker 'gpu-node-3:12' speaks version 7, this "
-            "server speaks version 2: run the same Tessel release on the server and its workers");
+            "server speaks version 3: run the same Tessel release on the server and its workers");
   EXPECT_EQ(std::string(proto::CheckServerProtocol(7, "tuner:7070").message()),
             "worker protocol version mismatch: the server at tuner:7070 speaks version 7, this "
-            "worker speaks version 2: run the same Tessel release on the server and its workers");
+            "worker speaks version 3: run the same Tessel release on the server and its workers");
 }
 
 }  // namespace

@@ -458,7 +458,9 @@ TEST_F(ServerTest, BadSubmissionsAreRefusedWithTheirReasonAndNothingIsStored) {
   proto::SubmitJobRequest arch = job(kMatmul);
   arch.mutable_target()->set_kind("cuda");
   arch.mutable_target()->set_arch("sm_75");
-  cases.push_back({arch, grpc::StatusCode::INVALID_ARGUMENT, "unknown CUDA architecture 'sm_75'"});
+  cases.push_back({arch, grpc::StatusCode::INVALID_ARGUMENT,
+                   "unknown CUDA architecture 'sm_75'; use sm_80, sm_90 or sm_90a, the "
+                   "architectures Tessel has a built-in description of"});
   proto::SubmitJobRequest strategy = job(kMatmul);
   strategy.set_strategy("genetic");
   cases.push_back(
@@ -628,14 +630,33 @@ class LyingWorker {
   std::thread thread_;
 };
 
-// A worker of the real protocol that registers a host device, grants one credit and sends a
-// heartbeat every 0.2 s, but never answers a batch: alive to the heartbeat check, useless to a
-// job.
+proto::Device HostDevice() {
+  proto::Device d;
+  d.set_kind(proto::TARGET_KIND_HOST);
+  d.set_name("Test CPU");
+  d.set_arch("x86_64");
+  return d;
+}
+
+proto::Device CudaDevice(const std::string& arch) {
+  proto::Device d;
+  d.set_kind(proto::TARGET_KIND_CUDA);
+  d.set_name("Test GPU " + arch);
+  d.set_arch(arch);
+  return d;
+}
+
+// A worker of the real protocol that registers one device (the host by default), grants one
+// credit and sends a heartbeat every 0.2 s, but never answers a batch: alive to the heartbeat
+// check, useless to a job. It keeps what each batch asked to compile for (cuda_arch).
 class SilentWorker {
  public:
-  explicit SilentWorker(const std::string& address)
+  explicit SilentWorker(const std::string& address, proto::Device device = HostDevice(),
+                        std::string worker_id = "silent")
       : stub_(proto::Worker::NewStub(
-            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {
+            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
+        device_(std::move(device)),
+        worker_id_(std::move(worker_id)) {
     thread_ = std::thread([this] { Run(); });
   }
   ~SilentWorker() {
@@ -644,6 +665,10 @@ class SilentWorker {
     thread_.join();
   }
   int batches() const { return batches_; }
+  std::vector<std::string> cuda_archs() {
+    absl::MutexLock lock(&mu_);
+    return cuda_archs_;
+  }
 
  private:
   void Run() {
@@ -651,12 +676,9 @@ class SilentWorker {
     proto::WorkerMessage hello;
     proto::Register* reg = hello.mutable_register_();
     reg->set_protocol_version(proto::kWorkerProtocolVersion);
-    reg->set_worker_id("silent");
+    reg->set_worker_id(worker_id_);
     reg->set_host("nowhere");
-    proto::Device* d = reg->add_devices();
-    d->set_kind(proto::TARGET_KIND_HOST);
-    d->set_name("Test CPU");
-    d->set_arch("x86_64");
+    *reg->add_devices() = device_;
     if (!stream->Write(hello)) return;
     proto::ServerMessage in;
     if (!stream->Read(&in) || !in.has_registered()) return;
@@ -670,7 +692,12 @@ class SilentWorker {
       while (!stop_ && stream->Write(beat)) absl::SleepFor(absl::Milliseconds(200));
     });
     while (stream->Read(&in)) {
-      if (in.has_batch()) ++batches_;
+      if (!in.has_batch()) continue;
+      {
+        absl::MutexLock lock(&mu_);
+        cuda_archs_.push_back(in.batch().cuda_arch());
+      }
+      ++batches_;
     }
     stop_ = true;
     heartbeats.join();
@@ -678,10 +705,83 @@ class SilentWorker {
 
   grpc::ClientContext ctx_;
   std::unique_ptr<proto::Worker::Stub> stub_;
+  const proto::Device device_;
+  const std::string worker_id_;
+  absl::Mutex mu_;
+  std::vector<std::string> cuda_archs_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> batches_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
+
+proto::SubmitJobRequest CudaJob(const std::string& arch) {
+  proto::SubmitJobRequest r = HostJob({kSoftmax}, 2, 2);  // one batch: every trial at once
+  r.mutable_target()->set_kind("cuda");
+  r.mutable_target()->set_arch(arch);
+  return r;
+}
+
+TEST(DevicesMatch, A90GpuServesSm90AndSm90aAndNoOtherGpuServesSm90a) {
+  auto gpu = [](const std::string& arch) {
+    server::WorkerDevice d;
+    d.kind = schedules::TargetKind::kCuda;
+    d.arch = arch;
+    return std::vector<server::WorkerDevice>{d};
+  };
+  const auto cuda = schedules::TargetKind::kCuda;
+  EXPECT_TRUE(server::DevicesMatch(gpu("sm_90"), cuda, "sm_90"));
+  EXPECT_TRUE(server::DevicesMatch(gpu("sm_90"), cuda, "sm_90a"));
+  EXPECT_FALSE(server::DevicesMatch(gpu("sm_90"), cuda, "sm_80"));
+  EXPECT_TRUE(server::DevicesMatch(gpu("sm_80"), cuda, "sm_80"));
+  EXPECT_FALSE(server::DevicesMatch(gpu("sm_80"), cuda, "sm_90a"));
+  EXPECT_FALSE(server::DevicesMatch(gpu("sm_89"), cuda, "sm_90a"));
+  EXPECT_FALSE(server::DevicesMatch(gpu("sm_100"), cuda, "sm_90a"));
+  server::WorkerDevice host;
+  EXPECT_FALSE(server::DevicesMatch({host}, cuda, "sm_90a"));
+  EXPECT_TRUE(server::DevicesMatch({host}, schedules::TargetKind::kHost, ""));
+}
+
+// Worker matching end to end: workers of the real protocol with an 8.0 GPU and 9.0 GPUs. An sm_90a
+// job waits (saying for what) while only the 8.0 GPU is connected, goes to the 9.0 GPU when it
+// connects, with batches that say to compile for sm_90a; an sm_90 job goes to a 9.0 GPU saying
+// sm_90, an sm_80 job to the 8.0 GPU; and the 8.0 GPU never gets the sm_90a batch.
+TEST_F(ServerTest, AnSm90aJobGoesToA90GpuOnlyAndItsBatchesSayToCompileForSm90a) {
+  StartInProcess(TestServerOptions(db_));
+  SilentWorker a100(server_->address(), CudaDevice("sm_80"), "a100");
+  auto workers = [&] {
+    grpc::ClientContext c;
+    proto::ListWorkersResponse resp;
+    return client_->ListWorkers(&c, proto::ListWorkersRequest(), &resp).ok() ? resp.workers_size()
+                                                                             : -1;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return workers() == 1; }, absl::Seconds(10)));
+  const int64_t hopper = Submit(CudaJob("sm_90a"));
+  ASSERT_GT(hopper, 0);
+  EXPECT_EQ(GetJob(client_.get(), hopper).target(), "cuda -arch=sm_90a");
+  EXPECT_EQ(GetJob(client_.get(), hopper).warning(),
+            "no connected worker can measure cuda -arch=sm_90a: the job waits until one connects "
+            "(tessel worker --server HOST:PORT on a machine with an sm_90 GPU)");
+  absl::SleepFor(absl::Seconds(1));  // many dispatcher ticks
+  EXPECT_EQ(a100.batches(), 0);
+
+  SilentWorker h100(server_->address(), CudaDevice("sm_90"), "h100");
+  ASSERT_TRUE(WaitUntil([&] { return h100.batches() == 1; }, absl::Seconds(30)));
+  EXPECT_THAT(h100.cuda_archs(), ::testing::ElementsAre("sm_90a"));
+  EXPECT_EQ(GetJob(client_.get(), hopper).warning(), "");
+
+  const int64_t ampere = Submit(CudaJob("sm_80"));
+  ASSERT_GT(ampere, 0);
+  ASSERT_TRUE(WaitUntil([&] { return a100.batches() == 1; }, absl::Seconds(30)));
+  EXPECT_THAT(a100.cuda_archs(), ::testing::ElementsAre("sm_80"));
+
+  SilentWorker h200(server_->address(), CudaDevice("sm_90"), "h200");
+  const int64_t portable = Submit(CudaJob("sm_90"));
+  ASSERT_GT(portable, 0);
+  ASSERT_TRUE(WaitUntil([&] { return h200.batches() == 1; }, absl::Seconds(30)));
+  EXPECT_THAT(h200.cuda_archs(), ::testing::ElementsAre("sm_90"));
+  EXPECT_EQ(h100.batches(), 1);  // its one credit is still held by the sm_90a batch
+  EXPECT_EQ(a100.batches(), 1);
+}
 
 TEST(BatchDeadline, IsTheLeastPlusThreeTimesTheExpectedTimeUpToTheCeiling) {
   server::DispatcherOptions o;  // 30 s at least, 600 s at most
@@ -1115,8 +1215,8 @@ TEST_F(ServerTest, AJobBeyondTheLimitsIsRefusedSayingWhichAndNothingIsStored) {
   arch.mutable_target()->set_arch("sm_" + std::string(100, '9'));
   s = SubmitError(arch);
   EXPECT_EQ(s.error_message(), "the CUDA architecture ('sm_" + std::string(74, '9') +
-                                   "...') is 103 bytes, longer than any known one: use sm_80 or "
-                                   "sm_90");
+                                   "...') is 103 bytes, longer than any known one: use sm_80, "
+                                   "sm_90 or sm_90a");
   proto::SubmitJobRequest strategy = HostJob({kSoftmax}, 4, 2);
   strategy.set_strategy(std::string(65, 's'));
   s = SubmitError(strategy);

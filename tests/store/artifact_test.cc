@@ -12,6 +12,7 @@
 #include "schedules/codegen/codegen_version.h"
 #include "schedules/codegen/source_json.h"
 #include "schedules/space/candidate.h"
+#include "schedules/target/target.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
 #include "store/deploy_lookup.h"
@@ -83,8 +84,8 @@ measure::Artifact ArtifactOf(const schedules::GeneratedSource& source, const std
 // A record of the fixture's workload on the host, measured on `device` in `median` ms, with an
 // artifact when `with_artifact`.
 store::Record AddRecord(Fixture& f, const std::string& device, double median, bool with_artifact,
-                        const std::string& marker = "") {
-  store::Record r = MakeTestRecord(1, schedules::WorkloadKey(f.workload), "host");
+                        const std::string& marker = "", const std::string& target_key = "host") {
+  store::Record r = MakeTestRecord(1, schedules::WorkloadKey(f.workload), target_key);
   r.trace_json = "null";
   r.measurement.timings = measure::MakeTimings({median, median});
   r.measurement.device_name = device;
@@ -276,6 +277,65 @@ TEST(DeployLookup, NothingNamesWhatTheLogHas) {
               HasSubstr("for host in " + f.db +
                         ": neither on the same device nor on the same architecture; it has no "
                         "ok record of this workload on any target."));
+}
+
+// A 9.0 GPU runs the records of cuda -arch=sm_90 and of cuda -arch=sm_90a (issue 23): the deploy
+// lookup for it asks both targets and takes the best answer (the same device first, then the
+// fastest); the two targets' records stay apart in the log; an 8.0 GPU never gets an sm_90a one.
+TEST(DeployLookup, A90GpuGetsTheBestOfItsSm90AndSm90aRecords) {
+  Fixture f = MakeFixture();
+  const std::string sm90 = schedules::CudaTarget("sm_90").ToString();
+  const std::string sm90a = schedules::CudaTarget("sm_90a").ToString();
+  store::Record plain = AddRecord(f, "NVIDIA H100", 2.0, true, "// sm_90\n", sm90);
+  store::Record hopper = AddRecord(f, "NVIDIA H100", 1.0, true, "// sm_90a\n", sm90a);
+  store::Record elsewhere = AddRecord(f, "NVIDIA H200", 0.5, true, "// H200\n", sm90a);
+  const std::string key = schedules::WorkloadKey(f.workload);
+  auto top = f.log->TopK(key, sm90, 10);
+  ASSERT_TRUE(top.ok()) << top.status();
+  ASSERT_EQ(top->size(), 1u);  // kept apart
+  EXPECT_EQ((*top)[0].uid, plain.uid);
+
+  auto queries = [&](const std::string& device, const std::vector<std::string>& archs) {
+    std::vector<store::DeployQuery> q;
+    for (const std::string& a : archs) q.push_back({f.workload, schedules::CudaTarget(a), device});
+    return q;
+  };
+  const std::vector<std::string> on90 = schedules::KnownCudaArchsRunnableOn("sm_90");
+  auto h100 = store::FindDeployedKernelOfAny(f.log.get(), queries("NVIDIA H100", on90));
+  ASSERT_TRUE(h100.ok()) << h100.status();
+  EXPECT_EQ(h100->record.uid, hopper.uid);  // on this device, faster than the sm_90 one
+  EXPECT_EQ(h100->record.target_key, sm90a);
+  EXPECT_EQ(h100->match, store::DeployMatch::kDevice);
+  // No record of this device: the fastest of both targets.
+  auto gh200 = store::FindDeployedKernelOfAny(f.log.get(), queries("NVIDIA GH200", on90));
+  ASSERT_TRUE(gh200.ok()) << gh200.status();
+  EXPECT_EQ(gh200->record.uid, elsewhere.uid);
+  EXPECT_EQ(gh200->MatchDescription(queries("NVIDIA GH200", on90)[0]),
+            "same architecture (cuda -arch=sm_90a), measured on NVIDIA H200; no record of "
+            "NVIDIA GH200");
+
+  // An 8.0 GPU asks for sm_80 only, and hears what the log has.
+  auto a100 = store::FindDeployedKernelOfAny(
+      f.log.get(), queries("NVIDIA A100", schedules::KnownCudaArchsRunnableOn("sm_80")));
+  EXPECT_EQ(a100.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(a100.status().message(),
+              HasSubstr("for cuda -arch=sm_80 (device NVIDIA A100) in " + f.db +
+                        ": neither on the same device nor on the same architecture; it has ok "
+                        "records of this workload for "));
+  EXPECT_THAT(a100.status().message(), HasSubstr("cuda -arch=sm_90a on NVIDIA H100 (1 ok record)"));
+
+  // Nothing for either target: the error names both.
+  auto other = schedules::ParseWorkloadSpec("matmul(M=8, N=8, K=8)");
+  ASSERT_TRUE(other.ok());
+  std::vector<store::DeployQuery> none_q = queries("NVIDIA H100", on90);
+  for (store::DeployQuery& q : none_q) q.workload = *other;
+  auto none = store::FindDeployedKernelOfAny(f.log.get(), none_q);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(none.status().message(),
+              HasSubstr("for cuda -arch=sm_90 (device NVIDIA H100) in " + f.db + ": "));
+  EXPECT_THAT(none.status().message(),
+              HasSubstr("; this device also runs the records of cuda -arch=sm_90a, and the log "
+                        "has none of those either"));
 }
 
 TEST(KernelPack, HoldsTheBestRecordPerDeviceOnly) {

@@ -122,7 +122,7 @@ TEST(RecordCheck, ATraceMustReplayOnItsWorkloadForAKnownTarget) {
   EXPECT_TRUE(store::CheckReplays(*w, "host", "null").ok());
   EXPECT_EQ(store::CheckReplays(*w, "cuda -arch=sm_75", "null").message(),
             "target 'cuda -arch=sm_75' is not one this build knows (host, cuda -arch=sm_80, cuda "
-            "-arch=sm_90)");
+            "-arch=sm_90, cuda -arch=sm_90a)");
   EXPECT_THAT(
       store::CheckReplays(*w, "host", "{\"version\": 1, \"insts\": [{\"kind\": \"x\"}]}").message(),
       HasSubstr("its trace cannot be read: "));

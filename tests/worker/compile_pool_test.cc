@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "proto/convert.h"
+#include "schedules/ir/buffer.h"
 #include "tests/test_util.h"
 #include "tests/worker/worker_test_util.h"
 #include "worker/isolation/measure_child.h"
@@ -47,6 +48,39 @@ TEST(CompilePool, CachesInMemoryAndOnDisk) {
   EXPECT_EQ(again.Stats().compiled, 0);
   EXPECT_EQ(again.Stats().disk_hits, 1);
 }
+
+#ifdef TESSEL_HAVE_CUDA
+// The architecture is part of what is compiled and cached: a source that only sm_90a builds
+// (wgmma) fails for sm_90 and compiles for sm_90a, each answer its own, in memory and on disk.
+TEST(CompilePool, CompilesForTheArchitectureAskedAndCachesEachApart) {
+  schedules::GeneratedSource src;
+  src.target = schedules::TargetKind::kCuda;
+  src.code = R"(extern "C" __global__ void fence(float* y) {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+  y[0] = 1;
+})";
+  schedules::KernelSource k;
+  k.entry = "fence";
+  k.params = {0};
+  src.kernels.push_back(k);
+  src.buffers = {{schedules::MakeBuffer("y", schedules::DType::kFloat32, {1}),
+                  schedules::BufferRole::kOutput}};
+  worker::CompilePoolOptions options;
+  options.threads = 2;
+  options.cache_dir = MakeTempDir("tessel_pool_arch");
+  for (int round = 0; round < 2; ++round) {  // the second pool finds the sm_90a cubin on disk
+    SCOPED_TRACE(round);
+    worker::CompilePool pool(options);
+    const absl::StatusOr<worker::CompileOutput>& plain = pool.Compile(src, "sm_90").get();
+    ASSERT_FALSE(plain.ok());
+    EXPECT_THAT(plain.status().message(), HasSubstr("not supported on .target 'sm_90'"));
+    const absl::StatusOr<worker::CompileOutput>& hopper = pool.Compile(src, "sm_90a").get();
+    ASSERT_TRUE(hopper.ok()) << hopper.status();
+    EXPECT_EQ(hopper->program.cuda.arch, "sm_90a");
+    EXPECT_EQ(hopper->cache_hit, round == 1);
+  }
+}
+#endif  // TESSEL_HAVE_CUDA
 
 TEST(CompilePool, CompileErrorsCarryTheCompilerLog) {
   const std::string dir = MakeTempDir("tessel_pool");

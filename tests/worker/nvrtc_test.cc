@@ -42,6 +42,35 @@ TEST(NvrtcCompilerTest, CompilesToCubinForSm80AndSm90) {
   }
 }
 
+// Hopper's architecture-specific instructions (wgmma, setmaxnreg) exist only in sm_90a: NVRTC
+// builds them for sm_90a and refuses them for sm_90 with ptxas's message.
+TEST(NvrtcCompilerTest, WgmmaCompilesForSm90aOnlyAndSm90SaysWhy) {
+  const char kWgmma[] = R"(
+extern "C" __global__ void fence_and_grow() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
+}
+)";
+  NvrtcOptions options;
+  options.arch = "sm_90a";
+  absl::StatusOr<CudaBinary> a = CompileCudaSource(kWgmma, options, "wgmma.cu");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(IsElf(a->cubin));
+  EXPECT_EQ(a->arch, "sm_90a");
+  EXPECT_EQ(a->options.front(), "--gpu-architecture=sm_90a");
+  EXPECT_NE(a->cubin.find("fence_and_grow"), std::string::npos);
+
+  options.arch = "sm_90";
+  absl::StatusOr<CudaBinary> plain = CompileCudaSource(kWgmma, options, "wgmma.cu");
+  ASSERT_FALSE(plain.ok());
+  const absl::Status& s = plain.status();
+  EXPECT_EQ(measure::AttachedMeasureStatus(s), measure::MeasureStatus::kCompileError);
+  EXPECT_NE(s.message().find("could not compile wgmma.cu for sm_90"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("Instruction 'wgmma.fence' not supported on .target 'sm_90'"),
+            absl::string_view::npos)
+      << s;
+}
+
 TEST(NvrtcCompilerTest, SyntaxErrorReturnsTheLog) {
   NvrtcOptions options;
   options.arch = "sm_90";

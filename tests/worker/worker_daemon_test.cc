@@ -303,7 +303,7 @@ TEST(WorkerDaemon, ServerOfAnotherProtocolVersionIsRefused) {
   EXPECT_THAT(worker.Log(),
               HasSubstr("tessel worker: worker protocol version mismatch: the server at " +
                         server->address() +
-                        " speaks version 99, this worker speaks version 2: run the same Tessel "
+                        " speaks version 99, this worker speaks version 3: run the same Tessel "
                         "release on the server and its workers"));
 }
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "schedules/target/target.h"
 #include "worker/cuda/cuda_verifier.h"
 #include "worker/cuda/cupti_kernel_timer.h"
 #include "worker/cuda/nvml_device_monitor.h"
@@ -226,7 +227,7 @@ absl::StatusOr<std::unique_ptr<CudaProgram>> CudaDevice::Load(
     return absl::InvalidArgumentError(
         "CudaDevice::Load needs a CUDA GeneratedSource with at least one kernel");
   }
-  if (binary.arch != info_.arch && binary.arch != info_.arch + "a") {
+  if (!schedules::CudaArchRunsOn(binary.arch, info_.arch)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the CUBIN was built for ", binary.arch, " but GPU ", info_.ordinal, " (", info_.name,
         ") is ", info_.arch, ": compile with NvrtcOptions::arch = \"", info_.arch, "\""));

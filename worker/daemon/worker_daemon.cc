@@ -34,6 +34,7 @@
 #include "proto/protocol.h"
 #include "proto/tessel.grpc.pb.h"
 #include "proto/tessel.pb.h"
+#include "schedules/target/target.h"
 #include "worker/compile_pool.h"
 #include "worker/daemon/result_artifact.h"
 #include "worker/daemon/worker_metrics.h"
@@ -100,6 +101,14 @@ struct Device {
   std::thread thread;
 };
 
+// Whether `device` may measure `batch`: a CUDA batch of an architecture (MeasureBatch.cuda_arch)
+// needs a GPU that runs its code (sm_90a: a 9.0 GPU); one without (a host batch, an older server)
+// goes to any device.
+bool DeviceRuns(const Device& device, const proto::MeasureBatch& batch) {
+  return device.info.kind() != proto::TARGET_KIND_CUDA || batch.cuda_arch().empty() ||
+         schedules::CudaArchRunsOn(batch.cuda_arch(), device.info.arch());
+}
+
 class Daemon {
  public:
   explicit Daemon(WorkerOptions options) : options_(std::move(options)) {}
@@ -115,6 +124,11 @@ class Daemon {
   // the daemon should reconnect (or stop, when stop_ is set).
   absl::Status Session(bool* registered);
   void OnBatch(uint64_t session, proto::MeasureBatch batch);
+  // OK when a device of this worker runs `batch` (DeviceRuns); else why none does.
+  absl::Status CheckRunnable(const proto::MeasureBatch& batch) const;
+  // The first queued batch `device` runs, or queue_.end().
+  std::deque<HeldBatch>::iterator FirstRunnableLocked(const Device& device)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues every compilation of `batch` for `arch` at once.
   std::shared_ptr<BatchCompiles> QueueCompiles(const proto::MeasureBatch& batch,
                                                const std::string& arch);
@@ -556,8 +570,47 @@ std::shared_ptr<BatchCompiles> Daemon::QueueCompiles(const proto::MeasureBatch& 
   return c;
 }
 
+absl::Status Daemon::CheckRunnable(const proto::MeasureBatch& batch) const {
+  std::vector<std::string> archs;
+  for (const auto& d : devices_) {
+    if (DeviceRuns(*d, batch)) return absl::OkStatus();
+    archs.push_back(d->info.arch());
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this worker has no GPU that runs ", batch.cuda_arch(),
+      " code (its GPUs: ", absl::StrJoin(archs, ", "), "): ",
+      schedules::CheckCudaArchRunsOn(batch.cuda_arch(), archs.empty() ? "" : archs[0]).message(),
+      "; the server should not have sent it here"));
+}
+
+std::deque<HeldBatch>::iterator Daemon::FirstRunnableLocked(const Device& device) {
+  return std::find_if(queue_.begin(), queue_.end(),
+                      [&](const HeldBatch& h) { return DeviceRuns(device, h.batch); });
+}
+
 void Daemon::OnBatch(uint64_t session, proto::MeasureBatch batch) {
   const int n = batch.candidates_size();
+  // A batch no device here runs would wait for one forever: every candidate fails at once, with
+  // why (not the candidates' fault: the server may measure them elsewhere).
+  if (absl::Status runnable = CheckRunnable(batch); !runnable.ok()) {
+    Log(absl::StrCat("batch ", batch.batch_id(), ": refused: ", runnable.message()));
+    for (const proto::Candidate& c : batch.candidates()) {
+      proto::WorkerMessage m;
+      proto::MeasureResult* r = m.mutable_result();
+      r->set_batch_id(batch.batch_id());
+      r->set_candidate_id(c.id());
+      r->set_status(proto::MEASURE_STATUS_WORKER_ERROR);
+      r->set_error(std::string(runnable.message()));
+      r->set_worker_id(worker_id_);
+      Send(session, m);
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      ++batches_held_;
+    }
+    FinishBatch(session, batch.batch_id(), 0);
+    return;
+  }
   // CUDA: compile the batch now, while the devices measure what they hold (issue 21: the GPU
   // waited for each batch's first compilation). Not on the host, where compiling competes with
   // the timed program for the cores. Devices of one architecture only (the usual case).
@@ -568,7 +621,11 @@ void Daemon::OnBatch(uint64_t session, proto::MeasureBatch batch) {
     absl::MutexLock lock(&mu_);
     one_arch = one_arch && !draining_;
   }
-  if (one_arch) compiles = QueueCompiles(batch, devices_[0]->info.arch());
+  if (one_arch) {
+    absl::StatusOr<std::string> arch =
+        schedules::CudaBuildArch(batch.cuda_arch(), devices_[0]->info.arch());
+    if (arch.ok()) compiles = QueueCompiles(batch, *arch);
+  }
   {
     absl::MutexLock lock(&mu_);
     if (!draining_) {
@@ -610,10 +667,11 @@ void Daemon::DeviceLoop(Device* device) {
     HeldBatch held;
     {
       absl::MutexLock lock(&mu_);
-      while (!stop_ && queue_.empty()) changed_.Wait(&mu_);
+      while (!stop_ && FirstRunnableLocked(*device) == queue_.end()) changed_.Wait(&mu_);
       if (stop_) return;
-      held = std::move(queue_.front());
-      queue_.pop_front();
+      auto it = FirstRunnableLocked(*device);
+      held = std::move(*it);
+      queue_.erase(it);
     }
     ProcessBatch(device, held);
   }
@@ -623,7 +681,11 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
   const proto::MeasureBatch& batch = held.batch;
   const uint64_t session = held.session;
   const size_t n = static_cast<size_t>(batch.candidates_size());
-  const std::string arch = device->info.arch();
+  // What to compile for: the batch's architecture (sm_90a) when it has one, else the device's.
+  const absl::StatusOr<std::string> build_arch =
+      target_ == "cuda" ? schedules::CudaBuildArch(batch.cuda_arch(), device->info.arch())
+                        : absl::StatusOr<std::string>(device->info.arch());
+  const std::string arch = build_arch.ok() ? *build_arch : device->info.arch();
   const double timeout_s =
       batch.options().timeout_s() > 0 ? batch.options().timeout_s() : options_.candidate_timeout_s;
   auto send_result = [&](size_t i, measure::Measurement r) {
@@ -676,6 +738,10 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
   Clock::time_point next_start = Clock::now();
   // The batch's compilations: queued when it arrived (CUDA, OnBatch) so that it is compiled while
   // the device measures the batch before it, else now.
+  if (!build_arch.ok()) {  // DeviceRuns kept it off this device: not reached
+    all_fail(std::string(build_arch.status().message()));
+    return;
+  }
   std::shared_ptr<BatchCompiles> compiles = held.compiles;
   if (compiles == nullptr || compiles->arch != arch) compiles = QueueCompiles(batch, arch);
   if (!compiles->reference_error.empty()) {

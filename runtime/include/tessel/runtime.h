@@ -14,7 +14,10 @@
  *
  * Lookup: the fastest ok record of the workload measured on this device (by name), else the
  * fastest of the same architecture (target), else TESSEL_ERROR_NOT_FOUND with a message naming
- * the targets and devices the file has records of. tessel_kernel_match says which answered.
+ * the targets and devices the file has records of. tessel_kernel_match says which answered. A
+ * GPU of compute capability 9.0 runs the records of two targets, cuda -arch=sm_90 and
+ * cuda -arch=sm_90a (Hopper's architecture-specific instructions), and gets the best of both; a
+ * GPU of another architecture never gets an sm_90a record.
  *
  * Loading: CUDA loads the stored cubin through the driver API into the device's primary context,
  * or compiles the stored source with NVRTC when the cubin was built for another architecture.
