@@ -3,13 +3,8 @@
 
 #include <gtest/gtest.h>
 
-#include "schedules/space/space_generator.h"
-#include "schedules/workload/builtins.h"
 #include "tests/e2e/e2e_util.h"
-#include "worker/backend.h"
-#ifdef TESSEL_HAVE_CUDA
-#include "worker/cuda/cuda_runner.h"
-#endif
+#include "tests/gpu/gpu_test_util.h"
 
 namespace tessel::testing {
 namespace {
@@ -17,33 +12,10 @@ namespace {
 class SpaceGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SpaceGpu, SamplesMatchReference) {
-#ifndef TESSEL_HAVE_CUDA
-  GTEST_SKIP() << "built without the CUDA toolkit";
-#else
-  if (!worker::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA GPU";
-  auto device = worker::CudaDevice::Open(0);
-  ASSERT_TRUE(device.ok()) << device.status();
-  auto w = schedules::ParseWorkloadSpec(GetParam());
-  ASSERT_TRUE(w.ok()) << w.status();
-  const auto target = schedules::CudaTarget("sm_90");
-  auto ref = GenerateReference(*w, target);
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  auto g = schedules::SpaceGenerator::Create(*w, target);
-  ASSERT_TRUE(g.ok()) << g.status();
-  worker::VerifyOptions vo;
-  vo.run.device = device->get();
-  int checked = 0;
-  for (uint64_t seed = 0; seed < 64; ++seed) {
-    auto c = g->Sample(seed);
-    if (!c.ok()) continue;
-    ++checked;
-    absl::Status v = worker::RunAndVerify(c->source, *ref, seed, vo);
-    EXPECT_TRUE(v.ok()) << "seed " << seed << ": " << v << "\n"
-                        << c->trace->ToJsonString() << "\n"
-                        << c->source.code;
-  }
+  SKIP_WITHOUT_GPU();
+  const int checked =
+      VerifySamplesOnGpu(GetParam(), 64, 64, [](const schedules::Candidate&) { return true; });
   EXPECT_GE(checked, 58);  // at least 90% of the samples are valid
-#endif
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, SpaceGpu, ::testing::ValuesIn(SpaceFamilySpecs()), SpecTestName);
@@ -53,34 +25,10 @@ INSTANTIATE_TEST_SUITE_P(Families, SpaceGpu, ::testing::ValuesIn(SpaceFamilySpec
 class SplitKSpaceGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SplitKSpaceGpu, SplitSamplesMatchReference) {
-#ifndef TESSEL_HAVE_CUDA
-  GTEST_SKIP() << "built without the CUDA toolkit";
-#else
-  if (!worker::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA GPU";
-  auto device = worker::CudaDevice::Open(0);
-  ASSERT_TRUE(device.ok()) << device.status();
-  auto w = schedules::ParseWorkloadSpec(GetParam());
-  ASSERT_TRUE(w.ok()) << w.status();
-  const auto target = schedules::CudaTarget("sm_90");
-  auto ref = GenerateReference(*w, target);
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  auto g = schedules::SpaceGenerator::Create(*w, target);
-  ASSERT_TRUE(g.ok()) << g.status();
-  worker::VerifyOptions vo;
-  vo.run.device = device->get();
-  int checked = 0;
-  for (uint64_t seed = 0; seed < 64 && checked < 8; ++seed) {
-    auto c = g->Sample(seed);
-    if (!c.ok() || SplitKFactor(*c->trace) == 1) continue;
-    ++checked;
-    absl::Status v = worker::RunAndVerify(c->source, *ref, seed, vo);
-    EXPECT_TRUE(v.ok()) << "seed " << seed << " (split " << SplitKFactor(*c->trace) << "): " << v
-                        << "\n"
-                        << c->trace->ToJsonString() << "\n"
-                        << c->source.code;
-  }
+  SKIP_WITHOUT_GPU();
+  const int checked = VerifySamplesOnGpu(
+      GetParam(), 64, 8, [](const schedules::Candidate& c) { return SplitKFactor(*c.trace) > 1; });
   EXPECT_EQ(checked, 8);
-#endif
 }
 
 std::vector<std::string> SplitKGpuSpecs() {

@@ -10,6 +10,7 @@
 #include "schedules/space/space_generator.h"
 #include "schedules/workload/builtins.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/gpu/gpu_test_util.h"
 #include "tests/schedules/recorded_schedules.h"
 #include "worker/backend.h"
 #ifdef TESSEL_HAVE_CUDA
@@ -53,28 +54,10 @@ TEST(TensorCoreGpu, RecordedScheduleMatchesReferenceAtEveryPipelineDepth) {
 class TensorCoreSpaceGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TensorCoreSpaceGpu, TensorCoreSamplesMatchReference) {
-  if (!worker::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA GPU";
-  auto device = worker::CudaDevice::Open(0);
-  ASSERT_TRUE(device.ok()) << device.status();
-  auto w = schedules::ParseWorkloadSpec(GetParam());
-  ASSERT_TRUE(w.ok()) << w.status();
-  const auto target = schedules::CudaTarget("sm_90");
-  auto ref = GenerateReference(*w, target);
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  auto g = schedules::SpaceGenerator::Create(*w, target);
-  ASSERT_TRUE(g.ok()) << g.status();
-  worker::VerifyOptions vo;
-  vo.run.device = device->get();
-  int checked = 0;
-  for (uint64_t seed = 0; seed < 48 && checked < 12; ++seed) {
-    auto c = g->Sample(seed);
-    if (!c.ok() || c->source.code.find("tessel_mma_m16n8k16") == std::string::npos) continue;
-    ++checked;
-    absl::Status v = worker::RunAndVerify(c->source, *ref, seed, vo);
-    EXPECT_TRUE(v.ok()) << "seed " << seed << ": " << v << "\n"
-                        << c->trace->ToJsonString() << "\n"
-                        << c->source.code;
-  }
+  SKIP_WITHOUT_GPU();
+  const int checked = VerifySamplesOnGpu(GetParam(), 48, 12, [](const schedules::Candidate& c) {
+    return c.source.code.find("tessel_mma_m16n8k16") != std::string::npos;
+  });
   EXPECT_GE(checked, 8);
 }
 
