@@ -13,6 +13,7 @@
 #include "costmodel/training_set.h"
 #include "nlohmann/json.hpp"
 #include "schedules/space/candidate.h"
+#include "schedules/util/elapsed.h"
 #include "schedules/util/status_macros.h"
 #include "schedules/workload/builtins.h"
 #include "schedules/workload/key.h"
@@ -23,12 +24,9 @@
 namespace tessel::server {
 namespace {
 
-int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+using schedules::MsBetween;
 
-double MsBetween(std::chrono::steady_clock::time_point from,
-                 std::chrono::steady_clock::time_point to) {
-  return std::chrono::duration<double, std::milli>(to - from).count();
-}
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 }  // namespace
 

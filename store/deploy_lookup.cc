@@ -136,7 +136,7 @@ absl::StatusOr<DeployedKernel> FindDeployedKernelOfAny(TuningLog* log,
     }
     const auto rank = [](const DeployedKernel& k) {
       return std::make_pair(k.match == DeployMatch::kDevice ? 0 : 1,
-                            k.record.measurement.timings.median_ms);
+                            k.record.measurement.latency_ms());
     };
     if (!best || rank(*found) < rank(*best)) best = *std::move(found);
   }

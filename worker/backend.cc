@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "schedules/util/elapsed.h"
 #include "worker/host/host_runner.h"
 
 #ifdef TESSEL_HAVE_CUDA
@@ -18,6 +19,8 @@
 
 namespace tessel::worker {
 namespace {
+
+using schedules::MsSince;
 
 using schedules::Buffer;
 using schedules::BufferRole;
@@ -96,11 +99,6 @@ class CudaExecutable : public Executable {
   double compile_ms_;
 };
 #endif
-
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
 
 #ifdef TESSEL_HAVE_CUDA
 absl::Status CudaExecutable::RunProfiled(HostBuffers* buffers, double* upload_ms, double* run_ms,

@@ -10,17 +10,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "schedules/util/elapsed.h"
 #include "schedules/util/fnv1a.h"
 
 namespace tessel::worker {
 namespace {
 
-namespace fs = std::filesystem;
+using schedules::MsSince;
 
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
+namespace fs = std::filesystem;
 
 bool ReadWholeFile(const std::string& path, std::string* out) {
   std::ifstream in(path, std::ios::binary);

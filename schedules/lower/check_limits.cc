@@ -139,9 +139,9 @@ absl::Status CheckTargetLimits(const Program& p, const Target& t) {
     }
     if (k.launch.cluster > 1 && k.launch.cluster > t.max_cluster_ctas) {
       if (t.max_cluster_ctas == 0) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("kernel ", k.name, " launches clusters of ", k.launch.cluster,
-                         " CTAs, but ", t.arch, " has no thread-block clusters; they need sm_90 or sm_90a"));
+        return absl::FailedPreconditionError(absl::StrCat(
+            "kernel ", k.name, " launches clusters of ", k.launch.cluster, " CTAs, but ", t.arch,
+            " has no thread-block clusters; they need sm_90 or sm_90a"));
       }
       return absl::FailedPreconditionError(absl::StrCat(
           "kernel ", k.name, " launches clusters of ", k.launch.cluster,

@@ -96,9 +96,9 @@ absl::Status CheckCudaArchRunsOn(const std::string& arch, const std::string& dev
   const std::string base = BaseArch(arch);
   std::string devices = absl::StrCat("only on ", base, " devices");
   if (base.size() != arch.size() && base.rfind("sm_", 0) == 0 && base.size() >= 5) {
-    devices = absl::StrCat("only on devices of compute capability ",
-                           base.substr(3, base.size() - 4), ".", base.substr(base.size() - 1),
-                           " (", base, ")");
+    devices =
+        absl::StrCat("only on devices of compute capability ", base.substr(3, base.size() - 4), ".",
+                     base.substr(base.size() - 1), " (", base, ")");
   }
   return WithShortWords(absl::FailedPreconditionError(
       absl::StrCat(arch, " code runs ", devices, ", and this device is ", device_arch)));

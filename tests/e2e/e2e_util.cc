@@ -8,12 +8,75 @@
 #include "schedules/codegen/host_codegen.h"
 #include "schedules/lower/check_limits.h"
 #include "schedules/lower/lower.h"
+#include "schedules/space/space_generator.h"
 #include "schedules/workload/builtins.h"
 #include "worker/backend.h"
+#ifdef TESSEL_HAVE_CUDA
+#include "worker/cuda/nvrtc_compiler.h"
+#endif
 
 namespace tessel::testing {
 
 using namespace schedules;  // NOLINT: test utility
+
+namespace {
+
+// Calls `check` on the samples VerifySamples and CompileSamples take; returns how many.
+int ForEachSample(const std::string& spec, const Target& target, uint64_t seeds, int most,
+                  const SampleFilter& keep,
+                  const std::function<void(uint64_t seed, const Candidate&)>& check) {
+  absl::StatusOr<Workload> w = ParseWorkloadSpec(spec);
+  absl::StatusOr<SpaceGenerator> g =
+      w.ok() ? SpaceGenerator::Create(*w, target) : absl::StatusOr<SpaceGenerator>(w.status());
+  if (!g.ok()) {
+    ADD_FAILURE() << spec << ": " << g.status();
+    return 0;
+  }
+  int taken = 0;
+  for (uint64_t seed = 0; seed < seeds && taken < most; ++seed) {
+    absl::StatusOr<Candidate> c = g->Sample(seed);
+    if (!c.ok() || (keep && !keep(*c))) continue;
+    ++taken;
+    check(seed, *c);
+  }
+  return taken;
+}
+
+}  // namespace
+
+int VerifySamples(const std::string& spec, const Target& target, uint64_t seeds, int most,
+                  const SampleFilter& keep, const worker::VerifyOptions& options) {
+  absl::StatusOr<Workload> w = ParseWorkloadSpec(spec);
+  absl::StatusOr<GeneratedSource> ref =
+      w.ok() ? GenerateReference(*w, target) : absl::StatusOr<GeneratedSource>(w.status());
+  if (!ref.ok()) {
+    ADD_FAILURE() << spec << ": " << ref.status();
+    return 0;
+  }
+  return ForEachSample(spec, target, seeds, most, keep, [&](uint64_t seed, const Candidate& c) {
+    absl::Status v = worker::RunAndVerify(c.source, *ref, seed, options);
+    EXPECT_TRUE(v.ok()) << spec << ", seed " << seed << ": " << v << "\n"
+                        << c.trace->ToJsonString() << "\n"
+                        << c.source.code;
+  });
+}
+
+int CompileSamples(const std::string& spec, const std::string& arch, uint64_t seeds, int most,
+                   const SampleFilter& keep) {
+#ifndef TESSEL_HAVE_CUDA
+  return 0;
+#else
+  return ForEachSample(spec, CudaTarget(arch), seeds, most, keep,
+                       [&](uint64_t seed, const Candidate& c) {
+                         worker::NvrtcOptions o;
+                         o.arch = arch;
+                         auto bin = worker::CompileCuda(c.source, o);
+                         EXPECT_TRUE(bin.ok()) << spec << ", " << arch << " seed " << seed << ": "
+                                               << bin.status() << "\n"
+                                               << c.source.code;
+                       });
+#endif
+}
 
 std::vector<std::string> SmallFamilySpecs() {
   return {

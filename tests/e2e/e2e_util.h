@@ -6,14 +6,17 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "schedules/codegen/source.h"
 #include "schedules/schedule/schedule.h"
+#include "schedules/space/candidate.h"
 #include "schedules/target/target.h"
 #include "schedules/workload/workload.h"
+#include "worker/backend.h"
 
 namespace tessel::testing {
 
@@ -32,6 +35,21 @@ std::vector<std::string> SplitKSpecs();
 // The split-K factor of a trace (the sampled number of chunks its rfactor's loop was split into),
 // 1 when it does not split a reduction with rfactor.
 int64_t SplitKFactor(const schedules::Trace& trace);
+
+// Which samples a check takes (every valid one when empty).
+using SampleFilter = std::function<bool(const schedules::Candidate&)>;
+// Verifies samples of `spec`'s design space on `target` against the reference on random inputs
+// (worker::RunAndVerify with `options`: the host, or the GPU `options.run.device`): the valid ones
+// among seeds 0 to `seeds` - 1 that `keep` accepts, at most `most`. A mismatch fails the test with
+// the seed, the trace and the source. Returns how many were checked (0, and a failure, when the
+// spec or its space cannot be made).
+int VerifySamples(const std::string& spec, const schedules::Target& target, uint64_t seeds,
+                  int most, const SampleFilter& keep = nullptr,
+                  const worker::VerifyOptions& options = {});
+// The same choice of samples for CUDA `arch`, each compiled with NVRTC (a failure fails the test
+// with the source). Returns how many were compiled; 0 in a build without the CUDA toolkit.
+int CompileSamples(const std::string& spec, const std::string& arch, uint64_t seeds, int most,
+                   const SampleFilter& keep = nullptr);
 
 // The name of a test instantiated over SmallFamilySpecs: "<index>_<spec>", the spec with every
 // character that is not a letter or digit as '_', cut to 40 characters.

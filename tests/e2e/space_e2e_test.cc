@@ -17,24 +17,7 @@ namespace {
 class SpaceE2E : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SpaceE2E, HostSamplesMatchReference) {
-  auto w = schedules::ParseWorkloadSpec(GetParam());
-  ASSERT_TRUE(w.ok()) << w.status();
-  const auto target = schedules::HostTarget();
-  auto ref = GenerateReference(*w, target);
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  auto g = schedules::SpaceGenerator::Create(*w, target);
-  ASSERT_TRUE(g.ok()) << g.status();
-  int checked = 0;
-  for (uint64_t seed = 0; seed < 8 && checked < 2; ++seed) {
-    auto c = g->Sample(seed);
-    if (!c.ok()) continue;
-    ++checked;
-    absl::Status v = worker::RunAndVerify(c->source, *ref, seed);
-    EXPECT_TRUE(v.ok()) << "seed " << seed << ": " << v << "\n"
-                        << c->trace->ToJsonString() << "\n"
-                        << c->source.code;
-  }
-  EXPECT_EQ(checked, 2);
+  EXPECT_EQ(VerifySamples(GetParam(), schedules::HostTarget(), 8, 2), 2);
 }
 
 TEST_P(SpaceE2E, CudaSamplesCompileWithNvrtc) {
@@ -42,23 +25,8 @@ TEST_P(SpaceE2E, CudaSamplesCompileWithNvrtc) {
   GTEST_SKIP() << "built without the CUDA toolkit";
 #else
   if (!worker::FindCudaIncludeDir().ok()) GTEST_SKIP() << "no CUDA include directory";
-  auto w = schedules::ParseWorkloadSpec(GetParam());
-  ASSERT_TRUE(w.ok()) << w.status();
   for (const char* arch : {"sm_80", "sm_90"}) {
-    auto g = schedules::SpaceGenerator::Create(*w, schedules::CudaTarget(arch));
-    ASSERT_TRUE(g.ok()) << g.status();
-    int compiled = 0;
-    for (uint64_t seed = 0; seed < 8 && compiled < 2; ++seed) {
-      auto c = g->Sample(seed);
-      if (!c.ok()) continue;
-      ++compiled;
-      worker::NvrtcOptions o;
-      o.arch = arch;
-      auto bin = worker::CompileCuda(c->source, o);
-      EXPECT_TRUE(bin.ok()) << arch << " seed " << seed << ": " << bin.status() << "\n"
-                            << c->source.code;
-    }
-    EXPECT_EQ(compiled, 2);
+    EXPECT_EQ(CompileSamples(GetParam(), arch, 8, 2), 2) << arch;
   }
 #endif
 }
@@ -70,26 +38,10 @@ INSTANTIATE_TEST_SUITE_P(Families, SpaceE2E, ::testing::ValuesIn(SpaceFamilySpec
 // (GPU runs: tests/gpu/space_gpu_test.cc, SplitKSpaceGpu).
 class SplitKE2E : public ::testing::TestWithParam<std::string> {};
 
+bool SplitsK(const schedules::Candidate& c) { return SplitKFactor(*c.trace) > 1; }
+
 TEST_P(SplitKE2E, HostSplitSamplesMatchReference) {
-  auto w = schedules::ParseWorkloadSpec(GetParam());
-  ASSERT_TRUE(w.ok()) << w.status();
-  const auto target = schedules::HostTarget();
-  auto ref = GenerateReference(*w, target);
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  auto g = schedules::SpaceGenerator::Create(*w, target);
-  ASSERT_TRUE(g.ok()) << g.status();
-  int checked = 0;
-  for (uint64_t seed = 0; seed < 64 && checked < 3; ++seed) {
-    auto c = g->Sample(seed);
-    if (!c.ok() || SplitKFactor(*c->trace) == 1) continue;
-    ++checked;
-    absl::Status v = worker::RunAndVerify(c->source, *ref, seed);
-    EXPECT_TRUE(v.ok()) << "seed " << seed << " (split " << SplitKFactor(*c->trace) << "): " << v
-                        << "\n"
-                        << c->trace->ToJsonString() << "\n"
-                        << c->source.code;
-  }
-  EXPECT_EQ(checked, 3);
+  EXPECT_EQ(VerifySamples(GetParam(), schedules::HostTarget(), 64, 3, SplitsK), 3);
 }
 
 TEST_P(SplitKE2E, CudaSplitSamplesCompileWithNvrtc) {
@@ -97,23 +49,8 @@ TEST_P(SplitKE2E, CudaSplitSamplesCompileWithNvrtc) {
   GTEST_SKIP() << "built without the CUDA toolkit";
 #else
   if (!worker::FindCudaIncludeDir().ok()) GTEST_SKIP() << "no CUDA include directory";
-  auto w = schedules::ParseWorkloadSpec(GetParam());
-  ASSERT_TRUE(w.ok()) << w.status();
   for (const char* arch : {"sm_80", "sm_90"}) {
-    auto g = schedules::SpaceGenerator::Create(*w, schedules::CudaTarget(arch));
-    ASSERT_TRUE(g.ok()) << g.status();
-    int compiled = 0;
-    for (uint64_t seed = 0; seed < 64 && compiled < 2; ++seed) {
-      auto c = g->Sample(seed);
-      if (!c.ok() || SplitKFactor(*c->trace) == 1) continue;
-      ++compiled;
-      worker::NvrtcOptions o;
-      o.arch = arch;
-      auto bin = worker::CompileCuda(c->source, o);
-      EXPECT_TRUE(bin.ok()) << arch << " seed " << seed << ": " << bin.status() << "\n"
-                            << c->source.code;
-    }
-    EXPECT_EQ(compiled, 2) << arch;
+    EXPECT_EQ(CompileSamples(GetParam(), arch, 64, 2, SplitsK), 2) << arch;
   }
 #endif
 }

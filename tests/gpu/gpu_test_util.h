@@ -7,14 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
-#include "schedules/space/space_generator.h"
-#include "schedules/workload/builtins.h"
 #include "tests/e2e/e2e_util.h"
-#include "worker/backend.h"
 #include "worker/cuda/cuda_runner.h"
 
 #define SKIP_WITHOUT_GPU()                                             \
@@ -25,38 +21,17 @@
 
 namespace tessel::testing {
 
-// Verifies on GPU 0, against the reference on random inputs, samples of `spec`'s design space for
-// sm_90: the valid ones among seeds 0 to `seeds` - 1 that `keep` accepts, at most `most` of them.
-// Each mismatch fails the test, showing the seed, the trace and the source. Returns how many were
-// checked (0 after a failure to set up, which fails the test too).
+// VerifySamples on GPU 0 for sm_90 (a failure to open it fails the test and checks none).
 inline int VerifySamplesOnGpu(const std::string& spec, uint64_t seeds, int most,
-                              const std::function<bool(const schedules::Candidate&)>& keep) {
+                              const SampleFilter& keep = nullptr) {
   auto device = worker::CudaDevice::Open(0);
-  auto w = schedules::ParseWorkloadSpec(spec);
-  const schedules::Target target = schedules::CudaTarget("sm_90");
-  auto ref = w.ok() ? GenerateReference(*w, target)
-                    : absl::StatusOr<schedules::GeneratedSource>(w.status());
-  auto g = w.ok() ? schedules::SpaceGenerator::Create(*w, target)
-                  : absl::StatusOr<schedules::SpaceGenerator>(w.status());
-  for (const absl::Status& s : {device.status(), w.status(), ref.status(), g.status()}) {
-    if (!s.ok()) {
-      ADD_FAILURE() << spec << ": " << s;
-      return 0;
-    }
+  if (!device.ok()) {
+    ADD_FAILURE() << device.status();
+    return 0;
   }
   worker::VerifyOptions vo;
   vo.run.device = device->get();
-  int checked = 0;
-  for (uint64_t seed = 0; seed < seeds && checked < most; ++seed) {
-    auto c = g->Sample(seed);
-    if (!c.ok() || !keep(*c)) continue;
-    ++checked;
-    absl::Status v = worker::RunAndVerify(c->source, *ref, seed, vo);
-    EXPECT_TRUE(v.ok()) << spec << ", seed " << seed << ": " << v << "\n"
-                        << c->trace->ToJsonString() << "\n"
-                        << c->source.code;
-  }
-  return checked;
+  return VerifySamples(spec, schedules::CudaTarget("sm_90"), seeds, most, keep, vo);
 }
 
 }  // namespace tessel::testing

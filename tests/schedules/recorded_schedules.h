@@ -157,6 +157,21 @@ struct Recorded {
   bool cuda;
 };
 
+// A tensor-core operand's shared copy as the tensor-core rule lays it out: rows padded for
+// conflict-free ldmatrix, then copied by the block's 2 x 2 warps in 8-element (16-byte) vectors.
+inline void CopyWithTheWarps(Schedule& sch, const BlockRV& sh) {
+  auto check = [](const absl::Status& st) {
+    if (!st.ok()) throw std::runtime_error(st.ToString());
+  };
+  check(sch.StorageAlign(sh, 0, 32, 8));
+  LoopRV f = ValueOrDie(sch.Fuse(LoopsOf(sch, sh)));
+  std::vector<LoopRV> p = ValueOrDie(sch.Split(f, {-1, 2, 2, 32, 8}));
+  check(sch.Bind(p[1], "threadIdx.z"));
+  check(sch.Bind(p[2], "threadIdx.y"));
+  check(sch.Bind(p[3], "threadIdx.x"));
+  check(sch.Vectorize(p[4]));
+}
+
 // CUDA f16 matmul on the tensor cores, as the tensor-core tiling rule builds it with fixed
 // factors: a fragment accumulator at the warp loop (mma_m16n8k16), operands through shared memory
 // (a `stages`-stage software pipeline) into fragments (ldmatrix), the write-back tensorized with
@@ -216,14 +231,7 @@ inline Schedule CudaTensorCoreMatmul(uint64_t seed, int64_t stages = 3, bool ten
       check(sch.Reorder({rows[0], fl[0], rows[1]}));
       check(sch.Tensorize(fl[0], "ldmatrix"));
     }
-    check(sch.StorageAlign(sh, 0, 32, 8));
-    std::vector<LoopRV> sl = LoopsOf(sch, sh);
-    LoopRV f = ValueOrDie(sch.Fuse(sl));
-    std::vector<LoopRV> p = ValueOrDie(sch.Split(f, {-1, 2, 2, 32, 8}));
-    check(sch.Bind(p[1], "threadIdx.z"));
-    check(sch.Bind(p[2], "threadIdx.y"));
-    check(sch.Bind(p[3], "threadIdx.x"));
-    check(sch.Vectorize(p[4]));
+    CopyWithTheWarps(sch, sh);
   }
   check(sch.Tensorize(cm[1], "mma_m16n8k16"));
   return sch;
@@ -281,14 +289,7 @@ inline Schedule CudaImplicitGemmConv(uint64_t seed) {
     const bool a = std::string(name) == "padded";
     std::vector<LoopRV> split = ValueOrDie(sch.Split(fl[0], {-1, a ? 16 : 8}));
     check(sch.Tensorize(split[1], "ldmatrix"));
-    check(sch.StorageAlign(sh, 0, 32, 8));
-    std::vector<LoopRV> sl = LoopsOf(sch, sh);
-    LoopRV f = ValueOrDie(sch.Fuse(sl));
-    std::vector<LoopRV> p = ValueOrDie(sch.Split(f, {-1, 2, 2, 32, 8}));
-    check(sch.Bind(p[1], "threadIdx.z"));
-    check(sch.Bind(p[2], "threadIdx.y"));
-    check(sch.Bind(p[3], "threadIdx.x"));
-    check(sch.Vectorize(p[4]));
+    CopyWithTheWarps(sch, sh);
   }
   check(sch.Tensorize(cm[1], "mma_m16n8k16"));
   return sch;

@@ -71,6 +71,15 @@ class WorkerHostRunnerTest : public ::testing::Test {
     ASSERT_FALSE(work_dir_.empty());
     options_.run.host.work_dir = work_dir_;
   }
+  // The vector add compiled here and timed with `timing` on its verification inputs.
+  absl::StatusOr<measure::Timings> TimeVadd(const measure::TimingOptions& timing) {
+    absl::StatusOr<HostModule> module = CompileHost(Vadd(kVaddCandidate), options_.run.host);
+    if (!module.ok()) return module.status();
+    absl::StatusOr<HostBuffers> buffers = MakeVerificationBuffers(VaddBuffers(), 9);
+    if (!buffers.ok()) return buffers.status();
+    return TimeHostModule(*module, &*buffers, timing);
+  }
+
   std::string work_dir_;
   VerifyOptions options_;
 };
@@ -191,16 +200,12 @@ TEST_F(WorkerHostRunnerTest, SecondCompileHitsTheCache) {
 }
 
 TEST_F(WorkerHostRunnerTest, TimingReturnsEveryRepeat) {
-  absl::StatusOr<HostModule> module = CompileHost(Vadd(kVaddCandidate), options_.run.host);
-  ASSERT_TRUE(module.ok()) << module.status();
-  absl::StatusOr<HostBuffers> buffers = MakeVerificationBuffers(VaddBuffers(), 9);
-  ASSERT_TRUE(buffers.ok());
   measure::TimingOptions timing;
   timing.warmup_runs = 1;
   timing.min_repeats = 4;
   timing.max_repeats = 6;
   timing.min_total_ms = 1e9;  // never reached: stops at max_repeats
-  absl::StatusOr<measure::Timings> t = TimeHostModule(*module, &*buffers, timing);
+  absl::StatusOr<measure::Timings> t = TimeVadd(timing);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->repeats_ms.size(), 6u);
   for (double ms : t->repeats_ms) EXPECT_GE(ms, 0.0);
@@ -219,16 +224,12 @@ TEST_F(WorkerHostRunnerTest, TimingReturnsEveryRepeat) {
 TEST_F(WorkerHostRunnerTest, TimingStopsAtTheWallClockLimit) {
   // A microsecond kernel never reaches min_total_ms; the flushes would take max_repeats times
   // their own cost. The wall-clock limit ends it once min_repeats are done.
-  absl::StatusOr<HostModule> module = CompileHost(Vadd(kVaddCandidate), options_.run.host);
-  ASSERT_TRUE(module.ok()) << module.status();
-  absl::StatusOr<HostBuffers> buffers = MakeVerificationBuffers(VaddBuffers(), 9);
-  ASSERT_TRUE(buffers.ok());
   measure::TimingOptions timing;
   timing.min_repeats = 3;
   timing.max_repeats = 1000000;
   timing.min_total_ms = 1e9;
   timing.max_wall_ms = 0;  // stop as soon as min_repeats are done
-  absl::StatusOr<measure::Timings> t = TimeHostModule(*module, &*buffers, timing);
+  absl::StatusOr<measure::Timings> t = TimeVadd(timing);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->repeats_ms.size(), 3u);
 }
@@ -236,17 +237,13 @@ TEST_F(WorkerHostRunnerTest, TimingStopsAtTheWallClockLimit) {
 TEST_F(WorkerHostRunnerTest, TimingStopsOnceTheMedianIsPrecise) {
   // Neither the total time nor the wall clock ends it: the median's precision does, as soon as
   // its 95% interval is within the (here loose) precision, and not before there is an interval.
-  absl::StatusOr<HostModule> module = CompileHost(Vadd(kVaddCandidate), options_.run.host);
-  ASSERT_TRUE(module.ok()) << module.status();
-  absl::StatusOr<HostBuffers> buffers = MakeVerificationBuffers(VaddBuffers(), 9);
-  ASSERT_TRUE(buffers.ok());
   measure::TimingOptions timing;
   timing.min_repeats = 3;
   timing.max_repeats = 5000;
   timing.min_total_ms = 1e9;
   timing.max_wall_ms = 1e9;
   timing.median_precision = 0.9;
-  absl::StatusOr<measure::Timings> t = TimeHostModule(*module, &*buffers, timing);
+  absl::StatusOr<measure::Timings> t = TimeVadd(timing);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_GE(t->repeats_ms.size(), 8u);
   EXPECT_LT(t->repeats_ms.size(), 5000u);

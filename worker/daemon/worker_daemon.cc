@@ -35,6 +35,7 @@
 #include "proto/tessel.grpc.pb.h"
 #include "proto/tessel.pb.h"
 #include "schedules/target/target.h"
+#include "schedules/util/elapsed.h"
 #include "worker/compile_pool.h"
 #include "worker/daemon/result_artifact.h"
 #include "worker/daemon/worker_metrics.h"
@@ -42,6 +43,8 @@
 
 namespace tessel::worker {
 namespace {
+
+using schedules::MsBetween;
 
 using Stream = grpc::ClientReaderWriter<proto::WorkerMessage, proto::ServerMessage>;
 
@@ -71,10 +74,6 @@ std::string DefaultCacheDir() {
 }
 
 using Clock = std::chrono::steady_clock;
-
-double MsBetween(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double, std::milli>(to - from).count();
-}
 
 // The compilations of a batch's reference and candidates, queued on the compile pool.
 struct BatchCompiles {
@@ -164,9 +163,9 @@ class Daemon {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool return_rest_ ABSL_GUARDED_BY(mu_) = false;  // the drain ran out of time
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  // Screening: the best median this worker confirmed per task (ScreenOptions.task_id). Results
-  // stream and a batch carries the server's best as of its sending, so a candidate is compared
-  // with the better of the two.
+  // Screening: the best latency (Measurement::latency_ms, what screening compares) this worker
+  // confirmed per task (ScreenOptions.task_id). Results stream and a batch carries the server's
+  // best as of its sending, so a candidate is compared with the better of the two.
   std::map<uint64_t, double> confirmed_best_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex write_mu_ ABSL_ACQUIRED_AFTER(mu_);
@@ -837,7 +836,7 @@ void Daemon::ProcessBatch(Device* device, HeldBatch& held) {
     if (screened && r.confirmed()) {
       absl::MutexLock lock(&mu_);
       double& best = confirmed_best_[screen_task];
-      if (best <= 0 || r.timings.median_ms < best) best = r.timings.median_ms;
+      if (best <= 0 || r.latency_ms() < best) best = r.latency_ms();
     }
     times.timing_ms = r.worker_times.timing_ms;
     times.device_ms = MsBetween(started, Clock::now());

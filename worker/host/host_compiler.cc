@@ -28,6 +28,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "measure/measurement.h"
+#include "schedules/util/elapsed.h"
 #include "schedules/util/fnv1a.h"
 
 extern char** environ;
@@ -35,14 +36,11 @@ extern char** environ;
 namespace tessel::worker {
 namespace {
 
+using schedules::MsSince;
+
 namespace fs = std::filesystem;
 
 constexpr size_t kMaxLogInMessage = 16 * 1024;
-
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
 
 std::string DefaultWorkDir() {
   const char* tmp = std::getenv("TMPDIR");

@@ -1,4 +1,5 @@
 #include "worker/host/host_runner.h"
+#include "schedules/util/elapsed.h"
 
 #include <algorithm>
 #include <cctype>
@@ -17,6 +18,8 @@
 
 namespace tessel::worker {
 namespace {
+
+using schedules::MsSince;
 
 namespace fs = std::filesystem;
 
@@ -72,11 +75,6 @@ int64_t ComputeLlcBytes() {
     }
   }
   return total > 0 ? total : kDefaultLlcBytes;
-}
-
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
 }
 
 struct Flusher {

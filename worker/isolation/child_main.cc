@@ -20,6 +20,7 @@
 #include "proto/convert.h"
 #include "proto/measure_child.pb.h"
 #include "schedules/target/target.h"
+#include "schedules/util/elapsed.h"
 #include "schedules/util/fnv1a.h"
 #include "worker/backend.h"
 #include "worker/host/host_compiler.h"
@@ -33,10 +34,7 @@
 namespace tessel::worker {
 namespace {
 
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
+using schedules::MsSince;
 
 PrecompiledProgram FromArtifact(const proto::CompiledArtifact& a) {
   PrecompiledProgram p;
