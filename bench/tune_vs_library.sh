@@ -9,7 +9,9 @@
 #   bench/tune_vs_library.sh [-n TRIALS] SPEC...
 # Logs and tune outputs stay in $WORK (default: a fresh temporary folder); the table also goes to
 # $OUT/library.tsv when OUT is set. Each best kernel's CUDA source is kept as $WORK/TAG.best.cu.
+# ARCH picks the CUDA architecture tuned for (default sm_90; sm_90a adds the wgmma sketch).
 set -uo pipefail
+arch=${ARCH:-sm_90}
 trials=256
 if [[ ${1:-} == -n ]]; then trials=$2; shift 2; fi
 specs=("$@")
@@ -25,10 +27,10 @@ for spec in "${specs[@]}"; do
   db="$out/$tag.db"
   rm -f "$db"
   start=$(date +%s)
-  tessel tune -q -n "$trials" --seed 1 --db "$db" -w "$spec" > "$out/$tag.tune.log" 2>&1
+  tessel tune -q -n "$trials" --seed 1 --arch "$arch" --db "$db" -w "$spec" > "$out/$tag.tune.log" 2>&1
   secs=$(( $(date +%s) - start ))
-  tessel best --db "$db" -w "$spec" --target cuda --emit json > "$out/$tag.best.json"
-  tessel best --db "$db" -w "$spec" --target cuda --emit cuda > "$out/$tag.best.cu"
+  tessel best --db "$db" -w "$spec" --target cuda --arch "$arch" --emit json > "$out/$tag.best.json"
+  tessel best --db "$db" -w "$spec" --target cuda --arch "$arch" --emit cuda > "$out/$tag.best.cu"
   l=() b=()
   for i in 1 2 3; do
     l+=("$(python3 bench/torch_baselines.py "$spec" | cut -f2)")

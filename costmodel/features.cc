@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "schedules/ir/dtype.h"
+#include "absl/strings/numbers.h"
 #include "schedules/ir/tensor_intrin.h"
 
 namespace tessel::costmodel {
@@ -83,8 +84,10 @@ struct Totals {
   double vector_bytes = 0, vectorized_loops = 0, vectorized_access_bytes = 0;
   double unrolled_loops = 0, max_unroll_product = 0, max_unroll_pragma = 0;
   double barriers_static = 0, barriers_per_thread = 0;
-  // Tensor cores: mma.sync flops, cp.async bytes, the deepest software pipeline.
-  double tensor_flops = 0, async_copy_bytes = 0, pipeline_stages = 0, pipeline_fetch_spread = 0;
+  // Tensor cores: mma.sync and wgmma flops (and wgmma's alone), cp.async bytes, the deepest
+  // software pipeline.
+  double tensor_flops = 0, wgmma_flops = 0, async_copy_bytes = 0, pipeline_stages = 0,
+         pipeline_fetch_spread = 0;
   double max_depth = 0, loops = 0;
   double heaviest_store = -1, innermost_extent = 0;
   double max_shared_alloc = 0, max_local_alloc = 0;
@@ -201,7 +204,18 @@ class Walker {
   // mma.sync m16n8k16: 2 x 16 x 8 x 16 flops a warp, counted per lane (as mult_ counts); a
   // cp.async of N bytes (tessel_cp_async_N).
   void CountTensorCall(const std::string& name) {
-    if (name.rfind(schedules::kCallMma, 0) == 0) {
+    if (schedules::IsWgmmaCall(name)) {
+      // wgmma m64nNk16: each warp's call is its 16 x N x 16 share of the warpgroup's product.
+      int64_t n = 0;
+      const size_t at = name.find("_m64n"), end = name.find("k16_");
+      if (at != std::string::npos && end != std::string::npos &&
+          absl::SimpleAtoi(name.substr(at + 5, end - at - 5), &n)) {
+        const double lane_flops = 2.0 * 16 * static_cast<double>(n) * 16 / 32;
+        t_.tensor_flops += mult_ * lane_flops;
+        t_.wgmma_flops += mult_ * lane_flops;
+        AddFlops(lane_flops);
+      }
+    } else if (name.rfind(schedules::kCallMma, 0) == 0) {
       constexpr double kLaneFlops = 2.0 * 16 * 8 * 16 / 32;
       t_.tensor_flops += mult_ * kLaneFlops;
       AddFlops(kLaneFlops);  // the program's arithmetic, whatever unit does it
@@ -645,7 +659,7 @@ const std::vector<std::string>& FeatureNames() {
         "log2_unrolled_loops", "log2_max_unroll_product", "log2_max_unroll_pragma",
         "log2_barriers_static", "log2_barriers_per_thread", "loop_depth", "log2_loops",
         "log2_innermost_extent", "log2_tensor_core_flops", "log2_async_copy_bytes",
-        "pipeline_stages", "pipeline_fetch_spread",
+        "pipeline_stages", "pipeline_fetch_spread", "log2_wgmma_flops",
         // Split reductions.
         "log2_workspace_per_output"};
     for (int b = 0; b < kTopBuffers; ++b) {
@@ -777,6 +791,7 @@ Features ExtractFeatures(const schedules::Program& program, const schedules::Tar
   log(t.async_copy_bytes);
   push(t.pipeline_stages);
   push(t.pipeline_fetch_spread);
+  log(t.wgmma_flops);
   log(Ratio(workspace_elements, output_elements));
 
   // The global buffers by bytes touched (then program order): a fixed number of slots.

@@ -132,6 +132,9 @@ class CodeGenC {
   // a scalar register (rank 0) prints as its name, a one-dimensional scratch buffer with its index
   // as written.
   std::string Access(const BufferPtr& buffer, const std::vector<Expr>& indices);
+  // The printed element offset of `buffer` at storage index `at` (StorageIndex, folded): the
+  // index itself, or its swizzle (CUDA: a helper call; Buffer::swizzle_bytes).
+  virtual std::string StorageOffset(const Buffer& buffer, const Expr& at) { return Print(at); }
   // How a scalar load reads its element (default: Access), and the statement of a scalar store
   // of `value` (default: `access = value;`).
   virtual std::string LoadAccess(const LoadNode& n) { return Access(n.buffer, n.indices); }

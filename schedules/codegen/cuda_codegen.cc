@@ -290,7 +290,11 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
   if (k.shared.dynamic) {
     Line(absl::StrCat("// ", k.shared.bytes,
                       " bytes of shared memory: dynamic (the launch must allow more than 48 KiB)"));
-    Line("extern __shared__ __align__(16) unsigned char tessel_smem[];");
+    bool swizzled = false;
+    for (const SharedDecl& s : shared_) swizzled |= s.slot->buffer && s.slot->buffer->swizzle_bytes;
+    // Swizzled buffers sit on their 1024-byte swizzle period (plan_shared_memory).
+    Line(absl::StrCat("extern __shared__ __align__(", swizzled ? 1024 : 16,
+                      ") unsigned char tessel_smem[];"));
     for (const SharedDecl& s : shared_) {
       Line(absl::StrCat(s.type, "* const ", s.name, " = reinterpret_cast<", s.type,
                         "*>(tessel_smem + ", s.slot->offset, ");  // ", s.slot->elements,
@@ -298,8 +302,9 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
     }
   } else {
     for (const SharedDecl& s : shared_) {
-      Line(absl::StrCat("__shared__ __align__(16) ", s.type, " ", s.name, "[", s.slot->elements,
-                        "];"));
+      const bool swizzled = s.slot->buffer && s.slot->buffer->swizzle_bytes;
+      Line(absl::StrCat("__shared__ __align__(", swizzled ? 1024 : 16, ") ", s.type, " ", s.name,
+                        "[", s.slot->elements, "];"));
     }
   }
   EmitStmt(k.body);
@@ -693,8 +698,9 @@ void CudaCodeGen::EmitLaneStores(const ForNode& n, const VectorLoop& plan) {
   EmitLanes(n, plan.loads, plan.lanes, [&](const Expr& lane) {
     const std::string value = StoredValue(store.buffer->dtype, store.value);
     const Expr at =
-        FoldTrailingConstants(Substitute(FlatIndex(*store.buffer, store.indices), {{v, lane}}));
-    Line(absl::StrCat(BufferName(store.buffer.get()), "[", Print(at), "] = ", value, ";"));
+        FoldTrailingConstants(Substitute(StorageIndex(*store.buffer, store.indices), {{v, lane}}));
+    Line(absl::StrCat(BufferName(store.buffer.get()), "[", StorageOffset(*store.buffer, at),
+                      "] = ", value, ";"));
   });
   if (!plan.guards.empty()) CloseBlock();
 }
@@ -724,8 +730,8 @@ void CudaCodeGen::EmitLanes(const ForNode& n, const std::vector<Expr>& loads, in
 std::string CudaCodeGen::ElementAddress(const BufferPtr& b, const std::vector<Expr>& idx,
                                         const VarNode* v, const Expr& min, int64_t offset) {
   const Expr at =
-      FoldTrailingConstants(Substitute(FlatIndex(*b, idx), {{v, min + MakeInt(offset)}}));
-  return absl::StrCat("&", BufferName(b.get()), "[", Print(at), "]");
+      FoldTrailingConstants(Substitute(StorageIndex(*b, idx), {{v, min + MakeInt(offset)}}));
+  return absl::StrCat("&", BufferName(b.get()), "[", StorageOffset(*b, at), "]");
 }
 
 std::vector<std::vector<std::string>> CudaCodeGen::EmitLaneLoads(const VarNode* v, const Expr& min,

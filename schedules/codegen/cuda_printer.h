@@ -82,6 +82,8 @@ class CudaCodeGen final : public CodeGenC {
     return absl::StrCat(is_max ? "max(" : "min(", a, ", ", b, ")");
   }
 
+  // A swizzled buffer's offset goes through tessel_swizzle_<W>_<element bytes> (a helper).
+  std::string StorageOffset(const Buffer& buffer, const Expr& at) override;
   void EmitFor(const ForNode& n) override;
   void EmitAllocate(const AllocateNode& n) override;
   void EmitBarrier(const BarrierNode& n) override;

@@ -6,7 +6,9 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "schedules/codegen/cuda_printer.h"
 #include "schedules/ir/tensor_intrin.h"
 
@@ -28,7 +30,29 @@ std::string CudaCodeGen::TensorCall(const CallNode& n) {
   return out + ")";
 }
 
+std::string CudaCodeGen::StorageOffset(const Buffer& buffer, const Expr& at) {
+  if (buffer.swizzle_bytes == 0) return Print(at);
+  const std::string name =
+      absl::StrCat(kCallSwizzle, "_", buffer.swizzle_bytes, "_", DTypeBytes(buffer.dtype));
+  tensor_calls_.insert(name);
+  return absl::StrCat(name, "(", Print(at), ")");
+}
+
 namespace {
+
+int Log2(int64_t v) {
+  int l = 0;
+  while ((int64_t{1} << l) < v) ++l;
+  return l;
+}
+
+// tessel_swizzle_<W>_<E>(o): the swizzle's XOR on element offset o (affine.h, SwizzledOffset):
+// the 16-byte chunk's index bits take the 128-byte line's index modulo W / 16.
+std::string SwizzleHelper(const std::string& name, int64_t width, int64_t element_bytes) {
+  return absl::StrCat("__device__ __forceinline__ int ", name, "(int o) { return o ^ (((o >> ",
+                      Log2(128 / element_bytes), ") & ", width / 16 - 1, ") << ",
+                      Log2(16 / element_bytes), "); }\n");
+}
 
 std::string MmaHelper(const std::string& name) {
   // tessel_mma_m16n8k16_<acc>_<ab>
@@ -82,12 +106,84 @@ std::string CpAsyncHelper(const std::string& name, int64_t bytes) {
       ", %2;\" :: \"r\"(d), \"l\"(src), \"r\"(valid ? ", bytes, " : 0) : \"memory\");\n}\n");
 }
 
+// tessel_wgmma_m64n<N>k16_f32_<ab>_<ta><tb>(d, a, b, a_lbo, a_sbo, a_mode, b_lbo, b_sbo,
+// b_mode): the warpgroup's D (N / 2 f32 registers a thread) += A * B, both from shared memory
+// through matrix descriptors (start address, leading and stride byte offsets, swizzle mode).
+std::string WgmmaHelper(const std::string& name) {
+  int64_t n = 0;
+  const size_t at = name.find("_m64n");
+  const size_t end = name.find("k16_");
+  if (at == std::string::npos || end == std::string::npos ||
+      !absl::SimpleAtoi(name.substr(at + 5, end - at - 5), &n) || n % 8 != 0) {
+    return "";
+  }
+  const std::string ab = absl::StrContains(name, "_bf16_") ? "bf16" : "f16";
+  const std::string trans = name.substr(name.size() - 2);
+  const int64_t regs = n / 2;
+  std::string list, outs;
+  for (int64_t i = 0; i < regs; ++i) {
+    absl::StrAppend(&list, i ? ", " : "", "%", i);
+    absl::StrAppend(&outs, i ? ", " : "", i % 8 == 0 ? "\n      " : "", "\"+f\"(d[", i, "])");
+  }
+  return absl::StrCat(
+      "__device__ __forceinline__ void ", name,
+      "(float* d, const void* a, const void* b, unsigned a_lbo, unsigned a_sbo, unsigned a_mode,"
+      " unsigned b_lbo, unsigned b_sbo, unsigned b_mode) {\n",
+      "  const unsigned long long da = tessel_wgmma_descriptor(a, a_lbo, a_sbo, a_mode);\n",
+      "  const unsigned long long db = tessel_wgmma_descriptor(b, b_lbo, b_sbo, b_mode);\n",
+      "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %", regs + 2, ", 0;\\n\"\n",
+      "               \"wgmma.mma_async.sync.aligned.m64n", n, "k16.f32.", ab, ".", ab, " {", list,
+      "}, %", regs, ", %", regs + 1, ", p, 1, 1, ", trans.substr(0, 1), ", ", trans.substr(1), ";\\n}\\n\"\n",
+      "               : ", outs, "\n               : \"l\"(da), \"l\"(db), \"r\"(1));\n}\n");
+}
+
+// A matrix descriptor: bits 0-13 the shared address / 16, 16-29 the leading byte offset / 16,
+// 32-45 the stride byte offset / 16, 62-63 the swizzle mode (base offset 0: the buffer starts on
+// its swizzle period).
+constexpr char kWgmmaDescriptor[] =
+    "__device__ __forceinline__ unsigned long long tessel_wgmma_descriptor(const void* p, "
+    "unsigned lbo, unsigned sbo, unsigned mode) {\n"
+    "  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));\n"
+    "  return static_cast<unsigned long long>((s & 0x3FFFF) >> 4) |\n"
+    "         static_cast<unsigned long long>((lbo >> 4) & 0x3FFF) << 16 |\n"
+    "         static_cast<unsigned long long>((sbo >> 4) & 0x3FFF) << 32 |\n"
+    "         static_cast<unsigned long long>(mode) << 62;\n"
+    "}\n";
+
 }  // namespace
 
 std::string TensorCallHelpers(const std::set<std::string>& calls) {
   std::string out;
   for (const std::string& name : calls) {
-    if (absl::StartsWith(name, kCallMma)) {
+    if (IsWgmmaCall(name)) {
+      absl::StrAppend(&out, kWgmmaDescriptor);
+      break;
+    }
+  }
+  for (const std::string& name : calls) {
+    if (IsWgmmaCall(name)) {
+      absl::StrAppend(&out, WgmmaHelper(name));
+    } else if (name == kCallWgmmaFence) {
+      absl::StrAppend(&out, "__device__ __forceinline__ void ", name,
+                      "() { asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\"); }\n");
+    } else if (name == kCallWgmmaCommit) {
+      absl::StrAppend(&out, "__device__ __forceinline__ void ", name,
+                      "() { asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\"); }\n");
+    } else if (const int64_t groups = WgmmaWaitGroups(name); groups >= 0) {
+      absl::StrAppend(&out, "__device__ __forceinline__ void ", name,
+                      "() { asm volatile(\"wgmma.wait_group.sync.aligned ", groups,
+                      ";\" ::: \"memory\"); }\n");
+    } else if (name == kCallFenceProxyAsync) {
+      absl::StrAppend(&out, "__device__ __forceinline__ void ", name,
+                      "() { asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\"); }\n");
+    } else if (absl::StartsWith(name, kCallSwizzle)) {
+      const std::vector<std::string> parts = absl::StrSplit(name.substr(sizeof(kCallSwizzle)), '_');
+      int64_t width = 0, bytes = 0;
+      if (parts.size() == 2 && absl::SimpleAtoi(parts[0], &width) &&
+          absl::SimpleAtoi(parts[1], &bytes)) {
+        absl::StrAppend(&out, SwizzleHelper(name, width, bytes));
+      }
+    } else if (absl::StartsWith(name, kCallMma)) {
       absl::StrAppend(&out, MmaHelper(name));
     } else if (absl::StartsWith(name, kCallLdmatrix)) {
       absl::StrAppend(&out, LdmatrixHelper(name));

@@ -18,6 +18,29 @@ Expr FlatIndex(const Buffer& buffer, const std::vector<Expr>& indices) {
   return flat;
 }
 
+Expr StorageIndex(const Buffer& buffer, const std::vector<Expr>& indices) {
+  const int64_t atom = SwizzleAtomElements(buffer);
+  if (atom == 0) return FlatIndex(buffer, indices);
+  const size_t rank = buffer.shape.size();
+  TESSEL_CHECK(rank >= 2 && indices.size() == rank && buffer.strides.empty())
+      << "swizzled buffer " << buffer.name << " needs rank >= 2 and no explicit strides";
+  const int64_t rows = buffer.shape[rank - 2], cols = buffer.shape[rank - 1];
+  Expr outer = MakeInt(0);
+  for (size_t i = 0; i + 2 < rank; ++i) {
+    outer = outer * MakeInt(buffer.shape[i]) + MakeCast(kIndexType, indices[i]);
+  }
+  const Expr r = MakeCast(kIndexType, indices[rank - 2]);
+  const Expr c = MakeCast(kIndexType, indices[rank - 1]);
+  const Expr a = MakeInt(atom);
+  return outer * MakeInt(rows * cols) + (c / a * MakeInt(rows) + r) * a + c % a;
+}
+
+int64_t SwizzledOffset(int64_t o, int64_t swizzle_bytes, int64_t element_bytes) {
+  const int64_t byte = o * element_bytes;
+  const int64_t phase = byte / 128 % (swizzle_bytes / 16);
+  return (byte ^ (phase * 16)) / element_bytes;
+}
+
 namespace {
 
 class TrailingConstantFolder final : public ExprMutator {

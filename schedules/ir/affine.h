@@ -16,6 +16,14 @@ namespace tessel::schedules {
 
 // The flat element offset of buffer[indices]: sum(index_i * stride_i), folded.
 Expr FlatIndex(const Buffer& buffer, const std::vector<Expr>& indices);
+// Where buffer[indices] is stored, before a swizzle's XOR: FlatIndex for plain buffers; for a
+// swizzled one (Buffer::swizzle_bytes) the element offset in its atom layout, outer * R * C +
+// (c / A * R + r) * A + c % A. The XOR (SwizzledOffset) changes only bits inside a 16-byte chunk's
+// index, so contiguity within 16 aligned bytes, and any row that is a multiple of 8, are kept.
+Expr StorageIndex(const Buffer& buffer, const std::vector<Expr>& indices);
+// The swizzle's XOR on an element offset `o` of StorageIndex, for buffers of `element_bytes`:
+// o ^ (((o * element_bytes) / 128 % (W / 16)) * 16 / element_bytes).
+int64_t SwizzledOffset(int64_t o, int64_t swizzle_bytes, int64_t element_bytes);
 // Merges the integer constants at the ends of addition chains: (x + 2) + 2 -> x + 4.
 Expr FoldTrailingConstants(const Expr& e);
 

@@ -61,6 +61,17 @@ BufferPtr MakeBuffer(std::string name, DType dtype, std::vector<int64_t> shape, 
   return b;
 }
 
+BufferPtr Reshaped(const Buffer& b, std::vector<int64_t> shape, std::vector<int64_t> strides) {
+  auto out = std::make_shared<Buffer>(b);
+  out->shape = std::move(shape);
+  out->strides = std::move(strides);
+  return out;
+}
+
+int64_t SwizzleAtomElements(const Buffer& b) {
+  return b.swizzle_bytes > 0 ? b.swizzle_bytes / DTypeBytes(b.dtype) : 0;
+}
+
 bool IsLoweringTemporary(std::string_view name) { return name.rfind("tessel_", 0) == 0; }
 
 bool IsRegister(const Buffer& b) {

@@ -34,6 +34,15 @@ struct Buffer {
   // Element stride of each dimension. Empty means compact row-major. storage_align pads rows by
   // giving a dimension a larger stride than the compact one.
   std::vector<int64_t> strides;
+  // The tensor cores' XOR swizzle of a shared buffer (0: none; 32, 64 or 128: the swizzle's
+  // width in bytes, W). The last two axes (rows R, contiguous columns C) are stored as C / A
+  // column atoms of A = W / element-bytes columns each, atom after atom (atom j holds columns
+  // [jA, (j+1)A) of every row, R rows of W bytes), and within each 1024-byte span the 16-byte
+  // chunk q of a row is stored at chunk q ^ ((byte offset / 128) % (W / 16)): ldmatrix and cp.async
+  // then meet no bank conflicts, and wgmma reads the operand through a matrix descriptor of the same
+  // swizzle mode. Outer axes are compact. Set by lowering from the stage annotation
+  // kStorageSwizzle (schedules/schedule/stage.h); never with explicit strides.
+  int64_t swizzle_bytes = 0;
 
   int64_t NumElements() const;           // product of the shape
   std::vector<int64_t> Strides() const;  // explicit or compact row-major strides
@@ -44,6 +53,10 @@ using BufferPtr = std::shared_ptr<const Buffer>;
 
 BufferPtr MakeBuffer(std::string name, DType dtype, std::vector<int64_t> shape,
                      MemScope scope = MemScope::kGlobal, std::vector<int64_t> strides = {});
+// `b` with another shape and strides (a pass adding a leading axis), its swizzle kept.
+BufferPtr Reshaped(const Buffer& b, std::vector<int64_t> shape, std::vector<int64_t> strides = {});
+// Elements a swizzle atom's row holds (W / element bytes); 0 when `b` is not swizzled.
+int64_t SwizzleAtomElements(const Buffer& b);
 
 // Variables and buffers that lowering makes for code generation (lower_all_reduce: registers,
 // scratch, exchanged values) are named "tessel_..."; code generation prints them as named.

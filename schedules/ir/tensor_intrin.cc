@@ -10,11 +10,16 @@ constexpr size_t kTensorizePrefixSize = sizeof(kTensorizePrefix) - 1;
 }  // namespace
 
 const std::vector<TensorIntrinInfo>& TensorIntrins() {
-  static const std::vector<TensorIntrinInfo>* const kTable = new std::vector<TensorIntrinInfo>{
-      {TensorIntrin::kMma, "mma_m16n8k16", {{16, 8, 16}}},
-      {TensorIntrin::kLdmatrix, "ldmatrix", {{16, 16}, {16, 8}, {8, 16}}},
-      {TensorIntrin::kAccumulator, "mma_accumulator", {{16, 8}}},
-  };
+  static const std::vector<TensorIntrinInfo>* const kTable = [] {
+    std::vector<std::vector<int64_t>> wgmma;
+    for (int64_t n = 8; n <= kWgmmaMaxN; n += 8) wgmma.push_back({16, n, 16});
+    return new std::vector<TensorIntrinInfo>{
+        {TensorIntrin::kMma, "mma_m16n8k16", {{16, 8, 16}}},
+        {TensorIntrin::kLdmatrix, "ldmatrix", {{16, 16}, {16, 8}, {8, 16}}},
+        {TensorIntrin::kAccumulator, "mma_accumulator", {{16, 8}}},
+        {TensorIntrin::kWgmma, "wgmma_m64nNk16", wgmma},
+    };
+  }();
   return *kTable;
 }
 
@@ -92,6 +97,13 @@ std::string CpAsyncCall(int64_t bytes) { return absl::StrCat(kCallCpAsync, "_", 
 std::string CpAsyncWaitCall(int64_t groups) { return absl::StrCat(kCallCpAsyncWait, "_", groups); }
 int64_t CpAsyncCallBytes(std::string_view name) { return NumberAfter(name, kCallCpAsync); }
 int64_t CpAsyncWaitGroups(std::string_view name) { return NumberAfter(name, kCallCpAsyncWait); }
+
+std::string WgmmaWaitCall(int64_t groups) { return absl::StrCat(kCallWgmmaWait, "_", groups); }
+int64_t WgmmaWaitGroups(std::string_view name) { return NumberAfter(name, kCallWgmmaWait); }
+bool IsWgmmaCall(std::string_view name) {
+  return name.substr(0, sizeof(kCallWgmma) - 1) == kCallWgmma && name != kCallWgmmaFence &&
+         name != kCallWgmmaCommit && WgmmaWaitGroups(name) < 0;
+}
 
 bool IsTensorCall(std::string_view name) { return name.substr(0, 7) == "tessel_"; }
 

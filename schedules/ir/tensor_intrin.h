@@ -36,6 +36,14 @@ enum class TensorIntrin : uint8_t {
   // element (its initialization, the write-back with a fused epilogue): each lane runs the 4
   // elements it holds.
   kAccumulator,
+  // Hopper's warpgroup MMA, wgmma.mma_async m64nNk16 (sm_90a): acc[m, n] += A[m, k] * B[k, n]
+  // over one warp's 16 x N x 16 share of it (loops m 16, n N, k 16; N a multiple of 8 up to
+  // 256), A and B read from swizzled shared memory (Buffer::swizzle_bytes) through matrix
+  // descriptors, acc an f32 fragment (N / 8 accumulator tiles of 16 x 8 in a row). The warps
+  // threadIdx.y = 4g .. 4g + 3 are warpgroup g; their A rows must be 16 apart, so that the group
+  // multiplies 64 rows of A by the same B. Lowering issues the group's wgmma from the first
+  // warp's A rows and fences, commits and waits around each run of them.
+  kWgmma,
 };
 
 struct TensorIntrinInfo {
@@ -80,6 +88,19 @@ inline constexpr char kCallLdmatrix[] = "tessel_ldmatrix";  // (dst, src), .x2/.
 inline constexpr char kCallCpAsync[] = "tessel_cp_async";   // (dst, src, bytes, valid)
 inline constexpr char kCallCpAsyncCommit[] = "tessel_cp_async_commit";  // ()
 inline constexpr char kCallCpAsyncWait[] = "tessel_cp_async_wait";      // (groups in flight)
+// tessel_wgmma_m64n<N>k16_f32_<ab>_<trans a><trans b>(acc, a, b, a_lbo, a_sbo, a_mode, b_lbo,
+// b_sbo, b_mode): a and b the first elements of the warpgroup's A and B tiles in shared memory,
+// the descriptors' leading and stride byte offsets and swizzle modes (1: 128, 2: 64, 3: 32 bytes).
+inline constexpr char kCallWgmma[] = "tessel_wgmma";
+inline constexpr char kCallWgmmaFence[] = "tessel_wgmma_fence";    // () before a run of wgmma
+inline constexpr char kCallWgmmaCommit[] = "tessel_wgmma_commit";  // () after it
+inline constexpr char kCallWgmmaWait[] = "tessel_wgmma_wait";      // _<groups still in flight>
+// Orders this thread's ordinary shared-memory writes (cp.async too) before the tensor cores'
+// reads of them (wgmma operands): each writer, before the barrier.
+inline constexpr char kCallFenceProxyAsync[] = "tessel_fence_proxy_async";
+// Not a call of the IR: the CUDA printer's helper for a swizzled buffer's offsets,
+// tessel_swizzle_<W>_<element bytes>(offset) (Buffer::swizzle_bytes).
+inline constexpr char kCallSwizzle[] = "tessel_swizzle";
 
 // Whether `name` is one of the calls above (with its suffixes).
 bool IsTensorCall(std::string_view name);
@@ -90,6 +111,12 @@ std::string CpAsyncWaitCall(int64_t groups);
 // The number a call of those two kinds carries (bytes, groups); -1 for any other name.
 int64_t CpAsyncCallBytes(std::string_view name);
 int64_t CpAsyncWaitGroups(std::string_view name);
+std::string WgmmaWaitCall(int64_t groups);
+int64_t WgmmaWaitGroups(std::string_view name);
+// Whether `name` is a wgmma.mma_async call (not its fence, commit or wait).
+bool IsWgmmaCall(std::string_view name);
+// The N sizes of wgmma m64nNk16: 8, 16, ..., 256.
+inline constexpr int64_t kWgmmaMaxN = 256;
 
 // The operand types of mma_m16n8k16: f16 and bf16.
 bool IsMmaOperandType(DType t);

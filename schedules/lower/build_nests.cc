@@ -276,7 +276,8 @@ void NestBuilder::BuildGuards() {
     const IterVar& parent = s_.iters[rel.parent];
     Expr c = vals_[rel.parent] < parent.extent;
     Expr& acc = parent.reduce ? reduce_cond_ : spatial_cond_;
-    if (!analyzer.CanProve(c)) acc = MakeAnd(acc, c);
+    // Padded: reduction tiles past the extent run too, on the zeros their operands hold.
+    if (!analyzer.CanProve(c) && !(padded && parent.reduce)) acc = MakeAnd(acc, c);
   }
   for (int r = 0; r < s_.num_root(); ++r) {
     Expr c = vals_[r] < b.root_extent[r];

@@ -11,12 +11,17 @@
 // one cp.async (tessel_cp_async_<bytes>, zero-filled where the copy's guard or padding select is
 // false); others stay synchronous stores. The result:
 //
-//   for s < S - 1: fetch(s) (when s < E); commit
+//   for s < D: fetch(s) (when s < E); commit
 //   for t < E:
-//     wait until at most S - 2 groups are in flight; barrier
-//     fetch(t + S - 1) (when t + S - 1 < E: the copies' predicate, not a branch); commit
+//     wait until at most D - 1 groups are in flight; [fence.proxy.async: compute runs wgmma]
+//     barrier
+//     fetch(t + D) (when t + D < E: the copies' predicate, not a branch); commit
 //     compute(t)
 //   wait for every group
+//
+// D, the distance fetched ahead, is S - 1; S - 2 where compute(t) runs wgmma and S >= 3: its
+// wgmma then stay in flight across the barrier (wait_group 1 instead of 0), and the slot fetched
+// into is that of t - 2.
 //
 // Where compute(t) runs a loop annotated pipeline_fetch_spread (the k steps over the tensor-core
 // fragments), fetch(t + S - 1) is taken apart into its copies and spread over that loop's
@@ -47,6 +52,33 @@ namespace tessel::schedules {
 namespace {
 
 int64_t PipelineStages(const ForNode& f) { return SoftwarePipelineStages(f.annotations); }
+
+bool CallsWgmma(const Stmt& s) {
+  bool found = false;
+  WalkStmt(s, [&](const Stmt& x) {
+    const auto* ev = As<EvaluateNode>(x);
+    const auto* c = ev ? As<CallNode>(ev->value) : nullptr;
+    found |= c && IsWgmmaCall(c->name);
+  });
+  return found;
+}
+
+// The waits that end each run of wgmma (lower_tensor_intrinsics: all groups) leave `groups` in
+// flight instead.
+class WgmmaWaitRewriter : public StmtMutator {
+ public:
+  explicit WgmmaWaitRewriter(int64_t groups) : groups_(groups) {}
+
+ protected:
+  Stmt VisitEvaluate(const EvaluateNode& n, const Stmt& self) override {
+    const auto* c = As<CallNode>(n.value);
+    if (!c || WgmmaWaitGroups(c->name) != 0) return self;
+    return MakeEvaluate(MakeCall(WgmmaWaitCall(groups_), {}, DType::kInt32));
+  }
+
+ private:
+  int64_t groups_;
+};
 
 // Accesses of the multi-buffered buffers get the slot index first.
 class SlotRewriter : public StmtMutator {
@@ -368,9 +400,13 @@ class Pipeliner : public StmtMutator {
     for (const BufferPtr& b : shared) {
       std::vector<int64_t> shape = {stages};
       shape.insert(shape.end(), b->shape.begin(), b->shape.end());
-      std::vector<int64_t> strides = {b->AllocatedElements()};
-      for (int64_t s : b->Strides()) strides.push_back(s);
-      BufferPtr nb = MakeBuffer(b->name, b->dtype, shape, b->scope, strides);
+      // A swizzled buffer's slots are whole atom layouts, one after the other (compact).
+      std::vector<int64_t> strides;
+      if (b->swizzle_bytes == 0) {
+        strides = {b->AllocatedElements()};
+        for (int64_t s : b->Strides()) strides.push_back(s);
+      }
+      BufferPtr nb = Reshaped(*b, shape, strides);
       slotted[b.get()] = nb;
       allocs.push_back(nb);
     }
@@ -380,21 +416,32 @@ class Pipeliner : public StmtMutator {
       SlotRewriter rw(slotted, iter % stages);
       return registers ? rw.Visit(s) : AsyncCopies().Visit(rw.Visit(s));
     };
+    SlotRewriter rw(slotted, Expr(f.var) % stages);
+    Stmt computed = rw.Visit(MakeSeq(compute));
+    // wgmma runs asynchronously: with 3 or more stages, each iteration leaves its own group in
+    // flight (waits until at most 1 is) and fetches one stage less far ahead, so the slot it
+    // overwrites is that of t - 2, whose wgmma every warpgroup finished before the barrier.
+    const bool wgmma = !registers && CallsWgmma(computed);
+    const int64_t in_flight = wgmma && stages >= 3 ? 1 : 0;
+    const int64_t distance = stages - 1 - in_flight;
+    if (in_flight > 0) computed = WgmmaWaitRewriter(in_flight).Visit(computed);
     // Registers: the next iterations' operands are loaded before this one's computation, so
     // their latency hides behind it; no copy is asynchronous, so nothing waits.
     std::vector<Stmt> prologue;
-    for (int64_t s = 0; s + 1 < stages; ++s) {
+    for (int64_t s = 0; s < distance; ++s) {
       Expr iter = MakeInt(s, t->dtype);
       prologue.push_back(MakeIf(iter < extent, fetch_at(iter)));
       if (!registers) prologue.push_back(Call0(kCallCpAsyncCommit));
     }
-    Expr ahead = Expr(f.var) + (stages - 1);
-    SlotRewriter rw(slotted, Expr(f.var) % stages);
+    Expr ahead = Expr(f.var) + distance;
     std::vector<Stmt> loop_body;
     if (!registers) {
-      loop_body = {Call0(CpAsyncWaitCall(stages - 2)), MakeBarrier()};
+      loop_body = {Call0(CpAsyncWaitCall(distance - 1))};
+      // The tensor cores read wgmma's operands through the async proxy: each thread orders its
+      // copies' writes before them ahead of the barrier.
+      if (wgmma) loop_body.push_back(Call0(kCallFenceProxyAsync));
+      loop_body.push_back(MakeBarrier());
     }
-    Stmt computed = rw.Visit(MakeSeq(compute));
     const ForNode* spread = registers ? nullptr : SpreadLoop(computed);
     if (spread) {
       // The copies of t + S - 1 issue a few at a time between the steps of the computation on
@@ -413,6 +460,7 @@ class Pipeliner : public StmtMutator {
         MakeFor(f.var, f.min, f.extent, f.kind, f.thread, MakeSeq(loop_body), f.annotations);
     Stmt out = MakeSeq({MakeSeq(prologue), loop});
     if (!registers) out = MakeSeq({out, Call0(CpAsyncWaitCall(0))});
+    if (in_flight > 0) out = MakeSeq({out, Call0(WgmmaWaitCall(0))});
     for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) out = MakeAllocate(*it, out);
     return out;
   }

@@ -306,7 +306,7 @@ class Injector {
             strides = {b.AllocatedElements()};
             strides.insert(strides.end(), b.strides.begin(), b.strides.end());
           }
-          expanded_[n.buffer.get()] = MakeBuffer(b.name, b.dtype, shape, b.scope, strides);
+          expanded_[n.buffer.get()] = Reshaped(b, shape, strides);
         }
         return {MakeAllocate(n.buffer, Finalize(Transform(n.body))), false, {}};
       }

@@ -12,8 +12,17 @@
 //     over the 2 x 2 elements the lane holds: rows l/4 + 8h, columns 2 (l % 4) + e;
 //   - a fragment is allocated as a local array of its tiles' registers, tile after tile in
 //     row-major tile order.
+//   - a wgmma nest (sm_90a) becomes one call tessel_wgmma_m64n<N>k16_... per warp, issued by the
+//     warpgroup: A's address is the group's first warp's rows (the warp variable threadIdx.y
+//     rounded down to a multiple of 4), B's is the same for the group's four warps, each with its
+//     descriptor's byte offsets and swizzle mode from the swizzled shared buffer's layout. Every
+//     maximal run of wgmma calls that neither writes shared memory nor synchronizes is fenced
+//     (wgmma.fence), committed and waited for; where shared memory is written before the barrier
+//     that precedes such a run outside a software pipeline, the writers fence the async proxy
+//     first (inject_software_pipeline does so for pipelined loops).
 // Any other access of a fragment is an error naming it, and so is a tensorize mark on the host.
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -26,6 +35,7 @@
 #include "schedules/ir/substitute.h"
 #include "schedules/ir/tensor_intrin.h"
 #include "schedules/lower/passes.h"
+#include "schedules/util/status_macros.h"
 
 namespace tessel::schedules {
 
@@ -178,9 +188,11 @@ class TensorLowering : public StmtMutator {
     absl::Status st;
     WalkStmt(body, [&](const Stmt& s) {
       const auto* f = As<ForNode>(s);
-      if (!st.ok() || !f || !MarkOf(*f) || MarkOf(*f)->kind != TensorIntrin::kMma) return;
+      if (!st.ok() || !f || !MarkOf(*f)) return;
+      const TensorIntrin kind = MarkOf(*f)->kind;
+      if (kind != TensorIntrin::kMma && kind != TensorIntrin::kWgmma) return;
       Nest n = NestAt(*f);
-      if (n.loops.size() == 3) st = AddMma(n);
+      if (n.loops.size() == 3) st = kind == TensorIntrin::kMma ? AddMma(n) : AddWgmma(n);
     });
     return st;
   }
@@ -190,7 +202,13 @@ class TensorLowering : public StmtMutator {
  protected:
   Stmt VisitFor(const ForNode& f, const Stmt& self) override {
     if (!status_.ok()) return self;
-    if (!MarkOf(f)) return StmtMutator::VisitFor(f, self);
+    if (!MarkOf(f)) {
+      if (f.thread == ThreadTag::kNone) return StmtMutator::VisitFor(f, self);
+      thread_loops_.push_back(&f);
+      Stmt out = StmtMutator::VisitFor(f, self);
+      thread_loops_.pop_back();
+      return out;
+    }
     if (kernel_.launch.block[0] != kWarp) {
       return Fail(absl::FailedPreconditionError(absl::StrCat(
           "kernel ", kernel_.name, " runs tensor-core intrinsics but its block has ",
@@ -206,6 +224,8 @@ class TensorLowering : public StmtMutator {
         return Ldmatrix(n);
       case TensorIntrin::kAccumulator:
         return Lanes(n);
+      case TensorIntrin::kWgmma:
+        return n.loops.size() == 3 ? Wgmma(n) : Lanes(n);
     }
     return self;
   }
@@ -307,6 +327,38 @@ class TensorLowering : public StmtMutator {
     if (st.ok()) st = AddFragment(n, b->buffer, fb);
     if (st.ok()) st = AddFragment(n, m->store->buffer, fc);
     return st;
+  }
+
+  // A wgmma nest: acc = acc + A * B, acc an f32 fragment, A and B 16-bit shared buffers.
+  absl::Status AddWgmma(const Nest& n) {
+    auto m = MatchMmaStore(n);
+    if (!m.ok()) return m.status();
+    const VarNode* vm = n.loops[0]->var.get();
+    const VarNode* vn = n.loops[1]->var.get();
+    const VarNode* vk = n.loops[2]->var.get();
+    const LoadNode* a = m->a;
+    const LoadNode* b = m->b;
+    if (AxisOf(a->indices, vm) < 0) std::swap(a, b);
+    for (const LoadNode* x : {a, b}) {
+      if (x->buffer->scope != MemScope::kShared) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            NestDesc(n), " reads ", x->buffer->name, " in ", MemScopeName(x->buffer->scope),
+            " memory; wgmma reads its operands from shared memory (cache_read \"shared\")"));
+      }
+    }
+    const Buffer& acc = *m->store->buffer;
+    if (acc.scope != MemScope::kFragment || acc.dtype != DType::kFloat32) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(NestDesc(n), " accumulates into ", acc.name, " (",
+                       MemScopeName(acc.scope), ", ", DTypeName(acc.dtype),
+                       "); wgmma accumulates in an f32 fragment (cache_write \"fragment\")"));
+    }
+    mmas_[n.loops[0]] = {m->store, a, b};
+    Fragment fc{Fragment::Role::kAcc};
+    fc.tile_rows = 16, fc.tile_cols = 8, fc.regs_per_tile = 4;
+    TESSEL_RETURN_IF_ERROR(
+        TileAxes(n, acc, m->store->indices, vm, vn, vk, &fc.row_dim, &fc.col_dim));
+    return AddFragment(n, m->store->buffer, fc);
   }
 
   const Fragment* FragmentOf(const Buffer* b) const {
@@ -430,6 +482,107 @@ class TensorLowering : public StmtMutator {
         lane, MakeEvaluate(MakeCall(name, {dst, MakeLoad(src->buffer, sidx)}, DType::kInt32)));
   }
 
+  // How wgmma reads one operand from its swizzled shared buffer: the descriptor's fields.
+  struct Descriptor {
+    bool mn_major = false;  // the tile's rows (m or n) contiguous: wgmma's transpose flag
+    int64_t lbo = 16, sbo = 0, mode = 0;
+  };
+  // `start`: the indices of the warpgroup's tile (the nest's loops at zero).
+  absl::StatusOr<Descriptor> DescriptorOf(const Nest& n, const LoadNode& l,
+                                          const std::vector<Expr>& start, const VarNode* row,
+                                          const VarNode* k) const {
+    const Buffer& b = *l.buffer;
+    const int rank = static_cast<int>(b.shape.size());
+    const int row_axis = AxisOf(l.indices, row), k_axis = AxisOf(l.indices, k);
+    if (row_axis < 0 || k_axis < 0 || row_axis == k_axis ||
+        std::max(row_axis, k_axis) != rank - 1 || std::min(row_axis, k_axis) != rank - 2) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          NestDesc(n), " reads ", b.name, " at ", IndexList(l.indices),
+          "; wgmma reads an operand's tile rows and k along the shared copy's last two axes"));
+    }
+    if (b.swizzle_bytes == 0 || b.shape[rank - 2] % 8 != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          NestDesc(n), " reads ", b.name, ", which is ",
+          b.swizzle_bytes ? absl::StrCat("swizzled with ", b.shape[rank - 2], " rows")
+                          : std::string("not swizzled"),
+          "; wgmma reads swizzled shared operands (annotate the copy ", kStorageSwizzle,
+          ") with a multiple of 8 rows"));
+    }
+    // Where the tile starts: k on a 16-element step (K-major: inside a swizzle row), the rows of
+    // an MN-major operand on a swizzle atom, those of a K-major one on a multiple of 8.
+    const int64_t atom = SwizzleAtomElements(b);
+    const bool mn = row_axis == rank - 1;
+    if (b.swizzle_bytes > 0 &&
+        !(analyzer_.CanProve(start[k_axis] % 16 == 0) &&
+          analyzer_.CanProve(start[row_axis] % (mn ? atom : 8) == 0))) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          NestDesc(n), " starts its tile of ", b.name, " at ", IndexList(start),
+          "; wgmma's descriptors need k on a multiple of 16 and the rows on a multiple of ",
+          mn ? atom : 8, " (", mn ? "a swizzle atom" : "8 rows", ")"));
+    }
+    Descriptor d;
+    d.mn_major = mn;
+    const int64_t w = b.swizzle_bytes;
+    d.mode = w == 128 ? 1 : w == 64 ? 2 : 3;
+    d.sbo = 8 * w;  // the next 8 rows (K-major) or 8 k (MN-major) of an atom
+    if (d.mn_major) d.lbo = b.shape[rank - 2] * w;  // the next atom along the tile's rows
+    return d;
+  }
+
+  // A wgmma nest FindFragments matched: one call in every warp of the warpgroup.
+  Stmt Wgmma(const Nest& n) {
+    const MmaAccess& m = mmas_.at(n.loops[0]);
+    const Fragment& fc = *FragmentOf(m.store->buffer.get());
+    const VarNode* vm = n.loops[0]->var.get();
+    const VarNode* vn = n.loops[1]->var.get();
+    const VarNode* vk = n.loops[2]->var.get();
+    int64_t cols = 0;
+    IsConstInt(n.loops[1]->extent, &cols);
+    // The warp loop along A's rows: threadIdx.y, 16 rows a warp, in groups of 4.
+    const ForNode* warp = nullptr;
+    for (const ForNode* t : thread_loops_) {
+      const bool warp_tag = t->thread == ThreadTag::kThreadY || t->thread == ThreadTag::kThreadZ;
+      if (warp_tag && UsesVar(FlatIndex(*m.a->buffer, m.a->indices), t->var.get())) {
+        warp = warp ? nullptr : t;
+        if (!warp) break;
+      }
+    }
+    int64_t warps = 0, coeff = 0;
+    AffineForm rest;
+    const int row_axis = AxisOf(m.a->indices, vm);
+    const bool grouped =
+        warp && warp->thread == ThreadTag::kThreadY && IsConstInt(warp->extent, &warps) &&
+        warps % 4 == 0 && SplitAffine(m.a->indices[row_axis], warp->var.get(), &coeff, &rest) &&
+        coeff == 16 && !UsesVar(FlatIndex(*m.b->buffer, m.b->indices), warp->var.get());
+    if (!grouped) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          NestDesc(n), " reads A rows ", ToString(m.a->indices[row_axis]),
+          "; a warpgroup is the warps threadIdx.y = 4g .. 4g + 3, so A's rows must depend on one "
+          "warp loop, threadIdx.y with a multiple of 4 warps, as 16 * threadIdx.y + ..., and B's "
+          "on none: bind the warps along m to threadIdx.y")));
+    }
+    std::vector<Expr> a_idx = AtZero(n, m.a->indices);
+    const Expr w = MakeCast(warp->var->dtype, Expr(warp->var));
+    for (Expr& e : a_idx) {
+      e = analyzer_.Simplify(Substitute(e, {{warp->var.get(), w / 4 * 4}}));
+    }
+    const std::vector<Expr> b_idx = AtZero(n, m.b->indices);
+    auto da = DescriptorOf(n, *m.a, a_idx, vm, vk);
+    if (!da.ok()) return Fail(da.status());
+    auto db = DescriptorOf(n, *m.b, b_idx, vn, vk);
+    if (!db.ok()) return Fail(db.status());
+    Expr acc = MakeLoad(fc.flat, {TileRegister(fc, *m.store->buffer, AtZero(n, m.store->indices))});
+    const std::string name = absl::StrCat(kCallWgmma, "_m64n", cols, "k16_f32_",
+                                          DTypeName(m.a->buffer->dtype), "_", da->mn_major ? 1 : 0,
+                                          db->mn_major ? 1 : 0);
+    return MakeEvaluate(MakeCall(
+        name,
+        {acc, MakeLoad(m.a->buffer, a_idx), MakeLoad(m.b->buffer, b_idx),
+         MakeInt(da->lbo), MakeInt(da->sbo), MakeInt(da->mode), MakeInt(db->lbo),
+         MakeInt(db->sbo), MakeInt(db->mode)},
+        DType::kInt32));
+  }
+
   // Runs the accumulator nest's body in every lane over the 2 x 2 elements it holds.
   Stmt Lanes(const Nest& n) {
     if (n.loops.size() != 2) {
@@ -438,9 +591,17 @@ class TensorLowering : public StmtMutator {
     }
     const VarNode* u = n.loops[0]->var.get();
     const VarNode* v = n.loops[1]->var.get();
+    // A wgmma accumulator's nest spans several 16 x 8 tiles along its columns (registers 4 apart).
+    int64_t col_ext = 8;
+    IsConstInt(n.loops[1]->extent, &col_ext);
+    if (col_ext % 8 != 0 || col_ext <= 0) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          NestDesc(n), " runs ", col_ext, " columns; an accumulator nest covers 8 or a multiple")));
+    }
     VarPtr lane = LaneVar();
     VarPtr h = MakeVar(n.loops[0]->var->name + "_h");
     VarPtr e = MakeVar(n.loops[1]->var->name + "_e");
+    VarPtr j = MakeVar(n.loops[1]->var->name + "_j");
     // Fragment accesses first (they need the loops' variables), then the loops' values.
     class Rewriter : public ExprMutator {
      public:
@@ -475,7 +636,7 @@ class TensorLowering : public StmtMutator {
       const Nest& n_;
       const VarNode *u_, *v_;
       Expr reg_;
-    } rw(*this, n, u, v, Expr(h) * 2 + Expr(e));
+    } rw(*this, n, u, v, Expr(j) * 4 + Expr(h) * 2 + Expr(e));
     class StmtRw : public StmtMutator {
      public:
       explicit StmtRw(Rewriter& rw) : rw_(rw) {}
@@ -493,11 +654,13 @@ class TensorLowering : public StmtMutator {
     Stmt body = srw.Visit(n.body);
     if (!rw.status.ok()) return Fail(rw.status);
     Expr lv = MakeCast(kIndexType, lane);
-    body = Substitute(body, {{u, lv / 4 + Expr(h) * 8}, {v, lv % 4 * 2 + Expr(e)}});
+    body = Substitute(body,
+                      {{u, lv / 4 + Expr(h) * 8}, {v, Expr(j) * 8 + lv % 4 * 2 + Expr(e)}});
     Analyzer an = analyzer_;
     an.Bind(lane, 0, kWarp);
     an.Bind(h, 0, 2);
     an.Bind(e, 0, 2);
+    an.Bind(j, 0, col_ext / 8);
     body = an.Simplify(body);
     // A lane's two elements of a row are adjacent: stores to memory are a vector where
     // plan_vectorization finds one.
@@ -508,15 +671,102 @@ class TensorLowering : public StmtMutator {
     body = MakeFor(e, MakeInt(0), MakeInt(2), to_memory ? ForKind::kVectorized : ForKind::kUnrolled,
                    ThreadTag::kNone, body);
     body = MakeFor(h, MakeInt(0), MakeInt(2), ForKind::kUnrolled, ThreadTag::kNone, body);
+    if (col_ext > 8) {
+      body = MakeFor(j, MakeInt(0), MakeInt(col_ext / 8), ForKind::kUnrolled, ThreadTag::kNone,
+                     body);
+    } else {
+      body = Substitute(body, {{j.get(), MakeInt(0)}});
+    }
     return LaneLoop(lane, body);
   }
 
   const Kernel& kernel_;
   const Analyzer& analyzer_;
+  std::vector<const ForNode*> thread_loops_;  // the thread-bound loops around the visit
   std::map<const Buffer*, Fragment> fragments_;
   std::map<const ForNode*, MmaAccess> mmas_;  // by the nest's marked loop, A first (FindFragments)
   absl::Status status_;
 };
+
+Stmt Call0(const std::string& name) { return MakeEvaluate(MakeCall(name, {}, DType::kInt32)); }
+
+// What a statement holds, for placing wgmma's fences.
+struct Holds {
+  bool wgmma = false;
+  bool sync = false;          // a barrier or any write of shared memory
+  bool shared_write = false;  // a write of shared memory
+};
+Holds HoldsOf(const Stmt& s) {
+  Holds h;
+  WalkStmt(s, [&](const Stmt& x) {
+    if (const auto* st = As<StoreNode>(x)) {
+      const bool shared = st->buffer->scope == MemScope::kShared;
+      h.sync |= shared;
+      h.shared_write |= shared;
+    }
+    h.sync |= As<BarrierNode>(x) != nullptr;
+    if (const auto* ev = As<EvaluateNode>(x)) {
+      if (const auto* c = As<CallNode>(ev->value)) h.wgmma |= IsWgmmaCall(c->name);
+    }
+  });
+  return h;
+}
+
+// Fences each maximal run of wgmma calls that neither writes shared memory nor synchronizes:
+// wgmma.fence before it, commit and wait for all after it. A barrier before such a run, with shared
+// writes before the barrier in the same sequence, gets the async-proxy fence in front of it unless
+// the sequence is a software pipeline's body (inject_software_pipeline places that one).
+Stmt FenceWgmma(const Stmt& s, bool pipelined_body = false) {
+  const Holds h = HoldsOf(s);
+  if (!h.wgmma) return s;
+  if (!h.sync) {
+    return MakeSeq({Call0(kCallWgmmaFence), s, Call0(kCallWgmmaCommit), Call0(WgmmaWaitCall(0))});
+  }
+  switch (s->kind) {
+    case StmtKind::kSeq: {
+      const auto& seq = static_cast<const SeqNode&>(*s);
+      std::vector<Stmt> out;
+      bool written = false;
+      for (size_t i = 0; i < seq.stmts.size(); ++i) {
+        const Stmt& x = seq.stmts[i];
+        if (As<BarrierNode>(x) && written && !pipelined_body) {
+          bool feeds = false;
+          for (size_t j = i + 1; j < seq.stmts.size(); ++j) feeds |= HoldsOf(seq.stmts[j]).wgmma;
+          if (feeds) out.push_back(Call0(kCallFenceProxyAsync));
+        }
+        written |= HoldsOf(x).shared_write;
+        out.push_back(FenceWgmma(x));
+      }
+      return MakeSeq(out);
+    }
+    case StmtKind::kFor: {
+      const auto& f = static_cast<const ForNode&>(*s);
+      return MakeFor(f.var, f.min, f.extent, f.kind, f.thread,
+                     FenceWgmma(f.body, SoftwarePipelineStages(f.annotations) >= 2),
+                     f.annotations);
+    }
+    case StmtKind::kAllocate: {
+      const auto& a = static_cast<const AllocateNode&>(*s);
+      return MakeAllocate(a.buffer, FenceWgmma(a.body, pipelined_body));
+    }
+    case StmtKind::kIfThenElse: {
+      const auto& n = static_cast<const IfThenElseNode&>(*s);
+      return MakeIf(n.cond, FenceWgmma(n.then_case), n.else_case ? FenceWgmma(n.else_case) : n.else_case);
+    }
+    default:
+      return s;
+  }
+}
+
+bool HasWgmmaMark(const Stmt& body) {
+  bool found = false;
+  WalkStmt(body, [&](const Stmt& s) {
+    if (const auto* f = As<ForNode>(s)) {
+      found |= MarkOf(*f) != nullptr && MarkOf(*f)->kind == TensorIntrin::kWgmma;
+    }
+  });
+  return found;
+}
 
 bool HasTensorizeMark(const Stmt& body) {
   bool found = false;
@@ -532,11 +782,17 @@ absl::Status LowerTensorIntrinsics(LoweringState* state) {
   for (Kernel& k : state->program.kernels) {
     if (!HasTensorizeMark(k.body)) continue;
     if (!state->target.is_cuda()) continue;  // check_stages refused the marks already
+    const bool wgmma = HasWgmmaMark(k.body);
+    if (wgmma && !state->target.Supports(TargetFeature::kWgmma)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "kernel ", k.name, " tensorizes with wgmma_m64nNk16, which the target ",
+          state->target.ToString(), " does not have; wgmma needs cuda -arch=sm_90a"));
+    }
     TensorLowering t(k, state->analyzer);
     if (absl::Status st = t.FindFragments(k.body); !st.ok()) return st;
     Stmt body = t.Visit(k.body);
     if (!t.status().ok()) return t.status();
-    k.body = body;
+    k.body = wgmma ? FenceWgmma(body) : body;
   }
   return absl::OkStatus();
 }

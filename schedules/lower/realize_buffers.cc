@@ -3,6 +3,40 @@
 
 namespace tessel::schedules {
 
+namespace {
+
+// The swizzle width a stage annotated kStorageSwizzle gets, checked against its realized shape.
+absl::StatusOr<int64_t> SwizzleOf(const Stage& s, const std::vector<int64_t>& shape, bool cuda,
+                                  int64_t bytes) {
+  auto refuse = [&](const std::string& why) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("stage ", s.name, " is annotated ", kStorageSwizzle, " = ", bytes, ", but ",
+                     why));
+  };
+  if (bytes == 0) return 0;
+  if (!cuda) return refuse("the swizzle is a layout of CUDA shared memory; drop it on the host");
+  if (bytes != 32 && bytes != 64 && bytes != 128) {
+    return refuse("the tensor cores' swizzle widths are 32, 64 and 128 bytes");
+  }
+  if (s.buffer->scope != MemScope::kShared) {
+    return refuse(absl::StrCat("it is in ", MemScopeName(s.buffer->scope),
+                               " memory; only shared buffers are swizzled"));
+  }
+  if (!s.aligns.empty()) {
+    return refuse("it is also padded with storage_align; a buffer is padded or swizzled");
+  }
+  const int64_t atom = bytes / DTypeBytes(s.buffer->dtype);
+  if (shape.size() < 2 || atom == 0 || shape.back() % atom != 0) {
+    return refuse(absl::StrCat("its region's contiguous extent (",
+                               shape.empty() ? 0 : shape.back(), ") is no multiple of the ", atom,
+                               " elements of a swizzle row; swizzle a narrower width or tile "
+                               "the contiguous axis to a multiple"));
+  }
+  return bytes;
+}
+
+}  // namespace
+
 // An attached shared or local stage computes its region (schedules/schedule/region.h) into a buffer
 // of the region's shape (with storage_align strides), whose origin is the region's minimum.
 absl::Status RealizeBuffers(LoweringState* state_ptr) {
@@ -36,6 +70,13 @@ absl::Status RealizeBuffers(LoweringState* state_ptr) {
     }
     Realized r;
     r.buffer = MakeBuffer(s.buffer->name, s.buffer->dtype, shape, s.buffer->scope, strides);
+    if (auto it = s.annotations.find(kStorageSwizzle); it != s.annotations.end()) {
+      absl::StatusOr<int64_t> bytes = SwizzleOf(s, shape, state.target.is_cuda(), it->second);
+      if (!bytes.ok()) return bytes.status();
+      auto b = std::make_shared<Buffer>(*r.buffer);
+      b->swizzle_bytes = *bytes;
+      r.buffer = b;
+    }
     r.offset.assign(b.root_min.begin(), b.root_min.begin() + s.axes.size());
     state.realized[s.buffer.get()] = r;
   }

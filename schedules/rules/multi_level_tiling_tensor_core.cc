@@ -185,11 +185,16 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       if (!view.ok() || out == st || !ReadsOnlyAtIdentity(*out, *st)) {
         return std::vector<Schedule>{};
       }
-      Schedule s = sch;
       // A view whose tiles cannot be formed (e.g. a copy that is not 16-byte aligned) is no
       // tensor-core candidate; the CUDA-core sketch stays either way.
-      if (!Implicit(&s, stage, view).ok()) return std::vector<Schedule>{sch};
-      return std::vector<Schedule>{std::move(s), sch};
+      std::vector<Schedule> sketches;
+      for (bool wgmma : {false, true}) {
+        if (wgmma && !target_.Supports(TargetFeature::kWgmma)) continue;
+        Schedule s = sch;
+        if (Implicit(&s, stage, view, wgmma).ok()) sketches.push_back(std::move(s));
+      }
+      sketches.push_back(sch);
+      return sketches;
     }
     for (const Operand& op : ops) {
       // A computed operand (a padding stage) would need a fetch that computes it.
@@ -200,13 +205,21 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     }
     Schedule s = sch;
     TESSEL_RETURN_IF_ERROR(Cuda(&s, stage, ga, ops, {}));
+    std::vector<Schedule> sketches = {std::move(s)};
+    if (target_.Supports(TargetFeature::kWgmma)) {
+      // sm_90a: the warpgroup sketch too, where its tiles can be formed.
+      Schedule h = sch;
+      if (Cuda(&h, stage, ga, ops, {}, {}, /*wgmma=*/true).ok()) sketches.push_back(std::move(h));
+    }
     // The CUDA-core sketch stays: MultiLevelTiling schedules the untouched copy.
-    return std::vector<Schedule>{std::move(s), sch};
+    sketches.push_back(sch);
+    return sketches;
   }
 
  private:
   // The implicit-GEMM view (fuse_axes), then the GEMM with its operands reindexed.
-  absl::Status Implicit(Schedule* s, const std::string& gemm, const ImplicitGemm& view) const {
+  absl::Status Implicit(Schedule* s, const std::string& gemm, const ImplicitGemm& view,
+                        bool wgmma) const {
     // Groups of the output's axes that each of the GEMM's axes covers (the gemm's axes are the
     // output's: it reads the gemm at identity).
     const Stage* st = s->FindStage(gemm);
@@ -246,7 +259,7 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       TESSEL_RETURN_IF_ERROR(s->FuseAxes(g, idx));
     }
     const Stage* fused = s->FindStage(gemm);
-    return Cuda(s, gemm, rules::GemmAxesOf(*fused), {}, out_groups, view.operands);
+    return Cuda(s, gemm, rules::GemmAxesOf(*fused), {}, out_groups, view.operands, wgmma);
   }
 
   // The operand `tensor` of the accumulator stage `acc` in shared memory as the GEMM reads it
@@ -283,10 +296,11 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
   // `out_groups`: for each of the GEMM stage's axes, the output stage's axes it covers (empty:
   // one each, in order); `reindex`: the operands to copy in the GEMM's view (empty: `ops`, cached
   // as they are).
+  // `wgmma`: the warpgroup sketch (Wgmma below) instead of mma.sync's.
   absl::Status Cuda(Schedule* s, const std::string& gemm, const rules::GemmAxes& ga,
                     const std::vector<Operand>& ops,
                     const std::vector<std::vector<int>>& out_groups,
-                    const std::vector<std::string>& reindex = {}) const {
+                    const std::vector<std::string>& reindex = {}, bool wgmma = false) const {
     TESSEL_ASSIGN_OR_RETURN(BlockRV g, s->GetBlock(gemm));
     TESSEL_ASSIGN_OR_RETURN(BlockRV acc, s->CacheWrite(g, "fragment"));
     const std::string out = rules::OutputOf(*s);
@@ -313,6 +327,7 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       }
       ol = per_axis;
     }
+    if (wgmma) return Wgmma(s, acc, ol, ga, ops, reindex);
     // Output: [batch] mb nb wm wn fm fn m16 n8.
     TESSEL_ASSIGN_OR_RETURN(auto m_split, s->Split(ol[ga.m], {-1, 16}));
     TESSEL_ASSIGN_OR_RETURN(auto n_split, s->Split(ol[ga.n], {-1, 8}));
@@ -376,12 +391,7 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     for (size_t o = 0; o < num_ops; ++o) {
       BlockRV sh;
       Operand op;
-      if (reindex.empty()) {
-        op = ops[o];
-        TESSEL_ASSIGN_OR_RETURN(sh, s->CacheRead(op.name, "shared", {acc}));
-      } else {
-        TESSEL_ASSIGN_OR_RETURN(std::tie(sh, op), Reindexed(s, acc, reindex[o], ga));
-      }
+      TESSEL_ASSIGN_OR_RETURN(std::tie(sh, op), SharedOperand(s, acc, ga, ops, reindex, o));
       TESSEL_ASSIGN_OR_RETURN(BlockRV fr, s->CacheRead(s->GetStage(sh).name, "fragment", {acc}));
       TESSEL_RETURN_IF_ERROR(s->Annotate(sh, kPadTile, 1));
       TESSEL_RETURN_IF_ERROR(s->Annotate(fr, kPadTile, 1));
@@ -434,6 +444,101 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       TESSEL_RETURN_IF_ERROR(s->Unroll(p[0]));
     }
     return s->Tensorize(cm[1], "mma_m16n8k16");
+  }
+
+  // The operand `o` of the accumulator `acc` in shared memory: cached as it is (`ops`) or copied
+  // in the GEMM's view (`reindex`).
+  absl::StatusOr<std::pair<BlockRV, Operand>> SharedOperand(Schedule* s, BlockRV acc,
+                                                            const rules::GemmAxes& ga,
+                                                            const std::vector<Operand>& ops,
+                                                            const std::vector<std::string>& reindex,
+                                                            size_t o) const {
+    if (!reindex.empty()) return Reindexed(s, acc, reindex[o], ga);
+    TESSEL_ASSIGN_OR_RETURN(BlockRV sh, s->CacheRead(ops[o].name, "shared", {acc}));
+    return std::make_pair(sh, ops[o]);
+  }
+
+  // The warpgroup sketch (sm_90a): wgmma.mma_async m64nNk16 from swizzled shared memory.
+  //
+  // The output's m and n loops are split into 16-row and 8-column tiles, the tile counts into
+  // block / warp levels, ordered [batch] mb nb | wy wz | fn | m16 n8: wy (threadIdx.y) 4 or 8 warps
+  // along m, one 16-row strip each, so that 4 consecutive warps form a warpgroup over 64 rows; wz
+  // (threadIdx.z) 1 or 2 warpgroups along n, each N = 64 to 256 columns. The accumulator is
+  // computed at the warp (16 x N), k split into 16-element steps, ordered k0 k1 | m16 n k16, the
+  // nest tensorized with wgmma_m64nNk16; its initialization and the write-back with the epilogue
+  // are accumulator nests as in mma.sync's sketch. Each operand is copied into shared memory at k0
+  // (cp.async, 16-byte vectors over all the block's threads) and stored with the 128-byte swizzle
+  // that wgmma's descriptors read; k0 is a software pipeline of 2 to 5 stages.
+  //
+  // Decisions: warps along m (4, 8), warpgroups along n (1, 2), N (64, 128, 192, 256), k steps a
+  // stage (4, 8: 64 or 128 elements, whole swizzle rows), stages.
+  absl::Status Wgmma(Schedule* s, BlockRV acc, const std::vector<LoopRV>& ol,
+                     const rules::GemmAxes& ga, const std::vector<Operand>& ops,
+                     const std::vector<std::string>& reindex) const {
+    TESSEL_ASSIGN_OR_RETURN(auto m_split, s->Split(ol[ga.m], {-1, 16}));
+    TESSEL_ASSIGN_OR_RETURN(auto n_split, s->Split(ol[ga.n], {-1, 8}));
+    // Priors: two warpgroups along m and the widest N keep the tensor cores busiest per byte of
+    // shared memory read; the others stay reachable.
+    // Two warpgroups along n with N = 256 each rarely fit the registers, so they are unlikely.
+    TESSEL_ASSIGN_OR_RETURN(IntRV wy, rules::SampleWeighted(s, {4, 8}, {1, 2}, 8, 1));
+    TESSEL_ASSIGN_OR_RETURN(IntRV wz, rules::SampleWeighted(s, {1, 2}, {3, 1}, 2, 0));
+    TESSEL_ASSIGN_OR_RETURN(IntRV fn,
+                            rules::SampleWeighted(s, {8, 16, 24, 32}, {1, 3, 1, 2}, 32, 1));
+    TESSEL_ASSIGN_OR_RETURN(auto mt, s->Split(m_split[0], {-1, wy}));
+    TESSEL_ASSIGN_OR_RETURN(auto nt, s->Split(n_split[0], {-1, wz, fn}));
+    std::vector<LoopRV> batch;
+    for (int b : ga.batch) batch.push_back(ol[b]);
+    std::vector<LoopRV> order = batch;
+    for (LoopRV l : {mt[0], nt[0], mt[1], nt[1], nt[2], m_split[1], n_split[1]}) {
+      order.push_back(l);
+    }
+    TESSEL_RETURN_IF_ERROR(s->Reorder(order));
+    TESSEL_RETURN_IF_ERROR(
+        rules::BindBlocksRasterized(s, batch, mt[0], nt[0], kRasterGroupMax));
+    TESSEL_RETURN_IF_ERROR(s->Bind(mt[1], "threadIdx.y"));
+    TESSEL_RETURN_IF_ERROR(s->Bind(nt[1], "threadIdx.z"));
+    TESSEL_RETURN_IF_ERROR(s->Unroll(nt[2]));
+    TESSEL_RETURN_IF_ERROR(s->Tensorize(m_split[1], "mma_accumulator"));
+    TESSEL_RETURN_IF_ERROR(s->ComputeAt(acc, nt[1]));
+
+    // Accumulator: [batch] m n k -> k0 k1 [batch] m16 n k16.
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> cl, s->GetLoops(acc));
+    std::vector<LoopRV> cspatial, creduce;
+    for (LoopRV l : cl) (rules::IsReduceLoop(*s, l) ? creduce : cspatial).push_back(l);
+    TESSEL_ASSIGN_OR_RETURN(auto ck, s->Split(creduce[0], {-1, 16}));
+    TESSEL_ASSIGN_OR_RETURN(IntRV ksteps, rules::SampleWeighted(s, {4, 8}, {3, 1}, 8, 0));
+    TESSEL_ASSIGN_OR_RETURN(auto k01, s->Split(ck[0], {-1, ksteps}));
+    std::vector<LoopRV> corder = {k01[0], k01[1]};
+    for (int b : ga.batch) corder.push_back(cspatial[b]);
+    for (LoopRV l : {cspatial[ga.m], cspatial[ga.n], ck[1]}) corder.push_back(l);
+    TESSEL_RETURN_IF_ERROR(s->Reorder(corder));
+    TESSEL_RETURN_IF_ERROR(s->DecomposeReduction(acc, k01[0]));
+    TESSEL_RETURN_IF_ERROR(s->Annotate(acc, kPadTile, 1));
+    TESSEL_RETURN_IF_ERROR(s->Unroll(k01[1]));
+    TESSEL_ASSIGN_OR_RETURN(IntRV stages,
+                            rules::SampleWeighted(s, {2, 3, 4, 5}, {1, 3, 3, 1}, 5, 2));
+    TESSEL_RETURN_IF_ERROR(s->Annotate(k01[0], kSoftwarePipeline, stages));
+
+    const size_t num_ops = reindex.empty() ? ops.size() : reindex.size();
+    for (size_t o = 0; o < num_ops; ++o) {
+      TESSEL_ASSIGN_OR_RETURN(auto shared, SharedOperand(s, acc, ga, ops, reindex, o));
+      const BlockRV sh = shared.first;
+      TESSEL_RETURN_IF_ERROR(s->Annotate(sh, kPadTile, 1));
+      TESSEL_RETURN_IF_ERROR(s->Annotate(sh, kStorageSwizzle, 128));
+      TESSEL_RETURN_IF_ERROR(s->ComputeAt(sh, k01[0]));
+      TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> sl, s->GetLoops(sh));
+      LoopRV fused = sl[0];
+      if (sl.size() > 1) {
+        TESSEL_ASSIGN_OR_RETURN(fused, s->Fuse(sl));
+      }
+      TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(fused, {-1, wy, wz, 32, 8}));
+      TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.y"));
+      TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.z"));
+      TESSEL_RETURN_IF_ERROR(s->Bind(p[3], "threadIdx.x"));
+      TESSEL_RETURN_IF_ERROR(s->Vectorize(p[4]));
+      TESSEL_RETURN_IF_ERROR(s->Unroll(p[0]));
+    }
+    return s->Tensorize(cspatial[ga.m], "wgmma_m64nNk16");
   }
 
   Target target_;

@@ -24,6 +24,9 @@ namespace tessel::schedules {
 // Only for stages whose out-of-domain positions no one stores: fetches and fragments feeding a
 // tensor-core computation whose output stage keeps its guards.
 inline constexpr char kPadTile[] = "pad_tile";
+// Stage annotation: store the stage's shared buffer XOR-swizzled with this width in bytes (32, 64
+// or 128; Buffer::swizzle_bytes), as the tensor cores' matrix descriptors read it.
+inline constexpr char kStorageSwizzle[] = "storage_swizzle";
 
 struct IterVar {
   VarPtr var;      // the loop variable (root iters: the tensor's axis variables)

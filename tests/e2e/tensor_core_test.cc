@@ -150,7 +150,7 @@ TEST(TensorCore, HostTargetRefusesTensorizedSchedules) {
   auto p = Lower(CudaTensorCoreMatmul(1, 1), HostT());
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(std::string(p.status().message()),
-              HasSubstr("tensor-core intrinsics (mma_m16n8k16, ldmatrix, mma_accumulator) exist "
+              HasSubstr("tensor-core intrinsics (mma_m16n8k16, ldmatrix, mma_accumulator, wgmma_m64nNk16) exist "
                         "only on CUDA targets"));
 }
 
@@ -364,7 +364,7 @@ TEST_F(TensorizeErrors, UnknownIntrinsic) {
   absl::Status st = sch_.Tensorize(LoopsOf(sch_, c)[0], "wmma");
   EXPECT_EQ(st.message(),
             "tensorize: unknown intrinsic 'wmma'; use one of mma_m16n8k16, ldmatrix, "
-            "mma_accumulator");
+            "mma_accumulator, wgmma_m64nNk16");
 }
 
 TEST_F(TensorizeErrors, ExtentsOfTheLoops) {

@@ -21,9 +21,10 @@
 
 namespace tessel::testing {
 
-// VerifySamples on GPU 0 for sm_90 (a failure to open it fails the test and checks none).
+// VerifySamples on GPU 0 for `arch` (a failure to open it fails the test and checks none).
 inline int VerifySamplesOnGpu(const std::string& spec, uint64_t seeds, int most,
-                              const SampleFilter& keep = nullptr) {
+                              const SampleFilter& keep = nullptr,
+                              const std::string& arch = "sm_90") {
   auto device = worker::CudaDevice::Open(0);
   if (!device.ok()) {
     ADD_FAILURE() << device.status();
@@ -31,7 +32,8 @@ inline int VerifySamplesOnGpu(const std::string& spec, uint64_t seeds, int most,
   }
   worker::VerifyOptions vo;
   vo.run.device = device->get();
-  return VerifySamples(spec, schedules::CudaTarget("sm_90"), seeds, most, keep, vo);
+  vo.run.nvrtc.arch = arch;
+  return VerifySamples(spec, schedules::CudaTarget(arch), seeds, most, keep, vo);
 }
 
 }  // namespace tessel::testing

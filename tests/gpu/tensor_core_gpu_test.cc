@@ -84,6 +84,32 @@ INSTANTIATE_TEST_SUITE_P(
                       "conv2d_bias_relu(N=2, C=32, H=7, W=7, K=48, R=3, S=3, padding=1, "
                       "layout=nhwc, dtype=f16)"),
     SpecTestName);
+
+// sm_90a: samples of the warpgroup sketch (wgmma from swizzled shared memory) match the
+// reference: plain, transposed (K-major and MN-major operands), batched, with an epilogue, and
+// with tiles no shape divides.
+class WgmmaSpaceGpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(WgmmaSpaceGpu, WgmmaSamplesMatchReference) {
+  SKIP_WITHOUT_GPU();
+  const int checked = VerifySamplesOnGpu(
+      GetParam(), 64, 8,
+      [](const schedules::Candidate& c) {
+        return c.source.code.find("wgmma.mma_async") != std::string::npos;
+      },
+      "sm_90a");
+  EXPECT_GE(checked, 6);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, WgmmaSpaceGpu,
+    ::testing::Values("matmul(M=256, N=256, K=256, dtype=f16)",
+                      "matmul(M=128, N=512, K=192, dtype=bf16, transpose_a=true)",
+                      "matmul(M=256, N=256, K=128, dtype=f16, transpose_b=true)",
+                      "matmul(M=128, N=128, K=128, batch=3, dtype=bf16)",
+                      "matmul_bias_gelu(M=256, N=256, K=128, dtype=f16)",
+                      "matmul(M=200, N=136, K=168, dtype=f16)"),
+    SpecTestName);
 #endif
 
 }  // namespace

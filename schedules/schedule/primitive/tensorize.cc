@@ -65,6 +65,46 @@ absl::Status CheckMmaStage(const Stage& s) {
   return absl::OkStatus();
 }
 
+// wgmma: the stage sums products of two 16-bit shared operands into an f32 fragment.
+absl::Status CheckWgmmaStage(const Stage& s) {
+  const std::string what = absl::StrCat("stage ", s.name);
+  if (!s.reduce || *s.reduce != ReduceOp::kSum) {
+    return Precondition(kTensorize,
+                        what + " is not a sum reduction; wgmma_m64nNk16 computes acc += A * B");
+  }
+  if (s.buffer->scope != MemScope::kFragment || s.buffer->dtype != DType::kFloat32) {
+    return Precondition(
+        kTensorize,
+        absl::StrCat(what, " writes ", DTypeName(s.buffer->dtype), " in ",
+                     MemScopeName(s.buffer->scope),
+                     " memory; wgmma accumulates f32 in a fragment: cache_write the stage to "
+                     "\"fragment\" and tensorize that stage"));
+  }
+  const auto* mul = As<BinaryNode>(s.body);
+  const LoadNode* a = mul && mul->op == BinaryOp::kMul ? LoadUnderCast(mul->a) : nullptr;
+  const LoadNode* b = mul && mul->op == BinaryOp::kMul ? LoadUnderCast(mul->b) : nullptr;
+  if (!a || !b) {
+    return Precondition(kTensorize, absl::StrCat(what, " computes ", ToString(s.body),
+                                                 "; wgmma_m64nNk16 needs a product of two loads"));
+  }
+  for (const LoadNode* l : {a, b}) {
+    if (l->buffer->scope != MemScope::kShared) {
+      return Precondition(kTensorize, absl::StrCat(what, " reads operand ", l->buffer->name,
+                                                   " from ", MemScopeName(l->buffer->scope),
+                                                   " memory; wgmma reads shared memory: "
+                                                   "cache_read it to \"shared\" first"));
+    }
+    if (!IsMmaOperandType(l->buffer->dtype) || l->buffer->dtype != a->buffer->dtype) {
+      return Precondition(
+          kTensorize,
+          absl::StrCat(what, " reads ", a->buffer->name, " (", DTypeName(a->buffer->dtype),
+                       ") and ", b->buffer->name, " (", DTypeName(b->buffer->dtype),
+                       "); wgmma_m64nNk16 multiplies two f16 or two bf16 operands"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // ldmatrix: the stage copies a 16-bit shared buffer into a fragment.
 absl::Status CheckLdmatrixStage(const Stage& s) {
   const std::string what = absl::StrCat("stage ", s.name);
@@ -126,7 +166,8 @@ absl::Status Schedule::Tensorize(LoopRV loop, const std::string& intrin) {
       return Precondition(kTensorize, absl::StrCat(desc, " is already tensorized"));
     }
     // mma: m and n spatial, k a reduction; the others all spatial.
-    const bool want_reduce = info->kind == TensorIntrin::kMma && i == 2;
+    const bool want_reduce =
+        (info->kind == TensorIntrin::kMma || info->kind == TensorIntrin::kWgmma) && i == 2;
     if (iv.reduce != want_reduce) {
       return Precondition(
           kTensorize,
@@ -138,7 +179,11 @@ absl::Status Schedule::Tensorize(LoopRV loop, const std::string& intrin) {
   for (const std::vector<int64_t>& form : info->forms) matches |= form == extents;
   if (!matches) {
     std::vector<std::string> forms;
-    for (const auto& f : info->forms) forms.push_back(absl::StrJoin(f, " x "));
+    if (info->kind == TensorIntrin::kWgmma) {
+      forms.push_back("16 x N x 16 (N = 8, 16, ..., 256)");
+    } else {
+      for (const auto& f : info->forms) forms.push_back(absl::StrJoin(f, " x "));
+    }
     return Precondition(
         kTensorize,
         absl::StrCat(LoopDesc(*s, iter), " and the ", n - 1, " loops inside it have extents ",
@@ -155,6 +200,9 @@ absl::Status Schedule::Tensorize(LoopRV loop, const std::string& intrin) {
       break;
     case TensorIntrin::kAccumulator:
       TESSEL_RETURN_IF_ERROR(CheckAccumulatorStage(*s));
+      break;
+    case TensorIntrin::kWgmma:
+      TESSEL_RETURN_IF_ERROR(CheckWgmmaStage(*s));
       break;
   }
   s->iters[iter].annotations.emplace_back(TensorizeAnnotation(*info), 1);

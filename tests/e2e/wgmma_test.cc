@@ -1,0 +1,276 @@
+// Hopper's warpgroup MMA without a GPU: the swizzled shared layout, the wgmma sketch of the design
+// space on sm_90a (validity, what the kernels contain: descriptors, fences, waits, the async-proxy
+// fence), NVRTC compiling them for sm_90a where the CUDA toolkit is installed, the cost model's
+// view, and the errors: wgmma on a target without it, an unswizzled operand, a bad swizzle, the
+// tensorize checks. GPU runs: tests/gpu/tensor_core_gpu_test.cc (WgmmaSpaceGpu).
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "costmodel/features.h"
+#include "schedules/ir/affine.h"
+#include "schedules/ir/tensor_intrin.h"
+#include "schedules/lower/lower.h"
+#include "schedules/space/space_generator.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/schedules/test_workloads.h"
+#ifdef TESSEL_HAVE_CUDA
+#include "worker/cuda/nvrtc_compiler.h"
+#endif
+
+namespace tessel::schedules {
+namespace {
+
+using test_workloads::BlockOf;
+using test_workloads::LoopsOf;
+using test_workloads::NewSchedule;
+using test_workloads::ValueOrDie;
+using ::testing::HasSubstr;
+
+bool IsWgmmaSample(const Candidate& c) {
+  return c.source.code.find("wgmma.mma_async") != std::string::npos;
+}
+
+// The first sample of `spec`'s sm_90a space (seeds 1 to 64) that runs wgmma and `keep` accepts.
+std::optional<Candidate> WgmmaSample(const std::string& spec,
+                                     const std::function<bool(const Candidate&)>& keep = nullptr) {
+  auto space = SpaceGenerator::Create(testing::LoadSpec(spec), CudaTarget("sm_90a"));
+  EXPECT_TRUE(space.ok()) << space.status();
+  if (!space.ok()) return std::nullopt;
+  for (uint64_t seed = 1; seed <= 64; ++seed) {
+    auto c = space->Sample(seed);
+    if (c.ok() && IsWgmmaSample(*c) && (!keep || keep(*c))) return *std::move(c);
+  }
+  ADD_FAILURE() << "no wgmma sample of " << spec;
+  return std::nullopt;
+}
+
+// The trace's annotation `key` on stages set to `value` (every occurrence).
+Trace WithStageAnnotation(Trace t, const std::string& key, int64_t value) {
+  for (Instruction& i : t.insts) {
+    if (i.kind == "annotate_stage" && i.attrs.value("key", "") == key) i.attrs["value"] = value;
+  }
+  return t;
+}
+
+TEST(Swizzle, XorsTheChunkOfEachLineWithinItsPeriod) {
+  // 128 bytes: the 16-byte chunk q of 128-byte line r is stored at chunk q ^ (r % 8).
+  EXPECT_EQ(SwizzledOffset(0, 128, 2), 0);
+  EXPECT_EQ(SwizzledOffset(64 + 3, 128, 2), 64 + 8 + 3);             // line 1, chunk 0 -> 1
+  EXPECT_EQ(SwizzledOffset(7 * 64 + 8 * 2, 128, 2), 7 * 64 + 8 * 5);  // line 7, chunk 2 -> 5
+  EXPECT_EQ(SwizzledOffset(8 * 64 + 8, 128, 2), 8 * 64 + 8);          // line 8: a new period
+  // 64 bytes: chunk q of line r (two 64-byte rows a line) at q ^ (r % 4).
+  EXPECT_EQ(SwizzledOffset(3 * 64, 64, 2), 3 * 64 + 3 * 8);
+  // A bijection on every 1024-byte period, for each width and element size.
+  for (int64_t width : {32, 64, 128}) {
+    for (int64_t bytes : {1, 2, 4}) {
+      std::set<int64_t> seen;
+      const int64_t n = 1024 / bytes;
+      for (int64_t o = 0; o < n; ++o) {
+        const int64_t s = SwizzledOffset(o, width, bytes);
+        EXPECT_LT(s, n);
+        EXPECT_EQ(s % (16 / bytes), o % (16 / bytes)) << "a 16-byte chunk stays whole";
+        seen.insert(s);
+      }
+      EXPECT_EQ(static_cast<int64_t>(seen.size()), n) << width << " " << bytes;
+    }
+  }
+}
+
+TEST(Swizzle, StorageIndexStacksTheColumnAtoms) {
+  // f16 [slot 2][rows 16][cols 128], 128-byte swizzle: atoms of 64 columns, one after the other.
+  auto b = std::make_shared<Buffer>(*MakeBuffer("S", DType::kFloat16, {2, 16, 128}, MemScope::kShared));
+  b->swizzle_bytes = 128;
+  auto at = [&](int64_t s, int64_t r, int64_t c) {
+    int64_t v = 0;
+    EXPECT_TRUE(IsConstInt(Analyzer().Simplify(StorageIndex(*b, {MakeInt(s), MakeInt(r), MakeInt(c)})), &v));
+    return v;
+  };
+  EXPECT_EQ(at(0, 0, 0), 0);
+  EXPECT_EQ(at(0, 1, 5), 64 + 5);
+  EXPECT_EQ(at(0, 3, 64 + 2), 16 * 64 + 3 * 64 + 2);  // the second atom follows all 16 rows
+  EXPECT_EQ(at(1, 0, 0), 16 * 128);                   // slots are whole layouts
+}
+
+// The sm_90a space has the warpgroup sketch beside mma.sync's and the CUDA cores': most samples
+// are valid on every family, wgmma samples appear, and the first ones compile.
+TEST(Wgmma, Sm90aSamplesAreValidAndCompile) {
+  for (const char* spec : {"matmul(M=4096, N=4096, K=4096, dtype=f16)",
+                           "matmul(M=512, N=384, K=320, dtype=bf16, transpose_a=true)",
+                           "matmul(M=256, N=256, K=256, dtype=f16, transpose_b=true)",
+                           "matmul(M=128, N=256, K=128, batch=2, dtype=bf16)",
+                           "matmul_bias_gelu(M=2048, N=8192, K=2048, dtype=f16)",
+                           "matmul(M=1000, N=1000, K=1000, dtype=f16)"}) {
+    SCOPED_TRACE(spec);
+    auto space = SpaceGenerator::Create(testing::LoadSpec(spec), CudaTarget("sm_90a"));
+    ASSERT_TRUE(space.ok()) << space.status();
+    int valid = 0, wgmma = 0;
+    for (uint64_t seed = 1; seed <= 40; ++seed) {
+      auto c = space->Sample(seed);
+      if (!c.ok()) continue;
+      ++valid;
+      if (!IsWgmmaSample(*c)) continue;
+      ++wgmma;
+#ifdef TESSEL_HAVE_CUDA
+      if (wgmma <= 2 && worker::FindCudaIncludeDir().ok()) {
+        worker::NvrtcOptions o;
+        o.arch = "sm_90a";
+        auto bin = worker::CompileCuda(c->source, o);
+        EXPECT_TRUE(bin.ok()) << bin.status() << "\n" << c->source.code;
+      }
+#endif
+    }
+    // At least 85%: the rest are over the register or shared-memory limits.
+    EXPECT_GE(valid, 34);
+    EXPECT_GE(wgmma, 4);
+  }
+  // sm_90 has no wgmma sketch.
+  auto space = SpaceGenerator::Create(testing::LoadSpec("matmul(M=256, N=256, K=256, dtype=f16)"),
+                                      CudaTarget("sm_90"));
+  ASSERT_TRUE(space.ok());
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    auto c = space->Sample(seed);
+    if (c.ok()) {
+      EXPECT_FALSE(IsWgmmaSample(*c)) << seed;
+    }
+  }
+}
+
+// What a wgmma kernel is made of: swizzled operands on their 1024-byte period, descriptors with
+// the layout's byte offsets, a fence before each stage's run of wgmma and a commit after it, one
+// group left in flight across the barrier (3 stages or more) and all waited for after the loop, and
+// the async-proxy fence of the copies before the barrier.
+TEST(Wgmma, KernelsFenceCommitAndWaitAroundTheWarpgroupMma) {
+  auto c = WgmmaSample("matmul(M=512, N=512, K=512, dtype=f16)", [](const Candidate& c) {
+    return c.source.code.find("software_pipeline=4") != std::string::npos;
+  });
+  ASSERT_TRUE(c.has_value());
+  const std::string& code = c->source.code;
+  EXPECT_THAT(code, HasSubstr("__align__(1024) unsigned char tessel_smem[]"));
+  EXPECT_THAT(code, HasSubstr("tessel_swizzle_128_2("));
+  EXPECT_THAT(code, HasSubstr("return o ^ (((o >> 6) & 7) << 3);"));
+  EXPECT_THAT(code, HasSubstr("k16.f32.f16.f16 {%0, %1,"));
+  EXPECT_THAT(code, HasSubstr("p, 1, 1, 0, 1;"));  // A K-major, B N-major ([k, n], n contiguous)
+  EXPECT_THAT(code, HasSubstr("tessel_wgmma_descriptor(a, a_lbo, a_sbo, a_mode)"));
+  EXPECT_THAT(code, HasSubstr("tessel_cp_async_wait_1();\n    tessel_fence_proxy_async();\n"
+                              "    __syncthreads();"));
+  const size_t fence = code.find("tessel_wgmma_fence();\n");
+  const size_t call = code.find("tessel_wgmma_m64n", fence);
+  const size_t commit = code.find("tessel_wgmma_commit();\n", call);
+  const size_t wait1 = code.find("tessel_wgmma_wait_1();\n", commit);
+  const size_t wait0 = code.find("tessel_wgmma_wait_0();\n", wait1);
+  EXPECT_NE(fence, std::string::npos);
+  EXPECT_NE(call, std::string::npos);
+  EXPECT_NE(commit, std::string::npos);
+  EXPECT_NE(wait1, std::string::npos);
+  EXPECT_NE(wait0, std::string::npos) << "every group is waited for after the loop";
+  // A: 128-byte rows, 8 rows a swizzle period: SBO 1024, LBO unused (16); mode 1 (128 bytes).
+  EXPECT_THAT(code, HasSubstr(", 16, 1024, 1, "));
+}
+
+TEST(Wgmma, CostModelSeesWgmmaFlops) {
+  auto c = WgmmaSample("matmul(M=512, N=512, K=512, dtype=f16)");
+  ASSERT_TRUE(c.has_value());
+  const std::vector<std::string>& names = costmodel::FeatureNames();
+  auto at = [&](const std::string& n) {
+    return std::find(names.begin(), names.end(), n) - names.begin();
+  };
+  const costmodel::Features f = costmodel::ExtractFeatures(c->program, c->target);
+  EXPECT_GT(f[at("log2_wgmma_flops")], 0);
+  EXPECT_EQ(f[at("log2_wgmma_flops")], f[at("log2_tensor_core_flops")]);
+  EXPECT_GE(f[at("pipeline_stages")], 2);
+}
+
+TEST(Wgmma, ATargetWithoutWgmmaRefusesIt) {
+  auto c = WgmmaSample("matmul(M=256, N=256, K=256, dtype=f16)");
+  ASSERT_TRUE(c.has_value());
+  auto s = Replay(c->workload, *c->trace);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto p = Lower(*s, CudaTarget("sm_90"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("tensorizes with wgmma_m64nNk16, which the target cuda -arch=sm_90 does "
+                        "not have; wgmma needs cuda -arch=sm_90a"));
+}
+
+TEST(Wgmma, OperandsMustBeSwizzled) {
+  auto c = WgmmaSample("matmul(M=256, N=256, K=256, dtype=f16)");
+  ASSERT_TRUE(c.has_value());
+  auto s = Replay(c->workload, WithStageAnnotation(*c->trace, kStorageSwizzle, 0));
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto p = Lower(*s, CudaTarget("sm_90a"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr(", which is not swizzled; wgmma reads swizzled "
+                                              "shared operands (annotate the copy "
+                                              "storage_swizzle)"));
+}
+
+TEST(Wgmma, SwizzleWidthsAreTheTensorCoresOnes) {
+  auto c = WgmmaSample("matmul(M=256, N=256, K=256, dtype=f16)");
+  ASSERT_TRUE(c.has_value());
+  auto s = Replay(c->workload, WithStageAnnotation(*c->trace, kStorageSwizzle, 48));
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto p = Lower(*s, CudaTarget("sm_90a"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("is annotated storage_swizzle = 48, but the tensor cores' swizzle widths "
+                        "are 32, 64 and 128 bytes"));
+}
+
+TEST(Wgmma, SwizzleNeedsWholeRowsOfTheWidth) {
+  // A shared copy 8 elements wide cannot hold 64-element (128-byte) swizzle rows.
+  Schedule sch = NewSchedule(testing::LoadSpec("matmul(M=64, N=8, K=64, dtype=f16)"));
+  BlockRV c = BlockOf(sch, "C");
+  BlockRV sh = ValueOrDie(sch.CacheRead("B", "shared", {c}));
+  std::vector<LoopRV> l = LoopsOf(sch, c);
+  ASSERT_TRUE(sch.Bind(l[0], "blockIdx.x").ok());
+  ASSERT_TRUE(sch.ComputeAt(sh, l[0]).ok());
+  ASSERT_TRUE(sch.Annotate(sh, kStorageSwizzle, 128).ok());
+  auto p = Lower(sch, CudaTarget("sm_90a"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("its region's contiguous extent (8) is no multiple of the 64 elements of "
+                        "a swizzle row"));
+  // The host has no shared memory to swizzle.
+  Schedule on_host = NewSchedule(testing::LoadSpec("matmul(M=64, N=64, K=64, dtype=f16)"));
+  BlockRV hc = BlockOf(on_host, "C");
+  BlockRV hsh = ValueOrDie(on_host.CacheRead("B", "shared", {hc}));
+  ASSERT_TRUE(on_host.ComputeAt(hsh, LoopsOf(on_host, hc)[0]).ok());
+  ASSERT_TRUE(on_host.Annotate(hsh, kStorageSwizzle, 128).ok());
+  auto host = Lower(on_host, HostTarget());
+  ASSERT_FALSE(host.ok());
+  EXPECT_THAT(host.status().message(),
+              HasSubstr("the swizzle is a layout of CUDA shared memory; drop it on the host"));
+}
+
+TEST(Wgmma, TensorizeChecksTheStage) {
+  Schedule sch = NewSchedule(testing::LoadSpec("matmul(M=64, N=64, K=32, dtype=f16)"));
+  BlockRV c = BlockOf(sch, "C");
+  BlockRV acc = ValueOrDie(sch.CacheWrite(c, "fragment"));
+  std::vector<LoopRV> l = LoopsOf(sch, acc);
+  std::vector<LoopRV> i = ValueOrDie(sch.Split(l[0], {-1, 16}));
+  std::vector<LoopRV> k = ValueOrDie(sch.Split(l[2], {-1, 16}));
+  ASSERT_TRUE(sch.Reorder({i[0], k[0], i[1], l[1], k[1]}).ok());
+  absl::Status st = sch.Tensorize(i[1], "wgmma_m64nNk16");
+  EXPECT_THAT(st.message(), HasSubstr("reads operand A from global memory; wgmma reads shared "
+                                      "memory: cache_read it to \"shared\" first"));
+  ASSERT_TRUE(sch.Reorder({i[0], k[0], l[1], i[1], k[1]}).ok());
+  st = sch.Tensorize(l[1], "wgmma_m64nNk16");
+  EXPECT_THAT(st.message(), HasSubstr("have extents 64 x 16 x 16; wgmma_m64nNk16 replaces loops of "
+                                      "16 x N x 16 (N = 8, 16, ..., 256)"));
+  Schedule plain = NewSchedule(testing::LoadSpec("matmul(M=64, N=64, K=32, dtype=f16)"));
+  BlockRV pc = BlockOf(plain, "C");
+  std::vector<LoopRV> pl = LoopsOf(plain, pc);
+  std::vector<LoopRV> pi = ValueOrDie(plain.Split(pl[0], {-1, 16}));
+  std::vector<LoopRV> pk = ValueOrDie(plain.Split(pl[2], {-1, 16}));
+  ASSERT_TRUE(plain.Reorder({pi[0], pk[0], pi[1], pl[1], pk[1]}).ok());
+  st = plain.Tensorize(pi[1], "wgmma_m64nNk16");
+  EXPECT_THAT(st.message(), HasSubstr("wgmma accumulates f32 in a fragment: cache_write the "
+                                      "stage to \"fragment\""));
+}
+
+}  // namespace
+}  // namespace tessel::schedules
