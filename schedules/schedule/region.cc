@@ -150,12 +150,21 @@ class DivModFinder : public ExprVisitor {
 // + x / 6 % 6 * 6 + x % 6), that interval arithmetic bounds only loosely until it is x. Only an
 // index that divides can be loose that way, so the others (most of them, on every region
 // inference) skip the simplifier.
+// A raw interval of constant extent can be loose too (x / 64 * 64 + x / 8 % 8 * 8 + x % 8 over 16
+// consecutive x within one 64 is bounded by the whole 64), so the tighter of the two is taken.
 std::optional<Interval> EvalIndex(IntervalEval& eval, const Expr& index) {
   std::optional<Interval> raw = eval.Eval(index);
   if (!DivModFinder::In(index)) return raw;
-  if (raw && IsConstInt(Simplify(raw->max - raw->min))) return raw;
   std::optional<Interval> simplified = eval.Eval(Simplify(index));
-  return simplified ? simplified : raw;
+  if (!simplified) return raw;
+  if (!raw) return simplified;
+  int64_t raw_extent = 0, simplified_extent = 0;
+  if (!IsConstInt(Simplify(raw->max - raw->min), &raw_extent)) return simplified;
+  if (IsConstInt(Simplify(simplified->max - simplified->min), &simplified_extent) &&
+      simplified_extent < raw_extent) {
+    return simplified;
+  }
+  return raw;
 }
 
 bool Relaxed(MemScope scope, ThreadTag tag) {

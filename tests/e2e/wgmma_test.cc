@@ -103,7 +103,9 @@ TEST(Wgmma, Sm90aSamplesAreValidAndCompile) {
                            "matmul(M=256, N=256, K=256, dtype=f16, transpose_b=true)",
                            "matmul(M=128, N=256, K=128, batch=2, dtype=bf16)",
                            "matmul_bias_gelu(M=2048, N=8192, K=2048, dtype=f16)",
-                           "matmul(M=1000, N=1000, K=1000, dtype=f16)"}) {
+                           "matmul(M=1000, N=1000, K=1000, dtype=f16)",
+                           "conv2d(N=64, C=128, H=28, W=28, K=128, R=3, S=3, padding=1, "
+                           "layout=nhwc, dtype=f16)"}) {
     SCOPED_TRACE(spec);
     auto space = SpaceGenerator::Create(testing::LoadSpec(spec), CudaTarget("sm_90a"));
     ASSERT_TRUE(space.ok()) << space.status();

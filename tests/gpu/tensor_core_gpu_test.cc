@@ -86,8 +86,8 @@ INSTANTIATE_TEST_SUITE_P(
     SpecTestName);
 
 // sm_90a: samples of the warpgroup sketch (wgmma from swizzled shared memory) match the
-// reference: plain, transposed (K-major and MN-major operands), batched, with an epilogue, and
-// with tiles no shape divides.
+// reference: plain, transposed (K-major and MN-major operands), batched, with an epilogue, with
+// tiles no shape divides, and convolutions as implicit GEMMs.
 class WgmmaSpaceGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(WgmmaSpaceGpu, WgmmaSamplesMatchReference) {
@@ -108,7 +108,11 @@ INSTANTIATE_TEST_SUITE_P(
                       "matmul(M=256, N=256, K=128, dtype=f16, transpose_b=true)",
                       "matmul(M=128, N=128, K=128, batch=3, dtype=bf16)",
                       "matmul_bias_gelu(M=256, N=256, K=128, dtype=f16)",
-                      "matmul(M=200, N=136, K=168, dtype=f16)"),
+                      "matmul(M=200, N=136, K=168, dtype=f16)",
+                      // Convolutions as implicit GEMMs, the padded border zero-filled.
+                      "conv2d(N=2, C=64, H=8, W=8, K=64, R=3, S=3, padding=1, layout=nhwc, "
+                      "dtype=f16)",
+                      "conv2d(N=3, C=64, H=7, W=9, K=128, R=1, S=1, layout=nhwc, dtype=bf16)"),
     SpecTestName);
 #endif
 
