@@ -178,6 +178,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"matmul(M=64, N=64, K=8192)",
                            "cuda",
                            {"tile_size", "unroll", "categorical", "compute_location"}},
+                      // Shapes no tile divides: padded extents are categoricals.
+                      Case{"matmul(M=131, N=97, K=67)", "host", {"unroll", "categorical"}},
+                      Case{"matmul(M=131, N=97, K=67)",
+                           "cuda",
+                           {"unroll", "categorical", "compute_location"}},
                       Case{"softmax(rows=8, cols=256)", "host", {"unroll"}},
                       Case{"softmax(rows=8, cols=256)", "cuda", {"thread_extent", "unroll"}},
                       Case{"layernorm(rows=8, cols=256)", "host", {"unroll"}},
@@ -265,6 +270,63 @@ TEST(MutatorTest, CategoricalMutatesTheSplitKFactor) {
     }
   }
   EXPECT_EQ(moved, 3);
+}
+
+// The padded extent of a shape no tile divides is a categorical decision: the categorical
+// mutator moves it, the tiles of its loop are re-sampled to the new extent, and the mutant
+// builds; the tile_size mutator keeps the padded extent.
+TEST(MutatorTest, CategoricalMutatesThePaddedExtent) {
+  for (const char* target : {"host", "cuda"}) {
+    SCOPED_TRACE(target);
+    const SearchContext ctx = Context("matmul(M=4099, N=3001, K=1999)", target);
+    const CandidateSource source = Source(ctx);
+    const std::vector<Trace> samples = SampleTraces(source, 8);
+    auto categorical = MakeCategoricalMutator(&source);
+    auto tile = MakeTileSizeMutator(&source);
+    // The value of each padded extent (by its instruction) and the product of each tile group.
+    auto padded = [](const Trace& t) {
+      std::map<int, int64_t> out;
+      for (size_t i = 0; i < t.insts.size(); ++i) {
+        const Instruction& c = t.insts[i];
+        if (c.kind != "sample_categorical") continue;
+        for (const Instruction& p : t.insts) {
+          if (p.kind == "sample_perfect_tile" && p.inputs.size() == 2 &&
+              p.inputs[1] == c.outputs[0]) {
+            out[static_cast<int>(i)] =
+                c.attrs["candidates"][c.decision.get<int64_t>()].get<int64_t>();
+          }
+        }
+      }
+      return out;
+    };
+    int moved = 0, tiled = 0;
+    for (const Trace& t : samples) {
+      const std::map<int, int64_t> before = padded(t);
+      ASSERT_EQ(before.size(), 3u);
+      for (uint64_t seed = 0; seed < 16 && moved < 3; ++seed) {
+        std::mt19937_64 rng(seed);
+        absl::StatusOr<Trace> child = categorical->Apply(t, rng);
+        ASSERT_TRUE(child.ok()) << child.status();
+        if (padded(*child) == before) continue;  // another categorical moved
+        ++moved;
+        EXPECT_TRUE(source.Build(*child, nullptr).ok());
+        // Every tile group of the child multiplies to its loop's (padded) extent.
+        std::set<int64_t> products;
+        for (const std::vector<int>& g : TileGroups(*child)) {
+          products.insert(Product(TileLevels(*child, g)));
+        }
+        for (const auto& [at, value] : padded(*child)) EXPECT_TRUE(products.count(value)) << value;
+      }
+      std::mt19937_64 rng(7);
+      absl::StatusOr<Trace> mutant = tile->Apply(t, rng);
+      if (mutant.ok()) {
+        ++tiled;
+        EXPECT_EQ(padded(*mutant), before);
+      }
+    }
+    EXPECT_EQ(moved, 3);
+    EXPECT_GT(tiled, 0);
+  }
 }
 
 TEST(MutatorTest, CategoricalUsesAreTellApart) {
