@@ -39,10 +39,10 @@
 // host every statement keeps its guard. Not in a split-K's chunk of k (a decision of its own).
 //
 // Decisions: every tile factor comes from sample_perfect_tile (factors whose product is the
-// loop's extent, or its padded extent) with a bounded innermost factor. On CUDA each level is a two-factor perfect tile
-// of what the levels inside it leave, so that each level has its own bound (threads per axis at
-// most 32, so a block never exceeds 1024 threads); the fetch width is a sample_categorical; the
-// caches' levels are sample_compute_location over explicit candidate loops.
+// loop's extent, or its padded extent) with a bounded innermost factor. On CUDA each level is a
+// two-factor perfect tile of what the levels inside it leave, so that each level has its own bound
+// (threads per axis at most 32, so a block never exceeds 1024 threads); the fetch width is a
+// sample_categorical; the caches' levels are sample_compute_location over explicit candidate loops.
 
 #include <algorithm>
 #include <cmath>

@@ -180,10 +180,9 @@ absl::StatusOr<Levels> TileChain(Schedule* s, LoopRV loop, const std::vector<int
   LoopRV cur = loop;
   for (int64_t bound : bounds) {
     // Only the innermost level sees the padding: the loops outside it have padded extents.
-    TESSEL_ASSIGN_OR_RETURN(
-        std::vector<IntRV> f,
-        s->SamplePerfectTile(cur, 2, bound, std::nullopt, cur.id == loop.id ? padded_extent
-                                                                            : std::nullopt));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> f,
+                            s->SamplePerfectTile(cur, 2, bound, std::nullopt,
+                                                 cur.id == loop.id ? padded_extent : std::nullopt));
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> p, s->Split(cur, {f[0], f[1]}));
     out.loops.insert(out.loops.begin(), p[1]);
     out.factors.insert(out.factors.begin(), f[1]);

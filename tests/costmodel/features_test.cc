@@ -93,15 +93,13 @@ TEST(CostModelFeatures, PaddedTilesCountTheWorkPastTheExtents) {
         if (tile.kind != "sample_perfect_tile" || tile.inputs.size() != 2) continue;
         for (const auto& cat : c.trace->insts) {
           if (cat.kind == "sample_categorical" && cat.outputs[0] == tile.inputs[1]) {
-            extents.push_back(
-                cat.attrs["candidates"][cat.decision.get<int64_t>()].get<int64_t>());
+            extents.push_back(cat.attrs["candidates"][cat.decision.get<int64_t>()].get<int64_t>());
           }
         }
       }
       ASSERT_EQ(extents.size(), 2u) << t.ToString();
       const float f = ExtractFeatures(c.program, t)[slot];
-      EXPECT_FLOAT_EQ(f, Log2p(static_cast<double>(extents[0] * 97 * extents[1])))
-          << t.ToString();
+      EXPECT_FLOAT_EQ(f, Log2p(static_cast<double>(extents[0] * 97 * extents[1]))) << t.ToString();
       if (PaddedLoops(*c.trace) > 0) ++padded;
     }
     EXPECT_GT(padded, 0) << t.ToString();

@@ -754,6 +754,25 @@ TEST(Rules, MultiLevelTilingPadsShapesNoTileDivides) {
   EXPECT_GE(padded, kSamples * 3 / 4);
 }
 
+TEST(Rules, PaddedCopiesStayVectorized) {
+  // 96 and 68 are multiples of 4: a padded tile's shared copies read whole vectors of the
+  // operands (a chunk of lanes is all inside K or all past it) and store zero vectors past M
+  // and K.
+  SpaceGenerator g = Space("matmul(M=131, N=96, K=68)", CudaTarget("sm_90"));
+  int vectorized = 0;
+  for (uint64_t seed = 0; seed < 64 && vectorized < 2; ++seed) {
+    auto c = g.Sample(seed);
+    if (!c.ok() || PaddedLoops(*c->trace) == 0) continue;
+    const std::string& code = c->source.code;
+    if (code.find("zero where the source is past its extent") == std::string::npos) continue;
+    ++vectorized;
+    EXPECT_THAT(code, ::testing::AnyOf(HasSubstr(" = float4{};"), HasSubstr(" = float2{};")))
+        << code;
+    EXPECT_THAT(code, HasSubstr("} else {")) << code;
+  }
+  EXPECT_EQ(vectorized, 2);
+}
+
 TEST(Rules, MultiLevelTilingKeepsDividingShapesAsTheyWere) {
   // No padded extent to choose and no kPadTile where the tiles divide: the same sketch as
   // before padding existed, on both targets and in the split-K sketch.
@@ -843,8 +862,9 @@ TEST_P(PaddedTileSpace, MostlyValidAndManyPadded) {
 
 std::vector<std::string> PaddedTileSpaceSpecs() {
   std::vector<std::string> specs = PaddedTileSpecs();
-  for (const char* s : {"matmul(M=4099, N=3001, K=1999)", "matmul(M=4099, N=3001, K=1999, dtype=f16)",
-                        "matmul(M=1000, N=4099, K=1000)"}) {
+  for (const char* s :
+       {"matmul(M=4099, N=3001, K=1999)", "matmul(M=4099, N=3001, K=1999, dtype=f16)",
+        "matmul(M=1000, N=4099, K=1000)"}) {
     specs.push_back(s);
   }
   return specs;

@@ -169,32 +169,31 @@ TEST_P(MutatorValidityTest, EveryMutantBuildsAndChangesOnlyItsDecision) {
 
 INSTANTIATE_TEST_SUITE_P(
     Workloads, MutatorValidityTest,
-    ::testing::Values(Case{"matmul(M=128, N=128, K=64)", "host", {"tile_size", "unroll"}},
-                      Case{"matmul(M=128, N=128, K=64)",
-                           "cuda",
-                           {"tile_size", "unroll", "categorical", "compute_location"}},
-                      // Split-K: a second sketch whose split factor is a categorical.
-                      Case{"matmul(M=8, N=1, K=2048)", "host", {"tile_size", "unroll"}},
-                      Case{"matmul(M=64, N=64, K=8192)",
-                           "cuda",
-                           {"tile_size", "unroll", "categorical", "compute_location"}},
-                      // Shapes no tile divides: padded extents are categoricals.
-                      Case{"matmul(M=131, N=97, K=67)", "host", {"unroll", "categorical"}},
-                      Case{"matmul(M=131, N=97, K=67)",
-                           "cuda",
-                           {"unroll", "categorical", "compute_location"}},
-                      Case{"softmax(rows=8, cols=256)", "host", {"unroll"}},
-                      Case{"softmax(rows=8, cols=256)", "cuda", {"thread_extent", "unroll"}},
-                      Case{"layernorm(rows=8, cols=256)", "host", {"unroll"}},
-                      Case{"layernorm(rows=8, cols=256)", "cuda", {"thread_extent", "unroll"}},
-                      // Convolution is an implicit GEMM of multi-level tiling: tiles, and on CUDA
-                      // cache levels.
-                      Case{"conv2d(N=1, C=8, H=16, W=16, K=16, R=3, S=3, padding=1)",
-                           "host",
-                           {"tile_size", "unroll"}},
-                      Case{"conv2d(N=1, C=8, H=16, W=16, K=16, R=3, S=3, padding=1)",
-                           "cuda",
-                           {"tile_size", "unroll", "categorical", "compute_location"}}));
+    ::testing::Values(
+        Case{"matmul(M=128, N=128, K=64)", "host", {"tile_size", "unroll"}},
+        Case{"matmul(M=128, N=128, K=64)",
+             "cuda",
+             {"tile_size", "unroll", "categorical", "compute_location"}},
+        // Split-K: a second sketch whose split factor is a categorical.
+        Case{"matmul(M=8, N=1, K=2048)", "host", {"tile_size", "unroll"}},
+        Case{"matmul(M=64, N=64, K=8192)",
+             "cuda",
+             {"tile_size", "unroll", "categorical", "compute_location"}},
+        // Shapes no tile divides: padded extents are categoricals.
+        Case{"matmul(M=131, N=97, K=67)", "host", {"unroll", "categorical"}},
+        Case{"matmul(M=131, N=97, K=67)", "cuda", {"unroll", "categorical", "compute_location"}},
+        Case{"softmax(rows=8, cols=256)", "host", {"unroll"}},
+        Case{"softmax(rows=8, cols=256)", "cuda", {"thread_extent", "unroll"}},
+        Case{"layernorm(rows=8, cols=256)", "host", {"unroll"}},
+        Case{"layernorm(rows=8, cols=256)", "cuda", {"thread_extent", "unroll"}},
+        // Convolution is an implicit GEMM of multi-level tiling: tiles, and on CUDA
+        // cache levels.
+        Case{"conv2d(N=1, C=8, H=16, W=16, K=16, R=3, S=3, padding=1)",
+             "host",
+             {"tile_size", "unroll"}},
+        Case{"conv2d(N=1, C=8, H=16, W=16, K=16, R=3, S=3, padding=1)",
+             "cuda",
+             {"tile_size", "unroll", "categorical", "compute_location"}}));
 
 TEST(MutatorTest, NotFoundWhenNothingToMutateWithAMessage) {
   const SearchContext ctx = Context("softmax(rows=8, cols=256)", "host");

@@ -69,10 +69,10 @@ absl::StatusOr<std::vector<IntRV>> Schedule::SamplePerfectTile(
     for (int64_t f : factors) prod *= f;
     if (static_cast<int>(factors.size()) != n || prod != extent ||
         std::any_of(factors.begin(), factors.end(), [](int64_t f) { return f < 1; })) {
-      return Invalid(prim, absl::StrCat("decision [", absl::StrJoin(factors, ", "), "] is not ", n,
-                                        " positive factors of ", LoopDesc(*s, iter),
-                                        padded_extent ? " (padded extent " : " (extent ", extent,
-                                        ")"));
+      return Invalid(prim,
+                     absl::StrCat("decision [", absl::StrJoin(factors, ", "), "] is not ", n,
+                                  " positive factors of ", LoopDesc(*s, iter),
+                                  padded_extent ? " (padded extent " : " (extent ", extent, ")"));
     }
     if (factors.back() > max_innermost) {
       return Invalid(prim, absl::StrCat("decision's innermost factor ", factors.back(),
