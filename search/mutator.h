@@ -12,7 +12,8 @@
 //   thread_extent     sample_categorical whose value is the extent of a loop bound to threadIdx
 //                     (cross-thread reductions, auto-bind).
 //   categorical       any other sample_categorical (vector widths, reduction chunk sizes, the
-//                     number of chunks of a split-K).
+//                     number of chunks of a split-K, the padded extent a loop no tile divides
+//                     is tiled as; the tiles of that loop are re-sampled with it).
 //   compute_location  sample_compute_location: another location (root, inline or a loop of the
 //                     consumer) that the stage accepts; for the form with a candidate list (the
 //                     shared and register cache levels of multi-level tiling), another candidate.

@@ -16,6 +16,7 @@
 #include "schedules/codegen/cuda_printer.h"
 #include "schedules/ir/affine.h"
 #include "schedules/ir/expr.h"
+#include "schedules/ir/simplify.h"
 #include "schedules/ir/stmt.h"
 #include "schedules/ir/stmt_analysis.h"
 #include "schedules/ir/substitute.h"
@@ -596,14 +597,11 @@ void CudaCodeGen::EmitVectorStore(const ForNode& n, const VectorLoop& plan) {
   int64_t width = 0;
   IsConstInt(n.extent, &width);
   const auto& store = static_cast<const StoreNode&>(*plan.body);
-  const std::vector<Expr>& loads = plan.loads;
   const int64_t lanes = plan.lanes;
   const CudaVectorType store_vec = *CudaVecType(store.buffer->dtype, lanes);
-  const std::string store_type = StorageType(store.buffer->dtype);
-  const bool plain_copy = loads.size() == 1 && store.value.get() == loads[0].get() &&
-                          loads[0]->dtype == store.buffer->dtype;
   OpenGuards(plan.guards);
   Line(absl::StrCat("// vectorized ", v->name, ": ", width / lanes, " x ", store_vec.name,
+                    plan.zero_unless ? ", zero where the source is past its extent" : "",
                     AnnotationComment(n)));
   BindVar(v, NonNegative(n.min));
   auto element = [&](const BufferPtr& b, const std::vector<Expr>& idx, int64_t offset) {
@@ -618,52 +616,88 @@ void CudaCodeGen::EmitVectorStore(const ForNode& n, const VectorLoop& plan) {
     const std::string open =
         stream ? absl::StrCat("__stcs(", ptr, ", ") : absl::StrCat("*", ptr, " = ");
     const std::string close = stream ? ");" : ";";
-    if (plain_copy) {
-      const auto& l = static_cast<const LoadNode&>(*loads[0]);
-      Line(absl::StrCat(
-          open,
-          VectorLoad(l.buffer.get(), absl::StrCat("reinterpret_cast<const ", store_vec.name, "*>(",
-                                                  element(l.buffer, l.indices, first), ")")),
-          close));
-      continue;
+    // Conditions the same for all the chunk's lanes, printed at its first lane: the chunk's
+    // guards, and where the value is zero instead (a zero-filling copy).
+    std::vector<std::string> chunk_guards;
+    std::string zero_unless;
+    auto at_first = [&](const Expr& cond) {
+      return Simplify(Substitute(cond, {{v, n.min + MakeInt(first)}}));
+    };
+    for (const Expr& g : plan.chunk_guards) {
+      chunk_guards.push_back(Operand(at_first(g), kPrecAnd + 1));
     }
-    // Temporaries get a scope of their own.
-    const bool scoped = !loads.empty() || !store_vec.natural;
-    if (scoped) OpenBlock("");
-    // Read every contiguous load as one vector.
-    const std::vector<std::vector<std::string>> lane_values =
-        EmitLaneLoads(v, n.min, loads, lanes, first);
-    // Compute each lane with the loop variable and the vector loads substituted.
-    std::vector<std::string> lanes_out;
-    for (int64_t k = 0; k < lanes; ++k) {
-      OverrideLane(v, n.min + MakeInt(first + k), loads, lane_values, k);
-      lanes_out.push_back(StoredValue(store.buffer->dtype, store.value));
+    if (plan.zero_unless) zero_unless = Print(at_first(plan.zero_unless));
+    if (!chunk_guards.empty()) OpenBlock("if (" + absl::StrJoin(chunk_guards, " && ") + ")");
+    if (plan.zero_unless) OpenBlock("if (" + zero_unless + ")");
+    EmitVectorChunk(n, plan, store_vec, first, open, close);
+    if (plan.zero_unless) {
+      ElseBlock();
+      Line(absl::StrCat(open, store_vec.name == "unsigned int" ? "0u" : store_vec.name + "{}",
+                        close));
+      CloseBlock();
     }
-    ClearLaneOverrides(v, loads);
-    if (store_vec.natural) {
-      const std::string make = absl::StrCat(open, "make_", store_vec.name, "(");
-      const std::string joined = absl::StrJoin(lanes_out, ", ");
-      if (make.size() + joined.size() + close.size() + 1 + 2 * indent() <= 100) {
-        Line(absl::StrCat(make, joined, ")", close));
-      } else {  // one lane per line
-        Line(make);
-        for (size_t k = 0; k < lanes_out.size(); ++k) {
-          Line(absl::StrCat("    ", lanes_out[k],
-                            k + 1 < lanes_out.size() ? "," : absl::StrCat(")", close)));
-        }
-      }
-    } else {
-      const std::string tmp = names_.Temp("out");
-      Line(absl::StrCat("__align__(16) ", store_type, " ", tmp, "[", lanes, "];"));
-      for (int64_t k = 0; k < lanes; ++k) {
-        Line(absl::StrCat(tmp, "[", k, "] = ", lanes_out[k], ";"));
-      }
-      Line(absl::StrCat(open, "*reinterpret_cast<const ", store_vec.name, "*>(", tmp, ")", close));
-    }
-    if (scoped) CloseBlock();
+    if (!chunk_guards.empty()) CloseBlock();
   }
   UnbindVar(v);
   if (!plan.guards.empty()) CloseBlock();
+}
+
+void CudaCodeGen::EmitVectorChunk(const ForNode& n, const VectorLoop& plan,
+                                  const CudaVectorType& store_vec, int64_t first,
+                                  const std::string& open, const std::string& close) {
+  const VarNode* v = n.var.get();
+  const auto& store = static_cast<const StoreNode&>(*plan.body);
+  const std::vector<Expr>& loads = plan.loads;
+  const int64_t lanes = plan.lanes;
+  const std::string store_type = StorageType(store.buffer->dtype);
+  const bool plain_copy = loads.size() == 1 && store.value.get() == loads[0].get() &&
+                          loads[0]->dtype == store.buffer->dtype;
+  auto element = [&](const BufferPtr& b, const std::vector<Expr>& idx, int64_t offset) {
+    return ElementAddress(b, idx, v, n.min, offset);
+  };
+  if (plain_copy) {
+    const auto& l = static_cast<const LoadNode&>(*loads[0]);
+    Line(absl::StrCat(
+        open,
+        VectorLoad(l.buffer.get(), absl::StrCat("reinterpret_cast<const ", store_vec.name, "*>(",
+                                                element(l.buffer, l.indices, first), ")")),
+        close));
+    return;
+  }
+  // Temporaries get a scope of their own.
+  const bool scoped = !loads.empty() || !store_vec.natural;
+  if (scoped) OpenBlock("");
+  // Read every contiguous load as one vector.
+  const std::vector<std::vector<std::string>> lane_values =
+      EmitLaneLoads(v, n.min, loads, lanes, first);
+  // Compute each lane with the loop variable and the vector loads substituted.
+  std::vector<std::string> lanes_out;
+  for (int64_t k = 0; k < lanes; ++k) {
+    OverrideLane(v, n.min + MakeInt(first + k), loads, lane_values, k);
+    lanes_out.push_back(StoredValue(store.buffer->dtype, store.value));
+  }
+  ClearLaneOverrides(v, loads);
+  if (store_vec.natural) {
+    const std::string make = absl::StrCat(open, "make_", store_vec.name, "(");
+    const std::string joined = absl::StrJoin(lanes_out, ", ");
+    if (make.size() + joined.size() + close.size() + 1 + 2 * indent() <= 100) {
+      Line(absl::StrCat(make, joined, ")", close));
+    } else {  // one lane per line
+      Line(make);
+      for (size_t k = 0; k < lanes_out.size(); ++k) {
+        Line(absl::StrCat("    ", lanes_out[k],
+                          k + 1 < lanes_out.size() ? "," : absl::StrCat(")", close)));
+      }
+    }
+  } else {
+    const std::string tmp = names_.Temp("out");
+    Line(absl::StrCat("__align__(16) ", store_type, " ", tmp, "[", lanes, "];"));
+    for (int64_t k = 0; k < lanes; ++k) {
+      Line(absl::StrCat(tmp, "[", k, "] = ", lanes_out[k], ";"));
+    }
+    Line(absl::StrCat(open, "*reinterpret_cast<const ", store_vec.name, "*>(", tmp, ")", close));
+  }
+  if (scoped) CloseBlock();
 }
 
 void CudaCodeGen::OpenGuards(const std::vector<Expr>& guards) {

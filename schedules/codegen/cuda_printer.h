@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "schedules/codegen/c_printer.h"
 #include "schedules/codegen/source.h"
+#include "schedules/lower/plan_vectorization.h"
 #include "schedules/lower/program.h"
 #include "schedules/target/target.h"
 
@@ -137,6 +138,10 @@ class CudaCodeGen final : public CodeGenC {
   void EmitVectorized(const ForNode& n, const VectorLoop& plan);
   // One vector store a chunk of lanes (VectorLoop::kVectorStore).
   void EmitVectorStore(const ForNode& n, const VectorLoop& plan);
+  // One chunk of lanes of a vector store (starting at lane `first`): the store `open` value
+  // `close`.
+  void EmitVectorChunk(const ForNode& n, const VectorLoop& plan, const CudaVectorType& store_vec,
+                       int64_t first, const std::string& open, const std::string& close);
   // The lanes of a vectorized loop `n`: per chunk of `lanes` iterations, a block with the vector
   // reads of `loads`, then `lane(value of the loop variable)` for each lane with the loop
   // variable and the loads overridden (OverrideLane).

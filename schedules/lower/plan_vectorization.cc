@@ -1,5 +1,6 @@
 #include "schedules/lower/plan_vectorization.h"
 
+#include <algorithm>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -70,12 +71,42 @@ class LaneLoadScanner final : public ExprVisitor {
   std::string why_;
 };
 
+// Whether `cond` (a conjunction) holds for all the lanes of every aligned chunk of `lanes` lanes
+// of `v` or for none: each conjunct is free of `v`, or compares v + rest (rest a multiple of
+// `lanes`) with a constant where a chunk cannot straddle (x < c and x >= c with c a multiple of
+// `lanes`; x <= c and x > c with c + 1 one).
+bool UniformOverChunks(const Expr& cond, const VarNode* v, int64_t lanes) {
+  if (!UsesVar(cond, v)) return true;
+  const auto* b = As<BinaryNode>(cond);
+  if (b == nullptr) return false;
+  if (b->op == BinaryOp::kAnd) {
+    return UniformOverChunks(b->a, v, lanes) && UniformOverChunks(b->b, v, lanes);
+  }
+  int64_t c = 0;
+  if (!IsConstInt(b->b, &c)) return false;
+  if (b->op == BinaryOp::kLe || b->op == BinaryOp::kGt) {
+    ++c;
+  } else if (b->op != BinaryOp::kLt && b->op != BinaryOp::kGe) {
+    return false;
+  }
+  int64_t coeff = 0;
+  AffineForm rest;
+  return SplitAffine(b->a, v, &coeff, &rest) && coeff == 1 && AllMultiplesOf(rest, lanes) &&
+         c % lanes == 0;
+}
+
 // The widest lane count (16, 8, 4, 2) that divides `width`, has a vector type for every load's
-// dtype (and the store's, when given) and keeps every access aligned; 0 when none.
+// dtype (and the store's, when given), keeps every access aligned and every condition of
+// `uniform` the same over each chunk of lanes of `v` (UniformOverChunks); 0 when none.
 int64_t PickLanes(int64_t width, const AffineForm& min_form, const std::vector<LaneLoad>& loads,
-                  std::optional<std::pair<DType, AffineForm>> store) {
+                  std::optional<std::pair<DType, AffineForm>> store, const VarNode* v = nullptr,
+                  const std::vector<Expr>& uniform = {}) {
   for (int64_t cand : {16, 8, 4, 2}) {
     if (width % cand != 0 || !AllMultiplesOf(min_form, cand)) continue;
+    if (std::any_of(uniform.begin(), uniform.end(),
+                    [&](const Expr& c) { return !UniformOverChunks(c, v, cand); })) {
+      continue;
+    }
     if (store && (!CudaVecType(store->first, cand) || !AllMultiplesOf(store->second, cand))) {
       continue;
     }
@@ -142,19 +173,44 @@ bool PlanReduction(const ForNode& n, int64_t width, const Stmt& body, VectorLoop
   return true;
 }
 
-// The plan of `n` once its guards are peeled: `body` is what they guard.
-VectorLoop PlanGuardedBody(const ForNode& n, int64_t width, const Stmt& body, VectorLoop plan) {
+// Whether `e` is a constant zero (integer or float).
+bool IsZero(const Expr& e) {
+  int64_t i = 1;
+  if (IsConstInt(e, &i)) return i == 0;
+  const auto* f = As<FloatImmNode>(e);
+  return f != nullptr && f->value == 0.0;
+}
+
+// The plan of `n` once its guards are peeled: `body` is what they guard, `lane_guards` those
+// of the guards that depend on the loop variable (vectorized only where they are the same over
+// each chunk of lanes).
+VectorLoop PlanGuardedBody(const ForNode& n, int64_t width, Stmt body, VectorLoop plan,
+                           const std::vector<Expr>& lane_guards) {
   const VarNode* v = n.var.get();
-  plan.body = body;
   auto scalar = [&](std::string why) {
     plan.kind = VectorLoop::Kind::kScalar;
     plan.lanes = 0;
     plan.guards.clear();
+    plan.chunk_guards.clear();
+    plan.zero_unless = nullptr;
     plan.body = n.body;
     plan.loads.clear();
     plan.why = std::move(why);
     return plan;
   };
+  // A copy that zero-fills where a condition fails (select(c, value, 0), a padded tile's shared
+  // copy): the value is stored where c holds and zeros elsewhere, chunk by chunk.
+  if (const auto* st = As<StoreNode>(body);
+      st != nullptr && st->buffer->scope != MemScope::kLocal) {
+    if (const auto* sel = As<SelectNode>(st->value); sel != nullptr && IsZero(sel->false_value)) {
+      plan.zero_unless = sel->cond;
+      body = MakeStore(st->buffer, st->indices, sel->true_value);
+    }
+  }
+  plan.body = body;
+  if (!lane_guards.empty() && !As<StoreNode>(body)) {
+    return scalar("the store is guarded by a condition on the loop variable");
+  }
   const auto* store = As<StoreNode>(body);
   // A store to a local array stays scalar (the array stays in registers only with scalar
   // accesses at constant indices); its operands are still read as vectors (a register cache
@@ -162,6 +218,9 @@ VectorLoop PlanGuardedBody(const ForNode& n, int64_t width, const Stmt& body, Ve
   const bool local_store = store != nullptr && store->buffer->scope == MemScope::kLocal;
   std::string why;
   if (store == nullptr || local_store) {
+    if (!lane_guards.empty()) {
+      return scalar("the store is guarded by a condition on the loop variable");
+    }
     if (PlanReduction(n, width, body, &plan, &why)) return plan;
     if (!local_store) return scalar("the body is not a single store");
   }
@@ -178,13 +237,24 @@ VectorLoop PlanGuardedBody(const ForNode& n, int64_t width, const Stmt& body, Ve
   const std::vector<LaneLoad>& loads = scanner.loads();
   if (local_store && loads.empty()) return scalar(why);  // nothing to read as a vector
   const AffineForm min_form = ToAffine(n.min);
-  const int64_t lanes =
-      local_store ? PickLanes(width, min_form, loads, std::nullopt)
-                  : PickLanes(width, min_form, loads, std::pair{store->buffer->dtype, store_rest});
+  std::vector<Expr> uniform = lane_guards;
+  if (plan.zero_unless) uniform.push_back(plan.zero_unless);
+  const int64_t lanes = local_store
+                            ? PickLanes(width, min_form, loads, std::nullopt)
+                            : PickLanes(width, min_form, loads,
+                                        std::pair{store->buffer->dtype, store_rest}, v, uniform);
   if (lanes == 0) {
+    // Aligned lanes would fit, but a condition differs within their chunks.
+    if (!uniform.empty() &&
+        PickLanes(width, min_form, loads, std::pair{store->buffer->dtype, store_rest}) > 0) {
+      return scalar(lane_guards.empty()
+                        ? "a load that depends on the loop variable is inside a select branch"
+                        : "the store is guarded by a condition on the loop variable");
+    }
     return scalar(
         "no vector type fits the element types, the extent and the alignment of the accesses");
   }
+  plan.chunk_guards = lane_guards;
   plan.kind = local_store ? VectorLoop::Kind::kLaneStores : VectorLoop::Kind::kVectorStore;
   plan.lanes = lanes;
   SetLoads(loads, &plan);
@@ -233,16 +303,17 @@ VectorLoop PlanVectorLoop(const Stmt& loop) {
     return plan;
   }
   Stmt body = n.body;
+  std::vector<Expr> lane_guards;
   while (const auto* ite = As<IfThenElseNode>(body)) {
-    if (ite->else_case || UsesVar(ite->cond, v)) {
+    if (ite->else_case) {
       plan.guards.clear();
       plan.why = "the store is guarded by a condition on the loop variable";
       return plan;
     }
-    plan.guards.push_back(ite->cond);
+    (UsesVar(ite->cond, v) ? lane_guards : plan.guards).push_back(ite->cond);
     body = ite->then_case;
   }
-  return PlanGuardedBody(n, width, body, std::move(plan));
+  return PlanGuardedBody(n, width, body, std::move(plan), lane_guards);
 }
 
 std::vector<VectorLoop> PlanVectorization(const Kernel& kernel) {

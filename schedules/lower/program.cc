@@ -47,6 +47,11 @@ std::string ToString(const VectorLoop& plan) {
   if (!plan.guards.empty()) {
     absl::StrAppend(&s, ", ", plan.guards.size(), plan.guards.size() == 1 ? " guard" : " guards");
   }
+  if (!plan.chunk_guards.empty()) {
+    absl::StrAppend(&s, ", ", plan.chunk_guards.size(),
+                    plan.chunk_guards.size() == 1 ? " chunk guard" : " chunk guards");
+  }
+  if (plan.zero_unless) absl::StrAppend(&s, ", zero-filled");
   return s;
 }
 

@@ -70,6 +70,12 @@ struct VectorLoop {
   Kind kind = Kind::kScalar;
   int64_t lanes = 0;
   std::vector<Expr> guards;
+  // kVectorStore: conditions on the loop variable that hold for all the lanes of a chunk or for
+  // none (a tail of whole chunks), each chunk's store guarded by them at its first lane.
+  std::vector<Expr> chunk_guards;
+  // kVectorStore: the stored value is `body`'s where this holds (at the chunk's first lane, the
+  // same for all its lanes), zero elsewhere: a copy that zero-fills past an extent (kPadTile).
+  Expr zero_unless;
   Stmt body;
   std::vector<Expr> loads;  // LoadNodes of `body`, in the order they are read
   std::string why;          // kScalar: why no vector form fits, as the CUDA comment says it

@@ -29,11 +29,20 @@
 // (rfactor) are tiled as above as a batch of contractions, then summed in order by a combine
 // pass (CUDA: one output a thread, with the epilogue; host: AutoBind's loops).
 //
+// Shapes no tile divides (both targets): where padding an axis gives it a larger tile than its
+// extent's divisors (rules::PaddedExtentChoices: m and n to a multiple of a block tile up to
+// 128, the odd multiples of 16 included; k to a multiple of a step up to 32 on CUDA, 16 on the
+// host), a sample_categorical chooses the extent the axis is tiled as (the extent itself among
+// the choices) and the axis's tiles are a perfect tile of that extent. On CUDA the accumulator
+// and the operands' shared and register caches are then annotated kPadTile: the last tiles are
+// computed whole on zero-filled shared copies and only the output's stores are guarded; on the
+// host every statement keeps its guard. Not in a split-K's chunk of k (a decision of its own).
+//
 // Decisions: every tile factor comes from sample_perfect_tile (factors whose product is the
-// loop's extent) with a bounded innermost factor. On CUDA each level is a two-factor perfect tile
-// of what the levels inside it leave, so that each level has its own bound (threads per axis at
-// most 32, so a block never exceeds 1024 threads); the fetch width is a sample_categorical; the
-// caches' levels are sample_compute_location over explicit candidate loops.
+// loop's extent, or its padded extent) with a bounded innermost factor. On CUDA each level is a
+// two-factor perfect tile of what the levels inside it leave, so that each level has its own bound
+// (threads per axis at most 32, so a block never exceeds 1024 threads); the fetch width is a
+// sample_categorical; the caches' levels are sample_compute_location over explicit candidate loops.
 
 #include <algorithm>
 #include <cmath>
@@ -175,10 +184,24 @@ std::vector<double> SplitKWeights(const Target& t, const GemmSizes& g,
   return w;
 }
 
-// Splits `loop` by one n-factor sample_perfect_tile.
+// Shapes no tile divides (CUDA): a GEMM axis (m, n) or the reduction k may be tiled as if padded
+// to a sampled extent (rules::SamplePaddedExtent): m and n to a multiple of a block tile of up to
+// kTypicalBlockTile, the odd multiples of 16 among them (48, 80, 112: CUDA-L2's padding to an
+// odd tile size); k to a multiple of a shared-memory step (R1 x R2, at most 32).
+absl::StatusOr<std::optional<IntRV>> PaddedBlockExtent(Schedule* s, LoopRV loop) {
+  return rules::SamplePaddedExtent(s, s->LoopExtent(loop), kTypicalBlockTile,
+                                   {16, 32, 48, 64, 80, 96, 112, 128});
+}
+absl::StatusOr<std::optional<IntRV>> PaddedStepExtent(Schedule* s, LoopRV loop, int64_t step_max) {
+  return rules::SamplePaddedExtent(s, s->LoopExtent(loop), step_max, {8, 16, 24, 32});
+}
+
+// Splits `loop` by one n-factor sample_perfect_tile (of `padded_extent` when given).
 absl::StatusOr<std::vector<LoopRV>> PerfectTile(Schedule* s, LoopRV loop, int n,
-                                                int64_t max_innermost) {
-  TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> f, s->SamplePerfectTile(loop, n, max_innermost));
+                                                int64_t max_innermost,
+                                                std::optional<IntRV> padded_extent = std::nullopt) {
+  TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> f, s->SamplePerfectTile(loop, n, max_innermost,
+                                                                     std::nullopt, padded_extent));
   return s->Split(loop, std::vector<Factor>(f.begin(), f.end()));
 }
 
@@ -302,10 +325,13 @@ class MultiLevelTiling final : public ScheduleRule {
     if (out != gemm) TESSEL_RETURN_IF_ERROR(s->ComputeInline(g));
     TESSEL_ASSIGN_OR_RETURN(BlockRV ob, s->GetBlock(out));
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> ol, s->GetLoops(ob));
+    // Shapes no tile divides: m and n tiled as if padded to a sampled extent (PaddedBlockExtent).
+    TESSEL_ASSIGN_OR_RETURN(std::optional<IntRV> pad_m, PaddedBlockExtent(s, ol[ga.m]));
+    TESSEL_ASSIGN_OR_RETURN(std::optional<IntRV> pad_n, PaddedBlockExtent(s, ol[ga.n]));
     // S0 block, S1 vthread, S2 thread, the per-thread tile (split into S3 x S4 below).
     const std::vector<int64_t> bounds = {kCudaTileMax, kCudaThreadsMax, kCudaVThreadMax};
-    TESSEL_ASSIGN_OR_RETURN(Levels m, TileChain(s, ol[ga.m], bounds));
-    TESSEL_ASSIGN_OR_RETURN(Levels n, TileChain(s, ol[ga.n], bounds));
+    TESSEL_ASSIGN_OR_RETURN(Levels m, TileChain(s, ol[ga.m], bounds, pad_m));
+    TESSEL_ASSIGN_OR_RETURN(Levels n, TileChain(s, ol[ga.n], bounds, pad_n));
     std::vector<LoopRV> batch;
     for (int a : ga.batch) batch.push_back(ol[a]);
     std::vector<LoopRV> tiles = {m.loops[0], n.loops[0], m.loops[1], n.loops[1],
@@ -350,9 +376,15 @@ class MultiLevelTiling final : public ScheduleRule {
         TESSEL_ASSIGN_OR_RETURN(k, s->Fuse(rg.plain));
       }
     }
+    // k padded too, except in a split-K's partials: their chunk's extent is a decision of its
+    // own (SplitK), which a padded extent sampled now would not follow.
+    std::optional<IntRV> pad_k;
+    if (!split_k) {
+      TESSEL_ASSIGN_OR_RETURN(pad_k, PaddedStepExtent(s, k, kCudaInnerMax * kCudaR1Max));
+    }
     TESSEL_ASSIGN_OR_RETURN(auto is, PerfectTile(s, cspatial[ga.m], 2, kCudaInnerMax));
     TESSEL_ASSIGN_OR_RETURN(auto js, PerfectTile(s, cspatial[ga.n], 2, kCudaInnerMax));
-    TESSEL_ASSIGN_OR_RETURN(Levels ks, TileChain(s, k, {kCudaInnerMax, kCudaR1Max}));
+    TESSEL_ASSIGN_OR_RETURN(Levels ks, TileChain(s, k, {kCudaInnerMax, kCudaR1Max}, pad_k));
     std::vector<LoopRV> order = {ks.loops[0], ks.loops[1]};
     order.insert(order.end(), taps.begin(), taps.end());
     for (int a : ga.batch) order.push_back(cspatial[a]);
@@ -360,6 +392,12 @@ class MultiLevelTiling final : public ScheduleRule {
     TESSEL_RETURN_IF_ERROR(s->Reorder(order));
     TESSEL_RETURN_IF_ERROR(s->DecomposeReduction(cc, ks.loops[0]));
     for (size_t i = 1; i < order.size(); ++i) TESSEL_RETURN_IF_ERROR(s->Unroll(order[i]));
+    // A padded tile is computed whole: the accumulator and the operands' caches hold it also past
+    // the extents (the shared copies zero-filled there), and only the output's stores are
+    // guarded. Annotated whenever a padded extent is sampled (the trace's shape may not depend
+    // on its value); where it is the extent itself, nothing lies past it.
+    const bool pads = pad_m || pad_n || pad_k;
+    if (pads) TESSEL_RETURN_IF_ERROR(s->Annotate(cc, kPadTile, 1));
 
     // Operands through shared memory (cooperative fetch) and registers, each at a sampled
     // location (sample_compute_location over explicit candidates, so mutators can move them).
@@ -383,6 +421,10 @@ class MultiLevelTiling final : public ScheduleRule {
         TESSEL_RETURN_IF_ERROR(s->ComputeInline(pb));
       }
       TESSEL_ASSIGN_OR_RETURN(BlockRV lo, s->CacheRead(s->GetStage(sh).name, "local", {cc}));
+      if (pads) {
+        TESSEL_RETURN_IF_ERROR(s->Annotate(sh, kPadTile, 1));
+        TESSEL_RETURN_IF_ERROR(s->Annotate(lo, kPadTile, 1));
+      }
       TESSEL_ASSIGN_OR_RETURN(LoopRV lo_at,
                               s->SampleComputeLocation(lo, {ks.loops[1], ks.loops[2]}));
       TESSEL_RETURN_IF_ERROR(s->ComputeAt(lo, lo_at));
@@ -417,9 +459,17 @@ class MultiLevelTiling final : public ScheduleRule {
     std::vector<LoopRV> spatial, reduce;
     for (LoopRV l : loops) (rules::IsReduceLoop(*s, l) ? reduce : spatial).push_back(l);
     TESSEL_ASSIGN_OR_RETURN(LoopRV k, FusedReduction(s, g, reduce, split_k));
-    TESSEL_ASSIGN_OR_RETURN(auto is, PerfectTile(s, spatial[ga.m], 4, kHostIMax));
-    TESSEL_ASSIGN_OR_RETURN(auto js, PerfectTile(s, spatial[ga.n], 4, kHostJMax));
-    TESSEL_ASSIGN_OR_RETURN(auto ks, PerfectTile(s, k, 2, kHostKMax));
+    // Shapes no tile divides: i, j and k (but a split-K's chunk) tiled as if padded, the tiles
+    // past the extents guarded (the host has no caches to compute them whole).
+    TESSEL_ASSIGN_OR_RETURN(std::optional<IntRV> pad_m, PaddedBlockExtent(s, spatial[ga.m]));
+    TESSEL_ASSIGN_OR_RETURN(std::optional<IntRV> pad_n, PaddedBlockExtent(s, spatial[ga.n]));
+    std::optional<IntRV> pad_k;
+    if (!split_k) {
+      TESSEL_ASSIGN_OR_RETURN(pad_k, PaddedStepExtent(s, k, kHostKMax));
+    }
+    TESSEL_ASSIGN_OR_RETURN(auto is, PerfectTile(s, spatial[ga.m], 4, kHostIMax, pad_m));
+    TESSEL_ASSIGN_OR_RETURN(auto js, PerfectTile(s, spatial[ga.n], 4, kHostJMax, pad_n));
+    TESSEL_ASSIGN_OR_RETURN(auto ks, PerfectTile(s, k, 2, kHostKMax, pad_k));
     // [batch] S S R S R S.
     std::vector<LoopRV> order;
     for (int a : ga.batch) order.push_back(spatial[a]);

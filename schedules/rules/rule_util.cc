@@ -174,11 +174,15 @@ std::string OutputOf(const Schedule& s) {
   return "";
 }
 
-absl::StatusOr<Levels> TileChain(Schedule* s, LoopRV loop, const std::vector<int64_t>& bounds) {
+absl::StatusOr<Levels> TileChain(Schedule* s, LoopRV loop, const std::vector<int64_t>& bounds,
+                                 std::optional<IntRV> padded_extent) {
   Levels out;
   LoopRV cur = loop;
   for (int64_t bound : bounds) {
-    TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> f, s->SamplePerfectTile(cur, 2, bound));
+    // Only the innermost level sees the padding: the loops outside it have padded extents.
+    TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> f,
+                            s->SamplePerfectTile(cur, 2, bound, std::nullopt,
+                                                 cur.id == loop.id ? padded_extent : std::nullopt));
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> p, s->Split(cur, {f[0], f[1]}));
     out.loops.insert(out.loops.begin(), p[1]);
     out.factors.insert(out.factors.begin(), f[1]);
@@ -187,6 +191,54 @@ absl::StatusOr<Levels> TileChain(Schedule* s, LoopRV loop, const std::vector<int
   out.loops.insert(out.loops.begin(), cur);
   out.factors.insert(out.factors.begin(), IntRV{});
   return out;
+}
+
+namespace {
+
+// The largest divisor of `e` up to `cap`.
+int64_t LargestTile(int64_t e, int64_t cap) {
+  for (int64_t d = std::min(e, cap); d > 1; --d) {
+    if (e % d == 0) return d;
+  }
+  return 1;
+}
+
+}  // namespace
+
+PaddedExtents PaddedExtentChoices(int64_t extent, int64_t tile_max,
+                                  const std::vector<int64_t>& units) {
+  PaddedExtents out;
+  if (extent < 1 || tile_max < 1) return out;
+  const int64_t own = LargestTile(extent, tile_max);
+  std::vector<int64_t> values = {extent};
+  for (int64_t u : units) {
+    if (u < 2) continue;
+    const int64_t p = (extent + u - 1) / u * u;
+    if (p == extent || (p - extent) * 8 > extent || LargestTile(p, tile_max) <= own ||
+        std::find(values.begin(), values.end(), p) != values.end()) {
+      continue;
+    }
+    values.push_back(p);
+  }
+  if (values.size() < 2) return out;
+  std::sort(values.begin(), values.end());
+  for (int64_t p : values) {
+    const double t = static_cast<double>(LargestTile(p, tile_max));
+    const double eff = static_cast<double>(extent) / static_cast<double>(p) * t /
+                       (t + static_cast<double>(tile_max) / 8.0);
+    out.weights.push_back(eff * eff);
+  }
+  out.values = std::move(values);
+  return out;
+}
+
+absl::StatusOr<std::optional<IntRV>> SamplePaddedExtent(Schedule* s, int64_t extent,
+                                                        int64_t tile_max,
+                                                        const std::vector<int64_t>& units) {
+  PaddedExtents c = PaddedExtentChoices(extent, tile_max, units);
+  if (c.values.empty()) return std::optional<IntRV>();
+  TESSEL_ASSIGN_OR_RETURN(IntRV v, SampleWeighted(s, c.values, c.weights, c.values.back()));
+  return std::optional<IntRV>(v);
 }
 
 absl::Status BindBlocks(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m, LoopRV n) {

@@ -71,8 +71,32 @@ struct Levels {
 };
 // Splits `loop` in bounds.size() + 1 levels. From the innermost out, each level's factor is the
 // innermost of a two-factor sample_perfect_tile of what the inner levels leave, at most its bound
-// (`bounds` innermost first); the outermost level takes the rest.
-absl::StatusOr<Levels> TileChain(Schedule* s, LoopRV loop, const std::vector<int64_t>& bounds);
+// (`bounds` innermost first); the outermost level takes the rest. With `padded_extent`
+// (SamplePaddedExtent), the levels are a tile of that extent: the last tile of the loop runs
+// past its extent (guarded, or computed whole by stages annotated kPadTile).
+absl::StatusOr<Levels> TileChain(Schedule* s, LoopRV loop, const std::vector<int64_t>& bounds,
+                                 std::optional<IntRV> padded_extent = std::nullopt);
+
+// Shapes no tile divides. A loop of extent E may be tiled as if its extent were P >= E, the last
+// tile computed past E on zero-filled inputs (kPadTile) and only the output's stores guarded.
+// The candidates for P: E itself and, for each unit u of `units`, ceil(E / u) * u, where that
+// wastes at most 1/8 of E and has a larger tile (its largest divisor up to `tile_max`) than E
+// has. Their prior prefers a large tile and little waste: ((E / P) * t / (t + tile_max / 8))^2,
+// t = P's largest divisor up to tile_max (so E, whose tiles are today's perfect tiles, keeps
+// the weight its divisors earn it). Empty when no padding beats E (a dividing shape: the sketch
+// has no such decision, and is the same as without padding).
+struct PaddedExtents {
+  std::vector<int64_t> values;  // ascending, values[0] == E
+  std::vector<double> weights;
+};
+PaddedExtents PaddedExtentChoices(int64_t extent, int64_t tile_max,
+                                  const std::vector<int64_t>& units);
+// The padded extent of a loop of extent `extent` as a sample_categorical over
+// PaddedExtentChoices (a decision the categorical mutator re-draws), or nullopt when there is
+// none to choose.
+absl::StatusOr<std::optional<IntRV>> SamplePaddedExtent(Schedule* s, int64_t extent,
+                                                        int64_t tile_max,
+                                                        const std::vector<int64_t>& units);
 
 // Binds a contraction's block level (CUDA): the batch loops, fused, to blockIdx.z, `m` to
 // blockIdx.y and `n` to blockIdx.x.

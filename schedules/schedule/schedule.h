@@ -81,10 +81,14 @@ class Schedule {
   absl::StatusOr<std::vector<LoopRV>> GetLoops(BlockRV block);  // leaves, outermost first
 
   // ---- Sampling. A decision, when given, is used instead of sampling (and validated).
-  // n factors whose product is the loop's extent, the innermost at most max_innermost.
+  // n factors whose product is the loop's extent, the innermost at most max_innermost. With
+  // `padded_extent` (a sampled value at least the loop's extent), factors of that extent instead:
+  // a split by them covers the loop with a padded last tile (guarded, or computed whole where
+  // the stage is annotated kPadTile).
   absl::StatusOr<std::vector<IntRV>> SamplePerfectTile(
       LoopRV loop, int n, int64_t max_innermost,
-      std::optional<std::vector<int64_t>> decision = std::nullopt);
+      std::optional<std::vector<int64_t>> decision = std::nullopt,
+      std::optional<IntRV> padded_extent = std::nullopt);
   absl::StatusOr<IntRV> SampleCategorical(std::vector<int64_t> candidates,
                                           std::vector<double> probs,
                                           std::optional<int64_t> decision = std::nullopt);

@@ -79,6 +79,33 @@ TEST(CostModelFeatures, WorkspacePerOutputIsTheSplitKFactor) {
   }
 }
 
+// A shape no tile divides, tiled as if padded: the work past the extents is counted, so the cost
+// model sees the padding's cost (the multiplications of the padded box M' x N x K' instead of
+// M x N x K; 97 = N is not padded, no multiple of 16 is within 1/8 of it).
+TEST(CostModelFeatures, PaddedTilesCountTheWorkPastTheExtents) {
+  const int slot = Slot("log2_float_mul");
+  for (const schedules::Target& t : {schedules::HostTarget(), schedules::CudaTarget("sm_90")}) {
+    int padded = 0;
+    for (const auto& c : SampleCandidates("matmul(M=131, N=97, K=67)", t, 24)) {
+      // The padded extents of m and k, in the order they are sampled.
+      std::vector<int64_t> extents;
+      for (const auto& tile : c.trace->insts) {
+        if (tile.kind != "sample_perfect_tile" || tile.inputs.size() != 2) continue;
+        for (const auto& cat : c.trace->insts) {
+          if (cat.kind == "sample_categorical" && cat.outputs[0] == tile.inputs[1]) {
+            extents.push_back(cat.attrs["candidates"][cat.decision.get<int64_t>()].get<int64_t>());
+          }
+        }
+      }
+      ASSERT_EQ(extents.size(), 2u) << t.ToString();
+      const float f = ExtractFeatures(c.program, t)[slot];
+      EXPECT_FLOAT_EQ(f, Log2p(static_cast<double>(extents[0] * 97 * extents[1]))) << t.ToString();
+      if (PaddedLoops(*c.trace) > 0) ++padded;
+    }
+    EXPECT_GT(padded, 0) << t.ToString();
+  }
+}
+
 TEST(CostModelFeatures, HostFeaturesDoNotDependOnTheMachine) {
   schedules::Target small = schedules::HostTarget(), big = small;
   small.cores = 2;

@@ -139,6 +139,34 @@ int64_t SplitKFactor(const Trace& trace) {
   return 1;
 }
 
+std::vector<std::string> PaddedTileSpecs() {
+  return {
+      "matmul(M=131, N=97, K=67)",
+      "matmul(M=131, N=96, K=68)",  // padded copies vectorized: 96 and 68 are multiples of 4
+      "matmul(M=257, N=61, K=131, transpose_a=true)",
+      "matmul(M=67, N=131, K=97, transpose_b=true)",
+      "matmul(M=37, N=67, K=71, batch=3)",
+      "matmul_bias_gelu(M=131, N=67, K=61)",
+      "matmul(M=131, N=67, K=61, dtype=f16)",
+      "matmul(M=131, N=96, K=68, dtype=f16)",  // vectorized: uint2 / uint4 zero fills
+      "conv2d(N=1, C=67, H=9, W=17, K=37, R=3, S=3, padding=1)",
+  };
+}
+
+int PaddedLoops(const Trace& trace) {
+  int n = 0;
+  for (const Instruction& tile : trace.insts) {
+    if (tile.kind != "sample_perfect_tile" || tile.inputs.size() < 2) continue;
+    for (const Instruction& c : trace.insts) {
+      if (c.kind == "sample_categorical" && !c.outputs.empty() && c.outputs[0] == tile.inputs[1] &&
+          c.decision.is_number_integer() && c.decision.get<int64_t>() > 0) {
+        ++n;
+      }
+    }
+  }
+  return n;
+}
+
 std::string SpecTestName(const ::testing::TestParamInfo<std::string>& info) {
   std::string name;
   for (char c : info.param) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

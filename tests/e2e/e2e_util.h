@@ -36,6 +36,14 @@ std::vector<std::string> SplitKSpecs();
 // 1 when it does not split a reduction with rfactor.
 int64_t SplitKFactor(const schedules::Trace& trace);
 
+// Contractions no CUDA-core tile divides (kPadTile: M, N and K prime or odd), small enough for a
+// host reference run: f32 and f16, transposed operands, batched, an epilogue, a convolution.
+std::vector<std::string> PaddedTileSpecs();
+// The loops of a trace tiled as if padded past their extent: the sample_perfect_tile
+// instructions with a padded extent whose sampled value exceeds the loop's own (the first
+// candidate of its sample_categorical).
+int PaddedLoops(const schedules::Trace& trace);
+
 // Which samples a check takes (every valid one when empty).
 using SampleFilter = std::function<bool(const schedules::Candidate&)>;
 // Verifies samples of `spec`'s design space on `target` against the reference on random inputs

@@ -57,6 +57,32 @@ TEST_P(SplitKE2E, CudaSplitSamplesCompileWithNvrtc) {
 
 INSTANTIATE_TEST_SUITE_P(Families, SplitKE2E, ::testing::ValuesIn(SplitKSpecs()), SpecTestName);
 
+// Shapes no tile divides, end to end: samples that tile an axis as if padded (its last tile past
+// the extent: kPadTile on CUDA, guards on the host), the first three of 32 seeds on the host
+// checked against the reference; two on CUDA compiled with NVRTC (GPU runs:
+// tests/gpu/space_gpu_test.cc, PaddedTileSpaceGpu).
+class PaddedTileE2E : public ::testing::TestWithParam<std::string> {};
+
+bool Pads(const schedules::Candidate& c) { return PaddedLoops(*c.trace) > 0; }
+
+TEST_P(PaddedTileE2E, HostPaddedSamplesMatchReference) {
+  EXPECT_EQ(VerifySamples(GetParam(), schedules::HostTarget(), 32, 3, Pads), 3);
+}
+
+TEST_P(PaddedTileE2E, CudaPaddedSamplesCompileWithNvrtc) {
+#ifndef TESSEL_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA toolkit";
+#else
+  if (!worker::FindCudaIncludeDir().ok()) GTEST_SKIP() << "no CUDA include directory";
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    EXPECT_EQ(CompileSamples(GetParam(), arch, 32, 2, Pads), 2) << arch;
+  }
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, PaddedTileE2E, ::testing::ValuesIn(PaddedTileSpecs()),
+                         SpecTestName);
+
 // A long K that no split factor divides (1031 is prime): the rule offers no split, and the
 // samples it gives are correct.
 TEST(SplitKE2E, NoDividingFactorMeansNoSplitAndCorrectSamples) {

@@ -351,8 +351,9 @@ TEST(CodegenCuda, MisalignedOrStridedVectorLoopsFallBackToScalars) {
     EXPECT_TRUE(Contains(src.code, "vectorized as scalars")) << src.code;
     EXPECT_TRUE(CompilesWithNvrtc(src));
   }
-  // A store guarded by a condition on the vectorized variable.
-  constexpr int64_t n = 1022;
+  // A store guarded by a condition on the vectorized variable that splits a chunk of lanes
+  // (1021 is odd).
+  constexpr int64_t n = 1021;
   BufferPtr a = MakeBuffer("A", DType::kFloat32, {1024});
   BufferPtr c = MakeBuffer("C", DType::kFloat32, {1024});
   VarPtr tx = MakeVar("tx"), v = MakeVar("v");
@@ -366,6 +367,35 @@ TEST(CodegenCuda, MisalignedOrStridedVectorLoopsFallBackToScalars) {
   EXPECT_FALSE(Contains(src.code, "float4")) << src.code;
   EXPECT_TRUE(Contains(src.code, "condition on the loop variable")) << src.code;
   EXPECT_NVRTC_COMPILES(src);
+}
+
+TEST(CodegenCuda, ChunkUniformConditionsGuardOrZeroFillWholeVectors) {
+  BufferPtr a = MakeBuffer("A", DType::kFloat32, {1024});
+  BufferPtr c = MakeBuffer("C", DType::kFloat32, {1024});
+  VarPtr tx = MakeVar("tx"), v = MakeVar("v");
+  Expr i = Expr(tx) * 4 + Expr(v);
+  auto kernel = [&](const std::string& name, Stmt inner) {
+    return Generate(OneKernel(
+        name, {{a, BufferRole::kInput}, {c, BufferRole::kOutput}}, {1, 1, 1}, {256, 1, 1},
+        Bind(tx, ThreadTag::kThreadX, 256, Loop(v, 4, std::move(inner), ForKind::kVectorized))));
+  };
+  // i < 1022 holds for both lanes of a pair or for neither: float2 chunks, each guarded at its
+  // first lane.
+  GeneratedSource guarded =
+      kernel("vcopy_chunks", MakeIf(i < 1022, MakeStore(c, {i}, MakeLoad(a, {i}))));
+  EXPECT_TRUE(Contains(guarded.code, "// vectorized v: 2 x float2")) << guarded.code;
+  EXPECT_TRUE(Contains(guarded.code, "if (tx < 255) {")) << guarded.code;  // lanes 2, 3
+  EXPECT_NVRTC_COMPILES(guarded);
+  // A zero-filling copy (a padded tile's shared copy): a vector of the source where the
+  // condition holds, a zero vector where it does not.
+  GeneratedSource zero = kernel(
+      "vcopy_zero", MakeStore(c, {i}, MakeSelect(i < 1020, MakeLoad(a, {i}), MakeFloat(0.0))));
+  EXPECT_TRUE(Contains(zero.code, "1 x float4, zero where the source is past its extent"))
+      << zero.code;
+  EXPECT_TRUE(Contains(zero.code, "if (tx < 255) {")) << zero.code;
+  EXPECT_TRUE(Contains(zero.code, "*reinterpret_cast<float4*>(&C[tx * 4]) = float4{};"))
+      << zero.code;
+  EXPECT_NVRTC_COMPILES(zero);
 }
 
 TEST(CodegenCuda, VectorizedElementwiseComputesPerLane) {

@@ -93,7 +93,7 @@ TEST(PlanVectorization, ALoopStaysScalarWithTheReasonCodeGenerationPrints) {
       Plan(Vectorized(
           t.v, 4,
           MakeStore(t.c, {t.At()},
-                    MakeSelect(Expr(t.tx) < 3, MakeLoad(t.a, {t.At()}), MakeFloat(0.0))))),
+                    MakeSelect(Expr(t.tx) < 3, MakeLoad(t.a, {t.At()}), MakeFloat(1.0))))),
       "vectorize v: scalar (a load that depends on the loop variable is inside a select branch)");
   EXPECT_EQ(Plan(Vectorized(t.v, 4, copy(t.At() + 1, t.At() + 1))),
             "vectorize v: scalar (no vector type fits the element types, the extent and the "
@@ -108,6 +108,36 @@ TEST(PlanVectorization, ALoopStaysScalarWithTheReasonCodeGenerationPrints) {
   EXPECT_EQ(Plan(Vectorized(t.v, 4, MakeStore(t.r, {MakeInt(0)}, MakeLoad(t.a, {t.tx})))),
             "vectorize v: scalar (no load of global or shared memory depends on the loop "
             "variable)");
+}
+
+TEST(PlanVectorization, ConditionsTheSameOverEachChunkKeepTheVectors) {
+  Buffers t;
+  auto zero_unless = [&](Expr c) {
+    return MakeStore(t.c, {t.At()},
+                     MakeSelect(std::move(c), MakeLoad(t.a, {t.At()}), MakeFloat(0.0)));
+  };
+  // A copy that zero-fills past an extent (a padded tile's shared copy): stored a chunk at a
+  // time, zeros where the condition fails; it may depend on the lane where no chunk straddles
+  // its bound (i < 100 holds for all four lanes of a chunk or for none; i < 102 for two).
+  EXPECT_EQ(Plan(Vectorized(t.v, 8, zero_unless(Expr(t.tx) < 3))),
+            "vectorize v: vector store, 4 lanes, loads A, zero-filled");
+  VectorLoop plan = PlanVectorLoop(Vectorized(t.v, 8, zero_unless(t.At() < 100)));
+  EXPECT_EQ(ToString(plan), "vectorize v: vector store, 4 lanes, loads A, zero-filled");
+  ASSERT_NE(plan.zero_unless, nullptr);
+  EXPECT_EQ(As<StoreNode>(plan.body)->value->kind, ExprKind::kLoad);
+  EXPECT_EQ(Plan(Vectorized(t.v, 8, zero_unless(t.At() < 102))),
+            "vectorize v: vector store, 2 lanes, loads A, zero-filled");
+  EXPECT_EQ(Plan(Vectorized(t.v, 8, zero_unless(t.At() < 101))),
+            "vectorize v: scalar (a load that depends on the loop variable is inside a select "
+            "branch)");
+  // A guard on the lane (a cooperative fetch's tail of whole chunks) guards each chunk.
+  auto copy = MakeStore(t.c, {t.At()}, MakeLoad(t.a, {t.At()}));
+  EXPECT_EQ(Plan(Vectorized(t.v, 8, MakeIf(t.At() < 96, copy))),
+            "vectorize v: vector store, 4 lanes, loads A, 1 chunk guard");
+  EXPECT_EQ(Plan(Vectorized(t.v, 8, MakeIf(Expr(t.tx) < 5, MakeIf(t.At() >= 8, copy)))),
+            "vectorize v: vector store, 4 lanes, loads A, 1 guard, 1 chunk guard");
+  EXPECT_EQ(Plan(Vectorized(t.v, 8, MakeIf(t.At() < 97, copy))),
+            "vectorize v: scalar (the store is guarded by a condition on the loop variable)");
 }
 
 TEST(PlanVectorization, LoweringRecordsThePlansOfEachCudaKernel) {

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "schedules/rules/rule_util.h"
 #include "schedules/rules/schedule_rule.h"
 #include "schedules/space/space_generator.h"
 #include "schedules/workload/builtins.h"
@@ -673,6 +674,203 @@ std::vector<std::string> SplitKSpaceSpecs() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, SplitKSpace, ::testing::ValuesIn(SplitKSpaceSpecs()),
+                         SpecTestName);
+
+// ---- Shapes no tile divides (padded tiles, kPadTile).
+
+TEST(Rules, PaddedExtentChoicesPreferALargeTileAndLittleWaste) {
+  const std::vector<int64_t> block = {16, 32, 48, 64, 80, 96, 112, 128};
+  // A dividing extent, one too small to pad without waste, and one whose divisors already give
+  // the largest tile: nothing to choose.
+  EXPECT_TRUE(schedules::rules::PaddedExtentChoices(4096, 128, block).values.empty());
+  EXPECT_TRUE(schedules::rules::PaddedExtentChoices(7, 128, block).values.empty());
+  EXPECT_TRUE(schedules::rules::PaddedExtentChoices(1, 128, block).values.empty());
+  EXPECT_TRUE(schedules::rules::PaddedExtentChoices(384, 128, block).values.empty());
+  // 4099 is prime: the extent itself, then its multiples of 16, 32 (= 96 x 43), 112, 64 (= 104 x
+  // 40) and 128; the extent itself is the least likely.
+  const auto m = schedules::rules::PaddedExtentChoices(4099, 128, block);
+  EXPECT_EQ(m.values, (std::vector<int64_t>{4099, 4112, 4128, 4144, 4160, 4224}));
+  ASSERT_EQ(m.weights.size(), m.values.size());
+  for (size_t i = 1; i < m.weights.size(); ++i) EXPECT_GT(m.weights[i], m.weights[0]);
+  EXPECT_GT(m.weights[5], 40 * m.weights[0]);
+  // k in steps up to 32: 1999 is prime; 2000 = 25 x 80 and 2016 = 32 x 63.
+  const auto k = schedules::rules::PaddedExtentChoices(1999, 32, {8, 16, 24, 32});
+  EXPECT_EQ(k.values, (std::vector<int64_t>{1999, 2000, 2016}));
+  // An extent with a good tile keeps most of the weight against a padding that wastes more.
+  const auto e = schedules::rules::PaddedExtentChoices(1000, 128, block);
+  ASSERT_FALSE(e.values.empty());
+  EXPECT_EQ(e.values[0], 1000);
+}
+
+// The sample_categorical instructions that choose a padded extent, with their candidates.
+std::vector<std::vector<int64_t>> PaddedExtentCandidates(const Trace& t) {
+  std::vector<std::vector<int64_t>> out;
+  for (const auto& tile : t.insts) {
+    if (tile.kind != "sample_perfect_tile" || tile.inputs.size() < 2) continue;
+    for (const auto& c : t.insts) {
+      if (c.kind == "sample_categorical" && c.outputs[0] == tile.inputs[1]) {
+        out.push_back(c.attrs["candidates"].get<std::vector<int64_t>>());
+      }
+    }
+  }
+  return out;
+}
+
+TEST(Rules, MultiLevelTilingPadsShapesNoTileDivides) {
+  // issue 18's shape: 4099, 3001 and 1999 are prime, so today's perfect tiles are 1 or the
+  // whole extent. m, n and k each get a padded extent to choose; the accumulator and the four
+  // caches compute whole tiles (kPadTile).
+  const std::string spec = "matmul(M=4099, N=3001, K=1999)";
+  SpaceGenerator g = Space(spec, CudaTarget("sm_90"));
+  ASSERT_EQ(g.sketches().size(), 1u);
+  const Trace& t = g.sketches()[0];
+  const auto choices = PaddedExtentCandidates(t);
+  ASSERT_EQ(choices.size(), 3u);
+  EXPECT_EQ(choices[0].front(), 4099);
+  EXPECT_EQ(choices[1].front(), 3001);
+  EXPECT_EQ(choices[2], (std::vector<int64_t>{1999, 2000, 2016}));
+  const std::vector<std::string> keys = Attrs(t, "annotate_stage", "key");
+  EXPECT_EQ(std::count(keys.begin(), keys.end(), "pad_tile"), 5);
+  // Samples: mostly valid, mostly padded, and a padded sample has block tiles that need no
+  // divisor of the extents.
+  const schedules::Workload w = Load(spec);
+  constexpr int kSamples = 32;
+  int valid = 0, padded = 0;
+  std::vector<std::string> why;
+  for (uint64_t seed = 0; seed < kSamples; ++seed) {
+    schedules::Rejection r;
+    auto c = g.Sample(seed, &r);
+    if (!c.ok()) {
+      why.push_back(r.step + ": " + r.message);
+      continue;
+    }
+    ++valid;
+    if (PaddedLoops(*c->trace) == 0) continue;
+    ++padded;
+    // The output's stores stay guarded; the shared copies zero-fill past the extents.
+    EXPECT_THAT(c->source.code, HasSubstr("< 4099")) << c->source.code;
+  }
+  EXPECT_GE(valid, kSamples * 9 / 10) << ::testing::PrintToString(why);
+  EXPECT_GE(padded, kSamples * 3 / 4);
+}
+
+TEST(Rules, PaddedCopiesStayVectorized) {
+  // 96 and 68 are multiples of 4: a padded tile's shared copies read whole vectors of the
+  // operands (a chunk of lanes is all inside K or all past it) and store zero vectors past M
+  // and K.
+  SpaceGenerator g = Space("matmul(M=131, N=96, K=68)", CudaTarget("sm_90"));
+  int vectorized = 0;
+  for (uint64_t seed = 0; seed < 64 && vectorized < 2; ++seed) {
+    auto c = g.Sample(seed);
+    if (!c.ok() || PaddedLoops(*c->trace) == 0) continue;
+    const std::string& code = c->source.code;
+    if (code.find("zero where the source is past its extent") == std::string::npos) continue;
+    ++vectorized;
+    EXPECT_THAT(code, ::testing::AnyOf(HasSubstr(" = float4{};"), HasSubstr(" = float2{};")))
+        << code;
+    EXPECT_THAT(code, HasSubstr("} else {")) << code;
+  }
+  EXPECT_EQ(vectorized, 2);
+}
+
+TEST(Rules, MultiLevelTilingKeepsDividingShapesAsTheyWere) {
+  // No padded extent to choose and no kPadTile where the tiles divide: the same sketch as
+  // before padding existed, on both targets and in the split-K sketch.
+  for (const Target& t : {HostTarget(), CudaTarget("sm_80"), CudaTarget("sm_90")}) {
+    for (const char* spec : {"matmul(M=4096, N=4096, K=4096)", "matmul(M=512, N=512, K=262144)",
+                             "matmul(M=1024, N=1024, K=1024, dtype=f16)"}) {
+      SCOPED_TRACE(std::string(spec) + " on " + t.ToString());
+      SpaceGenerator g = Space(spec, t);
+      for (const Trace& sk : g.sketches()) {
+        EXPECT_TRUE(PaddedExtentCandidates(sk).empty());
+        if (Kinds(sk).count("tensorize") > 0) continue;  // the tensor-core sketch pads always
+        for (const std::string& key : Attrs(sk, "annotate_stage", "key")) {
+          EXPECT_NE(key, "pad_tile");
+        }
+      }
+    }
+  }
+}
+
+TEST(Rules, PaddedSamplesReplayFromTheirJson) {
+  // The padded extents are decisions of the trace: its JSON replays to the same kernel.
+  const std::string spec = "matmul(M=4099, N=3001, K=1999)";
+  for (const Target& t : {HostTarget(), CudaTarget("sm_90")}) {
+    SCOPED_TRACE(t.ToString());
+    SpaceGenerator g = Space(spec, t);
+    int replayed = 0;
+    for (uint64_t seed = 0; seed < 16 && replayed < 2; ++seed) {
+      auto c = g.Sample(seed);
+      if (!c.ok() || PaddedLoops(*c->trace) == 0) continue;
+      auto parsed = Trace::Parse(c->trace->ToJsonString());
+      ASSERT_TRUE(parsed.ok()) << parsed.status();
+      auto again = schedules::BuildCandidate(Load(spec), t, *parsed);
+      ASSERT_TRUE(again.ok()) << again.status();
+      EXPECT_EQ(again->source.code, c->source.code);
+      ++replayed;
+    }
+    EXPECT_EQ(replayed, 2);
+  }
+}
+
+TEST(Rules, PaddedTileDecisionMustMultiplyToThePaddedExtent) {
+  // A trace whose tile no longer fits its padded extent (edited by hand) names both.
+  const std::string spec = "matmul(M=4099, N=3001, K=1999)";
+  SpaceGenerator g = Space(spec, CudaTarget("sm_90"));
+  std::optional<Trace> padded;
+  for (uint64_t seed = 0; seed < 16 && !padded; ++seed) {
+    auto c = g.Sample(seed);
+    if (c.ok() && PaddedLoops(*c->trace) > 0) padded = *c->trace;
+  }
+  ASSERT_TRUE(padded.has_value());
+  for (auto& inst : padded->insts) {
+    if (inst.kind == "sample_perfect_tile" && inst.inputs.size() == 2) {
+      inst.decision = {1, 4099};
+      break;
+    }
+  }
+  auto c = schedules::BuildCandidate(Load(spec), CudaTarget("sm_90"), *padded);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("decision [1, 4099] is not 2 positive factors of"));
+  EXPECT_THAT(c.status().message(), HasSubstr("(padded extent "));
+}
+
+// Shapes no tile divides, on every target: mostly valid, and on CUDA most samples pad.
+class PaddedTileSpace : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PaddedTileSpace, MostlyValidAndManyPadded) {
+  for (const Target& t : {HostTarget(), CudaTarget("sm_80"), CudaTarget("sm_90")}) {
+    SCOPED_TRACE(t.ToString());
+    SpaceGenerator g = Space(GetParam(), t);
+    constexpr int kSamples = 64;
+    int valid = 0, padded = 0;
+    std::vector<std::string> why;
+    for (uint64_t seed = 0; seed < kSamples; ++seed) {
+      schedules::Rejection r;
+      auto c = g.Sample(seed, &r);
+      if (!c.ok()) {
+        why.push_back(r.step + ": " + r.message);
+        continue;
+      }
+      ++valid;
+      if (PaddedLoops(*c->trace) > 0) ++padded;
+    }
+    EXPECT_GE(valid, kSamples * 9 / 10) << ::testing::PrintToString(why);
+    EXPECT_GE(padded, kSamples / 4);
+  }
+}
+
+std::vector<std::string> PaddedTileSpaceSpecs() {
+  std::vector<std::string> specs = PaddedTileSpecs();
+  for (const char* s :
+       {"matmul(M=4099, N=3001, K=1999)", "matmul(M=4099, N=3001, K=1999, dtype=f16)",
+        "matmul(M=1000, N=4099, K=1000)"}) {
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, PaddedTileSpace, ::testing::ValuesIn(PaddedTileSpaceSpecs()),
                          SpecTestName);
 
 // ---- The space as a whole, every family on both targets.

@@ -169,27 +169,31 @@ TEST_P(MutatorValidityTest, EveryMutantBuildsAndChangesOnlyItsDecision) {
 
 INSTANTIATE_TEST_SUITE_P(
     Workloads, MutatorValidityTest,
-    ::testing::Values(Case{"matmul(M=128, N=128, K=64)", "host", {"tile_size", "unroll"}},
-                      Case{"matmul(M=128, N=128, K=64)",
-                           "cuda",
-                           {"tile_size", "unroll", "categorical", "compute_location"}},
-                      // Split-K: a second sketch whose split factor is a categorical.
-                      Case{"matmul(M=8, N=1, K=2048)", "host", {"tile_size", "unroll"}},
-                      Case{"matmul(M=64, N=64, K=8192)",
-                           "cuda",
-                           {"tile_size", "unroll", "categorical", "compute_location"}},
-                      Case{"softmax(rows=8, cols=256)", "host", {"unroll"}},
-                      Case{"softmax(rows=8, cols=256)", "cuda", {"thread_extent", "unroll"}},
-                      Case{"layernorm(rows=8, cols=256)", "host", {"unroll"}},
-                      Case{"layernorm(rows=8, cols=256)", "cuda", {"thread_extent", "unroll"}},
-                      // Convolution is an implicit GEMM of multi-level tiling: tiles, and on CUDA
-                      // cache levels.
-                      Case{"conv2d(N=1, C=8, H=16, W=16, K=16, R=3, S=3, padding=1)",
-                           "host",
-                           {"tile_size", "unroll"}},
-                      Case{"conv2d(N=1, C=8, H=16, W=16, K=16, R=3, S=3, padding=1)",
-                           "cuda",
-                           {"tile_size", "unroll", "categorical", "compute_location"}}));
+    ::testing::Values(
+        Case{"matmul(M=128, N=128, K=64)", "host", {"tile_size", "unroll"}},
+        Case{"matmul(M=128, N=128, K=64)",
+             "cuda",
+             {"tile_size", "unroll", "categorical", "compute_location"}},
+        // Split-K: a second sketch whose split factor is a categorical.
+        Case{"matmul(M=8, N=1, K=2048)", "host", {"tile_size", "unroll"}},
+        Case{"matmul(M=64, N=64, K=8192)",
+             "cuda",
+             {"tile_size", "unroll", "categorical", "compute_location"}},
+        // Shapes no tile divides: padded extents are categoricals.
+        Case{"matmul(M=131, N=97, K=67)", "host", {"unroll", "categorical"}},
+        Case{"matmul(M=131, N=97, K=67)", "cuda", {"unroll", "categorical", "compute_location"}},
+        Case{"softmax(rows=8, cols=256)", "host", {"unroll"}},
+        Case{"softmax(rows=8, cols=256)", "cuda", {"thread_extent", "unroll"}},
+        Case{"layernorm(rows=8, cols=256)", "host", {"unroll"}},
+        Case{"layernorm(rows=8, cols=256)", "cuda", {"thread_extent", "unroll"}},
+        // Convolution is an implicit GEMM of multi-level tiling: tiles, and on CUDA
+        // cache levels.
+        Case{"conv2d(N=1, C=8, H=16, W=16, K=16, R=3, S=3, padding=1)",
+             "host",
+             {"tile_size", "unroll"}},
+        Case{"conv2d(N=1, C=8, H=16, W=16, K=16, R=3, S=3, padding=1)",
+             "cuda",
+             {"tile_size", "unroll", "categorical", "compute_location"}}));
 
 TEST(MutatorTest, NotFoundWhenNothingToMutateWithAMessage) {
   const SearchContext ctx = Context("softmax(rows=8, cols=256)", "host");
@@ -265,6 +269,63 @@ TEST(MutatorTest, CategoricalMutatesTheSplitKFactor) {
     }
   }
   EXPECT_EQ(moved, 3);
+}
+
+// The padded extent of a shape no tile divides is a categorical decision: the categorical
+// mutator moves it, the tiles of its loop are re-sampled to the new extent, and the mutant
+// builds; the tile_size mutator keeps the padded extent.
+TEST(MutatorTest, CategoricalMutatesThePaddedExtent) {
+  for (const char* target : {"host", "cuda"}) {
+    SCOPED_TRACE(target);
+    const SearchContext ctx = Context("matmul(M=4099, N=3001, K=1999)", target);
+    const CandidateSource source = Source(ctx);
+    const std::vector<Trace> samples = SampleTraces(source, 8);
+    auto categorical = MakeCategoricalMutator(&source);
+    auto tile = MakeTileSizeMutator(&source);
+    // The value of each padded extent (by its instruction) and the product of each tile group.
+    auto padded = [](const Trace& t) {
+      std::map<int, int64_t> out;
+      for (size_t i = 0; i < t.insts.size(); ++i) {
+        const Instruction& c = t.insts[i];
+        if (c.kind != "sample_categorical") continue;
+        for (const Instruction& p : t.insts) {
+          if (p.kind == "sample_perfect_tile" && p.inputs.size() == 2 &&
+              p.inputs[1] == c.outputs[0]) {
+            out[static_cast<int>(i)] =
+                c.attrs["candidates"][c.decision.get<int64_t>()].get<int64_t>();
+          }
+        }
+      }
+      return out;
+    };
+    int moved = 0, tiled = 0;
+    for (const Trace& t : samples) {
+      const std::map<int, int64_t> before = padded(t);
+      ASSERT_EQ(before.size(), 3u);
+      for (uint64_t seed = 0; seed < 16 && moved < 3; ++seed) {
+        std::mt19937_64 rng(seed);
+        absl::StatusOr<Trace> child = categorical->Apply(t, rng);
+        ASSERT_TRUE(child.ok()) << child.status();
+        if (padded(*child) == before) continue;  // another categorical moved
+        ++moved;
+        EXPECT_TRUE(source.Build(*child, nullptr).ok());
+        // Every tile group of the child multiplies to its loop's (padded) extent.
+        std::set<int64_t> products;
+        for (const std::vector<int>& g : TileGroups(*child)) {
+          products.insert(Product(TileLevels(*child, g)));
+        }
+        for (const auto& [at, value] : padded(*child)) EXPECT_TRUE(products.count(value)) << value;
+      }
+      std::mt19937_64 rng(7);
+      absl::StatusOr<Trace> mutant = tile->Apply(t, rng);
+      if (mutant.ok()) {
+        ++tiled;
+        EXPECT_EQ(padded(*mutant), before);
+      }
+    }
+    EXPECT_EQ(moved, 3);
+    EXPECT_GT(tiled, 0);
+  }
 }
 
 TEST(MutatorTest, CategoricalUsesAreTellApart) {

@@ -43,12 +43,21 @@ std::vector<int64_t> Divisors(int64_t n) {
 }  // namespace
 
 absl::StatusOr<std::vector<IntRV>> Schedule::SamplePerfectTile(
-    LoopRV loop, int n, int64_t max_innermost, std::optional<std::vector<int64_t>> decision) {
+    LoopRV loop, int n, int64_t max_innermost, std::optional<std::vector<int64_t>> decision,
+    std::optional<IntRV> padded_extent) {
   const char* prim = kSamplePerfectTile;
   auto l = MutableLoop(loop, prim);
   if (!l.ok()) return l.status();
   const auto [s, iter] = *l;
-  const int64_t extent = s->iters[iter].extent;
+  int64_t extent = s->iters[iter].extent;
+  if (padded_extent) {
+    const int64_t padded = Value(*padded_extent);
+    if (padded < extent) {
+      return Invalid(prim, absl::StrCat("padded extent ", padded, " is less than the extent ",
+                                        extent, " of ", LoopDesc(*s, iter)));
+    }
+    extent = padded;
+  }
   if (n < 1) return Invalid(prim, absl::StrCat("n must be at least 1, got ", n));
   if (max_innermost < 1) {
     return Invalid(prim, absl::StrCat("max_innermost must be at least 1, got ", max_innermost));
@@ -60,9 +69,10 @@ absl::StatusOr<std::vector<IntRV>> Schedule::SamplePerfectTile(
     for (int64_t f : factors) prod *= f;
     if (static_cast<int>(factors.size()) != n || prod != extent ||
         std::any_of(factors.begin(), factors.end(), [](int64_t f) { return f < 1; })) {
-      return Invalid(prim, absl::StrCat("decision [", absl::StrJoin(factors, ", "), "] is not ", n,
-                                        " positive factors of ", LoopDesc(*s, iter), " (extent ",
-                                        extent, ")"));
+      return Invalid(prim,
+                     absl::StrCat("decision [", absl::StrJoin(factors, ", "), "] is not ", n,
+                                  " positive factors of ", LoopDesc(*s, iter),
+                                  padded_extent ? " (padded extent " : " (extent ", extent, ")"));
     }
     if (factors.back() > max_innermost) {
       return Invalid(prim, absl::StrCat("decision's innermost factor ", factors.back(),
@@ -92,6 +102,7 @@ absl::StatusOr<std::vector<IntRV>> Schedule::SamplePerfectTile(
   }
   Instruction inst{
       prim, {RVName(loop.id)}, {{"n", n}, {"max_innermost", max_innermost}}, {}, factors};
+  if (padded_extent) inst.inputs.push_back(RVName(padded_extent->id));
   std::vector<IntRV> out;
   for (int64_t f : factors) {
     out.push_back(IntRV{static_cast<int>(rvs_.size())});
@@ -247,8 +258,12 @@ absl::Status ApplySamplePerfectTile(InstructionReader& in) {
   TESSEL_ASSIGN_OR_RETURN(int n, in.AttrInt32("n"));
   TESSEL_ASSIGN_OR_RETURN(int64_t max_innermost, in.AttrInt("max_innermost"));
   TESSEL_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> decision, in.IntArrayDecision());
-  TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> r,
-                          in.schedule().SamplePerfectTile(loop, n, max_innermost, decision));
+  std::optional<IntRV> padded;
+  if (in.num_inputs() > 1) {
+    TESSEL_ASSIGN_OR_RETURN(padded, in.Value(1));
+  }
+  TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> r, in.schedule().SamplePerfectTile(
+                                                    loop, n, max_innermost, decision, padded));
   return in.BindOutputs(r);
 }
 

@@ -50,6 +50,48 @@ TEST(ScheduleSamplePerfectTile, ProductIsExtentAndInnermostBounded) {
   }
 }
 
+TEST(ScheduleSamplePerfectTile, PaddedExtentTilesPastTheLoop) {
+  // A loop of 97 tiled as 112 (a sampled extent): the factors multiply to 112, the split by
+  // them covers the loop, and the trace names the extent's value as a second input.
+  for (uint64_t seed = 0; seed < 10; ++seed) {
+    Schedule sch = NewSchedule(VectorAdd(97), seed);
+    LoopRV i = LoopsOf(sch, "C")[0];
+    IntRV padded = ValueOrDie(sch.SampleCategorical({97, 112}, {0, 1}));
+    auto tiles = sch.SamplePerfectTile(i, 2, 8, std::nullopt, padded);
+    TESSEL_ASSERT_OK(tiles);
+    EXPECT_EQ(sch.Value((*tiles)[0]) * sch.Value((*tiles)[1]), 112);
+    const Instruction& inst = sch.trace().insts.back();
+    ASSERT_EQ(inst.inputs.size(), 2u);
+    const auto& insts = sch.trace().insts;
+    EXPECT_EQ(inst.inputs[1], insts[insts.size() - 2].outputs.at(0));  // the categorical's value
+    TESSEL_ASSERT_OK(sch.Split(i, {(*tiles)[0], (*tiles)[1]}));
+  }
+  // Replayed with its decision, and checked against the padded extent.
+  Schedule sch = NewSchedule(VectorAdd(97));
+  LoopRV i = LoopsOf(sch, "C")[0];
+  IntRV padded = ValueOrDie(sch.SampleCategorical({97, 112}, {0, 1}));
+  auto ok = sch.SamplePerfectTile(i, 2, 8, std::vector<int64_t>{14, 8}, padded);
+  TESSEL_ASSERT_OK(ok);
+  auto bad = sch.SamplePerfectTile(i, 2, 8, std::vector<int64_t>{97, 1}, padded);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("decision [97, 1] is not 2 positive factors of loop"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("(padded extent 112)"));
+}
+
+TEST(ScheduleSamplePerfectTile, PaddedExtentBelowTheLoopsIsAnError) {
+  Schedule sch = NewSchedule(VectorAdd(97));
+  LoopRV i = LoopsOf(sch, "C")[0];
+  IntRV padded = ValueOrDie(sch.SampleCategorical({64}, {1}));
+  const size_t before = sch.trace().insts.size();
+  auto r = sch.SamplePerfectTile(i, 2, 8, std::nullopt, padded);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("padded extent 64 is less than the extent 97 of"));
+  EXPECT_EQ(sch.trace().insts.size(), before);
+}
+
 std::vector<int64_t> SampleTiles(uint64_t seed) {
   Schedule sch = NewSchedule(VectorAdd(1024), seed);
   LoopRV i = LoopsOf(sch, "C")[0];
