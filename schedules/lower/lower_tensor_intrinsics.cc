@@ -26,6 +26,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -116,7 +117,8 @@ int AxisOf(const std::vector<Expr>& idx, const VarNode* v) {
   return axis;
 }
 
-// The product's two loads of an mma nest's store acc = acc + a * b.
+// The product's two loads of an mma nest's store acc = acc + a * b, A (the one indexed by the
+// nest's m loop) first.
 struct MmaAccess {
   const StoreNode* store = nullptr;
   const LoadNode* a = nullptr;
@@ -141,6 +143,8 @@ absl::StatusOr<MmaAccess> MatchMmaStore(const Nest& n) {
     m.a = LoadUnderCast(mul->a);
     m.b = LoadUnderCast(mul->b);
   }
+  // A first: the operand indexed by the nest's m loop.
+  if (m.a && m.b && AxisOf(m.a->indices, n.loops[0]->var.get()) < 0) std::swap(m.a, m.b);
   if (!m.a || !m.b) {
     return absl::FailedPreconditionError(
         absl::StrCat(NestDesc(n), " is not one unguarded store acc = acc + a * b (found ",
@@ -302,11 +306,9 @@ class TensorLowering : public StmtMutator {
     const VarNode* vm = n.loops[0]->var.get();
     const VarNode* vn = n.loops[1]->var.get();
     const VarNode* vk = n.loops[2]->var.get();
-    // A is the operand indexed by m.
     const LoadNode* a = m->a;
     const LoadNode* b = m->b;
-    if (AxisOf(a->indices, vm) < 0) std::swap(a, b);
-    mmas_[n.loops[0]] = {m->store, a, b};
+    mmas_[n.loops[0]] = *m;
     Fragment fa{Fragment::Role::kA}, fb{Fragment::Role::kB}, fc{Fragment::Role::kAcc};
     fa.tile_rows = 16, fa.tile_cols = 16, fa.regs_per_tile = 8;
     fb.tile_rows = 8, fb.tile_cols = 16, fb.regs_per_tile = 4;
@@ -336,10 +338,7 @@ class TensorLowering : public StmtMutator {
     const VarNode* vm = n.loops[0]->var.get();
     const VarNode* vn = n.loops[1]->var.get();
     const VarNode* vk = n.loops[2]->var.get();
-    const LoadNode* a = m->a;
-    const LoadNode* b = m->b;
-    if (AxisOf(a->indices, vm) < 0) std::swap(a, b);
-    for (const LoadNode* x : {a, b}) {
+    for (const LoadNode* x : {m->a, m->b}) {
       if (x->buffer->scope != MemScope::kShared) {
         return absl::FailedPreconditionError(absl::StrCat(
             NestDesc(n), " reads ", x->buffer->name, " in ", MemScopeName(x->buffer->scope),
@@ -353,7 +352,7 @@ class TensorLowering : public StmtMutator {
                        MemScopeName(acc.scope), ", ", DTypeName(acc.dtype),
                        "); wgmma accumulates in an f32 fragment (cache_write \"fragment\")"));
     }
-    mmas_[n.loops[0]] = {m->store, a, b};
+    mmas_[n.loops[0]] = *m;
     Fragment fc{Fragment::Role::kAcc};
     fc.tile_rows = 16, fc.tile_cols = 8, fc.regs_per_tile = 4;
     TESSEL_RETURN_IF_ERROR(

@@ -257,8 +257,8 @@ TEST(Wgmma, TensorizeChecksTheStage) {
   std::vector<LoopRV> k = ValueOrDie(sch.Split(l[2], {-1, 16}));
   ASSERT_TRUE(sch.Reorder({i[0], k[0], i[1], l[1], k[1]}).ok());
   absl::Status st = sch.Tensorize(i[1], "wgmma_m64nNk16");
-  EXPECT_THAT(st.message(), HasSubstr("reads operand A from global memory; wgmma reads shared "
-                                      "memory: cache_read it to \"shared\" first"));
+  EXPECT_THAT(st.message(), HasSubstr("reads operand A from global memory; cache_read it to "
+                                      "\"shared\" first"));
   ASSERT_TRUE(sch.Reorder({i[0], k[0], l[1], i[1], k[1]}).ok());
   st = sch.Tensorize(l[1], "wgmma_m64nNk16");
   EXPECT_THAT(st.message(), HasSubstr("have extents 64 x 16 x 16; wgmma_m64nNk16 replaces loops of "
@@ -270,8 +270,8 @@ TEST(Wgmma, TensorizeChecksTheStage) {
   std::vector<LoopRV> pk = ValueOrDie(plain.Split(pl[2], {-1, 16}));
   ASSERT_TRUE(plain.Reorder({pi[0], pk[0], pi[1], pl[1], pk[1]}).ok());
   st = plain.Tensorize(pi[1], "wgmma_m64nNk16");
-  EXPECT_THAT(st.message(), HasSubstr("wgmma accumulates f32 in a fragment: cache_write the "
-                                      "stage to \"fragment\""));
+  EXPECT_THAT(st.message(), HasSubstr("writes global memory; wgmma accumulates in a fragment: "
+                                      "cache_write the stage to \"fragment\""));
 }
 
 }  // namespace

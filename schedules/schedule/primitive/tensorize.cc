@@ -3,6 +3,7 @@
 // computation, dtypes and scopes) and marks the loop; the lowering pass lower_tensor_intrinsics
 // matches the lowered nest's accesses and emits the intrinsic.
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -22,84 +23,50 @@ namespace {
 
 constexpr char kTensorize[] = "tensorize";
 
-// mma: the stage sums products of two 16-bit fragment operands into a fragment.
-absl::Status CheckMmaStage(const Stage& s) {
+// mma and wgmma: the stage sums products of two 16-bit operands in `operands` memory into a
+// fragment of one of `acc_types` (`unit`: "mma", "wgmma", for messages).
+absl::Status CheckMatrixProductStage(const Stage& s, const std::string& intrin, const char* unit,
+                                     MemScope operands, const std::vector<DType>& acc_types) {
   const std::string what = absl::StrCat("stage ", s.name);
   if (!s.reduce || *s.reduce != ReduceOp::kSum) {
-    return Precondition(kTensorize, what +
-                                        " is not a sum reduction; mma_m16n8k16 computes "
-                                        "acc += A * B");
+    return Precondition(kTensorize,
+                        absl::StrCat(what, " is not a sum reduction; ", intrin,
+                                     " computes acc += A * B"));
   }
   if (s.buffer->scope != MemScope::kFragment) {
     return Precondition(kTensorize,
-                        absl::StrCat(what, " writes ", MemScopeName(s.buffer->scope),
-                                     " memory; mma accumulates in a fragment: cache_write the "
-                                     "stage to \"fragment\" and tensorize that stage"));
+                        absl::StrCat(what, " writes ", MemScopeName(s.buffer->scope), " memory; ",
+                                     unit,
+                                     " accumulates in a fragment: cache_write the stage to "
+                                     "\"fragment\" and tensorize that stage"));
   }
-  if (s.buffer->dtype != DType::kFloat32 && s.buffer->dtype != DType::kFloat16) {
-    return Precondition(kTensorize,
-                        absl::StrCat(what, " accumulates in ", DTypeName(s.buffer->dtype),
-                                     "; mma accumulates in f32 or f16"));
-  }
-  const auto* mul = As<BinaryNode>(s.body);
-  const LoadNode* a = mul && mul->op == BinaryOp::kMul ? LoadUnderCast(mul->a) : nullptr;
-  const LoadNode* b = mul && mul->op == BinaryOp::kMul ? LoadUnderCast(mul->b) : nullptr;
-  if (!a || !b) {
-    return Precondition(kTensorize, absl::StrCat(what, " computes ", ToString(s.body),
-                                                 "; mma_m16n8k16 needs a product of two loads"));
-  }
-  for (const LoadNode* l : {a, b}) {
-    if (l->buffer->scope != MemScope::kFragment) {
-      return Precondition(kTensorize, absl::StrCat(what, " reads operand ", l->buffer->name,
-                                                   " from ", MemScopeName(l->buffer->scope),
-                                                   " memory; cache_read it to \"fragment\" first"));
-    }
-    if (!IsMmaOperandType(l->buffer->dtype) || l->buffer->dtype != a->buffer->dtype) {
-      return Precondition(
-          kTensorize,
-          absl::StrCat(what, " reads ", a->buffer->name, " (", DTypeName(a->buffer->dtype),
-                       ") and ", b->buffer->name, " (", DTypeName(b->buffer->dtype),
-                       "); mma_m16n8k16 multiplies two f16 or two bf16 operands"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// wgmma: the stage sums products of two 16-bit shared operands into an f32 fragment.
-absl::Status CheckWgmmaStage(const Stage& s) {
-  const std::string what = absl::StrCat("stage ", s.name);
-  if (!s.reduce || *s.reduce != ReduceOp::kSum) {
-    return Precondition(kTensorize,
-                        what + " is not a sum reduction; wgmma_m64nNk16 computes acc += A * B");
-  }
-  if (s.buffer->scope != MemScope::kFragment || s.buffer->dtype != DType::kFloat32) {
-    return Precondition(
-        kTensorize,
-        absl::StrCat(what, " writes ", DTypeName(s.buffer->dtype), " in ",
-                     MemScopeName(s.buffer->scope),
-                     " memory; wgmma accumulates f32 in a fragment: cache_write the stage to "
-                     "\"fragment\" and tensorize that stage"));
+  if (std::find(acc_types.begin(), acc_types.end(), s.buffer->dtype) == acc_types.end()) {
+    std::vector<std::string> names;
+    for (DType t : acc_types) names.push_back(DTypeName(t));
+    return Precondition(kTensorize, absl::StrCat(what, " accumulates in ", DTypeName(s.buffer->dtype),
+                                                 "; ", unit, " accumulates in ",
+                                                 absl::StrJoin(names, " or ")));
   }
   const auto* mul = As<BinaryNode>(s.body);
   const LoadNode* a = mul && mul->op == BinaryOp::kMul ? LoadUnderCast(mul->a) : nullptr;
   const LoadNode* b = mul && mul->op == BinaryOp::kMul ? LoadUnderCast(mul->b) : nullptr;
   if (!a || !b) {
-    return Precondition(kTensorize, absl::StrCat(what, " computes ", ToString(s.body),
-                                                 "; wgmma_m64nNk16 needs a product of two loads"));
+    return Precondition(kTensorize, absl::StrCat(what, " computes ", ToString(s.body), "; ",
+                                                 intrin, " needs a product of two loads"));
   }
   for (const LoadNode* l : {a, b}) {
-    if (l->buffer->scope != MemScope::kShared) {
-      return Precondition(kTensorize, absl::StrCat(what, " reads operand ", l->buffer->name,
-                                                   " from ", MemScopeName(l->buffer->scope),
-                                                   " memory; wgmma reads shared memory: "
-                                                   "cache_read it to \"shared\" first"));
+    if (l->buffer->scope != operands) {
+      return Precondition(kTensorize,
+                          absl::StrCat(what, " reads operand ", l->buffer->name, " from ",
+                                       MemScopeName(l->buffer->scope), " memory; cache_read it to \"",
+                                       MemScopeName(operands), "\" first"));
     }
     if (!IsMmaOperandType(l->buffer->dtype) || l->buffer->dtype != a->buffer->dtype) {
       return Precondition(
           kTensorize,
           absl::StrCat(what, " reads ", a->buffer->name, " (", DTypeName(a->buffer->dtype),
-                       ") and ", b->buffer->name, " (", DTypeName(b->buffer->dtype),
-                       "); wgmma_m64nNk16 multiplies two f16 or two bf16 operands"));
+                       ") and ", b->buffer->name, " (", DTypeName(b->buffer->dtype), "); ", intrin,
+                       " multiplies two f16 or two bf16 operands"));
     }
   }
   return absl::OkStatus();
@@ -193,7 +160,8 @@ absl::Status Schedule::Tensorize(LoopRV loop, const std::string& intrin) {
   }
   switch (info->kind) {
     case TensorIntrin::kMma:
-      TESSEL_RETURN_IF_ERROR(CheckMmaStage(*s));
+      TESSEL_RETURN_IF_ERROR(CheckMatrixProductStage(*s, intrin, "mma", MemScope::kFragment,
+                                                     {DType::kFloat32, DType::kFloat16}));
       break;
     case TensorIntrin::kLdmatrix:
       TESSEL_RETURN_IF_ERROR(CheckLdmatrixStage(*s));
@@ -202,7 +170,8 @@ absl::Status Schedule::Tensorize(LoopRV loop, const std::string& intrin) {
       TESSEL_RETURN_IF_ERROR(CheckAccumulatorStage(*s));
       break;
     case TensorIntrin::kWgmma:
-      TESSEL_RETURN_IF_ERROR(CheckWgmmaStage(*s));
+      TESSEL_RETURN_IF_ERROR(
+          CheckMatrixProductStage(*s, intrin, "wgmma", MemScope::kShared, {DType::kFloat32}));
       break;
   }
   s->iters[iter].annotations.emplace_back(TensorizeAnnotation(*info), 1);
