@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "schedules/ir/dtype.h"
 #include "absl/strings/numbers.h"
+#include "schedules/ir/dtype.h"
 #include "schedules/ir/tensor_intrin.h"
 
 namespace tessel::costmodel {

@@ -465,8 +465,8 @@ std::string CodeGenC::Access(const BufferPtr& buffer, const std::vector<Expr>& i
                                                  buffer->shape.size())));
     return name + "[0]";
   }
-  return name + "[" + StorageOffset(*buffer, FoldTrailingConstants(StorageIndex(*buffer, indices))) +
-         "]";
+  return name + "[" +
+         StorageOffset(*buffer, FoldTrailingConstants(StorageIndex(*buffer, indices))) + "]";
 }
 
 std::string CodeGenC::PrintBinary(const BinaryNode& n, int* prec) {

@@ -133,8 +133,9 @@ std::string WgmmaHelper(const std::string& name) {
       "  const unsigned long long db = tessel_wgmma_descriptor(b, b_lbo, b_sbo, b_mode);\n",
       "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %", regs + 2, ", 0;\\n\"\n",
       "               \"wgmma.mma_async.sync.aligned.m64n", n, "k16.f32.", ab, ".", ab, " {", list,
-      "}, %", regs, ", %", regs + 1, ", p, 1, 1, ", trans.substr(0, 1), ", ", trans.substr(1), ";\\n}\\n\"\n",
-      "               : ", outs, "\n               : \"l\"(da), \"l\"(db), \"r\"(1));\n}\n");
+      "}, %", regs, ", %", regs + 1, ", p, 1, 1, ", trans.substr(0, 1), ", ", trans.substr(1),
+      ";\\n}\\n\"\n", "               : ", outs,
+      "\n               : \"l\"(da), \"l\"(db), \"r\"(1));\n}\n");
 }
 
 // A matrix descriptor: bits 0-13 the shared address / 16, 16-29 the leading byte offset / 16,
@@ -167,8 +168,9 @@ std::string TensorCallHelpers(const std::set<std::string>& calls) {
       absl::StrAppend(&out, "__device__ __forceinline__ void ", name,
                       "() { asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\"); }\n");
     } else if (name == kCallWgmmaCommit) {
-      absl::StrAppend(&out, "__device__ __forceinline__ void ", name,
-                      "() { asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\"); }\n");
+      absl::StrAppend(
+          &out, "__device__ __forceinline__ void ", name,
+          "() { asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\"); }\n");
     } else if (const int64_t groups = WgmmaWaitGroups(name); groups >= 0) {
       absl::StrAppend(&out, "__device__ __forceinline__ void ", name,
                       "() { asm volatile(\"wgmma.wait_group.sync.aligned ", groups,

@@ -39,8 +39,8 @@ struct Buffer {
   // column atoms of A = W / element-bytes columns each, atom after atom (atom j holds columns
   // [jA, (j+1)A) of every row, R rows of W bytes), and within each 1024-byte span the 16-byte
   // chunk q of a row is stored at chunk q ^ ((byte offset / 128) % (W / 16)): ldmatrix and cp.async
-  // then meet no bank conflicts, and wgmma reads the operand through a matrix descriptor of the same
-  // swizzle mode. Outer axes are compact. Set by lowering from the stage annotation
+  // then meet no bank conflicts, and wgmma reads the operand through a matrix descriptor of the
+  // same swizzle mode. Outer axes are compact. Set by lowering from the stage annotation
   // kStorageSwizzle (schedules/schedule/stage.h); never with explicit strides.
   int64_t swizzle_bytes = 0;
 

@@ -348,8 +348,8 @@ class TensorLowering : public StmtMutator {
     const Buffer& acc = *m->store->buffer;
     if (acc.scope != MemScope::kFragment || acc.dtype != DType::kFloat32) {
       return absl::FailedPreconditionError(
-          absl::StrCat(NestDesc(n), " accumulates into ", acc.name, " (",
-                       MemScopeName(acc.scope), ", ", DTypeName(acc.dtype),
+          absl::StrCat(NestDesc(n), " accumulates into ", acc.name, " (", MemScopeName(acc.scope),
+                       ", ", DTypeName(acc.dtype),
                        "); wgmma accumulates in an f32 fragment (cache_write \"fragment\")"));
     }
     mmas_[n.loops[0]] = *m;
@@ -500,20 +500,19 @@ class TensorLowering : public StmtMutator {
           "; wgmma reads an operand's tile rows and k along the shared copy's last two axes"));
     }
     if (b.swizzle_bytes == 0 || b.shape[rank - 2] % 8 != 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          NestDesc(n), " reads ", b.name, ", which is ",
-          b.swizzle_bytes ? absl::StrCat("swizzled with ", b.shape[rank - 2], " rows")
-                          : std::string("not swizzled"),
-          "; wgmma reads swizzled shared operands (annotate the copy ", kStorageSwizzle,
-          ") with a multiple of 8 rows"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(NestDesc(n), " reads ", b.name, ", which is ",
+                       b.swizzle_bytes ? absl::StrCat("swizzled with ", b.shape[rank - 2], " rows")
+                                       : std::string("not swizzled"),
+                       "; wgmma reads swizzled shared operands (annotate the copy ",
+                       kStorageSwizzle, ") with a multiple of 8 rows"));
     }
     // Where the tile starts: k on a 16-element step (K-major: inside a swizzle row), the rows of
     // an MN-major operand on a swizzle atom, those of a K-major one on a multiple of 8.
     const int64_t atom = SwizzleAtomElements(b);
     const bool mn = row_axis == rank - 1;
-    if (b.swizzle_bytes > 0 &&
-        !(analyzer_.CanProve(start[k_axis] % 16 == 0) &&
-          analyzer_.CanProve(start[row_axis] % (mn ? atom : 8) == 0))) {
+    if (b.swizzle_bytes > 0 && !(analyzer_.CanProve(start[k_axis] % 16 == 0) &&
+                                 analyzer_.CanProve(start[row_axis] % (mn ? atom : 8) == 0))) {
       return absl::FailedPreconditionError(absl::StrCat(
           NestDesc(n), " starts its tile of ", b.name, " at ", IndexList(start),
           "; wgmma's descriptors need k on a multiple of 16 and the rows on a multiple of ",
@@ -571,15 +570,14 @@ class TensorLowering : public StmtMutator {
     auto db = DescriptorOf(n, *m.b, b_idx, vn, vk);
     if (!db.ok()) return Fail(db.status());
     Expr acc = MakeLoad(fc.flat, {TileRegister(fc, *m.store->buffer, AtZero(n, m.store->indices))});
-    const std::string name = absl::StrCat(kCallWgmma, "_m64n", cols, "k16_f32_",
-                                          DTypeName(m.a->buffer->dtype), "_", da->mn_major ? 1 : 0,
-                                          db->mn_major ? 1 : 0);
-    return MakeEvaluate(MakeCall(
-        name,
-        {acc, MakeLoad(m.a->buffer, a_idx), MakeLoad(m.b->buffer, b_idx),
-         MakeInt(da->lbo), MakeInt(da->sbo), MakeInt(da->mode), MakeInt(db->lbo),
-         MakeInt(db->sbo), MakeInt(db->mode)},
-        DType::kInt32));
+    const std::string name =
+        absl::StrCat(kCallWgmma, "_m64n", cols, "k16_f32_", DTypeName(m.a->buffer->dtype), "_",
+                     da->mn_major ? 1 : 0, db->mn_major ? 1 : 0);
+    return MakeEvaluate(MakeCall(name,
+                                 {acc, MakeLoad(m.a->buffer, a_idx), MakeLoad(m.b->buffer, b_idx),
+                                  MakeInt(da->lbo), MakeInt(da->sbo), MakeInt(da->mode),
+                                  MakeInt(db->lbo), MakeInt(db->sbo), MakeInt(db->mode)},
+                                 DType::kInt32));
   }
 
   // Runs the accumulator nest's body in every lane over the 2 x 2 elements it holds.
@@ -653,8 +651,7 @@ class TensorLowering : public StmtMutator {
     Stmt body = srw.Visit(n.body);
     if (!rw.status.ok()) return Fail(rw.status);
     Expr lv = MakeCast(kIndexType, lane);
-    body = Substitute(body,
-                      {{u, lv / 4 + Expr(h) * 8}, {v, Expr(j) * 8 + lv % 4 * 2 + Expr(e)}});
+    body = Substitute(body, {{u, lv / 4 + Expr(h) * 8}, {v, Expr(j) * 8 + lv % 4 * 2 + Expr(e)}});
     Analyzer an = analyzer_;
     an.Bind(lane, 0, kWarp);
     an.Bind(h, 0, 2);
@@ -671,8 +668,8 @@ class TensorLowering : public StmtMutator {
                    ThreadTag::kNone, body);
     body = MakeFor(h, MakeInt(0), MakeInt(2), ForKind::kUnrolled, ThreadTag::kNone, body);
     if (col_ext > 8) {
-      body = MakeFor(j, MakeInt(0), MakeInt(col_ext / 8), ForKind::kUnrolled, ThreadTag::kNone,
-                     body);
+      body =
+          MakeFor(j, MakeInt(0), MakeInt(col_ext / 8), ForKind::kUnrolled, ThreadTag::kNone, body);
     } else {
       body = Substitute(body, {{j.get(), MakeInt(0)}});
     }
@@ -741,8 +738,7 @@ Stmt FenceWgmma(const Stmt& s, bool pipelined_body = false) {
     case StmtKind::kFor: {
       const auto& f = static_cast<const ForNode&>(*s);
       return MakeFor(f.var, f.min, f.extent, f.kind, f.thread,
-                     FenceWgmma(f.body, SoftwarePipelineStages(f.annotations) >= 2),
-                     f.annotations);
+                     FenceWgmma(f.body, SoftwarePipelineStages(f.annotations) >= 2), f.annotations);
     }
     case StmtKind::kAllocate: {
       const auto& a = static_cast<const AllocateNode&>(*s);
@@ -750,7 +746,8 @@ Stmt FenceWgmma(const Stmt& s, bool pipelined_body = false) {
     }
     case StmtKind::kIfThenElse: {
       const auto& n = static_cast<const IfThenElseNode&>(*s);
-      return MakeIf(n.cond, FenceWgmma(n.then_case), n.else_case ? FenceWgmma(n.else_case) : n.else_case);
+      return MakeIf(n.cond, FenceWgmma(n.then_case),
+                    n.else_case ? FenceWgmma(n.else_case) : n.else_case);
     }
     default:
       return s;
@@ -783,9 +780,9 @@ absl::Status LowerTensorIntrinsics(LoweringState* state) {
     if (!state->target.is_cuda()) continue;  // check_stages refused the marks already
     const bool wgmma = HasWgmmaMark(k.body);
     if (wgmma && !state->target.Supports(TargetFeature::kWgmma)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "kernel ", k.name, " tensorizes with wgmma_m64nNk16, which the target ",
-          state->target.ToString(), " does not have; wgmma needs cuda -arch=sm_90a"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("kernel ", k.name, " tensorizes with wgmma_m64nNk16, which the target ",
+                       state->target.ToString(), " does not have; wgmma needs cuda -arch=sm_90a"));
     }
     TensorLowering t(k, state->analyzer);
     if (absl::Status st = t.FindFragments(k.body); !st.ok()) return st;

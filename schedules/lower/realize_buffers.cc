@@ -9,9 +9,8 @@ namespace {
 absl::StatusOr<int64_t> SwizzleOf(const Stage& s, const std::vector<int64_t>& shape, bool cuda,
                                   int64_t bytes) {
   auto refuse = [&](const std::string& why) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("stage ", s.name, " is annotated ", kStorageSwizzle, " = ", bytes, ", but ",
-                     why));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "stage ", s.name, " is annotated ", kStorageSwizzle, " = ", bytes, ", but ", why));
   };
   if (bytes == 0) return 0;
   if (!cuda) return refuse("the swizzle is a layout of CUDA shared memory; drop it on the host");
@@ -27,8 +26,8 @@ absl::StatusOr<int64_t> SwizzleOf(const Stage& s, const std::vector<int64_t>& sh
   }
   const int64_t atom = bytes / DTypeBytes(s.buffer->dtype);
   if (shape.size() < 2 || atom == 0 || shape.back() % atom != 0) {
-    return refuse(absl::StrCat("its region's contiguous extent (",
-                               shape.empty() ? 0 : shape.back(), ") is no multiple of the ", atom,
+    return refuse(absl::StrCat("its region's contiguous extent (", shape.empty() ? 0 : shape.back(),
+                               ") is no multiple of the ", atom,
                                " elements of a swizzle row; swizzle a narrower width or tile "
                                "the contiguous axis to a multiple"));
   }

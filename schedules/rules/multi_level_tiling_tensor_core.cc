@@ -493,8 +493,7 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       order.push_back(l);
     }
     TESSEL_RETURN_IF_ERROR(s->Reorder(order));
-    TESSEL_RETURN_IF_ERROR(
-        rules::BindBlocksRasterized(s, batch, mt[0], nt[0], kRasterGroupMax));
+    TESSEL_RETURN_IF_ERROR(rules::BindBlocksRasterized(s, batch, mt[0], nt[0], kRasterGroupMax));
     TESSEL_RETURN_IF_ERROR(s->Bind(mt[1], "threadIdx.y"));
     TESSEL_RETURN_IF_ERROR(s->Bind(nt[1], "threadIdx.z"));
     TESSEL_RETURN_IF_ERROR(s->Unroll(nt[2]));

@@ -149,9 +149,11 @@ TEST(TensorCore, WriteBackIsVectorizedPerLane) {
 TEST(TensorCore, HostTargetRefusesTensorizedSchedules) {
   auto p = Lower(CudaTensorCoreMatmul(1, 1), HostT());
   ASSERT_FALSE(p.ok());
-  EXPECT_THAT(std::string(p.status().message()),
-              HasSubstr("tensor-core intrinsics (mma_m16n8k16, ldmatrix, mma_accumulator, wgmma_m64nNk16) exist "
-                        "only on CUDA targets"));
+  EXPECT_THAT(
+      std::string(p.status().message()),
+      HasSubstr(
+          "tensor-core intrinsics (mma_m16n8k16, ldmatrix, mma_accumulator, wgmma_m64nNk16) exist "
+          "only on CUDA targets"));
 }
 
 TEST(TensorCore, UntensorizedAccessOfAFragmentIsAnError) {

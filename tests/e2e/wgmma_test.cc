@@ -59,7 +59,7 @@ Trace WithStageAnnotation(Trace t, const std::string& key, int64_t value) {
 TEST(Swizzle, XorsTheChunkOfEachLineWithinItsPeriod) {
   // 128 bytes: the 16-byte chunk q of 128-byte line r is stored at chunk q ^ (r % 8).
   EXPECT_EQ(SwizzledOffset(0, 128, 2), 0);
-  EXPECT_EQ(SwizzledOffset(64 + 3, 128, 2), 64 + 8 + 3);             // line 1, chunk 0 -> 1
+  EXPECT_EQ(SwizzledOffset(64 + 3, 128, 2), 64 + 8 + 3);              // line 1, chunk 0 -> 1
   EXPECT_EQ(SwizzledOffset(7 * 64 + 8 * 2, 128, 2), 7 * 64 + 8 * 5);  // line 7, chunk 2 -> 5
   EXPECT_EQ(SwizzledOffset(8 * 64 + 8, 128, 2), 8 * 64 + 8);          // line 8: a new period
   // 64 bytes: chunk q of line r (two 64-byte rows a line) at q ^ (r % 4).
@@ -82,11 +82,13 @@ TEST(Swizzle, XorsTheChunkOfEachLineWithinItsPeriod) {
 
 TEST(Swizzle, StorageIndexStacksTheColumnAtoms) {
   // f16 [slot 2][rows 16][cols 128], 128-byte swizzle: atoms of 64 columns, one after the other.
-  auto b = std::make_shared<Buffer>(*MakeBuffer("S", DType::kFloat16, {2, 16, 128}, MemScope::kShared));
+  auto b =
+      std::make_shared<Buffer>(*MakeBuffer("S", DType::kFloat16, {2, 16, 128}, MemScope::kShared));
   b->swizzle_bytes = 128;
   auto at = [&](int64_t s, int64_t r, int64_t c) {
     int64_t v = 0;
-    EXPECT_TRUE(IsConstInt(Analyzer().Simplify(StorageIndex(*b, {MakeInt(s), MakeInt(r), MakeInt(c)})), &v));
+    EXPECT_TRUE(IsConstInt(
+        Analyzer().Simplify(StorageIndex(*b, {MakeInt(s), MakeInt(r), MakeInt(c)})), &v));
     return v;
   };
   EXPECT_EQ(at(0, 0, 0), 0);

@@ -29,37 +29,35 @@ absl::Status CheckMatrixProductStage(const Stage& s, const std::string& intrin, 
                                      MemScope operands, const std::vector<DType>& acc_types) {
   const std::string what = absl::StrCat("stage ", s.name);
   if (!s.reduce || *s.reduce != ReduceOp::kSum) {
-    return Precondition(kTensorize,
-                        absl::StrCat(what, " is not a sum reduction; ", intrin,
-                                     " computes acc += A * B"));
+    return Precondition(kTensorize, absl::StrCat(what, " is not a sum reduction; ", intrin,
+                                                 " computes acc += A * B"));
   }
   if (s.buffer->scope != MemScope::kFragment) {
-    return Precondition(kTensorize,
-                        absl::StrCat(what, " writes ", MemScopeName(s.buffer->scope), " memory; ",
-                                     unit,
-                                     " accumulates in a fragment: cache_write the stage to "
-                                     "\"fragment\" and tensorize that stage"));
+    return Precondition(
+        kTensorize, absl::StrCat(what, " writes ", MemScopeName(s.buffer->scope), " memory; ", unit,
+                                 " accumulates in a fragment: cache_write the stage to "
+                                 "\"fragment\" and tensorize that stage"));
   }
   if (std::find(acc_types.begin(), acc_types.end(), s.buffer->dtype) == acc_types.end()) {
     std::vector<std::string> names;
     for (DType t : acc_types) names.push_back(DTypeName(t));
-    return Precondition(kTensorize, absl::StrCat(what, " accumulates in ", DTypeName(s.buffer->dtype),
-                                                 "; ", unit, " accumulates in ",
-                                                 absl::StrJoin(names, " or ")));
+    return Precondition(
+        kTensorize, absl::StrCat(what, " accumulates in ", DTypeName(s.buffer->dtype), "; ", unit,
+                                 " accumulates in ", absl::StrJoin(names, " or ")));
   }
   const auto* mul = As<BinaryNode>(s.body);
   const LoadNode* a = mul && mul->op == BinaryOp::kMul ? LoadUnderCast(mul->a) : nullptr;
   const LoadNode* b = mul && mul->op == BinaryOp::kMul ? LoadUnderCast(mul->b) : nullptr;
   if (!a || !b) {
-    return Precondition(kTensorize, absl::StrCat(what, " computes ", ToString(s.body), "; ",
-                                                 intrin, " needs a product of two loads"));
+    return Precondition(kTensorize, absl::StrCat(what, " computes ", ToString(s.body), "; ", intrin,
+                                                 " needs a product of two loads"));
   }
   for (const LoadNode* l : {a, b}) {
     if (l->buffer->scope != operands) {
-      return Precondition(kTensorize,
-                          absl::StrCat(what, " reads operand ", l->buffer->name, " from ",
-                                       MemScopeName(l->buffer->scope), " memory; cache_read it to \"",
-                                       MemScopeName(operands), "\" first"));
+      return Precondition(
+          kTensorize, absl::StrCat(what, " reads operand ", l->buffer->name, " from ",
+                                   MemScopeName(l->buffer->scope), " memory; cache_read it to \"",
+                                   MemScopeName(operands), "\" first"));
     }
     if (!IsMmaOperandType(l->buffer->dtype) || l->buffer->dtype != a->buffer->dtype) {
       return Precondition(
