@@ -10,7 +10,6 @@
 #include <unordered_map>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "schedules/ir/dtype.h"
 #include "schedules/ir/tensor_intrin.h"
 
@@ -204,17 +203,12 @@ class Walker {
   // mma.sync m16n8k16: 2 x 16 x 8 x 16 flops a warp, counted per lane (as mult_ counts); a
   // cp.async of N bytes (tessel_cp_async_N).
   void CountTensorCall(const std::string& name) {
-    if (schedules::IsWgmmaCall(name)) {
+    if (const int64_t n = schedules::WgmmaCallN(name); n > 0) {
       // wgmma m64nNk16: each warp's call is its 16 x N x 16 share of the warpgroup's product.
-      int64_t n = 0;
-      const size_t at = name.find("_m64n"), end = name.find("k16_");
-      if (at != std::string::npos && end != std::string::npos &&
-          absl::SimpleAtoi(name.substr(at + 5, end - at - 5), &n)) {
-        const double lane_flops = 2.0 * 16 * static_cast<double>(n) * 16 / 32;
-        t_.tensor_flops += mult_ * lane_flops;
-        t_.wgmma_flops += mult_ * lane_flops;
-        AddFlops(lane_flops);
-      }
+      const double lane_flops = 2.0 * 16 * static_cast<double>(n) * 16 / 32;
+      t_.tensor_flops += mult_ * lane_flops;
+      t_.wgmma_flops += mult_ * lane_flops;
+      AddFlops(lane_flops);
     } else if (name.rfind(schedules::kCallMma, 0) == 0) {
       constexpr double kLaneFlops = 2.0 * 16 * 8 * 16 / 32;
       t_.tensor_flops += mult_ * kLaneFlops;

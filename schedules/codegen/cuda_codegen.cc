@@ -291,11 +291,10 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
   if (k.shared.dynamic) {
     Line(absl::StrCat("// ", k.shared.bytes,
                       " bytes of shared memory: dynamic (the launch must allow more than 48 KiB)"));
-    bool swizzled = false;
-    for (const SharedDecl& s : shared_) swizzled |= s.slot->buffer && s.slot->buffer->swizzle_bytes;
-    // Swizzled buffers sit on their 1024-byte swizzle period (plan_shared_memory).
-    Line(absl::StrCat("extern __shared__ __align__(", swizzled ? 1024 : 16,
-                      ") unsigned char tessel_smem[];"));
+    // Aligned as its most aligned slot (plan_shared_memory placed them at aligned offsets).
+    int64_t align = 16;
+    for (const SharedDecl& s : shared_) align = std::max(align, s.slot->Alignment());
+    Line(absl::StrCat("extern __shared__ __align__(", align, ") unsigned char tessel_smem[];"));
     for (const SharedDecl& s : shared_) {
       Line(absl::StrCat(s.type, "* const ", s.name, " = reinterpret_cast<", s.type,
                         "*>(tessel_smem + ", s.slot->offset, ");  // ", s.slot->elements,
@@ -303,8 +302,7 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
     }
   } else {
     for (const SharedDecl& s : shared_) {
-      const bool swizzled = s.slot->buffer && s.slot->buffer->swizzle_bytes;
-      Line(absl::StrCat("__shared__ __align__(", swizzled ? 1024 : 16, ") ", s.type, " ", s.name,
+      Line(absl::StrCat("__shared__ __align__(", s.slot->Alignment(), ") ", s.type, " ", s.name,
                         "[", s.slot->elements, "];"));
     }
   }

@@ -97,6 +97,12 @@ std::string LdmatrixHelper(const std::string& name) {
 }
 
 // tessel_cp_async_<bytes>: (dst, src, valid): the bytes copied, or zeros where !valid.
+// A helper of no arguments that issues one PTX instruction (`ptx`, without its semicolon).
+std::string AsmHelper(const std::string& name, const std::string& ptx) {
+  return absl::StrCat("__device__ __forceinline__ void ", name, "() { asm volatile(\"", ptx,
+                      ";\" ::: \"memory\"); }\n");
+}
+
 std::string CpAsyncHelper(const std::string& name, int64_t bytes) {
   const char* cache = bytes == 16 ? "cg" : "ca";
   return absl::StrCat(
@@ -110,13 +116,8 @@ std::string CpAsyncHelper(const std::string& name, int64_t bytes) {
 // b_mode): the warpgroup's D (N / 2 f32 registers a thread) += A * B, both from shared memory
 // through matrix descriptors (start address, leading and stride byte offsets, swizzle mode).
 std::string WgmmaHelper(const std::string& name) {
-  int64_t n = 0;
-  const size_t at = name.find("_m64n");
-  const size_t end = name.find("k16_");
-  if (at == std::string::npos || end == std::string::npos ||
-      !absl::SimpleAtoi(name.substr(at + 5, end - at - 5), &n) || n % 8 != 0) {
-    return "";
-  }
+  const int64_t n = WgmmaCallN(name);
+  if (n <= 0 || n % 8 != 0) return "";
   const std::string ab = absl::StrContains(name, "_bf16_") ? "bf16" : "f16";
   const std::string trans = name.substr(name.size() - 2);
   const int64_t regs = n / 2;
@@ -165,19 +166,14 @@ std::string TensorCallHelpers(const std::set<std::string>& calls) {
     if (IsWgmmaCall(name)) {
       absl::StrAppend(&out, WgmmaHelper(name));
     } else if (name == kCallWgmmaFence) {
-      absl::StrAppend(&out, "__device__ __forceinline__ void ", name,
-                      "() { asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\"); }\n");
+      absl::StrAppend(&out, AsmHelper(name, "wgmma.fence.sync.aligned"));
     } else if (name == kCallWgmmaCommit) {
-      absl::StrAppend(
-          &out, "__device__ __forceinline__ void ", name,
-          "() { asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\"); }\n");
+      absl::StrAppend(&out, AsmHelper(name, "wgmma.commit_group.sync.aligned"));
     } else if (const int64_t groups = WgmmaWaitGroups(name); groups >= 0) {
-      absl::StrAppend(&out, "__device__ __forceinline__ void ", name,
-                      "() { asm volatile(\"wgmma.wait_group.sync.aligned ", groups,
-                      ";\" ::: \"memory\"); }\n");
+      absl::StrAppend(&out,
+                      AsmHelper(name, absl::StrCat("wgmma.wait_group.sync.aligned ", groups)));
     } else if (name == kCallFenceProxyAsync) {
-      absl::StrAppend(&out, "__device__ __forceinline__ void ", name,
-                      "() { asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\"); }\n");
+      absl::StrAppend(&out, AsmHelper(name, "fence.proxy.async.shared::cta"));
     } else if (absl::StartsWith(name, kCallSwizzle)) {
       const std::vector<std::string> parts = absl::StrSplit(name.substr(sizeof(kCallSwizzle)), '_');
       int64_t width = 0, bytes = 0;
@@ -190,13 +186,10 @@ std::string TensorCallHelpers(const std::set<std::string>& calls) {
     } else if (absl::StartsWith(name, kCallLdmatrix)) {
       absl::StrAppend(&out, LdmatrixHelper(name));
     } else if (name == kCallCpAsyncCommit) {
-      absl::StrAppend(&out, "__device__ __forceinline__ void ", name,
-                      "() { asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n");
+      absl::StrAppend(&out, AsmHelper(name, "cp.async.commit_group"));
     } else if (const int64_t groups = CpAsyncWaitGroups(name); groups >= 0) {
       // At most `groups` groups still in flight.
-      absl::StrAppend(&out, "__device__ __forceinline__ void ", name,
-                      "() { asm volatile(\"cp.async.wait_group ", groups,
-                      ";\" ::: \"memory\"); }\n");
+      absl::StrAppend(&out, AsmHelper(name, absl::StrCat("cp.async.wait_group ", groups)));
     } else if (const int64_t bytes = CpAsyncCallBytes(name); bytes > 0) {
       absl::StrAppend(&out, CpAsyncHelper(name, bytes));
     }

@@ -1,6 +1,8 @@
 #include "schedules/ir/tensor_intrin.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "schedules/ir/stmt_functor.h"
 
 namespace tessel::schedules {
 
@@ -103,6 +105,35 @@ int64_t WgmmaWaitGroups(std::string_view name) { return NumberAfter(name, kCallW
 bool IsWgmmaCall(std::string_view name) {
   return name.substr(0, sizeof(kCallWgmma) - 1) == kCallWgmma && name != kCallWgmmaFence &&
          name != kCallWgmmaCommit && WgmmaWaitGroups(name) < 0;
+}
+
+std::string WgmmaCall(int64_t n, DType ab, bool a_mn_major, bool b_mn_major) {
+  return absl::StrCat(kCallWgmma, "_m64n", n, "k16_f32_", DTypeName(ab), "_", a_mn_major ? 1 : 0,
+                      b_mn_major ? 1 : 0);
+}
+
+int64_t WgmmaCallN(std::string_view name) {
+  const size_t at = name.find("_m64n"), end = name.find("k16_");
+  int64_t n = 0;
+  if (!IsWgmmaCall(name) || at == std::string_view::npos || end == std::string_view::npos ||
+      end < at + 5 || !absl::SimpleAtoi(std::string(name.substr(at + 5, end - at - 5)), &n)) {
+    return -1;
+  }
+  return n;
+}
+
+bool CallsWgmma(const Stmt& s) {
+  bool found = false;
+  WalkStmt(s, [&](const Stmt& x) {
+    const auto* ev = As<EvaluateNode>(x);
+    const auto* c = ev ? As<CallNode>(ev->value) : nullptr;
+    found |= c && IsWgmmaCall(c->name);
+  });
+  return found;
+}
+
+Stmt TensorCallStmt(const std::string& name) {
+  return MakeEvaluate(MakeCall(name, {}, DType::kInt32));
 }
 
 bool IsTensorCall(std::string_view name) { return name.substr(0, 7) == "tessel_"; }

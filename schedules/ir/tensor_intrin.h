@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "schedules/ir/expr.h"
+#include "schedules/ir/stmt.h"
 
 namespace tessel::schedules {
 
@@ -115,6 +116,14 @@ std::string WgmmaWaitCall(int64_t groups);
 int64_t WgmmaWaitGroups(std::string_view name);
 // Whether `name` is a wgmma.mma_async call (not its fence, commit or wait).
 bool IsWgmmaCall(std::string_view name);
+// The wgmma call of N columns, operands of `ab` (f16, bf16), A and B MN-major or not
+// (kCallWgmma's form), and the N such a name carries (-1 for any other name).
+std::string WgmmaCall(int64_t n, DType ab, bool a_mn_major, bool b_mn_major);
+int64_t WgmmaCallN(std::string_view name);
+// Whether `s` makes a wgmma.mma_async call.
+bool CallsWgmma(const Stmt& s);
+// A statement calling `name` with no arguments (commit, wait, fence).
+Stmt TensorCallStmt(const std::string& name);
 // The N sizes of wgmma m64nNk16: 8, 16, ..., 256.
 inline constexpr int64_t kWgmmaMaxN = 256;
 

@@ -53,16 +53,6 @@ namespace {
 
 int64_t PipelineStages(const ForNode& f) { return SoftwarePipelineStages(f.annotations); }
 
-bool CallsWgmma(const Stmt& s) {
-  bool found = false;
-  WalkStmt(s, [&](const Stmt& x) {
-    const auto* ev = As<EvaluateNode>(x);
-    const auto* c = ev ? As<CallNode>(ev->value) : nullptr;
-    found |= c && IsWgmmaCall(c->name);
-  });
-  return found;
-}
-
 // The waits that end each run of wgmma (lower_tensor_intrinsics: all groups) leave `groups` in
 // flight instead.
 class WgmmaWaitRewriter : public StmtMutator {
@@ -73,7 +63,7 @@ class WgmmaWaitRewriter : public StmtMutator {
   Stmt VisitEvaluate(const EvaluateNode& n, const Stmt& self) override {
     const auto* c = As<CallNode>(n.value);
     if (!c || WgmmaWaitGroups(c->name) != 0) return self;
-    return MakeEvaluate(MakeCall(WgmmaWaitCall(groups_), {}, DType::kInt32));
+    return TensorCallStmt(WgmmaWaitCall(groups_));
   }
 
  private:
@@ -259,8 +249,6 @@ Stmt FetchWhen(const Expr& cond, const Stmt& fetch) {
   return predicate.only_copies() ? predicated : MakeIf(cond, fetch);
 }
 
-Stmt Call0(const std::string& name) { return MakeEvaluate(MakeCall(name, {}, DType::kInt32)); }
-
 // The fetch statements as units of issue: an unrolled or serial loop of constant extent around
 // copies is taken apart into its iterations (the code generator would unroll it anyway), any
 // other statement is one unit.
@@ -431,15 +419,15 @@ class Pipeliner : public StmtMutator {
     for (int64_t s = 0; s < distance; ++s) {
       Expr iter = MakeInt(s, t->dtype);
       prologue.push_back(MakeIf(iter < extent, fetch_at(iter)));
-      if (!registers) prologue.push_back(Call0(kCallCpAsyncCommit));
+      if (!registers) prologue.push_back(TensorCallStmt(kCallCpAsyncCommit));
     }
     Expr ahead = Expr(f.var) + distance;
     std::vector<Stmt> loop_body;
     if (!registers) {
-      loop_body = {Call0(CpAsyncWaitCall(distance - 1))};
+      loop_body = {TensorCallStmt(CpAsyncWaitCall(distance - 1))};
       // The tensor cores read wgmma's operands through the async proxy: each thread orders its
       // copies' writes before them ahead of the barrier.
-      if (wgmma) loop_body.push_back(Call0(kCallFenceProxyAsync));
+      if (wgmma) loop_body.push_back(TensorCallStmt(kCallFenceProxyAsync));
       loop_body.push_back(MakeBarrier());
     }
     const ForNode* spread = registers ? nullptr : SpreadLoop(computed);
@@ -449,18 +437,18 @@ class Pipeliner : public StmtMutator {
       // at once after the barrier; one commit after the computation closes the group.
       loop_body.push_back(
           Interleaver(spread, FetchUnits(fetch_at(ahead)), ahead < extent).Visit(computed));
-      loop_body.push_back(Call0(kCallCpAsyncCommit));
+      loop_body.push_back(TensorCallStmt(kCallCpAsyncCommit));
     } else {
       loop_body.push_back(registers ? MakeIf(ahead < extent, fetch_at(ahead))
                                     : FetchWhen(ahead < extent, fetch_at(ahead)));
-      if (!registers) loop_body.push_back(Call0(kCallCpAsyncCommit));
+      if (!registers) loop_body.push_back(TensorCallStmt(kCallCpAsyncCommit));
       loop_body.push_back(computed);
     }
     Stmt loop =
         MakeFor(f.var, f.min, f.extent, f.kind, f.thread, MakeSeq(loop_body), f.annotations);
     Stmt out = MakeSeq({MakeSeq(prologue), loop});
-    if (!registers) out = MakeSeq({out, Call0(CpAsyncWaitCall(0))});
-    if (in_flight > 0) out = MakeSeq({out, Call0(WgmmaWaitCall(0))});
+    if (!registers) out = MakeSeq({out, TensorCallStmt(CpAsyncWaitCall(0))});
+    if (in_flight > 0) out = MakeSeq({out, TensorCallStmt(WgmmaWaitCall(0))});
     for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) out = MakeAllocate(*it, out);
     return out;
   }

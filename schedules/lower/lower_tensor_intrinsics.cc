@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -511,8 +512,8 @@ class TensorLowering : public StmtMutator {
     // an MN-major operand on a swizzle atom, those of a K-major one on a multiple of 8.
     const int64_t atom = SwizzleAtomElements(b);
     const bool mn = row_axis == rank - 1;
-    if (b.swizzle_bytes > 0 && !(analyzer_.CanProve(start[k_axis] % 16 == 0) &&
-                                 analyzer_.CanProve(start[row_axis] % (mn ? atom : 8) == 0))) {
+    if (!analyzer_.CanProve(start[k_axis] % 16 == 0) ||
+        !analyzer_.CanProve(start[row_axis] % (mn ? atom : 8) == 0)) {
       return absl::FailedPreconditionError(absl::StrCat(
           NestDesc(n), " starts its tile of ", b.name, " at ", IndexList(start),
           "; wgmma's descriptors need k on a multiple of 16 and the rows on a multiple of ",
@@ -536,15 +537,15 @@ class TensorLowering : public StmtMutator {
     const VarNode* vk = n.loops[2]->var.get();
     int64_t cols = 0;
     IsConstInt(n.loops[1]->extent, &cols);
-    // The warp loop along A's rows: threadIdx.y, 16 rows a warp, in groups of 4.
-    const ForNode* warp = nullptr;
+    // The warp loop along A's rows: threadIdx.y, 16 rows a warp, in groups of 4; the only warp
+    // loop (threadIdx.y or z) A's rows depend on.
+    std::vector<const ForNode*> warp_loops;
+    const Expr a_flat = FlatIndex(*m.a->buffer, m.a->indices);
     for (const ForNode* t : thread_loops_) {
       const bool warp_tag = t->thread == ThreadTag::kThreadY || t->thread == ThreadTag::kThreadZ;
-      if (warp_tag && UsesVar(FlatIndex(*m.a->buffer, m.a->indices), t->var.get())) {
-        warp = warp ? nullptr : t;
-        if (!warp) break;
-      }
+      if (warp_tag && UsesVar(a_flat, t->var.get())) warp_loops.push_back(t);
     }
+    const ForNode* warp = warp_loops.size() == 1 ? warp_loops[0] : nullptr;
     int64_t warps = 0, coeff = 0;
     AffineForm rest;
     const int row_axis = AxisOf(m.a->indices, vm);
@@ -570,9 +571,7 @@ class TensorLowering : public StmtMutator {
     auto db = DescriptorOf(n, *m.b, b_idx, vn, vk);
     if (!db.ok()) return Fail(db.status());
     Expr acc = MakeLoad(fc.flat, {TileRegister(fc, *m.store->buffer, AtZero(n, m.store->indices))});
-    const std::string name =
-        absl::StrCat(kCallWgmma, "_m64n", cols, "k16_f32_", DTypeName(m.a->buffer->dtype), "_",
-                     da->mn_major ? 1 : 0, db->mn_major ? 1 : 0);
+    const std::string name = WgmmaCall(cols, m.a->buffer->dtype, da->mn_major, db->mn_major);
     return MakeEvaluate(MakeCall(name,
                                  {acc, MakeLoad(m.a->buffer, a_idx), MakeLoad(m.b->buffer, b_idx),
                                   MakeInt(da->lbo), MakeInt(da->sbo), MakeInt(da->mode),
@@ -684,8 +683,6 @@ class TensorLowering : public StmtMutator {
   absl::Status status_;
 };
 
-Stmt Call0(const std::string& name) { return MakeEvaluate(MakeCall(name, {}, DType::kInt32)); }
-
 // What a statement holds, for placing wgmma's fences.
 struct Holds {
   bool wgmma = false;
@@ -712,29 +709,39 @@ Holds HoldsOf(const Stmt& s) {
 // wgmma.fence before it, commit and wait for all after it. A barrier before such a run, with shared
 // writes before the barrier in the same sequence, gets the async-proxy fence in front of it unless
 // the sequence is a software pipeline's body (inject_software_pipeline places that one).
-Stmt FenceWgmma(const Stmt& s, bool pipelined_body = false) {
+Stmt FenceWgmma(const Stmt& s, bool pipelined_body = false);
+
+// FenceWgmma of a sequence: its statements', the async-proxy fence before a barrier that shared
+// writes precede and a wgmma run follows (outside a pipeline's body).
+Stmt FenceWgmmaSeq(const SeqNode& seq, bool pipelined_body) {
+  const size_t n = seq.stmts.size();
+  std::vector<Holds> holds(n);
+  for (size_t i = 0; i < n; ++i) holds[i] = HoldsOf(seq.stmts[i]);
+  std::vector<bool> wgmma_after(n + 1, false);  // a later statement calls wgmma
+  for (size_t i = n; i-- > 0;) wgmma_after[i] = wgmma_after[i + 1] || holds[i].wgmma;
+  std::vector<Stmt> out;
+  bool written = false;
+  for (size_t i = 0; i < n; ++i) {
+    const Stmt& x = seq.stmts[i];
+    if (As<BarrierNode>(x) && written && wgmma_after[i + 1] && !pipelined_body) {
+      out.push_back(TensorCallStmt(kCallFenceProxyAsync));
+    }
+    written |= holds[i].shared_write;
+    out.push_back(FenceWgmma(x));
+  }
+  return MakeSeq(out);
+}
+
+Stmt FenceWgmma(const Stmt& s, bool pipelined_body) {
   const Holds h = HoldsOf(s);
   if (!h.wgmma) return s;
   if (!h.sync) {
-    return MakeSeq({Call0(kCallWgmmaFence), s, Call0(kCallWgmmaCommit), Call0(WgmmaWaitCall(0))});
+    return MakeSeq({TensorCallStmt(kCallWgmmaFence), s, TensorCallStmt(kCallWgmmaCommit),
+                    TensorCallStmt(WgmmaWaitCall(0))});
   }
   switch (s->kind) {
-    case StmtKind::kSeq: {
-      const auto& seq = static_cast<const SeqNode&>(*s);
-      std::vector<Stmt> out;
-      bool written = false;
-      for (size_t i = 0; i < seq.stmts.size(); ++i) {
-        const Stmt& x = seq.stmts[i];
-        if (As<BarrierNode>(x) && written && !pipelined_body) {
-          bool feeds = false;
-          for (size_t j = i + 1; j < seq.stmts.size(); ++j) feeds |= HoldsOf(seq.stmts[j]).wgmma;
-          if (feeds) out.push_back(Call0(kCallFenceProxyAsync));
-        }
-        written |= HoldsOf(x).shared_write;
-        out.push_back(FenceWgmma(x));
-      }
-      return MakeSeq(out);
-    }
+    case StmtKind::kSeq:
+      return FenceWgmmaSeq(static_cast<const SeqNode&>(*s), pipelined_body);
     case StmtKind::kFor: {
       const auto& f = static_cast<const ForNode&>(*s);
       return MakeFor(f.var, f.min, f.extent, f.kind, f.thread,
@@ -754,20 +761,13 @@ Stmt FenceWgmma(const Stmt& s, bool pipelined_body = false) {
   }
 }
 
-bool HasWgmmaMark(const Stmt& body) {
+// Whether a loop of `body` is tensorized (with `kind`, when given).
+bool HasTensorizeMark(const Stmt& body, std::optional<TensorIntrin> kind = std::nullopt) {
   bool found = false;
   WalkStmt(body, [&](const Stmt& s) {
-    if (const auto* f = As<ForNode>(s)) {
-      found |= MarkOf(*f) != nullptr && MarkOf(*f)->kind == TensorIntrin::kWgmma;
-    }
-  });
-  return found;
-}
-
-bool HasTensorizeMark(const Stmt& body) {
-  bool found = false;
-  WalkStmt(body, [&](const Stmt& s) {
-    if (const auto* f = As<ForNode>(s)) found |= MarkOf(*f) != nullptr;
+    const auto* f = As<ForNode>(s);
+    const TensorIntrinInfo* mark = f ? MarkOf(*f) : nullptr;
+    found |= mark != nullptr && (!kind || mark->kind == *kind);
   });
   return found;
 }
@@ -778,7 +778,7 @@ absl::Status LowerTensorIntrinsics(LoweringState* state) {
   for (Kernel& k : state->program.kernels) {
     if (!HasTensorizeMark(k.body)) continue;
     if (!state->target.is_cuda()) continue;  // check_stages refused the marks already
-    const bool wgmma = HasWgmmaMark(k.body);
+    const bool wgmma = HasTensorizeMark(k.body, TensorIntrin::kWgmma);
     if (wgmma && !state->target.Supports(TargetFeature::kWgmma)) {
       return absl::FailedPreconditionError(
           absl::StrCat("kernel ", k.name, " tensorizes with wgmma_m64nNk16, which the target ",

@@ -11,7 +11,6 @@ namespace {
 
 constexpr int64_t kStaticSharedLimit = 48 * 1024;
 constexpr int64_t kSharedAlign = 16;
-constexpr int64_t kSwizzleAlign = 1024;
 
 }  // namespace
 
@@ -32,10 +31,8 @@ SharedPlan PlanSharedMemory(const Kernel& kernel, bool /*int64_indices*/) {
   // The all-reduces' scratch, as lower_all_reduce sized it.
   plan.slots.insert(plan.slots.end(), kernel.scratch.begin(), kernel.scratch.end());
   for (SharedSlot& slot : plan.slots) {
-    // A swizzled buffer starts on its 1024-byte swizzle period (wgmma descriptors assume it).
-    if (slot.buffer && slot.buffer->swizzle_bytes > 0) {
-      plan.bytes = (plan.bytes + kSwizzleAlign - 1) / kSwizzleAlign * kSwizzleAlign;
-    }
+    const int64_t align = slot.Alignment();
+    plan.bytes = (plan.bytes + align - 1) / align * align;
     slot.offset = plan.bytes;
     plan.bytes += (slot.bytes + kSharedAlign - 1) / kSharedAlign * kSharedAlign;
   }

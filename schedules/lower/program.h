@@ -46,7 +46,9 @@ struct SharedSlot {
   DType dtype = DType::kFloat32;  // the element type
   int64_t elements = 0;
   int64_t bytes = 0;
-  int64_t offset = 0;  // from the start of the kernel's shared memory (16-byte aligned)
+  int64_t offset = 0;  // from the start of the kernel's shared memory (Alignment() aligned)
+  // 16 bytes; a swizzled buffer 1024, its swizzle period (wgmma's descriptors assume it).
+  int64_t Alignment() const { return buffer && buffer->swizzle_bytes > 0 ? 1024 : 16; }
 };
 
 struct SharedPlan {

@@ -431,19 +431,27 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       // an ldmatrix reads fall in distinct banks; the fetch spread over all the block's threads.
       const int ndim = static_cast<int>(s->GetStage(sh).axes.size());
       TESSEL_RETURN_IF_ERROR(s->StorageAlign(sh, ndim - 2, 32, 8));
-      TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> sl, s->GetLoops(sh));
-      LoopRV fused = sl[0];
-      if (sl.size() > 1) {
-        TESSEL_ASSIGN_OR_RETURN(fused, s->Fuse(sl));
-      }
-      TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(fused, {-1, wm, wn, 32, vec}));
-      TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.z"));
-      TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.y"));
-      TESSEL_RETURN_IF_ERROR(s->Bind(p[3], "threadIdx.x"));
-      TESSEL_RETURN_IF_ERROR(s->Vectorize(p[4]));
-      TESSEL_RETURN_IF_ERROR(s->Unroll(p[0]));
+      TESSEL_RETURN_IF_ERROR(
+          CooperativeFetch(s, sh, {wm, "threadIdx.z"}, {wn, "threadIdx.y"}, vec));
     }
     return s->Tensorize(cm[1], "mma_m16n8k16");
+  }
+
+  // A shared copy fetched by all the block's threads: its loops fused and split over the two warp
+  // loops (their extents and thread tags, in that order), the lanes and vectors of `vec`.
+  static absl::Status CooperativeFetch(Schedule* s, BlockRV sh, std::pair<IntRV, const char*> w0,
+                                       std::pair<IntRV, const char*> w1, Factor vec) {
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> sl, s->GetLoops(sh));
+    LoopRV fused = sl[0];
+    if (sl.size() > 1) {
+      TESSEL_ASSIGN_OR_RETURN(fused, s->Fuse(sl));
+    }
+    TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(fused, {-1, w0.first, w1.first, 32, vec}));
+    TESSEL_RETURN_IF_ERROR(s->Bind(p[1], w0.second));
+    TESSEL_RETURN_IF_ERROR(s->Bind(p[2], w1.second));
+    TESSEL_RETURN_IF_ERROR(s->Bind(p[3], "threadIdx.x"));
+    TESSEL_RETURN_IF_ERROR(s->Vectorize(p[4]));
+    return s->Unroll(p[0]);
   }
 
   // The operand `o` of the accumulator `acc` in shared memory: cached as it is (`ops`) or copied
@@ -525,17 +533,7 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       TESSEL_RETURN_IF_ERROR(s->Annotate(sh, kPadTile, 1));
       TESSEL_RETURN_IF_ERROR(s->Annotate(sh, kStorageSwizzle, 128));
       TESSEL_RETURN_IF_ERROR(s->ComputeAt(sh, k01[0]));
-      TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> sl, s->GetLoops(sh));
-      LoopRV fused = sl[0];
-      if (sl.size() > 1) {
-        TESSEL_ASSIGN_OR_RETURN(fused, s->Fuse(sl));
-      }
-      TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(fused, {-1, wy, wz, 32, 8}));
-      TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.y"));
-      TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.z"));
-      TESSEL_RETURN_IF_ERROR(s->Bind(p[3], "threadIdx.x"));
-      TESSEL_RETURN_IF_ERROR(s->Vectorize(p[4]));
-      TESSEL_RETURN_IF_ERROR(s->Unroll(p[0]));
+      TESSEL_RETURN_IF_ERROR(CooperativeFetch(s, sh, {wy, "threadIdx.y"}, {wz, "threadIdx.z"}, 8));
     }
     return s->Tensorize(cspatial[ga.m], "wgmma_m64nNk16");
   }
