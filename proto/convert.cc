@@ -56,6 +56,12 @@ void ToProto(const schedules::GeneratedSource& in, Source* out) {
     for (int64_t b : k.launch.block) l->add_block(b);
     l->set_dynamic_shared_bytes(k.launch.dynamic_shared_bytes);
     l->set_cooperative(k.launch.cooperative);
+    for (const schedules::TensorMapSpec& m : k.launch.tensor_maps) {
+      TensorMap* pm = l->add_tensor_maps();
+      pm->set_buffer(m.buffer);
+      for (int64_t e : m.box) pm->add_box(e);
+      pm->set_swizzle_bytes(m.swizzle_bytes);
+    }
     for (int p : k.params) pk->add_params(p);
   }
   for (const schedules::ProgramBuffer& pb : in.buffers) {
@@ -149,6 +155,10 @@ absl::StatusOr<schedules::GeneratedSource> FromProto(const Source& in) {
       }
       ks.launch.dynamic_shared_bytes = l.dynamic_shared_bytes();
       ks.launch.cooperative = l.cooperative();
+      for (const TensorMap& m : l.tensor_maps()) {
+        ks.launch.tensor_maps.push_back(
+            {m.buffer(), {m.box().begin(), m.box().end()}, m.swizzle_bytes()});
+      }
     }
     for (int p : k.params()) {
       if (p < 0 || p >= in.buffers_size()) {
@@ -159,6 +169,9 @@ absl::StatusOr<schedules::GeneratedSource> FromProto(const Source& in) {
       ks.params.push_back(p);
     }
     out.kernels.push_back(std::move(ks));
+  }
+  if (absl::Status s = schedules::CheckTensorMaps(out); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("Source: ", s.message()));
   }
   return out;
 }

@@ -15,7 +15,9 @@
 
 #ifdef TESSEL_HAVE_CUDA
 #include "worker/cuda/cuda_driver.h"
+#include "schedules/codegen/source_json.h"
 #include "worker/cuda/nvrtc_compiler.h"
+#include "worker/cuda/tensor_map.h"
 #endif
 
 namespace tessel::runtime {
@@ -148,7 +150,11 @@ class CudaKernel final : public LoadedKernel {
       params_.push_back(k.params);
       entries_.push_back(k.entry);
     }
+    if (absl::Status s = schedules::CheckTensorMaps(source); !s.ok()) {
+      return WithRuntimeCode(s, TESSEL_ERROR_BAD_FILE);
+    }
     for (const schedules::ProgramBuffer& b : source.buffers) {
+      buffers_.push_back(b.buffer);
       workspace_bytes_.push_back(
           b.role == schedules::BufferRole::kWorkspace ? b.buffer->AllocatedBytes() : 0);
     }
@@ -185,8 +191,19 @@ class CudaKernel final : public LoadedKernel {
       const schedules::LaunchConfig& l = launches_[k];
       std::vector<CUdeviceptr> values;
       for (int p : params_[k]) values.push_back(ptrs[static_cast<size_t>(p)]);
+      // The tensor maps over the caller's buffers, after them.
+      std::vector<CUtensorMap> maps;
+      for (const schedules::TensorMapSpec& m : l.tensor_maps) {
+        const size_t b = static_cast<size_t>(m.buffer);
+        absl::StatusOr<CUtensorMap> map = worker::EncodeTensorMap(d_, m, *buffers_[b], ptrs[b]);
+        if (!map.ok()) {
+          free_owned().IgnoreError();
+          return WithRuntimeCode(map.status(), TESSEL_ERROR_INVALID_ARGUMENT);
+        }
+        maps.push_back(*map);
+      }
+      CUdeviceptr sync = 0;
       if (l.cooperative) {
-        CUdeviceptr sync = 0;
         absl::Status s =
             Cu(d_, d_.cuMemAlloc_(&sync, kGridSyncBytes), "cuMemAlloc", "a grid barrier's words");
         if (s.ok()) {
@@ -198,10 +215,11 @@ class CudaKernel final : public LoadedKernel {
           free_owned().IgnoreError();
           return s;
         }
-        values.push_back(sync);
       }
       std::vector<void*> args;
       for (CUdeviceptr& v : values) args.push_back(&v);
+      for (CUtensorMap& m : maps) args.push_back(&m);
+      if (l.cooperative) args.push_back(&sync);
       const auto u = [](int64_t v) { return static_cast<unsigned>(v); };
       const CUresult r =
           l.cooperative
@@ -236,6 +254,7 @@ class CudaKernel final : public LoadedKernel {
   std::vector<std::vector<int>> params_;
   std::vector<std::string> entries_;
   std::vector<int64_t> workspace_bytes_;
+  std::vector<schedules::BufferPtr> buffers_;  // the program's, for the tensor maps
 };
 
 }  // namespace

@@ -265,6 +265,10 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
                                      name, ", 16));"));
     }
   }
+  // Tensor maps by value in the parameter space, where the copy engine reads them.
+  for (size_t i = 0; i < k.launch.tensor_maps.size(); ++i) {
+    params.push_back(absl::StrCat("const __grid_constant__ tessel_tensor_map tessel_tmap_", i));
+  }
   if (k.launch.cooperative) params.push_back("unsigned int* __restrict__ tessel_grid_sync");
   if (absl::Status st = DeclareShared(k); !st.ok()) return st;
   vectors_.clear();

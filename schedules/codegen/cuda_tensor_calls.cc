@@ -22,6 +22,8 @@ std::string CudaCodeGen::TensorCall(const CallNode& n) {
     std::string arg;
     if (const auto* l = As<LoadNode>(a)) {
       arg = "&" + Access(l->buffer, l->indices);
+    } else if (i == 2 && TmaLoadRank(n.name) > 0) {
+      arg = "&tessel_tmap_" + Print(a);  // the kernel's tensor map parameter
     } else {
       arg = Print(a);
     }
@@ -152,6 +154,52 @@ constexpr char kWgmmaDescriptor[] =
     "         static_cast<unsigned long long>(mode) << 62;\n"
     "}\n";
 
+// tessel_tma_load_<R>d(dst, barrier, map, c0, ..): the box of `map` at c (innermost first) into
+// shared memory at dst, completing `barrier`'s transaction bytes.
+std::string TmaLoadHelper(const std::string& name, int64_t rank) {
+  std::string params, coords;
+  for (int64_t i = 0; i < rank; ++i) {
+    absl::StrAppend(&params, ", int c", i);
+    absl::StrAppend(&coords, i ? ", " : "", "%", i + 3);
+  }
+  std::string ins;
+  for (int64_t i = 0; i < rank; ++i) absl::StrAppend(&ins, ", \"r\"(c", i, ")");
+  return absl::StrCat(
+      "__device__ __forceinline__ void ", name,
+      "(void* dst, void* barrier, const tessel_tensor_map* map", params, ") {\n",
+      "  asm volatile(\"cp.async.bulk.tensor.", rank,
+      "d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {", coords,
+      "}], [%2];\"\n",
+      "               :: \"r\"(static_cast<unsigned>(__cvta_generic_to_shared(dst))),\n",
+      "                  \"l\"(reinterpret_cast<unsigned long long>(map)),\n",
+      "                  \"r\"(static_cast<unsigned>(__cvta_generic_to_shared(barrier)))", ins,
+      "\n               : \"memory\");\n}\n");
+}
+
+// The copy engine's tensor map: opaque, 128 bytes, 64-byte aligned (CUtensorMap).
+constexpr char kTensorMapType[] =
+    "struct __align__(64) tessel_tensor_map { unsigned long long opaque[16]; };\n";
+
+// mbarrier operations on a shared i64 word.
+constexpr char kMbarrierHelpers[] =
+    "__device__ __forceinline__ void tessel_mbarrier_init(long long* bar, unsigned count) {\n"
+    "  asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\" :: "
+    "\"r\"(static_cast<unsigned>(__cvta_generic_to_shared(bar))), \"r\"(count) : \"memory\");\n"
+    "}\n"
+    "__device__ __forceinline__ void tessel_mbarrier_expect_tx(long long* bar, unsigned bytes) {\n"
+    "  asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\" :: "
+    "\"r\"(static_cast<unsigned>(__cvta_generic_to_shared(bar))), \"r\"(bytes) : \"memory\");\n"
+    "}\n"
+    "__device__ __forceinline__ void tessel_mbarrier_wait(long long* bar, unsigned parity) {\n"
+    "  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));\n"
+    "  unsigned done = 0;\n"
+    "  do {\n"
+    "    asm volatile(\"{\\n.reg .pred p;\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], "
+    "%2;\\nselp.u32 %0, 1, 0, p;\\n}\" : \"=r\"(done) : \"r\"(b), \"r\"(parity) : "
+    "\"memory\");\n"
+    "  } while (!done);\n"
+    "}\n";
+
 }  // namespace
 
 std::string TensorCallHelpers(const std::set<std::string>& calls) {
@@ -162,9 +210,20 @@ std::string TensorCallHelpers(const std::set<std::string>& calls) {
       break;
     }
   }
+  bool mbarriers = false, maps = false;
+  for (const std::string& name : calls) {
+    mbarriers |= absl::StartsWith(name, "tessel_mbarrier_");
+    maps |= TmaLoadRank(name) > 0;
+  }
+  if (maps) absl::StrAppend(&out, kTensorMapType);
+  if (mbarriers) absl::StrAppend(&out, kMbarrierHelpers);
   for (const std::string& name : calls) {
     if (IsWgmmaCall(name)) {
       absl::StrAppend(&out, WgmmaHelper(name));
+    } else if (const int64_t rank = TmaLoadRank(name); rank > 0) {
+      absl::StrAppend(&out, TmaLoadHelper(name, rank));
+    } else if (name == kCallFenceMbarrierInit) {
+      absl::StrAppend(&out, AsmHelper(name, "fence.mbarrier_init.release.cluster"));
     } else if (name == kCallWgmmaFence) {
       absl::StrAppend(&out, AsmHelper(name, "wgmma.fence.sync.aligned"));
     } else if (name == kCallWgmmaCommit) {

@@ -1,5 +1,6 @@
 #include "schedules/codegen/source_json.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -56,6 +57,9 @@ std::string SourceLaunchToJson(const GeneratedSource& source) {
                        {"cluster", k.launch.cluster},
                        {"cooperative", k.launch.cooperative},
                        {"params", k.params}});
+    if (!k.launch.tensor_maps.empty()) {
+      kernels.back()["tensor_maps"] = TensorMapsToJson(k.launch.tensor_maps);
+    }
   }
   json buffers = json::array();
   for (const ProgramBuffer& b : source.buffers) {
@@ -164,9 +168,83 @@ absl::StatusOr<GeneratedSource> SourceFromLaunchJson(const std::string& launch_j
       }
       ks.params.push_back(static_cast<int>(p.get<int64_t>()));
     }
+    if (k.contains("tensor_maps")) {
+      absl::StatusOr<std::vector<TensorMapSpec>> maps = TensorMapsFromJson(k["tensor_maps"], what);
+      if (!maps.ok()) return Malformed(std::string(maps.status().message()));
+      ks.launch.tensor_maps = std::move(*maps);
+    }
     s.kernels.push_back(std::move(ks));
   }
+  TESSEL_RETURN_IF_ERROR(CheckTensorMaps(s));
   return s;
+}
+
+json TensorMapsToJson(const std::vector<TensorMapSpec>& maps) {
+  json out = json::array();
+  for (const TensorMapSpec& m : maps) {
+    out.push_back({{"buffer", m.buffer}, {"box", m.box}, {"swizzle_bytes", m.swizzle_bytes}});
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<TensorMapSpec>> TensorMapsFromJson(const json& maps,
+                                                              const std::string& what) {
+  const auto bad = [&](const char* why) {
+    return absl::InvalidArgumentError(absl::StrCat(what, "\"tensor_maps\" must be ", why));
+  };
+  if (!maps.is_array()) return bad("an array");
+  std::vector<TensorMapSpec> out;
+  for (const json& m : maps) {
+    if (!m.is_object() || !m.contains("buffer") || !m["buffer"].is_number_integer() ||
+        !m.contains("box") || !m["box"].is_array() ||
+        (m.contains("swizzle_bytes") && !m["swizzle_bytes"].is_number_integer())) {
+      return bad("objects with an integer \"buffer\", a \"box\" array and \"swizzle_bytes\"");
+    }
+    TensorMapSpec spec;
+    spec.buffer = static_cast<int>(std::clamp<int64_t>(m["buffer"].get<int64_t>(), -1, 1 << 20));
+    spec.swizzle_bytes = m.value("swizzle_bytes", int64_t{0});
+    for (const json& e : m["box"]) {
+      if (!e.is_number_integer()) return bad("objects whose \"box\" holds integers");
+      spec.box.push_back(e.get<int64_t>());
+    }
+    out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+absl::Status CheckTensorMaps(const GeneratedSource& source) {
+  for (const KernelSource& k : source.kernels) {
+    for (size_t i = 0; i < k.launch.tensor_maps.size(); ++i) {
+      const TensorMapSpec& m = k.launch.tensor_maps[i];
+      const std::string what = absl::StrCat("kernel ", k.entry, ": tensor map ", i, " ");
+      if (m.buffer < 0 || m.buffer >= static_cast<int>(source.buffers.size())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, "names buffer ", m.buffer, " of ", source.buffers.size(),
+            ": a tensor map's buffer indexes the program's buffers"));
+      }
+      const Buffer& b = *source.buffers[m.buffer].buffer;
+      if (b.shape.empty() || b.shape.size() > 5 || m.box.size() != b.shape.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, "has a box of ", m.box.size(), " extents over ", b.name, " of rank ",
+            b.shape.size(), ": give one extent per axis, for buffers of rank 1 to 5"));
+      }
+      for (int64_t e : m.box) {
+        if (e < 1 || e > 256) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              what, "has a box extent of ", e, ": the copy engine moves 1 to 256 a side"));
+        }
+      }
+      const int64_t row = m.box.back() * DTypeBytes(b.dtype);
+      if ((m.swizzle_bytes != 0 && m.swizzle_bytes != 32 && m.swizzle_bytes != 64 &&
+           m.swizzle_bytes != 128) ||
+          row % 16 != 0 || (m.swizzle_bytes > 0 && row > m.swizzle_bytes)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, "has rows of ", row, " bytes and a swizzle of ", m.swizzle_bytes,
+            " bytes: rows are a multiple of 16 bytes, at most the swizzle (0, 32, 64 or 128)"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tessel::schedules

@@ -77,6 +77,10 @@ int64_t PipelineFetchSpread(const std::vector<std::pair<std::string, int64_t>>& 
   return AnnotationValue(annotations, kPipelineFetchSpread);
 }
 
+int64_t BulkCopy(const std::vector<std::pair<std::string, int64_t>>& annotations) {
+  return AnnotationValue(annotations, kBulkCopy);
+}
+
 namespace {
 
 // The number after `prefix` + "_" in `name`, or -1.
@@ -99,6 +103,12 @@ std::string CpAsyncCall(int64_t bytes) { return absl::StrCat(kCallCpAsync, "_", 
 std::string CpAsyncWaitCall(int64_t groups) { return absl::StrCat(kCallCpAsyncWait, "_", groups); }
 int64_t CpAsyncCallBytes(std::string_view name) { return NumberAfter(name, kCallCpAsync); }
 int64_t CpAsyncWaitGroups(std::string_view name) { return NumberAfter(name, kCallCpAsyncWait); }
+
+std::string TmaLoadCall(int64_t rank) { return absl::StrCat(kCallTmaLoad, "_", rank, "d"); }
+int64_t TmaLoadRank(std::string_view name) {
+  if (name.size() < 2 || name.back() != 'd') return -1;
+  return NumberAfter(name.substr(0, name.size() - 1), kCallTmaLoad);
+}
 
 std::string WgmmaWaitCall(int64_t groups) { return absl::StrCat(kCallWgmmaWait, "_", groups); }
 int64_t WgmmaWaitGroups(std::string_view name) { return NumberAfter(name, kCallWgmmaWait); }

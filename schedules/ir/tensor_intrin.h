@@ -82,6 +82,16 @@ inline constexpr char kPipelineFetchSpread[] = "pipeline_fetch_spread";
 // Its value among a loop's annotations (0 when absent).
 int64_t PipelineFetchSpread(const std::vector<std::pair<std::string, int64_t>>& annotations);
 
+// The loop annotation that makes a shared-memory copy nest, fetched by a software pipeline, one or
+// a few bulk tensor copies (the tensor memory accelerator, sm_90+: cp.async.bulk.tensor) issued
+// by one thread and completing on an mbarrier (inject_software_pipeline). On the copy's outermost
+// loop; its value is 1. The nest must copy a box of a global buffer into a whole swizzled shared
+// buffer, the same axes in the same order (no transpose), zeros only past the global buffer's
+// extents (which the copy engine fills in).
+inline constexpr char kBulkCopy[] = "bulk_copy";
+// Its value among a loop's annotations (0 when absent).
+int64_t BulkCopy(const std::vector<std::pair<std::string, int64_t>>& annotations);
+
 // ---- Calls left by lowering (CallNode names). Their arguments are Loads of the first element
 // of each operand (the printer passes its address) followed by plain values.
 inline constexpr char kCallMma[] = "tessel_mma_m16n8k16";   // (acc, a, b): types in name
@@ -99,6 +109,18 @@ inline constexpr char kCallWgmmaWait[] = "tessel_wgmma_wait";      // _<groups s
 // Orders this thread's ordinary shared-memory writes (cp.async too) before the tensor cores'
 // reads of them (wgmma operands): each writer, before the barrier.
 inline constexpr char kCallFenceProxyAsync[] = "tessel_fence_proxy_async";
+// tessel_tma_load_<rank>d(dst, barrier, map, c0, ..., c<rank-1>): a bulk tensor copy of the box of
+// tensor map `map` (an integer immediate: the kernel's LaunchConfig::tensor_maps index) at
+// coordinates c (innermost dimension first) into shared memory at dst, completing on the mbarrier
+// `barrier` (a Load of its i64 word).
+inline constexpr char kCallTmaLoad[] = "tessel_tma_load";
+inline constexpr char kCallMbarrierInit[] = "tessel_mbarrier_init";  // (barrier, arrivals)
+// (barrier, bytes): this thread's arrival, and the bytes the phase waits for besides.
+inline constexpr char kCallMbarrierExpectTx[] = "tessel_mbarrier_expect_tx";
+// (barrier, parity): waits until the phase of that parity has completed.
+inline constexpr char kCallMbarrierWait[] = "tessel_mbarrier_wait";
+// () after initializing mbarriers, before the barrier that publishes them.
+inline constexpr char kCallFenceMbarrierInit[] = "tessel_fence_mbarrier_init";
 // Not a call of the IR: the CUDA printer's helper for a swizzled buffer's offsets,
 // tessel_swizzle_<W>_<element bytes>(offset) (Buffer::swizzle_bytes).
 inline constexpr char kCallSwizzle[] = "tessel_swizzle";
@@ -113,6 +135,10 @@ std::string CpAsyncWaitCall(int64_t groups);
 int64_t CpAsyncCallBytes(std::string_view name);
 int64_t CpAsyncWaitGroups(std::string_view name);
 std::string WgmmaWaitCall(int64_t groups);
+// The bulk tensor copy of a box of `rank` dimensions (1 to 5), and the rank such a name carries
+// (-1 for any other name).
+std::string TmaLoadCall(int64_t rank);
+int64_t TmaLoadRank(std::string_view name);
 int64_t WgmmaWaitGroups(std::string_view name);
 // Whether `name` is a wgmma.mma_async call (not its fence, commit or wait).
 bool IsWgmmaCall(std::string_view name);

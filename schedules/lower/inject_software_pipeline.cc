@@ -32,6 +32,17 @@
 //
 // One barrier an iteration: the fetch of t + S - 1 overwrites the slot computed on at t - 1, which
 // every thread has left once it passes the barrier at t.
+//
+// Bulk tensor copies (sm_90+): a fetch nest annotated bulk_copy (tensor_intrin.h, kBulkCopy) is a
+// box of a global buffer copied whole into a swizzled shared buffer. It becomes one
+// cp.async.bulk.tensor per swizzle atom column (tessel_tma_load_<rank>d), issued by thread 0
+// through a tensor map the kernel takes as a parameter (LaunchConfig::tensor_maps), completing on
+// the slot's mbarrier; the copy engine fills in zeros past the buffer's extents, so a padded
+// tile's zero fill comes for free. Each slot s has an mbarrier of one arrival: thread 0 arrives
+// with the stage's bytes (expect-tx) before issuing its copies, and every thread waits for the
+// phase of iteration t (parity t / S % 2) where it would wait for its cp.async groups. The slot's
+// reuse is still ordered by the barrier, which every thread passes after computing on it. The
+// mbarriers are initialized by thread 0 between two barriers before the prologue.
 
 #include <string>
 #include <unordered_map>
@@ -45,7 +56,9 @@
 #include "schedules/ir/stmt_functor.h"
 #include "schedules/ir/substitute.h"
 #include "schedules/ir/tensor_intrin.h"
+#include "schedules/ir/thread_intrinsics.h"
 #include "schedules/lower/passes.h"
+#include "schedules/util/status_macros.h"
 
 namespace tessel::schedules {
 
@@ -320,8 +333,227 @@ class Interleaver : public StmtMutator {
   Expr guard_;
 };
 
+// Thread 0 of the block.
+Expr FirstThread() {
+  Expr out;
+  for (const char* t :
+       {intrinsic::kThreadIdxX, intrinsic::kThreadIdxY, intrinsic::kThreadIdxZ}) {
+    out = MakeAnd(out, MakeCall(t, {}, DType::kInt32) == 0);
+  }
+  return out;
+}
+
+// The global axis `e - bound` is the distance to the end of (0 when `e < bound` says "inside
+// axis g"), or -1.
+int BoundAxis(const Analyzer& an, const Expr& cond, const Buffer& src,
+              const std::vector<Expr>& src_idx) {
+  const auto* b = As<BinaryNode>(cond);
+  if (!b || b->op != BinaryOp::kLt) return -1;
+  for (size_t g = 0; g < src_idx.size(); ++g) {
+    Expr diff = an.Simplify((b->a - b->b) - (src_idx[g] - src.shape[g]));
+    int64_t zero = 1;
+    if (IsConstInt(diff, &zero) && zero == 0) return static_cast<int>(g);
+  }
+  return -1;
+}
+
+// Turns the fetch nests annotated bulk_copy into bulk tensor copies (see the top of the file),
+// collected apart from the rest of the fetch: `copies` (thread 0 issues them after its arrival
+// with `bytes`). Registers each copy's tensor map in `maps`.
+class BulkCopies : public StmtMutator {
+ public:
+  BulkCopies(const Analyzer& an, const Program& program, std::vector<TensorMapSpec>* maps,
+             Expr barrier)
+      : an_(an), program_(program), maps_(maps), barrier_(std::move(barrier)) {}
+
+  const absl::Status& status() const { return status_; }
+  std::vector<Stmt>& copies() { return copies_; }
+  int64_t bytes() const { return bytes_; }
+
+ protected:
+  Stmt VisitFor(const ForNode& f, const Stmt& self) override {
+    if (BulkCopy(f.annotations) == 0) return StmtMutator::VisitFor(f, self);
+    if (absl::Status s = Lower(f); !s.ok()) {
+      if (status_.ok()) status_ = s;
+    }
+    return MakeSeq({});
+  }
+
+ private:
+  absl::Status Refuse(const ForNode& f, const std::string& why) const {
+    return absl::FailedPreconditionError(
+        absl::StrCat("loop ", f.var->name, " is annotated bulk_copy but ", why,
+                     "; annotate only a copy of a box of a global buffer into a whole swizzled "
+                     "shared buffer (the same axes in the same order), or fetch it with threads"));
+  }
+
+  absl::Status Lower(const ForNode& outer) {
+    // The nest: loops of constant extent from 0 around one store.
+    std::vector<const ForNode*> loops;
+    Stmt body;
+    const ForNode* f = &outer;
+    while (f) {
+      int64_t extent = 0, min = 0;
+      if (!IsConstInt(f->extent, &extent) || !IsConstInt(f->min, &min) || min != 0 ||
+          f->kind == ForKind::kThreadBinding) {
+        return Refuse(outer, "its loop " + f->var->name + " is bound to threads or not constant");
+      }
+      loops.push_back(f);
+      body = f->body;
+      f = As<ForNode>(body);
+    }
+    const auto* st = As<StoreNode>(body);
+    if (!st) return Refuse(outer, "its body is not one store (a guarded copy?)");
+    const Buffer& dst = *st->buffer;
+    if (dst.scope != MemScope::kShared || dst.swizzle_bytes == 0) {
+      return Refuse(outer, "it stores to " + dst.name + ", not a swizzled shared buffer");
+    }
+    std::vector<Expr> conds;
+    Expr value = st->value;
+    while (const auto* sel = As<SelectNode>(value)) {
+      int64_t zero = 1;
+      const auto* fz = As<FloatImmNode>(sel->false_value);
+      if (!(fz && fz->value == 0.0) && !(IsConstInt(sel->false_value, &zero) && zero == 0)) {
+        return Refuse(outer, "it copies something other than zeros where a condition fails");
+      }
+      conds.push_back(sel->cond);
+      value = sel->true_value;
+    }
+    const auto* src = As<LoadNode>(value);
+    if (!src || src->buffer->scope != MemScope::kGlobal || src->buffer->dtype != dst.dtype) {
+      return Refuse(outer, "it does not copy a global buffer's elements of " + dst.name + "'s type");
+    }
+    const Buffer& g = *src->buffer;
+    const int64_t eb = DTypeBytes(g.dtype);
+    const size_t rank = g.shape.size();
+    if (rank < 1 || rank > 5) return Refuse(outer, "its global buffer has rank outside 1..5");
+    // Each loop variable indexes one axis of each side as itself (the destination) or plus an
+    // offset (the source), the axes in loop order.
+    std::vector<int64_t> box(rank, 1);
+    std::vector<int> dst_axis, src_axis;
+    for (const ForNode* l : loops) {
+      int d = -1, a = -1;
+      for (size_t i = 0; i < st->indices.size(); ++i) {
+        if (!UsesVar(st->indices[i], l->var.get())) continue;
+        const auto* v = As<VarNode>(st->indices[i]);
+        if (d >= 0 || v != l->var.get()) return Refuse(outer, "its destination is not the box");
+        d = static_cast<int>(i);
+      }
+      for (size_t i = 0; i < rank; ++i) {
+        int64_t coeff = 0;
+        AffineForm rest;
+        if (!UsesVar(src->indices[i], l->var.get())) continue;
+        if (a >= 0 || !SplitAffine(src->indices[i], l->var.get(), &coeff, &rest) || coeff != 1) {
+          return Refuse(outer, "its source is not a box of " + g.name);
+        }
+        a = static_cast<int>(i);
+      }
+      if (d < 0 || a < 0 || (!dst_axis.empty() && (d <= dst_axis.back() || a <= src_axis.back()))) {
+        return Refuse(outer, "it transposes or broadcasts the box");
+      }
+      dst_axis.push_back(d);
+      src_axis.push_back(a);
+      IsConstInt(l->extent, &box[a]);
+      if (dst.shape[d] != box[a]) return Refuse(outer, "it fills part of " + dst.name);
+    }
+    for (size_t i = dst_axis.front() + 1; i < dst.shape.size(); ++i) {
+      bool covered = false;
+      for (int d : dst_axis) covered |= d == static_cast<int>(i);
+      if (!covered && dst.shape[i] != 1) return Refuse(outer, "it fills part of " + dst.name);
+    }
+    // The index at the nest's origin.
+    std::unordered_map<const VarNode*, Expr> origin;
+    for (const ForNode* l : loops) origin[l->var.get()] = MakeInt(0, l->var->dtype);
+    std::vector<Expr> dst0, src0;
+    for (const Expr& e : st->indices) dst0.push_back(an_.Simplify(Substitute(e, origin)));
+    for (const Expr& e : src->indices) src0.push_back(an_.Simplify(Substitute(e, origin)));
+    // Zeros only where the source is outside its buffer, which the copy engine fills in.
+    for (const Expr& c : conds) {
+      std::vector<Expr> parts = {c};
+      while (!parts.empty()) {
+        Expr p = parts.back();
+        parts.pop_back();
+        if (const auto* b = As<BinaryNode>(p); b && b->op == BinaryOp::kAnd) {
+          parts.push_back(b->a);
+          parts.push_back(b->b);
+        } else if (BoundAxis(an_, p, g, src->indices) < 0) {
+          return Refuse(outer, "it copies zeros inside " + g.name + " (a padded border?)");
+        }
+      }
+    }
+    // The global layout: rows 16-byte aligned, the innermost axis contiguous.
+    const std::vector<int64_t> strides = g.Strides();
+    if (strides.back() != 1) return Refuse(outer, g.name + "'s innermost axis is not contiguous");
+    for (size_t i = 0; i + 1 < rank; ++i) {
+      if (strides[i] * eb % 16 != 0) {
+        return Refuse(outer, absl::StrCat(g.name, "'s axis ", i, " steps ", strides[i] * eb,
+                                          " bytes, not a multiple of 16"));
+      }
+    }
+    // One copy a swizzle atom column: the box's inner extent is one atom row, its rows a whole
+    // number of swizzle periods.
+    const int64_t atom = SwizzleAtomElements(dst);
+    const int inner = src_axis.back();
+    const int64_t columns = box[inner] / atom;
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < loops.size(); ++i) rows *= box[src_axis[i]];
+    if (box[inner] % atom != 0 || rows * dst.swizzle_bytes % 1024 != 0 ||
+        (columns > 1 && loops.size() > 2 && rows != box[src_axis[loops.size() - 2]])) {
+      return Refuse(outer, absl::StrCat("its box of ", rows, " rows of ", box[inner],
+                                        " elements is no whole number of swizzle periods"));
+    }
+    std::vector<int64_t> map_box = box;
+    map_box[inner] = atom;
+    for (int64_t e : map_box) {
+      if (e > 256) return Refuse(outer, "a side of its box is over 256 elements");
+    }
+    int buffer = -1;
+    for (size_t i = 0; i < program_.buffers.size(); ++i) {
+      if (program_.buffers[i].buffer.get() == &g) buffer = static_cast<int>(i);
+    }
+    if (buffer < 0) return Refuse(outer, g.name + " is not one of the program's buffers");
+    const TensorMapSpec spec{buffer, map_box, dst.swizzle_bytes};
+    int64_t map = 0;
+    while (map < static_cast<int64_t>(maps_->size()) && !((*maps_)[map] == spec)) ++map;
+    if (map == static_cast<int64_t>(maps_->size())) maps_->push_back(spec);
+    for (int64_t c = 0; c < columns; ++c) {
+      std::vector<Expr> at = dst0, from = src0;
+      at[dst_axis.back()] = MakeInt(c * atom, at[dst_axis.back()]->dtype);
+      from[inner] = an_.Simplify(from[inner] + c * atom);
+      std::vector<Expr> args = {MakeLoad(st->buffer, at), barrier_, MakeInt(map)};
+      for (size_t i = rank; i-- > 0;) args.push_back(MakeCast(DType::kInt32, from[i]));
+      copies_.push_back(MakeEvaluate(
+          MakeCall(TmaLoadCall(static_cast<int64_t>(rank)), std::move(args), DType::kInt32)));
+    }
+    int64_t elements = 1;
+    for (int64_t e : box) elements *= e;
+    bytes_ += elements * eb;
+    return absl::OkStatus();
+  }
+
+  const Analyzer& an_;
+  const Program& program_;
+  std::vector<TensorMapSpec>* maps_;
+  Expr barrier_;
+  absl::Status status_;
+  std::vector<Stmt> copies_;
+  int64_t bytes_ = 0;
+};
+
+// Whether `s` issues a cp.async.
+bool CallsCpAsync(const Stmt& s) {
+  bool found = false;
+  WalkStmt(s, [&](const Stmt& x) {
+    const auto* ev = As<EvaluateNode>(x);
+    const auto* c = ev ? As<CallNode>(ev->value) : nullptr;
+    found |= c && CpAsyncCallBytes(c->name) > 0;
+  });
+  return found;
+}
+
 class Pipeliner : public StmtMutator {
  public:
+  Pipeliner(const LoweringState& state, Kernel* kernel) : state_(state), kernel_(kernel) {}
   absl::Status status() const { return status_; }
 
  protected:
@@ -399,10 +631,45 @@ class Pipeliner : public StmtMutator {
       allocs.push_back(nb);
     }
     const VarNode* t = f.var.get();
-    auto fetch_at = [&](const Expr& iter) {
+    // Bulk copies complete on an mbarrier a slot.
+    bool bulk = false;
+    for (const Stmt& x : fetches) {
+      WalkStmt(x, [&](const Stmt& y) {
+        if (const auto* l = As<ForNode>(y)) bulk |= BulkCopy(l->annotations) > 0;
+      });
+    }
+    if (bulk && (registers || !state_.target.Supports(TargetFeature::kBulkTensorCopy))) {
+      return Fail(f, absl::StrCat("its bulk_copy fetches need the tensor memory accelerator, which ",
+                                  state_.target.arch, " lacks (compile for sm_90 or sm_90a)"));
+    }
+    BufferPtr full = bulk ? MakeBuffer(absl::StrCat("tessel_", t->name, "_full"), DType::kInt64,
+                                       {stages}, MemScope::kShared)
+                          : nullptr;
+    bool async = false;  // some fetch issues cp.async
+    auto fetch_at = [&](const Expr& iter) -> Stmt {
       Stmt s = Substitute(MakeSeq(fetches), {{t, iter}});
       SlotRewriter rw(slotted, iter % stages);
-      return registers ? rw.Visit(s) : AsyncCopies().Visit(rw.Visit(s));
+      if (registers) return rw.Visit(s);
+      s = rw.Visit(s);
+      std::vector<Stmt> out;
+      if (bulk) {
+        BulkCopies copies(state_.analyzer, state_.program, &kernel_->launch.tensor_maps,
+                          MakeLoad(full, {iter % stages}));
+        s = copies.Visit(s);
+        if (!copies.status().ok()) {
+          if (status_.ok()) status_ = copies.status();
+          return MakeSeq({});
+        }
+        std::vector<Stmt> issue = {MakeEvaluate(MakeCall(
+            kCallMbarrierExpectTx, {MakeLoad(full, {iter % stages}), MakeInt(copies.bytes())},
+            DType::kInt32))};
+        for (Stmt& c : copies.copies()) issue.push_back(std::move(c));
+        out.push_back(MakeIf(FirstThread(), MakeSeq(issue)));
+      }
+      s = AsyncCopies().Visit(s);
+      async |= CallsCpAsync(s);
+      out.push_back(s);
+      return MakeSeq(out);
     };
     SlotRewriter rw(slotted, Expr(f.var) % stages);
     Stmt computed = rw.Visit(MakeSeq(compute));
@@ -416,45 +683,84 @@ class Pipeliner : public StmtMutator {
     // Registers: the next iterations' operands are loaded before this one's computation, so
     // their latency hides behind it; no copy is asynchronous, so nothing waits.
     std::vector<Stmt> prologue;
+    if (bulk) {
+      // Thread 0 initializes the slots' mbarriers (one arrival each) once every thread has left
+      // any earlier use of them.
+      std::vector<Stmt> init;
+      for (int64_t s = 0; s < stages; ++s) {
+        init.push_back(MakeEvaluate(MakeCall(
+            kCallMbarrierInit, {MakeLoad(full, {MakeInt(s, t->dtype)}), MakeInt(1)}, DType::kInt32)));
+      }
+      init.push_back(TensorCallStmt(kCallFenceMbarrierInit));
+      prologue = {MakeBarrier(), MakeIf(FirstThread(), MakeSeq(init)), MakeBarrier()};
+    }
     for (int64_t s = 0; s < distance; ++s) {
       Expr iter = MakeInt(s, t->dtype);
       prologue.push_back(MakeIf(iter < extent, fetch_at(iter)));
-      if (!registers) prologue.push_back(TensorCallStmt(kCallCpAsyncCommit));
+      if (!registers && async) prologue.push_back(TensorCallStmt(kCallCpAsyncCommit));
     }
     Expr ahead = Expr(f.var) + distance;
+    // Built before the loop's waits: whether any fetch is a cp.async is known after it.
+    const ForNode* spread = registers ? nullptr : SpreadLoop(computed);
+    Stmt ahead_fetch = fetch_at(ahead);
+    if (!status_.ok()) return MakeSeq({});
     std::vector<Stmt> loop_body;
     if (!registers) {
-      loop_body = {TensorCallStmt(CpAsyncWaitCall(distance - 1))};
+      if (async) loop_body.push_back(TensorCallStmt(CpAsyncWaitCall(distance - 1)));
+      if (bulk) {
+        Expr slot = Expr(f.var) % stages;
+        loop_body.push_back(MakeEvaluate(
+            MakeCall(kCallMbarrierWait, {MakeLoad(full, {slot}), (Expr(f.var) / stages) % 2},
+                     DType::kInt32)));
+      }
       // The tensor cores read wgmma's operands through the async proxy: each thread orders its
-      // copies' writes before them ahead of the barrier.
-      if (wgmma) loop_body.push_back(TensorCallStmt(kCallFenceProxyAsync));
+      // copies' writes before them ahead of the barrier (the copy engine's writes are already
+      // in it).
+      if (wgmma && (async || !bulk)) loop_body.push_back(TensorCallStmt(kCallFenceProxyAsync));
       loop_body.push_back(MakeBarrier());
     }
-    const ForNode* spread = registers ? nullptr : SpreadLoop(computed);
     if (spread) {
       // The copies of t + S - 1 issue a few at a time between the steps of the computation on
       // t, so their address arithmetic and issue overlap the math instead of stalling every warp
       // at once after the barrier; one commit after the computation closes the group.
       loop_body.push_back(
-          Interleaver(spread, FetchUnits(fetch_at(ahead)), ahead < extent).Visit(computed));
-      loop_body.push_back(TensorCallStmt(kCallCpAsyncCommit));
+          Interleaver(spread, FetchUnits(ahead_fetch), ahead < extent).Visit(computed));
+      if (async) loop_body.push_back(TensorCallStmt(kCallCpAsyncCommit));
     } else {
-      loop_body.push_back(registers ? MakeIf(ahead < extent, fetch_at(ahead))
-                                    : FetchWhen(ahead < extent, fetch_at(ahead)));
-      if (!registers) loop_body.push_back(TensorCallStmt(kCallCpAsyncCommit));
+      loop_body.push_back(registers ? MakeIf(ahead < extent, ahead_fetch)
+                                    : FetchWhen(ahead < extent, ahead_fetch));
+      if (!registers && async) loop_body.push_back(TensorCallStmt(kCallCpAsyncCommit));
       loop_body.push_back(computed);
     }
     Stmt loop =
         MakeFor(f.var, f.min, f.extent, f.kind, f.thread, MakeSeq(loop_body), f.annotations);
     Stmt out = MakeSeq({MakeSeq(prologue), loop});
-    if (!registers) out = MakeSeq({out, TensorCallStmt(CpAsyncWaitCall(0))});
+    if (!registers && async) out = MakeSeq({out, TensorCallStmt(CpAsyncWaitCall(0))});
     if (in_flight > 0) out = MakeSeq({out, TensorCallStmt(WgmmaWaitCall(0))});
+    if (full) allocs.push_back(full);
     for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) out = MakeAllocate(*it, out);
     return out;
   }
 
+  const LoweringState& state_;
+  Kernel* kernel_;
   absl::Status status_;
 };
+
+// A bulk_copy loop no pipeline took.
+absl::Status CheckNoBulkCopyLeft(const Stmt& body) {
+  absl::Status status;
+  WalkStmt(body, [&](const Stmt& s) {
+    const auto* f = As<ForNode>(s);
+    if (f && BulkCopy(f->annotations) > 0 && status.ok()) {
+      status = absl::FailedPreconditionError(absl::StrCat(
+          "loop ", f->var->name, " is annotated bulk_copy but is not a shared-memory fetch of a "
+          "software_pipeline loop; the copy engine's copies complete on the pipeline's "
+          "mbarriers, so compute the copy at a pipelined loop"));
+    }
+  });
+  return status;
+}
 
 }  // namespace
 
@@ -464,12 +770,14 @@ absl::Status InjectSoftwarePipeline(LoweringState* state) {
     WalkStmt(k.body, [&](const Stmt& s) {
       if (const auto* f = As<ForNode>(s)) annotated |= PipelineStages(*f) >= 2;
     });
-    if (!annotated) continue;
     if (!state->target.is_cuda()) continue;  // the host runs the loop as it is
-    Pipeliner p;
-    Stmt body = p.Visit(k.body);
-    if (!p.status().ok()) return p.status();
-    k.body = state->analyzer.Simplify(body);
+    if (annotated) {
+      Pipeliner p(*state, &k);
+      Stmt body = p.Visit(k.body);
+      if (!p.status().ok()) return p.status();
+      k.body = state->analyzer.Simplify(body);
+    }
+    TESSEL_RETURN_IF_ERROR(CheckNoBulkCopyLeft(k.body));
   }
   return absl::OkStatus();
 }

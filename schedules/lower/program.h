@@ -15,6 +15,17 @@
 
 namespace tessel::schedules {
 
+// A tensor map (the copy engine's description of a global buffer and of the box one bulk tensor
+// copy moves, CUtensorMap) that a kernel takes by value after its buffers, as a
+// `const __grid_constant__` parameter. The runner makes it on the host with
+// cuTensorMapEncodeTiled over the buffer's address, shape and strides (worker/cuda/tensor_map.h).
+struct TensorMapSpec {
+  int buffer = 0;              // index into Program::buffers (GeneratedSource::buffers)
+  std::vector<int64_t> box;    // the box's extent along each of the buffer's axes, outermost first
+  int64_t swizzle_bytes = 0;   // the shared layout's swizzle: 0 (none), 32, 64 or 128
+  bool operator==(const TensorMapSpec&) const = default;
+};
+
 struct LaunchConfig {
   std::array<int64_t, 3> grid{1, 1, 1};
   std::array<int64_t, 3> block{1, 1, 1};
@@ -27,6 +38,8 @@ struct LaunchConfig {
   // zero before the first launch, that the barrier leaves with word 0 back at zero (word 1
   // counts barriers). The runner owns that word pair.
   bool cooperative = false;
+  // The kernel's tensor maps, in parameter order (after the buffers, before tessel_grid_sync).
+  std::vector<TensorMapSpec> tensor_maps;
   int64_t threads_per_block() const { return block[0] * block[1] * block[2]; }
 };
 

@@ -207,9 +207,15 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     TESSEL_RETURN_IF_ERROR(Cuda(&s, stage, ga, ops, {}));
     std::vector<Schedule> sketches = {std::move(s)};
     if (target_.Supports(TargetFeature::kWgmma)) {
-      // sm_90a: the warpgroup sketch too, where its tiles can be formed.
-      Schedule h = sch;
-      if (Cuda(&h, stage, ga, ops, {}, {}, /*wgmma=*/true).ok()) sketches.push_back(std::move(h));
+      // sm_90a: the warpgroup sketch too, where its tiles can be formed, its operands fetched by
+      // the block's threads (cp.async) or by the copy engine (bulk tensor copies).
+      for (bool bulk : {false, true}) {
+        if (bulk && !target_.Supports(TargetFeature::kBulkTensorCopy)) continue;
+        Schedule h = sch;
+        if (Cuda(&h, stage, ga, ops, {}, {}, /*wgmma=*/true, bulk).ok()) {
+          sketches.push_back(std::move(h));
+        }
+      }
     }
     // The CUDA-core sketch stays: MultiLevelTiling schedules the untouched copy.
     sketches.push_back(sch);
@@ -296,11 +302,13 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
   // `out_groups`: for each of the GEMM stage's axes, the output stage's axes it covers (empty:
   // one each, in order); `reindex`: the operands to copy in the GEMM's view (empty: `ops`, cached
   // as they are).
-  // `wgmma`: the warpgroup sketch (Wgmma below) instead of mma.sync's.
+  // `wgmma`: the warpgroup sketch (Wgmma below) instead of mma.sync's; `bulk`: its operands
+  // fetched by bulk tensor copies.
   absl::Status Cuda(Schedule* s, const std::string& gemm, const rules::GemmAxes& ga,
                     const std::vector<Operand>& ops,
                     const std::vector<std::vector<int>>& out_groups,
-                    const std::vector<std::string>& reindex = {}, bool wgmma = false) const {
+                    const std::vector<std::string>& reindex = {}, bool wgmma = false,
+                    bool bulk = false) const {
     TESSEL_ASSIGN_OR_RETURN(BlockRV g, s->GetBlock(gemm));
     TESSEL_ASSIGN_OR_RETURN(BlockRV acc, s->CacheWrite(g, "fragment"));
     const std::string out = rules::OutputOf(*s);
@@ -327,7 +335,7 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       }
       ol = per_axis;
     }
-    if (wgmma) return Wgmma(s, acc, ol, ga, ops, reindex);
+    if (wgmma) return Wgmma(s, acc, ol, ga, ops, reindex, bulk);
     // Output: [batch] mb nb wm wn fm fn m16 n8.
     TESSEL_ASSIGN_OR_RETURN(auto m_split, s->Split(ol[ga.m], {-1, 16}));
     TESSEL_ASSIGN_OR_RETURN(auto n_split, s->Split(ol[ga.n], {-1, 8}));
@@ -476,13 +484,18 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
   // nest tensorized with wgmma_m64nNk16; its initialization and the write-back with the epilogue
   // are accumulator nests as in mma.sync's sketch. Each operand is copied into shared memory at k0
   // (cp.async, 16-byte vectors over all the block's threads) and stored with the 128-byte swizzle
-  // that wgmma's descriptors read; k0 is a software pipeline of 2 to 5 stages.
+  // that wgmma's descriptors read; k0 is a software pipeline of 2 to 5 stages. With `bulk` (plain
+  // operands only) each copy is instead one box of the input, annotated bulk_copy: the copy engine
+  // moves it (cp.async.bulk.tensor, one thread issuing) and the pipeline waits on mbarriers.
   //
   // Decisions: warps along m (4, 8), warpgroups along n (1, 2), N (64, 128, 192, 256), k steps a
   // stage (4, 8: 64 or 128 elements, whole swizzle rows), stages.
   absl::Status Wgmma(Schedule* s, BlockRV acc, const std::vector<LoopRV>& ol,
                      const rules::GemmAxes& ga, const std::vector<Operand>& ops,
-                     const std::vector<std::string>& reindex) const {
+                     const std::vector<std::string>& reindex, bool bulk) const {
+    if (bulk && !reindex.empty()) {
+      return absl::FailedPreconditionError("bulk tensor copies fetch plain operands only");
+    }
     TESSEL_ASSIGN_OR_RETURN(auto m_split, s->Split(ol[ga.m], {-1, 16}));
     TESSEL_ASSIGN_OR_RETURN(auto n_split, s->Split(ol[ga.n], {-1, 8}));
     // Priors: two warpgroups along m and the widest N keep the tensor cores busiest per byte of
@@ -533,7 +546,13 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       TESSEL_RETURN_IF_ERROR(s->Annotate(sh, kPadTile, 1));
       TESSEL_RETURN_IF_ERROR(s->Annotate(sh, kStorageSwizzle, 128));
       TESSEL_RETURN_IF_ERROR(s->ComputeAt(sh, k01[0]));
-      TESSEL_RETURN_IF_ERROR(CooperativeFetch(s, sh, {wy, "threadIdx.y"}, {wz, "threadIdx.z"}, 8));
+      if (bulk) {
+        TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> sl, s->GetLoops(sh));
+        TESSEL_RETURN_IF_ERROR(s->Annotate(sl.at(0), kBulkCopy, 1));
+      } else {
+        TESSEL_RETURN_IF_ERROR(
+            CooperativeFetch(s, sh, {wy, "threadIdx.y"}, {wz, "threadIdx.z"}, 8));
+      }
     }
     return s->Tensorize(cspatial[ga.m], "wgmma_m64nNk16");
   }

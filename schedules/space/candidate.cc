@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "schedules/codegen/cuda_codegen.h"
 #include "schedules/codegen/host_codegen.h"
+#include "schedules/codegen/source_json.h"
 #include "schedules/lower/check_limits.h"
 #include "schedules/lower/lower.h"
 #include "schedules/util/status_macros.h"
@@ -117,6 +118,9 @@ json CandidateToJson(const Candidate& c, const std::string& source_file) {
                        {"dynamic_shared_bytes", k.launch.dynamic_shared_bytes},
                        {"params", k.params}});
     if (k.launch.cooperative) kernels.back()["cooperative"] = true;  // a grid-synchronized kernel
+    if (!k.launch.tensor_maps.empty()) {
+      kernels.back()["tensor_maps"] = TensorMapsToJson(k.launch.tensor_maps);
+    }
   }
   j["kernels"] = kernels;
   json buffers = json::array();
@@ -290,7 +294,16 @@ absl::StatusOr<CandidateFile> ReadCandidateFile(const std::string& path) {
       }
       ks.params.push_back(p.get<int>());
     }
+    if (k.contains("tensor_maps")) {
+      absl::StatusOr<std::vector<TensorMapSpec>> maps =
+          TensorMapsFromJson(k["tensor_maps"], absl::StrCat("kernel ", ks.entry, ": "));
+      if (!maps.ok()) return Malformed(path, std::string(maps.status().message()));
+      ks.launch.tensor_maps = std::move(*maps);
+    }
     f.source.kernels.push_back(std::move(ks));
+  }
+  if (absl::Status s = CheckTensorMaps(f.source); !s.ok()) {
+    return Malformed(path, std::string(s.message()));
   }
   return f;
 }

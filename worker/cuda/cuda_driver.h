@@ -60,7 +60,8 @@ namespace tessel::worker {
   X(cuEventSynchronize)                          \
   X(cuEventElapsedTime)                          \
   X(cuLaunchKernel)                              \
-  X(cuLaunchCooperativeKernel)
+  X(cuLaunchCooperativeKernel)                   \
+  X(cuTensorMapEncodeTiled)
 
 // One pointer per function, named `<name>_` (e.g. `driver.cuMemAlloc_(&ptr, bytes)`).
 struct CudaDriver {

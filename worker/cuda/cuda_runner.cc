@@ -8,10 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "schedules/codegen/source_json.h"
 #include "schedules/target/target.h"
 #include "worker/cuda/cuda_verifier.h"
 #include "worker/cuda/cupti_kernel_timer.h"
 #include "worker/cuda/nvml_device_monitor.h"
+#include "worker/cuda/tensor_map.h"
 
 namespace tessel::worker {
 namespace {
@@ -236,6 +238,8 @@ absl::StatusOr<std::unique_ptr<CudaProgram>> CudaDevice::Load(
   program->driver_ = driver_;
   program->context_ = context_;
   program->num_buffers_ = static_cast<int>(source.buffers.size());
+  if (absl::Status s = schedules::CheckTensorMaps(source); !s.ok()) return s;
+  for (const schedules::ProgramBuffer& b : source.buffers) program->buffers_.push_back(b.buffer);
   if (absl::Status s = Check(
           driver_->cuModuleLoadDataEx_(&program->module_, binary.cubin.data(), 0, nullptr, nullptr),
           "cuModuleLoadDataEx", absl::StrCat("loading the ", binary.arch, " CUBIN"));
@@ -456,10 +460,22 @@ absl::Status CudaDevice::LaunchKernel(const CudaProgram& program, size_t k,
   std::vector<CUdeviceptr> values;
   values.reserve(ki.params.size() + 1);
   for (int p : ki.params) values.push_back(buffers.ptrs_[static_cast<size_t>(p)]);
-  if (l.cooperative) values.push_back(program.grid_syncs_[k]);  // `tessel_grid_sync`
+  // The tensor maps over this launch's buffers (encoding one is a few host instructions).
+  std::vector<CUtensorMap> maps;
+  maps.reserve(l.tensor_maps.size());
+  for (const schedules::TensorMapSpec& m : l.tensor_maps) {
+    absl::StatusOr<CUtensorMap> map =
+        EncodeTensorMap(*driver_, m, *program.buffers_[static_cast<size_t>(m.buffer)],
+                        buffers.ptrs_[static_cast<size_t>(m.buffer)]);
+    if (!map.ok()) return map.status();
+    maps.push_back(*map);
+  }
   std::vector<void*> args;
-  args.reserve(values.size());
+  args.reserve(values.size() + maps.size() + 1);
   for (CUdeviceptr& v : values) args.push_back(&v);
+  for (CUtensorMap& m : maps) args.push_back(&m);
+  CUdeviceptr grid_sync = l.cooperative ? program.grid_syncs_[k] : 0;
+  if (l.cooperative) args.push_back(&grid_sync);  // `tessel_grid_sync`
   const auto u = [](int64_t v) { return static_cast<unsigned>(v); };
   const CUresult r =
       l.cooperative ? driver_->cuLaunchCooperativeKernel_(

@@ -97,6 +97,8 @@ class CudaProgram {
   // them ready for the next.
   std::vector<CUdeviceptr> grid_syncs_;
   int num_buffers_ = 0;
+  // The program's buffers (their types, shapes and strides), for the kernels' tensor maps.
+  std::vector<schedules::BufferPtr> buffers_;
 };
 
 // One device allocation per buffer of a GeneratedSource (Buffer::AllocatedBytes() each).
