@@ -29,6 +29,18 @@ namespace tessel::schedules {
 namespace codegen {
 namespace {
 
+// Whether `body` reallocates registers between warpgroups (setmaxnreg), which takes effect only
+// under a register cap at entry: __launch_bounds__ with a minimum of 1 block.
+bool SetsRegisters(const Stmt& body) {
+  bool found = false;
+  WalkStmt(body, [&](const Stmt& s) {
+    const auto* ev = As<EvaluateNode>(s);
+    const auto* c = ev ? As<CallNode>(ev->value) : nullptr;
+    found |= c && c->name.rfind(kCallSetmaxnreg, 0) == 0;
+  });
+  return found;
+}
+
 const char* const kLaneNames[] = {"x", "y", "z", "w"};
 
 // Precedence of C's shifts and bitwise and (c_printer.h's scale).
@@ -280,7 +292,7 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
   // Clusters have compile-time dimensions: a plain launch of a multiple of them works.
   const std::string attrs = absl::StrCat(
       k.launch.cluster > 1 ? absl::StrCat("__cluster_dims__(", k.launch.cluster, ", 1, 1) ") : "",
-      "__launch_bounds__(", threads, ") ");
+      "__launch_bounds__(", threads, SetsRegisters(k.body) ? ", 1" : "", ") ");
   std::string head = absl::StrCat("extern \"C\" __global__ void ", attrs, k.name, "(",
                                   absl::StrJoin(params, ", "), ")");
   if (head.size() + 2 > 100 && !params.empty()) {

@@ -190,6 +190,10 @@ constexpr char kMbarrierHelpers[] =
     "  asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\" :: "
     "\"r\"(static_cast<unsigned>(__cvta_generic_to_shared(bar))), \"r\"(bytes) : \"memory\");\n"
     "}\n"
+    "__device__ __forceinline__ void tessel_mbarrier_arrive(long long* bar) {\n"
+    "  asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: "
+    "\"r\"(static_cast<unsigned>(__cvta_generic_to_shared(bar))) : \"memory\");\n"
+    "}\n"
     "__device__ __forceinline__ void tessel_mbarrier_wait(long long* bar, unsigned parity) {\n"
     "  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));\n"
     "  unsigned done = 0;\n"
@@ -222,6 +226,13 @@ std::string TensorCallHelpers(const std::set<std::string>& calls) {
       absl::StrAppend(&out, WgmmaHelper(name));
     } else if (const int64_t rank = TmaLoadRank(name); rank > 0) {
       absl::StrAppend(&out, TmaLoadHelper(name, rank));
+    } else if (absl::StartsWith(name, kCallSetmaxnreg)) {
+      // tessel_setmaxnreg_<inc|dec>_<registers>
+      const std::vector<std::string> parts = absl::StrSplit(name.substr(sizeof(kCallSetmaxnreg)), '_');
+      if (parts.size() == 2) {
+        absl::StrAppend(&out, AsmHelper(name, absl::StrCat("setmaxnreg.", parts[0],
+                                                           ".sync.aligned.u32 ", parts[1])));
+      }
     } else if (name == kCallFenceMbarrierInit) {
       absl::StrAppend(&out, AsmHelper(name, "fence.mbarrier_init.release.cluster"));
     } else if (name == kCallWgmmaFence) {

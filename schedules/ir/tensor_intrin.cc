@@ -77,6 +77,10 @@ int64_t PipelineFetchSpread(const std::vector<std::pair<std::string, int64_t>>& 
   return AnnotationValue(annotations, kPipelineFetchSpread);
 }
 
+int64_t PipelineProducerWarps(const std::vector<std::pair<std::string, int64_t>>& annotations) {
+  return AnnotationValue(annotations, kPipelineProducerWarps);
+}
+
 int64_t BulkCopy(const std::vector<std::pair<std::string, int64_t>>& annotations) {
   return AnnotationValue(annotations, kBulkCopy);
 }
@@ -103,6 +107,10 @@ std::string CpAsyncCall(int64_t bytes) { return absl::StrCat(kCallCpAsync, "_", 
 std::string CpAsyncWaitCall(int64_t groups) { return absl::StrCat(kCallCpAsyncWait, "_", groups); }
 int64_t CpAsyncCallBytes(std::string_view name) { return NumberAfter(name, kCallCpAsync); }
 int64_t CpAsyncWaitGroups(std::string_view name) { return NumberAfter(name, kCallCpAsyncWait); }
+
+std::string SetmaxnregCall(bool increase, int64_t registers) {
+  return absl::StrCat(kCallSetmaxnreg, increase ? "_inc_" : "_dec_", registers);
+}
 
 std::string TmaLoadCall(int64_t rank) { return absl::StrCat(kCallTmaLoad, "_", rank, "d"); }
 int64_t TmaLoadRank(std::string_view name) {

@@ -92,6 +92,16 @@ inline constexpr char kBulkCopy[] = "bulk_copy";
 // Its value among a loop's annotations (0 when absent).
 int64_t BulkCopy(const std::vector<std::pair<std::string, int64_t>>& annotations);
 
+// The loop annotation that gives a software pipeline whose fetches are all bulk copies a producer:
+// 1, a plane of warps of its own (threadIdx.z one past the block's, the launch grows by it) that
+// issues the copies while the rest compute, each group of 4 warps giving its registers to the
+// computing warps where the target can (setmaxnreg); 0 or absent, thread 0 issues them between
+// its computations. Honoured where the kernel synchronizes nowhere else; elsewhere the pipeline
+// keeps thread 0 as its producer.
+inline constexpr char kPipelineProducerWarps[] = "pipeline_producer_warps";
+// Its value among a loop's annotations (0 when absent).
+int64_t PipelineProducerWarps(const std::vector<std::pair<std::string, int64_t>>& annotations);
+
 // ---- Calls left by lowering (CallNode names). Their arguments are Loads of the first element
 // of each operand (the printer passes its address) followed by plain values.
 inline constexpr char kCallMma[] = "tessel_mma_m16n8k16";   // (acc, a, b): types in name
@@ -117,10 +127,13 @@ inline constexpr char kCallTmaLoad[] = "tessel_tma_load";
 inline constexpr char kCallMbarrierInit[] = "tessel_mbarrier_init";  // (barrier, arrivals)
 // (barrier, bytes): this thread's arrival, and the bytes the phase waits for besides.
 inline constexpr char kCallMbarrierExpectTx[] = "tessel_mbarrier_expect_tx";
+inline constexpr char kCallMbarrierArrive[] = "tessel_mbarrier_arrive";  // (barrier)
 // (barrier, parity): waits until the phase of that parity has completed.
 inline constexpr char kCallMbarrierWait[] = "tessel_mbarrier_wait";
 // () after initializing mbarriers, before the barrier that publishes them.
 inline constexpr char kCallFenceMbarrierInit[] = "tessel_fence_mbarrier_init";
+// tessel_setmaxnreg_<inc|dec>_<registers>(): the warpgroup's registers a thread (sm_90a).
+inline constexpr char kCallSetmaxnreg[] = "tessel_setmaxnreg";
 // Not a call of the IR: the CUDA printer's helper for a swizzled buffer's offsets,
 // tessel_swizzle_<W>_<element bytes>(offset) (Buffer::swizzle_bytes).
 inline constexpr char kCallSwizzle[] = "tessel_swizzle";
@@ -138,6 +151,8 @@ std::string WgmmaWaitCall(int64_t groups);
 // The bulk tensor copy of a box of `rank` dimensions (1 to 5), and the rank such a name carries
 // (-1 for any other name).
 std::string TmaLoadCall(int64_t rank);
+// setmaxnreg to `registers` (a multiple of 8 from 24 to 256): up (inc) or down.
+std::string SetmaxnregCall(bool increase, int64_t registers);
 int64_t TmaLoadRank(std::string_view name);
 int64_t WgmmaWaitGroups(std::string_view name);
 // Whether `name` is a wgmma.mma_async call (not its fence, commit or wait).

@@ -44,6 +44,7 @@
 // reuse is still ordered by the barrier, which every thread passes after computing on it. The
 // mbarriers are initialized by thread 0 between two barriers before the prologue.
 
+#include <array>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -357,14 +358,35 @@ int BoundAxis(const Analyzer& an, const Expr& cond, const Buffer& src,
   return -1;
 }
 
+// Whether `e` reads threadIdx.
+bool ReadsThreadIndex(const Expr& e) {
+  class Finder : public ExprVisitor {
+   public:
+    bool found = false;
+    void VisitCall(const CallNode& n, const Expr& self) override {
+      found |= n.name == intrinsic::kThreadIdxX || n.name == intrinsic::kThreadIdxY ||
+               n.name == intrinsic::kThreadIdxZ;
+      ExprVisitor::VisitCall(n, self);
+    }
+  } finder;
+  finder.Visit(e);
+  return finder.found;
+}
+
 // Turns the fetch nests annotated bulk_copy into bulk tensor copies (see the top of the file),
 // collected apart from the rest of the fetch: `copies` (thread 0 issues them after its arrival
 // with `bytes`). Registers each copy's tensor map in `maps`.
 class BulkCopies : public StmtMutator {
  public:
+  // `thread_vars`: the variables of the thread-bound loops around the copies, which one thread's
+  // copies must not depend on.
   BulkCopies(const Analyzer& an, const Program& program, std::vector<TensorMapSpec>* maps,
-             Expr barrier)
-      : an_(an), program_(program), maps_(maps), barrier_(std::move(barrier)) {}
+             Expr barrier, const std::vector<const VarNode*>& thread_vars)
+      : an_(an),
+        program_(program),
+        maps_(maps),
+        barrier_(std::move(barrier)),
+        thread_vars_(thread_vars) {}
 
   const absl::Status& status() const { return status_; }
   std::vector<Stmt>& copies() { return copies_; }
@@ -467,6 +489,14 @@ class BulkCopies : public StmtMutator {
     std::vector<Expr> dst0, src0;
     for (const Expr& e : st->indices) dst0.push_back(an_.Simplify(Substitute(e, origin)));
     for (const Expr& e : src->indices) src0.push_back(an_.Simplify(Substitute(e, origin)));
+    // One thread issues the box for all: it must be the same for every thread.
+    for (const std::vector<Expr>* idx : {&dst0, &src0}) {
+      for (const Expr& e : *idx) {
+        bool per_thread = ReadsThreadIndex(e);
+        for (const VarNode* v : thread_vars_) per_thread |= UsesVar(e, v);
+        if (per_thread) return Refuse(outer, "its box differs between the block's threads");
+      }
+    }
     // Zeros only where the source is outside its buffer, which the copy engine fills in.
     for (const Expr& c : conds) {
       std::vector<Expr> parts = {c};
@@ -535,6 +565,7 @@ class BulkCopies : public StmtMutator {
   const Program& program_;
   std::vector<TensorMapSpec>* maps_;
   Expr barrier_;
+  const std::vector<const VarNode*>& thread_vars_;
   absl::Status status_;
   std::vector<Stmt> copies_;
   int64_t bytes_ = 0;
@@ -558,7 +589,10 @@ class Pipeliner : public StmtMutator {
 
  protected:
   Stmt VisitFor(const ForNode& f, const Stmt& self) override {
+    const bool thread = IsThreadTag(f.thread);
+    if (thread) thread_vars_.push_back(f.var.get());
     Stmt out = StmtMutator::VisitFor(f, self);
+    if (thread) thread_vars_.pop_back();
     const int64_t stages = PipelineStages(f);
     if (stages < 2 || !status_.ok()) return out;
     return Pipeline(*As<ForNode>(out), stages);
@@ -642,6 +676,9 @@ class Pipeliner : public StmtMutator {
       return Fail(f, absl::StrCat("its bulk_copy fetches need the tensor memory accelerator, which ",
                                   state_.target.arch, " lacks (compile for sm_90 or sm_90a)"));
     }
+    if (bulk && OnlyBulkCopies(fetches)) {
+      return BulkPipeline(f, stages, extent, fetches, slotted, std::move(allocs), compute);
+    }
     BufferPtr full = bulk ? MakeBuffer(absl::StrCat("tessel_", t->name, "_full"), DType::kInt64,
                                        {stages}, MemScope::kShared)
                           : nullptr;
@@ -654,7 +691,7 @@ class Pipeliner : public StmtMutator {
       std::vector<Stmt> out;
       if (bulk) {
         BulkCopies copies(state_.analyzer, state_.program, &kernel_->launch.tensor_maps,
-                          MakeLoad(full, {iter % stages}));
+                          MakeLoad(full, {iter % stages}), thread_vars_);
         s = copies.Visit(s);
         if (!copies.status().ok()) {
           if (status_.ok()) status_ = copies.status();
@@ -742,10 +779,243 @@ class Pipeliner : public StmtMutator {
     return out;
   }
 
+
+  // A pipeline whose every fetch is a bulk copy (see the top of the file): slot s has a full
+  // mbarrier (one arrival: the producer's, with the stage's bytes) and an empty one (an arrival
+  // from each computing thread once it is done reading the slot). No barrier inside the loop:
+  //
+  //   [producer]  for u < E: (u >= S: wait empty[u % S], phase u / S - 1); fetch(u) into u % S
+  //   [compute]   for t < E: wait full[t % S], phase t / S; compute(t);
+  //                          arrive on empty[(t - F) % S] (t >= F)
+  //
+  // F = 1 where compute(t) runs wgmma (its own group stays in flight, the slot of t - 1 is read
+  // to the end once it waits for one group), else 0. The producer is a plane of warps of its own
+  // (kPipelineProducerWarps) or thread 0 after its arrival at iteration t, refilling the slot of
+  // t - 1 with t + S - 1 (the first S - 1 fetched before the loop).
+  Stmt BulkPipeline(const ForNode& f, int64_t stages, int64_t extent,
+                    const std::vector<Stmt>& fetches,
+                    const std::unordered_map<const Buffer*, BufferPtr>& slotted,
+                    std::vector<BufferPtr> allocs, const std::vector<Stmt>& compute) {
+    const VarNode* t = f.var.get();
+    const Expr it = Expr(f.var);
+    auto barrier_buffer = [&](const char* what) {
+      return MakeBuffer(absl::StrCat("tessel_", t->name, "_", what), DType::kInt64, {stages},
+                        MemScope::kShared);
+    };
+    const BufferPtr full = barrier_buffer("full"), empty = barrier_buffer("empty");
+    auto call = [](const char* name, std::vector<Expr> args) {
+      return MakeEvaluate(MakeCall(name, std::move(args), DType::kInt32));
+    };
+    auto wait = [&](const BufferPtr& bar, const Expr& slot, const Expr& phase) {
+      return call(kCallMbarrierWait, {MakeLoad(bar, {slot}), phase % 2});
+    };
+    // The copies of iteration `iter` after the producer's arrival with their bytes.
+    auto issue = [&](const Expr& iter) -> Stmt {
+      Stmt s = SlotRewriter(slotted, iter % stages).Visit(Substitute(MakeSeq(fetches), {{t, iter}}));
+      BulkCopies copies(state_.analyzer, state_.program, &kernel_->launch.tensor_maps,
+                        MakeLoad(full, {iter % stages}), thread_vars_);
+      copies.Visit(s);
+      if (!copies.status().ok() && status_.ok()) status_ = copies.status();
+      std::vector<Stmt> out = {
+          call(kCallMbarrierExpectTx, {MakeLoad(full, {iter % stages}), MakeInt(copies.bytes())})};
+      for (Stmt& c : copies.copies()) out.push_back(std::move(c));
+      return MakeSeq(out);
+    };
+    Stmt computed = SlotRewriter(slotted, it % stages).Visit(MakeSeq(compute));
+    const int64_t in_flight = CallsWgmma(computed) ? 1 : 0;
+    if (in_flight > 0) computed = WgmmaWaitRewriter(in_flight).Visit(computed);
+    const std::array<int64_t, 3> block = kernel_->launch.block;
+    const int64_t consumers = kernel_->launch.threads_per_block();
+    // A producer plane: where nothing else in the kernel synchronizes its threads (the producer
+    // takes part in no barrier but the setup's), once a kernel.
+    const bool plane = PipelineProducerWarps(f.annotations) > 0 && !specialized_ &&
+                       barriers_elsewhere_ == 0 && block[2] < 64;
+
+    std::vector<Stmt> body = {wait(full, it % stages, it / stages), computed};
+    Stmt arrive = call(kCallMbarrierArrive, {MakeLoad(empty, {(it - in_flight) % stages})});
+    body.push_back(in_flight > 0 ? MakeIf(it >= in_flight, arrive) : arrive);
+    if (!plane) {
+      const Expr ahead = it + (stages - 1);
+      Stmt refill = MakeSeq({MakeIf(it >= 1, wait(empty, (it - 1) % stages, (it - 1) / stages)),
+                             issue(ahead)});
+      body.push_back(MakeIf(ahead < extent, MakeIf(FirstThread(), refill)));
+    }
+    std::vector<Stmt> consumer = {
+        MakeFor(f.var, f.min, f.extent, f.kind, f.thread, MakeSeq(body), f.annotations)};
+    if (in_flight > 0) consumer.push_back(TensorCallStmt(WgmmaWaitCall(0)));
+
+    // Thread 0 initializes the mbarriers once every thread has left any earlier use of them.
+    std::vector<Stmt> init;
+    for (int64_t s = 0; s < stages; ++s) {
+      const Expr slot = MakeInt(s, t->dtype);
+      init.push_back(call(kCallMbarrierInit, {MakeLoad(full, {slot}), MakeInt(1)}));
+      init.push_back(call(kCallMbarrierInit, {MakeLoad(empty, {slot}), MakeInt(consumers)}));
+    }
+    init.push_back(TensorCallStmt(kCallFenceMbarrierInit));
+    Stmt setup = MakeSeq({MakeBarrier(), MakeIf(FirstThread(), MakeSeq(init)), MakeBarrier()});
+    allocs.push_back(full);
+    allocs.push_back(empty);
+    if (!plane) {
+      std::vector<Stmt> out = {setup};
+      for (int64_t s = 0; s + 1 < stages; ++s) {
+        const Expr iter = MakeInt(s, t->dtype);
+        out.push_back(MakeIf(iter < extent, MakeIf(FirstThread(), issue(iter))));
+      }
+      out.insert(out.end(), consumer.begin(), consumer.end());
+      return Allocated(allocs, MakeSeq(out));
+    }
+
+    // The producer plane: threadIdx.z == block[2], its first thread issuing every iteration's
+    // copies once their slot is free. The buffers and their setup move to the kernel's start,
+    // before the fork (InjectSoftwarePipeline), so no barrier is left under a thread loop.
+    const Expr u = it;
+    Stmt produce = MakeFor(
+        f.var, f.min, f.extent, ForKind::kSerial, ThreadTag::kNone,
+        MakeSeq({MakeIf(u >= stages, wait(empty, u % stages, u / stages - 1)), issue(u)}), {});
+    const Expr first = MakeAnd(MakeCall(intrinsic::kThreadIdxX, {}, DType::kInt32) == 0,
+                               MakeCall(intrinsic::kThreadIdxY, {}, DType::kInt32) == 0);
+    std::vector<Stmt> producer;
+    // Registers move from the producer's warpgroups to the computing ones where the target can
+    // and both are whole warpgroups: the cap at entry (__launch_bounds__(threads, 1)) is the
+    // register file over the threads, in steps of 8; the producer keeps 40.
+    const int64_t plane_threads = block[0] * block[1];
+    const int64_t threads = consumers + plane_threads;
+    std::vector<Stmt> consumer_setup;
+    if (state_.target.Supports(TargetFeature::kSetmaxnreg) && plane_threads % 128 == 0 &&
+        consumers % 128 == 0) {
+      constexpr int64_t kProducerRegisters = 40, kRegisterFile = 65536;
+      const int64_t cap = std::min<int64_t>(kRegisterFile / threads / 8 * 8, 256);
+      const int64_t raised = std::min<int64_t>(
+          (cap * threads - kProducerRegisters * plane_threads) / consumers / 8 * 8, 256);
+      if (cap >= kProducerRegisters && raised > cap) {
+        producer.push_back(TensorCallStmt(SetmaxnregCall(false, kProducerRegisters)));
+        consumer_setup.push_back(TensorCallStmt(SetmaxnregCall(true, raised)));
+      }
+    }
+    producer.push_back(MakeIf(first, produce));
+    // A scope of its own, so that no enclosing sequence flattens it away (the fork finds it).
+    Stmt result = MakeScope("the computing warps' pipeline", MakeSeq(consumer));
+    specialized_ = true;
+    consumer_node_ = result.get();
+    producer_ = MakeSeq(producer);
+    consumer_setup_ = MakeSeq(consumer_setup);
+    setup_ = setup;
+    hoisted_ = allocs;
+    producer_plane_ = block[2];
+    kernel_->launch.block[2] += 1;
+    return result;
+  }
+
+  // Whether every fetch is a loop nest annotated bulk_copy.
+  static bool OnlyBulkCopies(const std::vector<Stmt>& fetches) {
+    for (const Stmt& x : fetches) {
+      const auto* l = As<ForNode>(x);
+      if (!l || BulkCopy(l->annotations) == 0) return false;
+    }
+    return true;
+  }
+
+ public:
+  // After Visit: a producer plane was split off (BulkPipeline). The kernel body then forks at its
+  // start: the plane runs the way to the pipeline with `producer` in its place; the rest run the
+  // body, `consumer_setup` first.
+  bool specialized() const { return specialized_; }
+  const StmtNode* consumer_node() const { return consumer_node_; }
+  const Stmt& producer() const { return producer_; }
+  const Stmt& consumer_setup() const { return consumer_setup_; }
+  // The pipeline's buffers, allocated around the whole fork, and the mbarriers' setup before it.
+  const std::vector<BufferPtr>& hoisted() const { return hoisted_; }
+  const Stmt& setup() const { return setup_; }
+  static Stmt Allocated(const std::vector<BufferPtr>& allocs, Stmt s) {
+    for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) s = MakeAllocate(*it, s);
+    return s;
+  }
+  int64_t producer_plane() const { return producer_plane_; }
+  // Barriers of the kernel outside its pipelined loops (set before Visit).
+  void set_barriers_elsewhere(int64_t n) { barriers_elsewhere_ = n; }
+
+ private:
   const LoweringState& state_;
   Kernel* kernel_;
   absl::Status status_;
+  int64_t barriers_elsewhere_ = 0;
+  std::vector<const VarNode*> thread_vars_;  // of the thread-bound loops around the visit
+  bool specialized_ = false;
+  const StmtNode* consumer_node_ = nullptr;
+  Stmt producer_, consumer_setup_, setup_;
+  std::vector<BufferPtr> hoisted_;
+  int64_t producer_plane_ = 0;
 };
+
+// Barriers of `s` outside loops annotated software_pipeline.
+int64_t BarriersOutsidePipelines(const Stmt& s) {
+  if (!s) return 0;
+  switch (s->kind) {
+    case StmtKind::kBarrier:
+      return 1;
+    case StmtKind::kFor: {
+      const auto* f = As<ForNode>(s);
+      return PipelineStages(*f) >= 2 ? 0 : BarriersOutsidePipelines(f->body);
+    }
+    case StmtKind::kSeq: {
+      int64_t n = 0;
+      for (const Stmt& x : As<SeqNode>(s)->stmts) n += BarriersOutsidePipelines(x);
+      return n;
+    }
+    case StmtKind::kIfThenElse: {
+      const auto* i = As<IfThenElseNode>(s);
+      return BarriersOutsidePipelines(i->then_case) + BarriersOutsidePipelines(i->else_case);
+    }
+    case StmtKind::kAllocate:
+      return BarriersOutsidePipelines(As<AllocateNode>(s)->body);
+    case StmtKind::kLetStmt:
+      return BarriersOutsidePipelines(As<LetStmtNode>(s)->body);
+    case StmtKind::kScope:
+      return BarriersOutsidePipelines(As<ScopeNode>(s)->body);
+    case StmtKind::kAllReduce:
+      return 1;  // expanded into barriers later
+    default:
+      return 0;
+  }
+}
+
+// The way from `s` to `target` (loops, lets, allocations), with `target` replaced by
+// `replacement` and every statement beside the way dropped; null where `target` is not in `s` or
+// the way passes a condition (which could leave the producer out).
+Stmt WayTo(const Stmt& s, const StmtNode* target, const Stmt& replacement) {
+  if (!s) return nullptr;
+  if (s.get() == target) return replacement;
+  switch (s->kind) {
+    case StmtKind::kFor: {
+      const auto* f = As<ForNode>(s);
+      Stmt b = WayTo(f->body, target, replacement);
+      if (!b) return nullptr;
+      // The producer is none of a thread loop's threads; what it issues depends on none of them.
+      if (IsThreadTag(f->thread)) return Substitute(b, {{f->var.get(), MakeInt(0, f->var->dtype)}});
+      return MakeFor(f->var, f->min, f->extent, f->kind, f->thread, b, f->annotations);
+    }
+    case StmtKind::kSeq:
+      for (const Stmt& x : As<SeqNode>(s)->stmts) {
+        if (Stmt b = WayTo(x, target, replacement)) return b;
+      }
+      return nullptr;
+    case StmtKind::kAllocate: {
+      // Shared buffers stay (the producer's copies may fill them); registers are the others'.
+      const auto* a = As<AllocateNode>(s);
+      Stmt b = WayTo(a->body, target, replacement);
+      return b && a->buffer->scope == MemScope::kShared ? MakeAllocate(a->buffer, b) : b;
+    }
+    case StmtKind::kLetStmt: {
+      const auto* l = As<LetStmtNode>(s);
+      Stmt b = WayTo(l->body, target, replacement);
+      return b ? MakeLet(l->var, l->value, b) : nullptr;
+    }
+    case StmtKind::kScope:
+      return WayTo(As<ScopeNode>(s)->body, target, replacement);
+    default:
+      return nullptr;
+  }
+}
 
 // A bulk_copy loop no pipeline took.
 absl::Status CheckNoBulkCopyLeft(const Stmt& body) {
@@ -772,10 +1042,32 @@ absl::Status InjectSoftwarePipeline(LoweringState* state) {
     });
     if (!state->target.is_cuda()) continue;  // the host runs the loop as it is
     if (annotated) {
-      Pipeliner p(*state, &k);
-      Stmt body = p.Visit(k.body);
-      if (!p.status().ok()) return p.status();
-      k.body = state->analyzer.Simplify(body);
+      const Kernel original = k;
+      // A producer plane where one can follow the way to its pipeline; else thread 0 produces.
+      for (bool plane : {true, false}) {
+        Pipeliner p(*state, &k);
+        p.set_barriers_elsewhere(plane ? BarriersOutsidePipelines(k.body) : 1);
+        Stmt body = p.Visit(k.body);
+        if (!p.status().ok()) return p.status();
+        if (!p.specialized()) {
+          k.body = state->analyzer.Simplify(body);
+          break;
+        }
+        Stmt producer = WayTo(body, p.consumer_node(), p.producer());
+        if (!producer) {
+          k = original;
+          continue;
+        }
+        // The fork, not simplified: the analyzer knows threadIdx.z below the plane's index.
+        const Expr on_plane =
+            MakeCall(intrinsic::kThreadIdxZ, {}, DType::kInt32) == p.producer_plane();
+        k.body = Pipeliner::Allocated(
+            p.hoisted(),
+            MakeSeq({p.setup(), MakeIf(on_plane, state->analyzer.Simplify(producer),
+                                       MakeSeq({p.consumer_setup(),
+                                                state->analyzer.Simplify(body)}))}));
+        break;
+      }
     }
     TESSEL_RETURN_IF_ERROR(CheckNoBulkCopyLeft(k.body));
   }

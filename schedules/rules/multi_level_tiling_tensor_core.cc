@@ -538,6 +538,11 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     TESSEL_ASSIGN_OR_RETURN(IntRV stages,
                             rules::SampleWeighted(s, {2, 3, 4, 5}, {1, 3, 3, 1}, 5, 2));
     TESSEL_RETURN_IF_ERROR(s->Annotate(k01[0], kSoftwarePipeline, stages));
+    if (bulk) {
+      // Who issues the copies: a plane of producer warps of its own, or thread 0.
+      TESSEL_ASSIGN_OR_RETURN(IntRV producer, rules::SampleWeighted(s, {0, 1}, {1, 1}, 1, 1));
+      TESSEL_RETURN_IF_ERROR(s->Annotate(k01[0], kPipelineProducerWarps, producer));
+    }
 
     const size_t num_ops = reindex.empty() ? ops.size() : reindex.size();
     for (size_t o = 0; o < num_ops; ++o) {

@@ -114,6 +114,32 @@ INSTANTIATE_TEST_SUITE_P(
                       "dtype=f16)",
                       "conv2d(N=3, C=64, H=7, W=9, K=128, R=1, S=1, layout=nhwc, dtype=bf16)"),
     SpecTestName);
+
+// sm_90a: samples of the warpgroup sketch whose operands the copy engine fetches (tensor maps
+// made by the runner, cp.async.bulk.tensor into swizzled slots, mbarrier waits) match the
+// reference: K-major and MN-major boxes, an epilogue, and tiles past the extents (the copy
+// engine's zero fill).
+class BulkCopySpaceGpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BulkCopySpaceGpu, BulkCopySamplesMatchReference) {
+  SKIP_WITHOUT_GPU();
+  const int checked = VerifySamplesOnGpu(
+      GetParam(), 96, 8,
+      [](const schedules::Candidate& c) {
+        return c.source.code.find("cp.async.bulk.tensor") != std::string::npos;
+      },
+      "sm_90a");
+  EXPECT_GE(checked, 6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, BulkCopySpaceGpu,
+                         ::testing::Values("matmul(M=256, N=256, K=256, dtype=f16)",
+                                           "matmul(M=128, N=512, K=192, dtype=bf16, "
+                                           "transpose_a=true)",
+                                           "matmul(M=256, N=256, K=128, dtype=f16, transpose_b=true)",
+                                           "matmul_bias_gelu(M=256, N=256, K=128, dtype=f16)",
+                                           "matmul(M=200, N=136, K=168, dtype=f16)"),
+                         SpecTestName);
 #endif
 
 }  // namespace
