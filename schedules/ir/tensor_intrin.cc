@@ -77,8 +77,8 @@ int64_t PipelineFetchSpread(const std::vector<std::pair<std::string, int64_t>>& 
   return AnnotationValue(annotations, kPipelineFetchSpread);
 }
 
-int64_t PipelineProducerWarps(const std::vector<std::pair<std::string, int64_t>>& annotations) {
-  return AnnotationValue(annotations, kPipelineProducerWarps);
+int64_t PipelineProducer(const std::vector<std::pair<std::string, int64_t>>& annotations) {
+  return AnnotationValue(annotations, kPipelineProducer);
 }
 
 int64_t BulkCopy(const std::vector<std::pair<std::string, int64_t>>& annotations) {

@@ -92,15 +92,20 @@ inline constexpr char kBulkCopy[] = "bulk_copy";
 // Its value among a loop's annotations (0 when absent).
 int64_t BulkCopy(const std::vector<std::pair<std::string, int64_t>>& annotations);
 
-// The loop annotation that gives a software pipeline whose fetches are all bulk copies a producer:
-// 1, a plane of warps of its own (threadIdx.z one past the block's, the launch grows by it) that
-// issues the copies while the rest compute, each group of 4 warps giving its registers to the
-// computing warps where the target can (setmaxnreg); 0 or absent, thread 0 issues them between
-// its computations. Honoured where the kernel synchronizes nowhere else; elsewhere the pipeline
-// keeps thread 0 as its producer.
-inline constexpr char kPipelineProducerWarps[] = "pipeline_producer_warps";
+// The loop annotation that says who produces the stages of a software pipeline whose fetches are
+// all bulk copies, and how their slots are handed back (inject_software_pipeline):
+//   0 (or absent): thread 0 issues the copies after the barrier that every thread passes at each
+//      stage (the slot refilled is one every thread has left);
+//   1: thread 0 issues them between its computations, waiting for each slot's "empty" mbarrier,
+//      on which every thread arrives once done with it (no barrier a stage);
+//   2: a plane of producer warps of its own (threadIdx.z one past the block's; the launch grows by
+//      it), its first thread issuing the copies, each group of 4 of its warps giving registers to
+//      the computing warpgroups where the target can (setmaxnreg); honoured where the kernel
+//      synchronizes nowhere else, else as 1.
+// Which is fastest depends on the kernel (occupancy, registers, stages), so it is a decision.
+inline constexpr char kPipelineProducer[] = "pipeline_producer";
 // Its value among a loop's annotations (0 when absent).
-int64_t PipelineProducerWarps(const std::vector<std::pair<std::string, int64_t>>& annotations);
+int64_t PipelineProducer(const std::vector<std::pair<std::string, int64_t>>& annotations);
 
 // ---- Calls left by lowering (CallNode names). Their arguments are Loads of the first element
 // of each operand (the printer passes its address) followed by plain values.

@@ -38,11 +38,15 @@
 // cp.async.bulk.tensor per swizzle atom column (tessel_tma_load_<rank>d), issued by thread 0
 // through a tensor map the kernel takes as a parameter (LaunchConfig::tensor_maps), completing on
 // the slot's mbarrier; the copy engine fills in zeros past the buffer's extents, so a padded
-// tile's zero fill comes for free. Each slot s has an mbarrier of one arrival: thread 0 arrives
-// with the stage's bytes (expect-tx) before issuing its copies, and every thread waits for the
-// phase of iteration t (parity t / S % 2) where it would wait for its cp.async groups. The slot's
-// reuse is still ordered by the barrier, which every thread passes after computing on it. The
-// mbarriers are initialized by thread 0 between two barriers before the prologue.
+// tile's zero fill comes for free. Each slot s has a "full" mbarrier of one arrival: the
+// producer arrives with the stage's bytes (expect-tx) before issuing its copies, and every thread
+// waits for the phase of iteration t (parity t / S % 2) where it would wait for its cp.async
+// groups. How a slot comes back to the producer is the loop's kPipelineProducer (tensor_intrin.h):
+// through the barrier every thread passes at each stage, as above (0, also where some fetch is
+// not a bulk copy); or, where every fetch is one, through an "empty" mbarrier a slot on which each
+// thread arrives once done reading it, with no barrier in the loop, the copies issued by thread 0
+// (1) or by a plane of producer warps of their own (2; see BulkPipeline). The mbarriers are
+// initialized by thread 0 between two barriers before the prologue.
 
 #include <array>
 #include <string>
@@ -676,7 +680,7 @@ class Pipeliner : public StmtMutator {
       return Fail(f, absl::StrCat("its bulk_copy fetches need the tensor memory accelerator, which ",
                                   state_.target.arch, " lacks (compile for sm_90 or sm_90a)"));
     }
-    if (bulk && OnlyBulkCopies(fetches)) {
+    if (bulk && PipelineProducer(f.annotations) > 0 && OnlyBulkCopies(fetches)) {
       return BulkPipeline(f, stages, extent, fetches, slotted, std::move(allocs), compute);
     }
     BufferPtr full = bulk ? MakeBuffer(absl::StrCat("tessel_", t->name, "_full"), DType::kInt64,
@@ -790,7 +794,7 @@ class Pipeliner : public StmtMutator {
   //
   // F = 1 where compute(t) runs wgmma (its own group stays in flight, the slot of t - 1 is read
   // to the end once it waits for one group), else 0. The producer is a plane of warps of its own
-  // (kPipelineProducerWarps) or thread 0 after its arrival at iteration t, refilling the slot of
+  // (kPipelineProducer 2) or thread 0 after its arrival at iteration t (1), refilling the slot of
   // t - 1 with t + S - 1 (the first S - 1 fetched before the loop).
   Stmt BulkPipeline(const ForNode& f, int64_t stages, int64_t extent,
                     const std::vector<Stmt>& fetches,
@@ -828,7 +832,7 @@ class Pipeliner : public StmtMutator {
     const int64_t consumers = kernel_->launch.threads_per_block();
     // A producer plane: where nothing else in the kernel synchronizes its threads (the producer
     // takes part in no barrier but the setup's), once a kernel.
-    const bool plane = PipelineProducerWarps(f.annotations) > 0 && !specialized_ &&
+    const bool plane = PipelineProducer(f.annotations) == 2 && !specialized_ &&
                        barriers_elsewhere_ == 0 && block[2] < 64;
 
     std::vector<Stmt> body = {wait(full, it % stages, it / stages), computed};
