@@ -86,7 +86,7 @@ struct Totals {
   // Tensor cores: mma.sync and wgmma flops (and wgmma's alone), cp.async bytes, the deepest
   // software pipeline.
   double tensor_flops = 0, wgmma_flops = 0, async_copy_bytes = 0, pipeline_stages = 0,
-         pipeline_fetch_spread = 0;
+         pipeline_fetch_spread = 0, bulk_copy_bytes = 0, pipeline_producer = 0;
   double max_depth = 0, loops = 0;
   double heaviest_store = -1, innermost_extent = 0;
   double max_shared_alloc = 0, max_local_alloc = 0;
@@ -201,8 +201,16 @@ class Walker {
   }
 
   // mma.sync m16n8k16: 2 x 16 x 8 x 16 flops a warp, counted per lane (as mult_ counts); a
-  // cp.async of N bytes (tessel_cp_async_N).
-  void CountTensorCall(const std::string& name) {
+  // cp.async of N bytes (tessel_cp_async_N); the bytes a block's producer moves with bulk tensor
+  // copies, from its expect-tx of each stage (one thread issues them).
+  void CountTensorCall(const schedules::CallNode& call) {
+    const std::string& name = call.name;
+    int64_t tx = 0;
+    if (name == schedules::kCallMbarrierExpectTx && call.args.size() == 2 &&
+        schedules::IsConstInt(call.args[1], &tx)) {
+      t_.bulk_copy_bytes += thread_mult_ * static_cast<double>(tx);
+      return;
+    }
     if (const int64_t n = schedules::WgmmaCallN(name); n > 0) {
       // wgmma m64nNk16: each warp's call is its 16 x N x 16 share of the warpgroup's product.
       const double lane_flops = 2.0 * 16 * static_cast<double>(n) * 16 / 32;
@@ -222,6 +230,10 @@ class Walker {
     t_.pipeline_stages = std::max(
         t_.pipeline_stages, static_cast<double>(schedules::SoftwarePipelineStages(n.annotations)));
     if (schedules::PipelineFetchSpread(n.annotations) > 0) t_.pipeline_fetch_spread = 1;
+    if (schedules::SoftwarePipelineStages(n.annotations) >= 2) {
+      t_.pipeline_producer = std::max(
+          t_.pipeline_producer, static_cast<double>(schedules::PipelineProducer(n.annotations)));
+    }
     const int64_t extent = ConstExtent(n.extent);
     bool counted = true;
     if (n.kind == ForKind::kThreadBinding && n.thread != ThreadTag::kVThread) {
@@ -322,7 +334,7 @@ class Walker {
           AddFlops(1);
         } else {
           t_.intrinsics += mult_;
-          CountTensorCall(n.name);
+          CountTensorCall(n);
         }
         for (const Expr& a : n.args) CountExpr(a);
         return;
@@ -653,7 +665,8 @@ const std::vector<std::string>& FeatureNames() {
         "log2_unrolled_loops", "log2_max_unroll_product", "log2_max_unroll_pragma",
         "log2_barriers_static", "log2_barriers_per_thread", "loop_depth", "log2_loops",
         "log2_innermost_extent", "log2_tensor_core_flops", "log2_async_copy_bytes",
-        "pipeline_stages", "pipeline_fetch_spread", "log2_wgmma_flops",
+        "pipeline_stages", "pipeline_fetch_spread", "log2_wgmma_flops", "log2_bulk_copy_bytes",
+        "pipeline_producer",
         // Split reductions.
         "log2_workspace_per_output"};
     for (int b = 0; b < kTopBuffers; ++b) {
@@ -786,6 +799,8 @@ Features ExtractFeatures(const schedules::Program& program, const schedules::Tar
   push(t.pipeline_stages);
   push(t.pipeline_fetch_spread);
   log(t.wgmma_flops);
+  log(t.bulk_copy_bytes);
+  push(t.pipeline_producer);
   log(Ratio(workspace_elements, output_elements));
 
   // The global buffers by bytes touched (then program order): a fixed number of slots.

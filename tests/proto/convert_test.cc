@@ -70,6 +70,34 @@ TEST(ProtoConvert, CooperativeLaunchRoundTrips) {
   }
 }
 
+// A kernel's tensor maps (bulk tensor copies) survive the trip; a map of a box the copy engine
+// cannot move is refused with its kernel and the fix.
+TEST(ProtoConvert, TensorMapsRoundTripAndAreChecked) {
+  schedules::GeneratedSource in = CudaSoftmax();
+  ASSERT_FALSE(in.kernels.empty());
+  in.kernels[0].launch.tensor_maps = {{0, {1, 32}, 128}, {0, {4, 32}, 0}};
+  proto::Source p;
+  proto::ToProto(in, &p);
+  ASSERT_EQ(p.kernels(0).launch().tensor_maps_size(), 2);
+  absl::StatusOr<schedules::GeneratedSource> out = proto::FromProto(p);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->kernels[0].launch.tensor_maps, in.kernels[0].launch.tensor_maps);
+
+  p.mutable_kernels(0)->mutable_launch()->mutable_tensor_maps(0)->set_box(1, 512);
+  out = proto::FromProto(p);
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("tensor map 0 has a box extent of 512: the copy engine moves 1 to 256 a "
+                        "side"));
+  p.mutable_kernels(0)->mutable_launch()->mutable_tensor_maps(0)->set_box(1, 32);
+  p.mutable_kernels(0)->mutable_launch()->mutable_tensor_maps(1)->set_buffer(7);
+  out = proto::FromProto(p);
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()),
+              HasSubstr("tensor map 1 names buffer 7 of 5: a tensor map's buffer indexes the "
+                        "program's buffers"));
+}
+
 TEST(ProtoConvert, MalformedSourcesNameTheField) {
   proto::Source p;
   proto::ToProto(CudaSoftmax(), &p);

@@ -1,0 +1,265 @@
+// Bulk tensor copies (the tensor memory accelerator) without a GPU: the wgmma sketch whose
+// operands the copy engine fetches, in each of its three producer forms (thread 0 after a
+// barrier, thread 0 on empty mbarriers, a producer warp plane with setmaxnreg); the tensor maps a
+// kernel takes and their JSON forms (launch JSON, candidate files); NVRTC compiling the kernels
+// where the CUDA toolkit is installed; the cost model's view; and the errors: a target without
+// the copy engine, a bulk copy outside a pipeline, into an unswizzled buffer, of a box that
+// differs between threads, malformed tensor maps. GPU runs: tests/gpu/tensor_core_gpu_test.cc
+// (BulkCopySpaceGpu).
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "costmodel/features.h"
+#include "schedules/codegen/source_json.h"
+#include "schedules/ir/tensor_intrin.h"
+#include "schedules/lower/lower.h"
+#include "schedules/space/candidate.h"
+#include "schedules/space/space_generator.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/schedules/test_workloads.h"
+#include "tests/test_util.h"
+#ifdef TESSEL_HAVE_CUDA
+#include "worker/cuda/nvrtc_compiler.h"
+#endif
+
+namespace tessel::schedules {
+namespace {
+
+using test_workloads::BlockOf;
+using test_workloads::LoopsOf;
+using test_workloads::NewSchedule;
+using test_workloads::ValueOrDie;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+bool IsBulkSample(const Candidate& c) {
+  return c.source.code.find("cp.async.bulk.tensor") != std::string::npos;
+}
+
+// The pipeline_producer a bulk sample's loop is annotated with (-1: none).
+int ProducerOf(const Candidate& c) {
+  for (int p = 0; p < 3; ++p) {
+    if (c.source.code.find("pipeline_producer=" + std::to_string(p)) != std::string::npos) {
+      return p;
+    }
+  }
+  return -1;
+}
+
+void ExpectCompiles(const GeneratedSource& source, const std::string& arch) {
+#ifdef TESSEL_HAVE_CUDA
+  if (!worker::FindCudaIncludeDir().ok()) return;
+  worker::NvrtcOptions o;
+  o.arch = arch;
+  auto bin = worker::CompileCuda(source, o);
+  EXPECT_TRUE(bin.ok()) << bin.status() << "\n" << source.code;
+#else
+  (void)source;
+  (void)arch;
+#endif
+}
+
+// The first bulk samples of each producer form (seeds 1 to 200) of `spec` on sm_90a.
+std::map<int, Candidate> BulkSamples(const std::string& spec) {
+  std::map<int, Candidate> out;
+  auto space = SpaceGenerator::Create(testing::LoadSpec(spec), CudaTarget("sm_90a"));
+  EXPECT_TRUE(space.ok()) << space.status();
+  if (!space.ok()) return out;
+  for (uint64_t seed = 1; seed <= 200 && out.size() < 3; ++seed) {
+    auto c = space->Sample(seed);
+    if (c.ok() && IsBulkSample(*c)) out.emplace(ProducerOf(*c), *std::move(c));
+  }
+  return out;
+}
+
+// What each producer form's kernel is made of, and that it compiles.
+TEST(BulkCopy, SamplesOfEachProducerForm) {
+  const std::map<int, Candidate> samples = BulkSamples("matmul(M=512, N=512, K=512, dtype=f16)");
+  ASSERT_EQ(samples.size(), 3u) << "a sample of every pipeline_producer";
+  for (const auto& [producer, c] : samples) {
+    SCOPED_TRACE(producer);
+    const std::string& code = c.source.code;
+    ASSERT_EQ(c.source.kernels.size(), 1u);
+    const LaunchConfig& l = c.source.kernels[0].launch;
+    // A (512 x 512, row-major) and B: boxes of one 128-byte swizzle row a side (64 f16) by the
+    // tile's rows, both swizzled by 128 bytes.
+    ASSERT_EQ(l.tensor_maps.size(), 2u);
+    for (const TensorMapSpec& m : l.tensor_maps) {
+      ASSERT_EQ(m.box.size(), 2u);
+      EXPECT_EQ(m.box[1], 64);
+      EXPECT_LE(m.box[0], 256);
+      EXPECT_EQ(m.swizzle_bytes, 128);
+    }
+    EXPECT_THAT(code, HasSubstr("const __grid_constant__ tessel_tensor_map tessel_tmap_1"));
+    EXPECT_THAT(code, HasSubstr("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+                                "complete_tx::bytes"));
+    EXPECT_THAT(code, HasSubstr("tessel_mbarrier_expect_tx("));
+    EXPECT_THAT(code, HasSubstr("tessel_fence_mbarrier_init();"));
+    EXPECT_THAT(code, Not(HasSubstr("tessel_cp_async_16(")));
+    const size_t loop = code.find("// software_pipeline=");
+    ASSERT_NE(loop, std::string::npos);
+    const size_t wait = code.find("tessel_mbarrier_wait(", loop);
+    EXPECT_NE(wait, std::string::npos);
+    const std::string body = code.substr(loop);
+    if (producer == 0) {
+      // The slot comes back through the barrier every thread passes.
+      EXPECT_THAT(body.substr(0, body.find("tessel_wgmma_fence")), HasSubstr("__syncthreads();"));
+      EXPECT_THAT(code, Not(HasSubstr("tessel_mbarrier_arrive(&")));
+    } else {
+      EXPECT_THAT(code, HasSubstr("tessel_mbarrier_arrive(&"));
+      EXPECT_THAT(body.substr(0, body.find("tessel_wgmma_wait_0")),
+                  Not(HasSubstr("__syncthreads();")));
+    }
+    if (producer == 2) {
+      // A plane of producer warps past the block's threadIdx.z, giving registers away.
+      EXPECT_THAT(code, HasSubstr("if (threadIdx.z == "));
+      EXPECT_THAT(code, HasSubstr("tessel_setmaxnreg_dec_40();"));
+      EXPECT_THAT(code, HasSubstr("setmaxnreg.inc.sync.aligned.u32"));
+      EXPECT_THAT(code, HasSubstr(absl::StrCat("__launch_bounds__(", l.threads_per_block(),
+                                               ", 1)")));
+    }
+    ExpectCompiles(c.source, "sm_90a");
+    // The cost model sees the copy engine's bytes and the producer form.
+    const std::vector<std::string>& names = costmodel::FeatureNames();
+    auto at = [&](const std::string& n) {
+      return std::find(names.begin(), names.end(), n) - names.begin();
+    };
+    const costmodel::Features f = costmodel::ExtractFeatures(c.program, c.target);
+    EXPECT_GT(f[at("log2_bulk_copy_bytes")], 0);
+    EXPECT_EQ(f[at("log2_async_copy_bytes")], 0);
+    EXPECT_EQ(f[at("pipeline_producer")], producer);
+  }
+}
+
+// Transposed operands, an epilogue and tiles past the extents (the copy engine fills zeros) all
+// take bulk copies; the samples stay valid.
+TEST(BulkCopy, OtherFamiliesTakeBulkCopies) {
+  for (const char* spec : {"matmul(M=128, N=512, K=192, dtype=bf16, transpose_a=true)",
+                           "matmul(M=256, N=256, K=128, dtype=f16, transpose_b=true)",
+                           "matmul_bias_gelu(M=256, N=256, K=128, dtype=f16)",
+                           "matmul(M=200, N=136, K=168, dtype=f16)"}) {
+    SCOPED_TRACE(spec);
+    const std::map<int, Candidate> samples = BulkSamples(spec);
+    EXPECT_EQ(samples.size(), 3u);
+    if (!samples.empty()) ExpectCompiles(samples.begin()->second.source, "sm_90a");
+  }
+}
+
+// A kernel's tensor maps in the launch JSON and in candidate files; malformed maps are refused
+// with the kernel, the map and the fix.
+TEST(BulkCopy, TensorMapsInJsonForms) {
+  const std::map<int, Candidate> samples = BulkSamples("matmul(M=256, N=256, K=256, dtype=f16)");
+  ASSERT_FALSE(samples.empty());
+  const Candidate& c = samples.begin()->second;
+  const std::vector<TensorMapSpec>& maps = c.source.kernels[0].launch.tensor_maps;
+  ASSERT_FALSE(maps.empty());
+  auto back = SourceFromLaunchJson(SourceLaunchToJson(c.source), c.source.code);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->kernels[0].launch.tensor_maps, maps);
+
+  const std::string dir = testing::MakeTempDir("bulk_copy_candidate");
+  auto path = WriteCandidateFiles(c, dir, "c");
+  ASSERT_TRUE(path.ok()) << path.status();
+  auto file = ReadCandidateFile(*path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->source.kernels[0].launch.tensor_maps, maps);
+
+  nlohmann::json j = nlohmann::json::parse(SourceLaunchToJson(c.source));
+  j["kernels"][0]["tensor_maps"][0]["box"][0] = 300;
+  auto bad = SourceFromLaunchJson(j.dump(), "");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("tensor map 0 has a box extent of 300: the copy engine moves 1 to 256 a "
+                        "side"));
+  j["kernels"][0]["tensor_maps"][0]["box"] = {64};
+  bad = SourceFromLaunchJson(j.dump(), "");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("has a box of 1 extents over"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("give one extent per axis"));
+  j["kernels"][0]["tensor_maps"][0] = {{"buffer", 0}, {"box", {8, 64}}, {"swizzle_bytes", 48}};
+  bad = SourceFromLaunchJson(j.dump(), "");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("has rows of 128 bytes and a swizzle of 48 bytes: rows are a multiple of "
+                        "16 bytes, at most the swizzle (0, 32, 64 or 128)"));
+  j["kernels"][0]["tensor_maps"] = 5;
+  bad = SourceFromLaunchJson(j.dump(), "");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("\"tensor_maps\" must be an array"));
+}
+
+// matmul(M=64, N=64, K=256, f16) by hand: the block's 64 threads along n, k in steps of 64, B's
+// 64 x 64 tile of each step copied into swizzled shared memory by a bulk copy, the k steps a
+// 2-stage pipeline (no tensor cores: the copy engine serves any shared fetch).
+Schedule HandPipelined(int64_t swizzle, int64_t stages, bool bulk_outer = true) {
+  Schedule sch = NewSchedule(testing::LoadSpec("matmul(M=64, N=64, K=256, dtype=f16)"));
+  BlockRV c = BlockOf(sch, "C");
+  BlockRV sh = ValueOrDie(sch.CacheRead("B", "shared", {c}));
+  std::vector<LoopRV> l = LoopsOf(sch, c);
+  EXPECT_TRUE(sch.Bind(l[0], "blockIdx.x").ok());
+  EXPECT_TRUE(sch.Bind(l[1], "threadIdx.x").ok());
+  std::vector<LoopRV> k = ValueOrDie(sch.Split(l[2], {-1, 64}));
+  EXPECT_TRUE(sch.ComputeAt(sh, k[0]).ok());
+  if (swizzle > 0) {
+    EXPECT_TRUE(sch.Annotate(sh, kStorageSwizzle, swizzle).ok());
+  }
+  std::vector<LoopRV> sl = LoopsOf(sch, sh);
+  EXPECT_TRUE(sch.Annotate(bulk_outer ? sl.front() : sl.back(), kBulkCopy, 1).ok());
+  if (stages > 1) {
+    EXPECT_TRUE(sch.Annotate(k[0], kSoftwarePipeline, stages).ok());
+  }
+  return sch;
+}
+
+TEST(BulkCopy, AnyPipelinedSharedFetchOnSm90) {
+  auto p = Lower(HandPipelined(128, 2), CudaTarget("sm_90"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  // The kernel of the sum (the other initializes C).
+  const Kernel* sum = nullptr;
+  for (const Kernel& k : p->kernels) {
+    if (!k.launch.tensor_maps.empty()) sum = &k;
+  }
+  ASSERT_NE(sum, nullptr) << ToString(*p);
+  const Kernel& k = *sum;
+  ASSERT_EQ(k.launch.tensor_maps.size(), 1u);
+  const TensorMapSpec& m = k.launch.tensor_maps[0];
+  EXPECT_EQ(m.box, (std::vector<int64_t>{64, 64}));
+  EXPECT_EQ(m.swizzle_bytes, 128);
+  // B is input 1 of the program's buffers (A, B, C).
+  EXPECT_EQ(p->buffers[m.buffer].buffer->name, "B");
+  auto source = testing::Generate(HandPipelined(128, 2), CudaTarget("sm_90"));
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_THAT(source->code, HasSubstr("tessel_tma_load_2d("));
+  ExpectCompiles(*source, "sm_90");
+}
+
+TEST(BulkCopy, ErrorsNameTheFix) {
+  auto sm80 = Lower(HandPipelined(128, 2), CudaTarget("sm_80"));
+  ASSERT_FALSE(sm80.ok());
+  EXPECT_THAT(sm80.status().message(),
+              HasSubstr("its bulk_copy fetches need the tensor memory accelerator, which sm_80 "
+                        "lacks (compile for sm_90 or sm_90a)"));
+  auto unpipelined = Lower(HandPipelined(128, 1), CudaTarget("sm_90"));
+  ASSERT_FALSE(unpipelined.ok());
+  EXPECT_THAT(unpipelined.status().message(),
+              HasSubstr("is annotated bulk_copy but is not a shared-memory fetch of a "
+                        "software_pipeline loop"));
+  auto unswizzled = Lower(HandPipelined(0, 2), CudaTarget("sm_90"));
+  ASSERT_FALSE(unswizzled.ok());
+  EXPECT_THAT(unswizzled.status().message(), HasSubstr(", not a swizzled shared buffer; annotate "
+                                                       "only a copy of a box of a global buffer"));
+  // Annotated on the copy's inner loop: one row a copy, no whole swizzle period.
+  auto inner = Lower(HandPipelined(128, 2, /*bulk_outer=*/false), CudaTarget("sm_90"));
+  ASSERT_FALSE(inner.ok());
+  EXPECT_THAT(std::string(inner.status().message()),
+              HasSubstr("is annotated bulk_copy but its box of 1 rows of 64 elements is no whole "
+                        "number of swizzle periods"));
+}
+
+}  // namespace
+}  // namespace tessel::schedules
