@@ -232,7 +232,8 @@ class CudaKernel final : public LoadedKernel {
                                    u(l.dynamic_shared_bytes), stream,
                                    args.empty() ? nullptr : args.data(), nullptr);
       if (absl::Status s = Cu(d_, r, l.cooperative ? "cuLaunchCooperativeKernel" : "cuLaunchKernel",
-                              absl::StrCat("kernel '", entries_[k], "'"));
+                              absl::StrCat("kernel '", entries_[k], "' (", schedules::ToString(l),
+                                           ")"));
           !s.ok()) {
         free_owned().IgnoreError();
         return s;

@@ -831,9 +831,13 @@ class Pipeliner : public StmtMutator {
     const std::array<int64_t, 3> block = kernel_->launch.block;
     const int64_t consumers = kernel_->launch.threads_per_block();
     // A producer plane: where nothing else in the kernel synchronizes its threads (the producer
-    // takes part in no barrier but the setup's), once a kernel.
+    // takes part in no barrier but the setup's), once a kernel, and where the block is at most
+    // two warpgroups and the plane one: ptxas compiles the whole kernel under the register cap of
+    // its launch bounds, setmaxnreg or not, and a block of 768 threads (cap 80) could not hold
+    // the accumulators (ptxas C7602), one of 512 spilled them.
     const bool plane = PipelineProducer(f.annotations) == 2 && !specialized_ &&
-                       barriers_elsewhere_ == 0 && block[2] < 64;
+                       barriers_elsewhere_ == 0 && block[0] * block[1] == 128 &&
+                       consumers <= 256;
 
     std::vector<Stmt> body = {wait(full, it % stages, it / stages), computed};
     Stmt arrive = call(kCallMbarrierArrive, {MakeLoad(empty, {(it - in_flight) % stages})});

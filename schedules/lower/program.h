@@ -135,6 +135,9 @@ struct Program {
   bool needs_int64_indices = false;
 };
 
+// "grid 64x1x1, block 32x8x2, dynamic shared 98304 bytes[, cooperative][, 2 tensor maps]": a
+// launch, for messages.
+std::string ToString(const LaunchConfig& l);
 // "shared 528 bytes: A_shared at 0, reduce_scratch f32[4] at 512": a kernel's shared memory.
 std::string ToString(const SharedPlan& plan);
 // "vectorize v: vector store, 4 lanes, loads A, B, 1 guard" or "vectorize v: scalar (why)".

@@ -3,17 +3,22 @@
 // (not recompiled), launched on device buffers the test owns, on its own stream, and matches a
 // host reference; a cubin stored for another architecture is recompiled with NVRTC from the
 // stored source; after a code generator change the runtime still returns the measured source
-// and cubin byte for byte; and on a 9.0 GPU an sm_90a tune stores sm_90a cubins the runtime loads.
+// and cubin byte for byte; on a 9.0 GPU an sm_90a tune stores sm_90a cubins the runtime loads;
+// and a kernel of bulk tensor copies gets its tensor maps made over the caller's buffers.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "runtime/include/tessel/runtime.h"
+#include "schedules/codegen/source_json.h"
+#include "schedules/space/space_generator.h"
+#include "tests/e2e/e2e_util.h"
 #include "schedules/codegen/codegen_version.h"
 #include "store/tuning_log.h"
 #include "tests/cli/cli_test_util.h"
@@ -24,6 +29,7 @@
 #include "worker/cuda/cuda_driver.h"
 #include "worker/cuda/cuda_runner.h"
 #include "worker/cuda/nvrtc_compiler.h"
+#include "worker/output_compare.h"
 #endif
 
 namespace tessel::testing {
@@ -261,6 +267,108 @@ TEST(RuntimeGpu, AfterACodeGeneratorChangeTheMeasuredSourceAndCubinComeBackByteF
                                  (*device)->info().arch + " --emit binary",
                              false);
   EXPECT_EQ(Hex(best.output.data(), best.output.size()), cubin);
+}
+
+// A kernel whose operands the copy engine fetches (sm_90a, bulk tensor copies) takes tensor maps
+// over its buffers: the runtime makes them over the caller's device pointers at each launch. The
+// best record of an sm_90a f16 tune is given a bulk-copy sample's program; it is found, compiled,
+// launched and compared with the host; a buffer that is not 16-byte aligned is refused with a
+// message naming it.
+TEST(RuntimeGpu, ABulkCopyKernelGetsItsTensorMapsOverTheCallersBuffers) {
+  SKIP_WITHOUT_GPU();
+  auto device = worker::CudaDevice::Open(0);
+  ASSERT_TRUE(device.ok()) << device.status();
+  if ((*device)->info().arch != "sm_90") {
+    GTEST_SKIP() << "sm_90a code runs only on a GPU of compute capability 9.0";
+  }
+  constexpr int M = 256, N = 256, K = 128;
+  const std::string spec = "matmul(M=256, N=256, K=128, dtype=f16)";
+  const std::string log = MakeTempDir("tessel_runtime_gpu") + "/bulk.db";
+  CliResult r = RunTessel("tune -w '" + spec + "' -n 48 --target cuda --arch sm_90a --quiet --db '" +
+                          log + "'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  // The best record's stored program becomes a bulk-copy sample of the same workload, without
+  // a binary: the runtime compiles the stored source (the artifact is what it loads).
+  auto space = schedules::SpaceGenerator::Create(LoadSpec(spec), schedules::CudaTarget("sm_90a"));
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::optional<schedules::Candidate> bulk;
+  for (uint64_t seed = 1; seed <= 200 && !bulk; ++seed) {
+    auto c = space->Sample(seed);
+    if (c.ok() && c->source.code.find("cp.async.bulk.tensor") != std::string::npos) bulk = *c;
+  }
+  ASSERT_TRUE(bulk.has_value());
+  auto quoted = [](std::string text) {
+    for (size_t at = text.find('\''); at != std::string::npos; at = text.find('\'', at + 2)) {
+      text.insert(at, "'");
+    }
+    return "'" + text + "'";
+  };
+  const std::string id = BestId(log);
+  ASSERT_FALSE(id.empty());
+  RawExec(log, "UPDATE artifacts SET source = " + quoted(bulk->source.code) + ", launch_json = " +
+                   quoted(schedules::SourceLaunchToJson(bulk->source)) +
+                   ", binary = x'', binary_arch = '' WHERE record_id = " + id);
+
+  tessel_db* db = nullptr;
+  tessel_open_options o{nullptr, 0};
+  ASSERT_EQ(tessel_open(log.c_str(), &o, &db), TESSEL_OK) << tessel_last_error();
+  tessel_kernel* k = nullptr;
+  ASSERT_EQ(tessel_find(db, spec.c_str(), TESSEL_TARGET_CUDA, &k), TESSEL_OK)
+      << tessel_last_error();
+  size_t source_size = 0;
+  const char* source = tessel_kernel_source(k, &source_size);
+  ASSERT_NE(source, nullptr);
+  EXPECT_THAT(std::string(source, source_size), HasSubstr("cp.async.bulk.tensor"));
+
+  auto d = worker::LoadCudaDriver();
+  ASSERT_TRUE(d.ok());
+  const worker::CudaDriver& cu = **d;
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(cu.cuDeviceGet_(&dev, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cu.cuDevicePrimaryCtxRetain_(&ctx, dev), CUDA_SUCCESS);
+  ASSERT_EQ(cu.cuCtxSetCurrent_(ctx), CUDA_SUCCESS);
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<uint16_t> a(M * K), b(K * N), c(M * N);
+  for (uint16_t& v : a) v = worker::FloatToHalfBits(u(rng));
+  for (uint16_t& v : b) v = worker::FloatToHalfBits(u(rng));
+  CUdeviceptr da = 0, db_ = 0, dc = 0;
+  ASSERT_EQ(cu.cuMemAlloc_(&da, a.size() * 2 + 16), CUDA_SUCCESS);
+  ASSERT_EQ(cu.cuMemAlloc_(&db_, b.size() * 2), CUDA_SUCCESS);
+  ASSERT_EQ(cu.cuMemAlloc_(&dc, c.size() * 2), CUDA_SUCCESS);
+  ASSERT_EQ(cu.cuMemcpyHtoD_(da, a.data(), a.size() * 2), CUDA_SUCCESS);
+  ASSERT_EQ(cu.cuMemcpyHtoD_(db_, b.data(), b.size() * 2), CUDA_SUCCESS);
+  const int64_t sa[2] = {M, K}, sb[2] = {K, N}, sc[2] = {M, N};
+  tessel_tensor args[3] = {{reinterpret_cast<void*>(da), "f16", 2, sa},
+                           {reinterpret_cast<void*>(db_), "f16", 2, sb},
+                           {reinterpret_cast<void*>(dc), "f16", 2, sc}};
+  ASSERT_EQ(tessel_launch(k, args, 3, nullptr), TESSEL_OK) << tessel_last_error();
+  ASSERT_EQ(cu.cuMemcpyDtoH_(c.data(), dc, c.size() * 2), CUDA_SUCCESS);
+  double worst = 0;
+  for (int i = 0; i < M; ++i) {
+    for (int j = 0; j < N; ++j) {
+      double want = 0;
+      for (int kk = 0; kk < K; ++kk) {
+        want += double(worker::HalfBitsToFloat(a[i * K + kk])) *
+                worker::HalfBitsToFloat(b[kk * N + j]);
+      }
+      const double err = std::fabs(worker::HalfBitsToFloat(c[size_t(i) * N + j]) - want) /
+                         std::max(1.0, std::fabs(want));
+      if (!(err <= worst)) worst = err;
+    }
+  }
+  EXPECT_LT(worst, 1e-2);
+  // A moved by 8 bytes: the copy engine reads 16-byte aligned tensors only.
+  args[0].data = reinterpret_cast<void*>(da + 8);
+  EXPECT_EQ(tessel_launch(k, args, 3, nullptr), TESSEL_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(tessel_last_error(), HasSubstr("is not 16-byte aligned, which the copy engine needs; "
+                                             "pass a 16-byte aligned buffer"));
+  cu.cuMemFree_(da);
+  cu.cuMemFree_(db_);
+  cu.cuMemFree_(dc);
+  tessel_kernel_release(k);
+  tessel_close(db);
 }
 
 #else

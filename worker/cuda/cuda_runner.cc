@@ -51,10 +51,7 @@ bool IsStickyError(CUresult r) {
 
 std::string Dims(const std::array<int64_t, 3>& d) { return absl::StrJoin(d, "x"); }
 
-std::string LaunchString(const LaunchConfig& l) {
-  return absl::StrCat("grid ", Dims(l.grid), ", block ", Dims(l.block), ", dynamic shared ",
-                      l.dynamic_shared_bytes, " bytes", l.cooperative ? ", cooperative" : "");
-}
+std::string LaunchString(const LaunchConfig& l) { return schedules::ToString(l); }
 
 absl::Status DeviceLimit(const std::string& message) {
   return measure::WithMeasureStatus(absl::ResourceExhaustedError(message),
