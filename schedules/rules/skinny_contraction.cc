@@ -51,6 +51,7 @@ constexpr int64_t kSkinnyMax = 16;       // the smaller of the GEMM view's m and
 constexpr int64_t kMinReduction = 256;   // k, at least: shorter sums are not worth threads
 constexpr int64_t kSplitMax = 64;        // chunks of k over blocks, at most
 constexpr int64_t kMinChunk = 1024;      // elements of k a chunk, at least
+constexpr int64_t kMinColumnChunk = 64;  // elements of k a thread's chunk, at least (VectorColumns)
 constexpr int64_t kThreadsPerSm = 2048;  // resident threads an SM (sm_80, sm_90)
 constexpr int64_t kRowsThreads = 32;     // typical threads an output ("rows"), for the prior
 constexpr int64_t kColumnsThreads = 4;   // typical threads an output ("columns"), for the prior
@@ -165,6 +166,11 @@ class SkinnyContraction final : public ScheduleRule {
       TESSEL_RETURN_IF_ERROR(rules::BindCombine(&p, stage));
       sketches.push_back(std::move(p));
     }
+    if (view->stream == Stream::kColumns) {
+      Schedule c = sch;
+      TESSEL_RETURN_IF_ERROR(VectorColumns(&c, stage, *view));
+      sketches.push_back(std::move(c));
+    }
     // The square-GEMM sketches stay: MultiLevelTiling schedules the untouched copy.
     sketches.push_back(sch);
     return sketches;
@@ -194,10 +200,7 @@ class SkinnyContraction final : public ScheduleRule {
     const LoopRV k = rl.back();
     if (v.stream == Stream::kRows) {
       // k -> [-1, T, V]: T threads (threadIdx.x, combined across them), V lanes vectorized.
-      std::vector<int64_t> widths = rules::PowersOfTwo(1, v.lanes);
-      std::vector<double> weights(widths.size(), 1.0);
-      weights.back() = 2.0;  // 16-byte vectors favoured
-      TESSEL_ASSIGN_OR_RETURN(IntRV lanes, rules::SampleWeighted(s, widths, weights, v.lanes));
+      TESSEL_ASSIGN_OR_RETURN(IntRV lanes, SampleLanes(s, v));
       TESSEL_ASSIGN_OR_RETURN(IntRV threads,
                               SampleUniform(s, rules::PowersOfTwo(4, 128), v.k / v.lanes));
       TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> p, s->Split(k, {-1, threads, lanes}));
@@ -208,6 +211,66 @@ class SkinnyContraction final : public ScheduleRule {
     TESSEL_ASSIGN_OR_RETURN(IntRV threads, SampleUniform(s, {2, 4, 8}, v.k));
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> p, s->Split(k, {-1, threads}));
     return s->Bind(p[1], "threadIdx.y");
+  }
+
+  // The vector width along the large operand's contiguous axis: 1 to 16 bytes, 16 favoured.
+  static absl::StatusOr<IntRV> SampleLanes(Schedule* s, const SkinnyView& v) {
+    std::vector<int64_t> widths = rules::PowersOfTwo(1, v.lanes);
+    std::vector<double> weights(widths.size(), 1.0);
+    weights.back() = 2.0;
+    return rules::SampleWeighted(s, widths, weights, v.lanes);
+  }
+
+  // "columns" with vector loads: k in F chunks (F sampled, 1 included) whose partials
+  // P[f, ...] (rules::SplitIntoPartials) are computed one thread a chunk and V consecutive
+  // columns (V lanes vectorized: 16-byte loads of the large operand's row), in registers
+  // (cache_write local, k outside the V lanes), no reduction across threads; the chunks go Ty to
+  // a block (threadIdx.y) and the rest to blockIdx.x with the other output loops; the columns Tx
+  // to a block (threadIdx.x). The F partials are then summed in order (rules::BindCombine).
+  absl::Status VectorColumns(Schedule* s, const std::string& gemm, const SkinnyView& v) const {
+    std::vector<int64_t> choices = {1};
+    for (int64_t d = 2; d <= kSplitMax && v.k / d >= kMinColumnChunk; ++d) {
+      if (v.k % d == 0) choices.push_back(d);
+    }
+    // Centred on the split that gives the GPU's threads one chunk of V columns each.
+    const double want = std::min<double>(
+        kSplitMax, static_cast<double>(target_.sm_count * kThreadsPerSm * v.lanes) /
+                       static_cast<double>(v.outputs));
+    TESSEL_ASSIGN_OR_RETURN(
+        std::string partials,
+        rules::SplitIntoPartials(s, gemm, static_cast<int>(s->FindStage(gemm)->axes.size()),
+                                 choices, rules::LogDistanceWeights(choices, std::max(want, 1.0))));
+    TESSEL_ASSIGN_OR_RETURN(BlockRV p, s->GetBlock(partials));
+    TESSEL_ASSIGN_OR_RETURN(BlockRV acc, s->CacheWrite(p, "local"));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> pl, s->GetLoops(p));
+    const int column_axis = v.column_axis + 1;  // the chunk is the partials' axis 0
+    TESSEL_ASSIGN_OR_RETURN(IntRV lanes, SampleLanes(s, v));
+    TESSEL_ASSIGN_OR_RETURN(IntRV tx, SampleUniform(s, {32, 64, 128}, v.outputs));
+    TESSEL_ASSIGN_OR_RETURN(IntRV ty, SampleUniform(s, {1, 2, 4, 8}, choices.back()));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> c, s->Split(pl[column_axis], {-1, tx, lanes}));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> f, s->Split(pl[0], {-1, ty}));
+    std::vector<LoopRV> outer = {f[0]};
+    for (int a = 1; a < static_cast<int>(pl.size()); ++a) {
+      if (a != column_axis) outer.push_back(pl[a]);
+    }
+    outer.push_back(c[0]);
+    std::vector<LoopRV> order = outer;
+    for (LoopRV l : {f[1], c[1], c[2]}) order.push_back(l);
+    TESSEL_RETURN_IF_ERROR(s->Reorder(order));
+    TESSEL_ASSIGN_OR_RETURN(LoopRV blocks, s->Fuse(outer));
+    TESSEL_RETURN_IF_ERROR(s->Bind(blocks, "blockIdx.x"));
+    TESSEL_RETURN_IF_ERROR(s->Bind(f[1], "threadIdx.y"));
+    TESSEL_RETURN_IF_ERROR(s->Bind(c[1], "threadIdx.x"));
+    // The partials' stores unrolled: f32 lanes of a 16-byte f16 vector would be 32 bytes.
+    TESSEL_RETURN_IF_ERROR(s->Unroll(c[2]));
+    // The accumulator at the thread: its V columns inside k, vectorized.
+    TESSEL_RETURN_IF_ERROR(s->ComputeAt(acc, c[1]));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> al, s->GetLoops(acc));
+    const LoopRV k = al.back(), columns = al[column_axis];
+    TESSEL_RETURN_IF_ERROR(s->Reorder({k, columns}));
+    TESSEL_RETURN_IF_ERROR(s->DecomposeReduction(acc, k));
+    TESSEL_RETURN_IF_ERROR(s->Vectorize(columns));
+    return rules::BindCombine(s, gemm);
   }
 
   // "rows": the output's loops fused, R to threadIdx.y (R sampled), the rest to blockIdx.x;
