@@ -15,8 +15,9 @@
 //     block (threadIdx.x, so a warp reads consecutive elements of one row of the operand:
 //     coalesced), the output's other axes and the rest of c to blockIdx.x; k is split over Ty
 //     threads (threadIdx.y, sampled) combined across them (an all-reduce over threadIdx.y).
-// The small operand (the vector) is read through L1 by every row of a block: the R rows of a
-// block read the same elements ("rows"), a warp reads one element ("columns").
+// Each thread's loop over k is split once more, U steps unrolled (U sampled) so that U loads are
+// in flight. The small operand (the vector) is read through L1 by every row of a block: the R rows
+// of a block read the same elements ("rows"), a warp reads one element ("columns").
 //
 // Few outputs for the GPU (SplitChoices): a second sketch first splits k over blocks
 // (rules::SplitIntoPartials: rfactor, the partials P[f, ...] mapped as above with the chunk f as
@@ -24,17 +25,26 @@
 // thread, with the epilogue). The number of chunks is a sample_categorical with a prior centred
 // on the split that fills the GPU's threads once.
 //
+// "columns" reads the large operand one element a thread (a reduction across threads keeps no
+// spatial loop inside its reduction, so no vector of outputs a thread). A third sketch has the
+// vectors (VectorColumns): k in sampled chunks (1 included) whose partials are computed one
+// thread a chunk and V consecutive outputs (16-byte loads along the operand's rows, the V sums
+// in registers: cache_write local), chunks Ty to a block (threadIdx.y) and the rest over
+// blocks, no reduction across threads; the F partials are then summed in order as above.
+//
 // An epilogue of the contraction's shape (bias, activation, cast) takes the output's loops; the
 // contraction is computed in a register at the epilogue's thread loop (local scope). The
 // square-GEMM sketches stay: this rule forks the space, leaving an untouched copy for
 // MultiLevelTiling. A contraction that is not skinny is left alone (no decision, no sketch: its
-// space is what it was).
+// space is what it was); a sketch that cannot be formed (a layout of stages not foreseen here)
+// is left out rather than failing the space.
 //
 // Decisions: every thread count, the vector width and the number of chunks are
 // sample_categorical (rules::SampleUniform / SampleWeighted), so the categorical mutator moves
 // them and traces replay.
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 
 #include "schedules/ir/substitute.h"
@@ -149,34 +159,43 @@ class SkinnyContraction final : public ScheduleRule {
     if (!out || out->buffer->shape != st->buffer->shape) return std::vector<Schedule>{};
     const std::optional<SkinnyView> view = SkinnyViewOf(*st);
     if (!view) return std::vector<Schedule>{};
+    // Each sketch where it can be formed (a stage layout this rule does not foresee leaves the
+    // space to the tiling rules rather than failing it).
     std::vector<Schedule> sketches;
-    Schedule s = sch;
-    TESSEL_RETURN_IF_ERROR(Map(&s, stage, rules::OutputOf(s), *view));
-    sketches.push_back(std::move(s));
+    const auto add = [&](const std::function<absl::Status(Schedule*)>& make) {
+      Schedule s = sch;
+      if (make(&s).ok()) sketches.push_back(std::move(s));
+    };
+    add([&](Schedule* s) { return Map(s, stage, rules::OutputOf(*s), *view); });
     double want = 1;
     if (std::vector<int64_t> choices = SplitChoices(target_, *view, &want); !choices.empty()) {
-      Schedule p = sch;
-      TESSEL_ASSIGN_OR_RETURN(
-          std::string partials,
-          rules::SplitIntoPartials(&p, stage, static_cast<int>(st->axes.size()), choices,
-                                   rules::LogDistanceWeights(choices, want)));
-      SkinnyView pv = *view;
-      if (pv.stream == Stream::kColumns) ++pv.column_axis;  // the chunk is the partials' axis 0
-      TESSEL_RETURN_IF_ERROR(Map(&p, partials, partials, pv));
-      TESSEL_RETURN_IF_ERROR(rules::BindCombine(&p, stage));
-      sketches.push_back(std::move(p));
+      add([&](Schedule* s) { return SplitThenMap(s, stage, *view, choices, want); });
     }
     if (view->stream == Stream::kColumns) {
-      Schedule c = sch;
-      TESSEL_RETURN_IF_ERROR(VectorColumns(&c, stage, *view));
-      sketches.push_back(std::move(c));
+      add([&](Schedule* s) { return VectorColumns(s, stage, *view); });
     }
+    if (sketches.empty()) return sketches;
     // The square-GEMM sketches stay: MultiLevelTiling schedules the untouched copy.
     sketches.push_back(sch);
     return sketches;
   }
 
  private:
+  // k split over blocks first (rules::SplitIntoPartials: `choices` chunks drawn with a prior
+  // centred on `want`), the partials mapped as `v` says with the chunk as one more output axis,
+  // then summed in order (rules::BindCombine).
+  static absl::Status SplitThenMap(Schedule* s, const std::string& gemm, const SkinnyView& v,
+                                   const std::vector<int64_t>& choices, double want) {
+    TESSEL_ASSIGN_OR_RETURN(
+        std::string partials,
+        rules::SplitIntoPartials(s, gemm, static_cast<int>(s->FindStage(gemm)->axes.size()),
+                                 choices, rules::LogDistanceWeights(choices, want)));
+    SkinnyView pv = v;
+    if (pv.stream == Stream::kColumns) ++pv.column_axis;  // the chunk is the partials' axis 0
+    TESSEL_RETURN_IF_ERROR(Map(s, partials, partials, pv));
+    return rules::BindCombine(s, gemm);
+  }
+
   // Maps the reduction stage `red` (the contraction or its partials, at the root) as `v` says,
   // `consumer`'s loops bound: `red` itself where it writes its own output (the partials, or a
   // contraction without epilogue), else its epilogue, at whose thread loop `red` is then
@@ -199,18 +218,28 @@ class SkinnyContraction final : public ScheduleRule {
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> rl, s->GetLoops(r));
     const LoopRV k = rl.back();
     if (v.stream == Stream::kRows) {
-      // k -> [-1, T, V]: T threads (threadIdx.x, combined across them), V lanes vectorized.
+      // k -> [-1, U, T, V]: U steps unrolled (U loads in flight a thread), T threads
+      // (threadIdx.x, combined across them), V lanes vectorized.
       TESSEL_ASSIGN_OR_RETURN(IntRV lanes, SampleLanes(s, v));
       TESSEL_ASSIGN_OR_RETURN(IntRV threads,
                               SampleUniform(s, rules::PowersOfTwo(4, 128), v.k / v.lanes));
-      TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> p, s->Split(k, {-1, threads, lanes}));
-      TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.x"));
-      return s->Vectorize(p[2]);
+      TESSEL_ASSIGN_OR_RETURN(IntRV unroll, SampleUnroll(s, v));
+      TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> p, s->Split(k, {-1, unroll, threads, lanes}));
+      TESSEL_RETURN_IF_ERROR(s->Unroll(p[1]));
+      TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.x"));
+      return s->Vectorize(p[3]);
     }
-    // k -> [-1, Ty]: Ty threads (threadIdx.y, combined across them).
+    // k -> [-1, U, Ty]: U steps unrolled, Ty threads (threadIdx.y, combined across them).
     TESSEL_ASSIGN_OR_RETURN(IntRV threads, SampleUniform(s, {2, 4, 8}, v.k));
-    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> p, s->Split(k, {-1, threads}));
-    return s->Bind(p[1], "threadIdx.y");
+    TESSEL_ASSIGN_OR_RETURN(IntRV unroll, SampleUnroll(s, v));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> p, s->Split(k, {-1, unroll, threads}));
+    TESSEL_RETURN_IF_ERROR(s->Unroll(p[1]));
+    return s->Bind(p[2], "threadIdx.y");
+  }
+
+  // Steps of a thread's loop over k unrolled (independent loads in flight): 1 to 8.
+  static absl::StatusOr<IntRV> SampleUnroll(Schedule* s, const SkinnyView& v) {
+    return SampleUniform(s, {1, 2, 4, 8}, std::max<int64_t>(1, v.k / kMinReduction));
   }
 
   // The vector width along the large operand's contiguous axis: 1 to 16 bytes, 16 favoured.
@@ -266,9 +295,12 @@ class SkinnyContraction final : public ScheduleRule {
     // The accumulator at the thread: its V columns inside k, vectorized.
     TESSEL_RETURN_IF_ERROR(s->ComputeAt(acc, c[1]));
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> al, s->GetLoops(acc));
-    const LoopRV k = al.back(), columns = al[column_axis];
-    TESSEL_RETURN_IF_ERROR(s->Reorder({k, columns}));
-    TESSEL_RETURN_IF_ERROR(s->DecomposeReduction(acc, k));
+    const LoopRV columns = al[column_axis];
+    TESSEL_ASSIGN_OR_RETURN(IntRV unroll, SampleUnroll(s, v));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> k, s->Split(al.back(), {-1, unroll}));
+    TESSEL_RETURN_IF_ERROR(s->Reorder({k[0], k[1], columns}));
+    TESSEL_RETURN_IF_ERROR(s->DecomposeReduction(acc, k[0]));
+    TESSEL_RETURN_IF_ERROR(s->Unroll(k[1]));
     TESSEL_RETURN_IF_ERROR(s->Vectorize(columns));
     return rules::BindCombine(s, gemm);
   }

@@ -709,10 +709,10 @@ TEST(Rules, SkinnyContractionSpreadsKOverThreadsAlongTheRows) {
   std::vector<schedules::Schedule> sk = SkinnySketches(spec, t);
   ASSERT_EQ(sk.size(), 3u);
   EXPECT_TRUE(sk[2].trace().insts.empty());
-  const std::vector<std::string> rows = {"blockIdx.x", "threadIdx.y", "serial", "threadIdx.x",
-                                         "vectorized"};
+  const std::vector<std::string> rows = {"blockIdx.x", "threadIdx.y", "serial",
+                                         "unrolled",   "threadIdx.x", "vectorized"};
   EXPECT_EQ(NestTags(*sk[0].FindStage("C")), rows);
-  EXPECT_EQ(NestPattern(*sk[0].FindStage("C")), "SSRRR");
+  EXPECT_EQ(NestPattern(*sk[0].FindStage("C")), "SSRRRR");
   ASSERT_NE(sk[1].FindStage("C_rf"), nullptr);
   EXPECT_EQ(NestTags(*sk[1].FindStage("C_rf")), rows);
   EXPECT_THAT(NestTags(*sk[1].FindStage("C")), ::testing::ElementsAre("blockIdx.x", "threadIdx.x"));
@@ -749,8 +749,9 @@ TEST(Rules, SkinnyContractionPutsThreadsAlongTheColumns) {
   EXPECT_THAT(NestTags(*sk[0].FindStage("D")), ::testing::ElementsAre("blockIdx.x", "threadIdx.x"));
   EXPECT_THAT(NestTags(*sk[0].FindStage("C")).back(), "threadIdx.y");
   EXPECT_EQ(sk[0].FindStage("C")->buffer->scope, schedules::MemScope::kLocal);
-  EXPECT_THAT(NestTags(*sk[1].FindStage("C_rf")),
-              ::testing::ElementsAre("blockIdx.x", "threadIdx.x", "serial", "threadIdx.y"));
+  EXPECT_THAT(
+      NestTags(*sk[1].FindStage("C_rf")),
+      ::testing::ElementsAre("blockIdx.x", "threadIdx.x", "serial", "unrolled", "threadIdx.y"));
   EXPECT_THAT(NestTags(*sk[2].FindStage("C_rf")),
               ::testing::ElementsAre("blockIdx.x", "threadIdx.y", "threadIdx.x", "unrolled"));
   EXPECT_TRUE(sk[3].trace().insts.empty());
@@ -780,8 +781,9 @@ TEST(Rules, SkinnyContractionReadsTheLayoutFromTheStrides) {
   // Batched: the batch axis is one more output axis.
   std::vector<schedules::Schedule> c = SkinnySketches("matmul(M=1, N=4096, K=4096, batch=4)", t);
   ASSERT_GE(c.size(), 2u);
-  EXPECT_THAT(NestTags(*c[0].FindStage("C")),
-              ::testing::ElementsAre("blockIdx.x", "threadIdx.x", "serial", "threadIdx.y"));
+  EXPECT_THAT(
+      NestTags(*c[0].FindStage("C")),
+      ::testing::ElementsAre("blockIdx.x", "threadIdx.x", "serial", "unrolled", "threadIdx.y"));
 }
 
 TEST(Rules, SkinnyContractionLeavesOtherStagesAlone) {
