@@ -85,6 +85,28 @@ SampleCount CountSamples(const SpaceGenerator& g, int n,
   return out;
 }
 
+// Replays samples of a space from their JSON (the valid ones among seeds 0 to `seeds` - 1 that
+// `keep` accepts, at most `most`), checking each gives the same kernel; returns how many.
+int ReplayFromJson(const std::string& spec, const Target& t, int seeds, int most,
+                   const std::function<bool(const Trace&)>& keep) {
+  SpaceGenerator g = Space(spec, t);
+  int replayed = 0;
+  for (uint64_t seed = 0; seed < static_cast<uint64_t>(seeds) && replayed < most; ++seed) {
+    auto c = g.Sample(seed);
+    if (!c.ok() || !keep(*c->trace)) continue;
+    auto parsed = Trace::Parse(c->trace->ToJsonString());
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    if (!parsed.ok()) continue;
+    auto again = schedules::BuildCandidate(Load(spec), t, *parsed);
+    EXPECT_TRUE(again.ok()) << again.status();
+    if (again.ok()) {
+      EXPECT_EQ(again->source.code, c->source.code);
+    }
+    ++replayed;
+  }
+  return replayed;
+}
+
 // ---- Each rule's effect.
 
 // The loop nest of a stage as a pattern: 'S' per spatial leaf loop, 'R' per reduction leaf loop,
@@ -847,19 +869,7 @@ TEST(Rules, SkinnySamplesReplayFromTheirJson) {
   for (const std::string spec :
        {"matmul(M=4096, N=1, K=262144)", "matmul(M=1, N=8192, K=8192, dtype=f16)"}) {
     SCOPED_TRACE(spec);
-    SpaceGenerator g = Space(spec, t);
-    int replayed = 0;
-    for (uint64_t seed = 0; seed < 32 && replayed < 3; ++seed) {
-      auto c = g.Sample(seed);
-      if (!c.ok() || !IsSkinnySample(*c->trace)) continue;
-      auto parsed = Trace::Parse(c->trace->ToJsonString());
-      ASSERT_TRUE(parsed.ok()) << parsed.status();
-      auto again = schedules::BuildCandidate(Load(spec), t, *parsed);
-      ASSERT_TRUE(again.ok()) << again.status();
-      EXPECT_EQ(again->source.code, c->source.code);
-      ++replayed;
-    }
-    EXPECT_EQ(replayed, 3);
+    EXPECT_EQ(ReplayFromJson(spec, t, 32, 3, IsSkinnySample), 3);
   }
 }
 
@@ -1001,19 +1011,8 @@ TEST(Rules, PaddedSamplesReplayFromTheirJson) {
   const std::string spec = "matmul(M=4099, N=3001, K=1999)";
   for (const Target& t : {HostTarget(), CudaTarget("sm_90")}) {
     SCOPED_TRACE(t.ToString());
-    SpaceGenerator g = Space(spec, t);
-    int replayed = 0;
-    for (uint64_t seed = 0; seed < 16 && replayed < 2; ++seed) {
-      auto c = g.Sample(seed);
-      if (!c.ok() || PaddedLoops(*c->trace) == 0) continue;
-      auto parsed = Trace::Parse(c->trace->ToJsonString());
-      ASSERT_TRUE(parsed.ok()) << parsed.status();
-      auto again = schedules::BuildCandidate(Load(spec), t, *parsed);
-      ASSERT_TRUE(again.ok()) << again.status();
-      EXPECT_EQ(again->source.code, c->source.code);
-      ++replayed;
-    }
-    EXPECT_EQ(replayed, 2);
+    EXPECT_EQ(ReplayFromJson(spec, t, 16, 2, [](const Trace& tr) { return PaddedLoops(tr) > 0; }),
+              2);
   }
 }
 
