@@ -45,7 +45,6 @@
 // sample_categorical; the caches' levels are sample_compute_location over explicit candidate loops.
 
 #include <algorithm>
-#include <cmath>
 #include <unordered_map>
 
 #include "schedules/ir/simplify.h"
