@@ -24,7 +24,7 @@
 // levels, k in two, ordered [batch] i0 j0 | i1 j1 | k0 | i2 j2 | k1 | i3 j3; the batch loops and
 // the outer tiles fused and parallel, the innermost n tile vectorized.
 //
-// Split-K (both targets; see SplitK below): a second sketch, where the output has fewer block
+// Split-K (both targets; see kSplitKMax below): a second sketch, where the output has fewer block
 // tiles than the GPU's SMs or k is long, splits k into a sampled number of chunks whose partials
 // (rfactor) are tiled as above as a batch of contractions, then summed in order by a combine
 // pass (CUDA: one output a thread, with the epilogue; host: AutoBind's loops).
@@ -45,7 +45,6 @@
 // sample_categorical; the caches' levels are sample_compute_location over explicit candidate loops.
 
 #include <algorithm>
-#include <cmath>
 #include <unordered_map>
 
 #include "schedules/ir/simplify.h"
@@ -61,6 +60,7 @@ using rules::GemmAxes;
 using rules::GemmAxesOf;
 using rules::Levels;
 using rules::OutputOf;
+using rules::SameOrder;
 using rules::TileChain;
 
 // Bounds of the levels (the innermost factor of each sample_perfect_tile).
@@ -84,8 +84,8 @@ struct ReductionGroups {
 ReductionGroups GroupReduction(const Schedule& s, const Stage& st, const std::vector<LoopRV>& loops,
                                bool split_k) {
   // A reduction variable is a tap when some index uses it other than as the whole index. In the
-  // partials of a split-K (`split_k`: axis 0 is the chunk, SplitK), an index is read at chunk 0:
-  // k = f * F + kk is the chunk's own plain k.
+  // partials of a split-K (`split_k`: axis 0 is the chunk, rules::SplitIntoPartials), an index is
+  // read at chunk 0: k = f * F + kk is the chunk's own plain k.
   std::unordered_map<const VarNode*, Expr> chunk0;
   if (split_k && !st.axes.empty()) chunk0[st.axes[0].get()] = MakeInt(0);
   std::vector<bool> compound(st.reduce_axes.size(), false);
@@ -107,15 +107,6 @@ ReductionGroups GroupReduction(const Schedule& s, const Stage& st, const std::ve
   return g;
 }
 
-// Whether two loop lists name the same loops in the same order.
-bool SameOrder(const std::vector<LoopRV>& a, const std::vector<LoopRV>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].id != b[i].id) return false;
-  }
-  return true;
-}
-
 // The stages (injective, computed) whose buffers the contraction reads: a convolution's padding.
 std::vector<std::string> ProducersOf(const Schedule& s, const Stage& st) {
   std::vector<std::string> out;
@@ -129,14 +120,15 @@ std::vector<std::string> ProducersOf(const Schedule& s, const Stage& st) {
   return out;
 }
 
-// Split-K: a contraction's reduction over blocks (the first plain reduction loop k, split into S
-// chunks, S sampled). rfactor of the split's outer side makes the partials P[f, ...] = the sum
-// over chunk f (axis 0, so that their GEMM view is a batch of the contraction's: f goes to
-// blockIdx.z with the batch axes, and the partials are tiled like any contraction); the
-// contraction becomes their combine, C[...] = sum_f P[f, ...], summed in order by one thread an
-// output (deterministic: no atomics). S is 1 or a divisor of k's extent up to kSplitKMax that
-// leaves chunks of at least kSplitKMinChunk, drawn with a prior centred on the split that fills
-// the GPU (SplitKWeights); the sketch is offered where a split can pay (SplitKChoices).
+// Split-K (rules::SplitIntoPartials): a contraction's reduction over blocks (the first plain
+// reduction loop k, split into S chunks, S sampled). rfactor of the split's outer side makes the
+// partials P[f, ...] = the sum over chunk f (axis 0, so that their GEMM view is a batch of the
+// contraction's: f goes to blockIdx.z with the batch axes, and the partials are tiled like any
+// contraction); the contraction becomes their combine, C[...] = sum_f P[f, ...], summed in order by
+// one thread an output (deterministic: no atomics). S is 1 or a divisor of k's extent up to
+// kSplitKMax that leaves chunks of at least kSplitKMinChunk, drawn with a prior centred on the
+// split that fills the GPU (SplitKWeights); the sketch is offered where a split can pay
+// (SplitKChoices).
 constexpr int64_t kSplitKMax = 64;
 constexpr int64_t kSplitKMinChunk = 128;
 constexpr int64_t kTypicalBlockTile = 128;  // per GEMM axis, to count the output's block tiles
@@ -176,12 +168,7 @@ std::vector<double> SplitKWeights(const Target& t, const GemmSizes& g,
   double want = 1;
   if (t.is_cuda()) want = static_cast<double>(t.sm_count) / static_cast<double>(BlockTiles(g));
   want = std::max({want, static_cast<double>(g.k) / (8.0 * std::max(g.m, g.n)), 1.0});
-  std::vector<double> w;
-  for (int64_t c : choices) {
-    const double d = std::log2(static_cast<double>(c)) - std::log2(want);
-    w.push_back(1.0 / (1.0 + d * d));
-  }
-  return w;
+  return rules::LogDistanceWeights(choices, want);
 }
 
 // Shapes no tile divides (CUDA): a GEMM axis (m, n) or the reduction k may be tiled as if padded
@@ -230,10 +217,11 @@ class MultiLevelTiling final : public ScheduleRule {
       Schedule s = sch;
       TESSEL_ASSIGN_OR_RETURN(
           std::string partials,
-          SplitK(&s, stage, sizes.k_loop, choices, SplitKWeights(target_, sizes.gemm, choices)));
+          rules::SplitIntoPartials(&s, stage, sizes.k_loop, choices,
+                                   SplitKWeights(target_, sizes.gemm, choices)));
       if (target_.is_cuda()) {
         TESSEL_RETURN_IF_ERROR(Cuda(&s, partials, /*split_k=*/true));
-        TESSEL_RETURN_IF_ERROR(Combine(&s, stage));
+        TESSEL_RETURN_IF_ERROR(rules::BindCombine(&s, stage));
       } else {
         TESSEL_RETURN_IF_ERROR(Host(&s, partials, /*split_k=*/true));  // AutoBind: the combine
       }
@@ -270,51 +258,9 @@ class MultiLevelTiling final : public ScheduleRule {
     return out;
   }
 
-  // The split-K (above): k (loop `k_loop` of the contraction, at its root) split into a sampled
-  // number of chunks, the partials made by rfactor; returns the partials' stage. The contraction
-  // is their combine from then on.
-  static absl::StatusOr<std::string> SplitK(Schedule* s, const std::string& gemm, int k_loop,
-                                            const std::vector<int64_t>& choices,
-                                            const std::vector<double>& weights) {
-    TESSEL_ASSIGN_OR_RETURN(BlockRV g, s->GetBlock(gemm));
-    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(g));
-    TESSEL_ASSIGN_OR_RETURN(IntRV splits,
-                            rules::SampleWeighted(s, choices, weights, choices.back()));
-    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> ks, s->Split(loops[k_loop], {splits, -1}));
-    TESSEL_ASSIGN_OR_RETURN(BlockRV rf, s->RFactor(ks[0], /*factor_axis=*/0));
-    return s->GetStage(rf).name;
-  }
-
-  // CUDA: the split-K's combine, a memory-bound pass with one output a thread
-  // (rules::BindOnePerThread), the sum of an output's partials in a register at its thread: the
-  // thread of the epilogue where there is one, else of the combine's own write-back
-  // (cache_write local).
-  static absl::Status Combine(Schedule* s, const std::string& combine) {
-    std::string stage = combine, producer;
-    const std::string out = OutputOf(*s);
-    if (out != combine && rules::FusableReduction(*s, *s->FindStage(out)) == combine) {
-      stage = out;
-      producer = combine;
-    } else {
-      TESSEL_ASSIGN_OR_RETURN(BlockRV c, s->GetBlock(combine));
-      TESSEL_ASSIGN_OR_RETURN(BlockRV acc, s->CacheWrite(c, "local"));
-      producer = s->GetStage(acc).name;
-    }
-    TESSEL_ASSIGN_OR_RETURN(BlockRV b, s->GetBlock(stage));
-    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(b));
-    std::vector<LoopRV> spatial;
-    for (LoopRV l : loops) {
-      if (!rules::IsReduceLoop(*s, l)) spatial.push_back(l);
-    }
-    LoopRV fused = spatial[0];
-    if (spatial.size() > 1) {
-      TESSEL_ASSIGN_OR_RETURN(fused, s->Fuse(spatial));
-    }
-    return rules::BindOnePerThread(s, fused, producer);
-  }
-
-  // `split_k`: `gemm` is the partials of a split-K (SplitK), tiled themselves (a batch of
-  // contractions whose first axis is the chunk) and written to global memory for the combine.
+  // `split_k`: `gemm` is the partials of a split-K (rules::SplitIntoPartials), tiled themselves (a
+  // batch of contractions whose first axis is the chunk) and written to global memory for the
+  // combine.
   absl::Status Cuda(Schedule* s, const std::string& gemm, bool split_k = false) const {
     const GemmAxes ga = GemmAxesOf(*s->FindStage(gemm));
     TESSEL_ASSIGN_OR_RETURN(BlockRV g, s->GetBlock(gemm));
@@ -377,7 +323,7 @@ class MultiLevelTiling final : public ScheduleRule {
       }
     }
     // k padded too, except in a split-K's partials: their chunk's extent is a decision of its
-    // own (SplitK), which a padded extent sampled now would not follow.
+    // own (the split-K), which a padded extent sampled now would not follow.
     std::optional<IntRV> pad_k;
     if (!split_k) {
       TESSEL_ASSIGN_OR_RETURN(pad_k, PaddedStepExtent(s, k, kCudaInnerMax * kCudaR1Max));

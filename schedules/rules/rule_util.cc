@@ -1,6 +1,7 @@
 #include "schedules/rules/rule_util.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "schedules/ir/substitute.h"
 #include "schedules/util/status_macros.h"
@@ -239,6 +240,58 @@ absl::StatusOr<std::optional<IntRV>> SamplePaddedExtent(Schedule* s, int64_t ext
   if (c.values.empty()) return std::optional<IntRV>();
   TESSEL_ASSIGN_OR_RETURN(IntRV v, SampleWeighted(s, c.values, c.weights, c.values.back()));
   return std::optional<IntRV>(v);
+}
+
+bool SameOrder(const std::vector<LoopRV>& a, const std::vector<LoopRV>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].id != b[i].id) return false;
+  }
+  return true;
+}
+
+std::vector<double> LogDistanceWeights(const std::vector<int64_t>& choices, double want) {
+  std::vector<double> w;
+  for (int64_t c : choices) {
+    const double d = std::log2(static_cast<double>(c)) - std::log2(want);
+    w.push_back(1.0 / (1.0 + d * d));
+  }
+  return w;
+}
+
+absl::StatusOr<std::string> SplitIntoPartials(Schedule* s, const std::string& gemm, int k_loop,
+                                              const std::vector<int64_t>& choices,
+                                              const std::vector<double>& weights) {
+  TESSEL_ASSIGN_OR_RETURN(BlockRV g, s->GetBlock(gemm));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(g));
+  TESSEL_ASSIGN_OR_RETURN(IntRV splits, SampleWeighted(s, choices, weights, choices.back()));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> ks, s->Split(loops[k_loop], {splits, -1}));
+  TESSEL_ASSIGN_OR_RETURN(BlockRV rf, s->RFactor(ks[0], /*factor_axis=*/0));
+  return s->GetStage(rf).name;
+}
+
+absl::Status BindCombine(Schedule* s, const std::string& combine) {
+  std::string stage = combine, producer;
+  const std::string out = OutputOf(*s);
+  if (out != combine && FusableReduction(*s, *s->FindStage(out)) == combine) {
+    stage = out;
+    producer = combine;
+  } else {
+    TESSEL_ASSIGN_OR_RETURN(BlockRV c, s->GetBlock(combine));
+    TESSEL_ASSIGN_OR_RETURN(BlockRV acc, s->CacheWrite(c, "local"));
+    producer = s->GetStage(acc).name;
+  }
+  TESSEL_ASSIGN_OR_RETURN(BlockRV b, s->GetBlock(stage));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(b));
+  std::vector<LoopRV> spatial;
+  for (LoopRV l : loops) {
+    if (!IsReduceLoop(*s, l)) spatial.push_back(l);
+  }
+  LoopRV fused = spatial[0];
+  if (spatial.size() > 1) {
+    TESSEL_ASSIGN_OR_RETURN(fused, s->Fuse(spatial));
+  }
+  return BindOnePerThread(s, fused, producer);
 }
 
 absl::Status BindBlocks(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m, LoopRV n) {

@@ -98,6 +98,28 @@ absl::StatusOr<std::optional<IntRV>> SamplePaddedExtent(Schedule* s, int64_t ext
                                                         int64_t tile_max,
                                                         const std::vector<int64_t>& units);
 
+// Whether two loop lists name the same loops in the same order.
+bool SameOrder(const std::vector<LoopRV>& a, const std::vector<LoopRV>& b);
+
+// ---- Reductions split over blocks (multi_level_tiling.cc's split-K, skinny_contraction.cc).
+
+// A prior over `choices` (positive) centred on `want`: 1 / (1 + (log2 c - log2 want)^2), so the
+// choices nearest `want` by ratio weigh most and the others keep some weight.
+std::vector<double> LogDistanceWeights(const std::vector<int64_t>& choices, double want);
+// Split-K: loop `k_loop` of stage `gemm` (a reduction loop, at the stage's root) split into a
+// sampled number of chunks (`choices`, drawn with `weights`: sample_categorical), and rfactor of
+// the split's outer side at axis 0, so that the partials P[f, ...] are the sum over chunk f (for a
+// contraction, a batch of contractions over chunks of k). Returns the partials' stage; `gemm` is
+// their combine, C[...] = sum_f P[f, ...], from then on.
+absl::StatusOr<std::string> SplitIntoPartials(Schedule* s, const std::string& gemm, int k_loop,
+                                              const std::vector<int64_t>& choices,
+                                              const std::vector<double>& weights);
+// CUDA: the combine of partials (SplitIntoPartials), a memory-bound pass with one output a
+// thread (BindOnePerThread), the sum of an output's partials in a register at its thread: the
+// thread of the epilogue where there is one, else of the combine's own write-back (cache_write
+// local).
+absl::Status BindCombine(Schedule* s, const std::string& combine);
+
 // Binds a contraction's block level (CUDA): the batch loops, fused, to blockIdx.z, `m` to
 // blockIdx.y and `n` to blockIdx.x.
 absl::Status BindBlocks(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m, LoopRV n);

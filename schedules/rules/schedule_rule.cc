@@ -6,6 +6,7 @@ std::vector<std::unique_ptr<ScheduleRule>> DefaultRules(const Target& target) {
   std::vector<std::unique_ptr<ScheduleRule>> r;
   r.push_back(MakeAutoInline());
   r.push_back(MakeMultiLevelTilingTensorCore(target));
+  r.push_back(MakeSkinnyContraction(target));
   r.push_back(MakeMultiLevelTiling(target));
   r.push_back(MakeCrossThreadReduction(target));
   r.push_back(MakeAutoBind(target));

@@ -46,6 +46,14 @@ std::unique_ptr<ScheduleRule> MakeAutoInline();
 // vectorized. Where the output has few block tiles for the GPU or k is long, a second sketch
 // splits k over blocks (split-K: rfactor, the partials tiled as a batch, an ordered combine).
 std::unique_ptr<ScheduleRule> MakeMultiLevelTiling(const Target& target);
+// Contractions with few output rows or columns (matrix-vector products, skinny GEMMs, batched or
+// not) on CUDA: each output's reduction spread over a sampled number of threads and combined
+// across them, the large operand streamed along its contiguous axis (read from its strides: k,
+// with vector loads and several outputs a block; or an output axis, with threads along it and k
+// over threadIdx.y); where the outputs are few, a second sketch splits k over blocks first
+// (rfactor, an ordered combine). Forks the space, leaving an untouched copy for
+// MultiLevelTiling; other contractions are left alone (skinny_contraction.cc).
+std::unique_ptr<ScheduleRule> MakeSkinnyContraction(const Target& target);
 // f16/bf16 contractions on the tensor cores (CUDA; mma.sync, ldmatrix, a software pipeline): forks
 // the space, leaving an untouched copy for MultiLevelTiling (multi_level_tiling_tensor_core.cc).
 std::unique_ptr<ScheduleRule> MakeMultiLevelTilingTensorCore(const Target& target);

@@ -139,6 +139,28 @@ int64_t SplitKFactor(const Trace& trace) {
   return 1;
 }
 
+std::vector<std::string> SkinnySpecs() {
+  return {
+      "matmul(M=2048, N=1, K=4096)",
+      "matmul(M=1024, N=1, K=2048, transpose_a=true)",
+      "matmul(M=1, N=2048, K=2048, dtype=f16)",
+      "matmul(M=1, N=1024, K=4096, transpose_b=true, dtype=f16)",
+      "matmul(M=1, N=512, K=1024, batch=3)",
+      "matmul_bias_gelu(M=1, N=1024, K=2048, dtype=f16)",
+      "matmul_bias_gelu(M=512, N=1, K=2048)",
+      "matmul(M=1000, N=3, K=1000)",
+      "matmul(M=8, N=1024, K=1024, dtype=f16)",
+      "matmul(M=257, N=2, K=1030)",
+  };
+}
+
+bool IsSkinnySample(const Trace& trace) {
+  for (const Instruction& inst : trace.insts) {
+    if (inst.kind == "cache_read") return false;
+  }
+  return true;
+}
+
 std::vector<std::string> PaddedTileSpecs() {
   return {
       "matmul(M=131, N=97, K=67)",

@@ -36,6 +36,16 @@ std::vector<std::string> SplitKSpecs();
 // 1 when it does not split a reduction with rfactor.
 int64_t SplitKFactor(const schedules::Trace& trace);
 
+// Skinny contractions (the smaller of M and N at most 16, a long K) that skinny_contraction maps
+// on CUDA, small enough for a reference run: matrix-vector products both ways (N = 1 with A
+// row-major or transposed, M = 1 with B row-major or transposed), f32 and f16, batched, an
+// epilogue, a few columns (N = 3, M = 8), a K no vector width divides.
+std::vector<std::string> SkinnySpecs();
+// Whether a CUDA sample of a contraction comes from skinny_contraction's sketches: they read
+// their operands from global memory, so the trace caches none (cache_read), where every sketch of
+// the tiling rules caches both operands in shared memory.
+bool IsSkinnySample(const schedules::Trace& trace);
+
 // Contractions no CUDA-core tile divides (kPadTile: M, N and K prime or odd), small enough for a
 // host reference run: f32 and f16, transposed operands, batched, an epilogue, a convolution.
 std::vector<std::string> PaddedTileSpecs();

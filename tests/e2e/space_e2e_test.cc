@@ -83,6 +83,25 @@ TEST_P(PaddedTileE2E, CudaPaddedSamplesCompileWithNvrtc) {
 INSTANTIATE_TEST_SUITE_P(Families, PaddedTileE2E, ::testing::ValuesIn(PaddedTileSpecs()),
                          SpecTestName);
 
+// Skinny contractions (skinny_contraction's sketches: reductions across threads, the large
+// operand streamed along its contiguous axis), end to end: the first four of 64 seeds compiled
+// with NVRTC (GPU runs: tests/gpu/space_gpu_test.cc, SkinnySpaceGpu).
+class SkinnyE2E : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SkinnyE2E, CudaSkinnySamplesCompileWithNvrtc) {
+#ifndef TESSEL_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA toolkit";
+#else
+  if (!worker::FindCudaIncludeDir().ok()) GTEST_SKIP() << "no CUDA include directory";
+  const auto skinny = [](const schedules::Candidate& c) { return IsSkinnySample(*c.trace); };
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    EXPECT_EQ(CompileSamples(GetParam(), arch, 64, 4, skinny), 4) << arch;
+  }
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, SkinnyE2E, ::testing::ValuesIn(SkinnySpecs()), SpecTestName);
+
 // A long K that no split factor divides (1031 is prime): the rule offers no split, and the
 // samples it gives are correct.
 TEST(SplitKE2E, NoDividingFactorMeansNoSplitAndCorrectSamples) {

@@ -62,6 +62,51 @@ std::vector<std::string> Attrs(const Trace& t, const std::string& kind, const st
   return out;
 }
 
+// Samples seeds 0 to n - 1 of a space: how many are valid, how many of those `keep` accepts,
+// and why the others were rejected.
+struct SampleCount {
+  int valid = 0;
+  int kept = 0;
+  std::vector<std::string> why;
+};
+SampleCount CountSamples(const SpaceGenerator& g, int n,
+                         const std::function<bool(const Trace&)>& keep) {
+  SampleCount out;
+  for (uint64_t seed = 0; seed < static_cast<uint64_t>(n); ++seed) {
+    schedules::Rejection r;
+    auto c = g.Sample(seed, &r);
+    if (!c.ok()) {
+      out.why.push_back(r.step + ": " + r.message);
+      continue;
+    }
+    ++out.valid;
+    out.kept += keep(*c->trace);
+  }
+  return out;
+}
+
+// Replays samples of a space from their JSON (the valid ones among seeds 0 to `seeds` - 1 that
+// `keep` accepts, at most `most`), checking each gives the same kernel; returns how many.
+int ReplayFromJson(const std::string& spec, const Target& t, int seeds, int most,
+                   const std::function<bool(const Trace&)>& keep) {
+  SpaceGenerator g = Space(spec, t);
+  int replayed = 0;
+  for (uint64_t seed = 0; seed < static_cast<uint64_t>(seeds) && replayed < most; ++seed) {
+    auto c = g.Sample(seed);
+    if (!c.ok() || !keep(*c->trace)) continue;
+    auto parsed = Trace::Parse(c->trace->ToJsonString());
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    if (!parsed.ok()) continue;
+    auto again = schedules::BuildCandidate(Load(spec), t, *parsed);
+    EXPECT_TRUE(again.ok()) << again.status();
+    if (again.ok()) {
+      EXPECT_EQ(again->source.code, c->source.code);
+    }
+    ++replayed;
+  }
+  return replayed;
+}
+
 // ---- Each rule's effect.
 
 // The loop nest of a stage as a pattern: 'S' per spatial leaf loop, 'R' per reduction leaf loop,
@@ -614,14 +659,15 @@ TEST(Rules, MultiLevelTilingSplitsKOnlyWhereItCanPay) {
            // K too short for chunks of 128.
            {"matmul(M=128, N=96, K=64)", CudaTarget("sm_90"), 1},
            // A long K that no factor up to 64 divides (1031 is prime): the rule does not guard
-           // partial chunks, so it does not split.
-           {"matmul(M=8, N=1, K=1031)", CudaTarget("sm_90"), 1},
+           // partial chunks, so it does not split (on CUDA, skinny_contraction's unsplit sketch
+           // comes first: N = 1).
+           {"matmul(M=8, N=1, K=1031)", CudaTarget("sm_90"), 1 + 1},
            {"matmul(M=8, N=1, K=1031)", HostTarget(), 1},
            // Few output tiles (64 of 128 x 128 on 132 SMs) but K = N: split on CUDA only.
            {"matmul(M=64, N=8192, K=8192)", CudaTarget("sm_90"), 2},
            {"matmul(M=64, N=8192, K=8192)", HostTarget(), 1},
-           // A long K: on both.
-           {"matmul(M=4096, N=1, K=262144)", CudaTarget("sm_80"), 2},
+           // A long K: on both (on CUDA after skinny_contraction's two sketches).
+           {"matmul(M=4096, N=1, K=262144)", CudaTarget("sm_80"), 2 + 2},
            {"matmul(M=4096, N=1, K=262144)", HostTarget(), 2},
        }) {
     SCOPED_TRACE(c.spec + " on " + c.target.ToString());
@@ -638,26 +684,17 @@ TEST_P(SplitKSpace, MostlyValidAndManySplit) {
     SCOPED_TRACE(t.ToString());
     SpaceGenerator g = Space(GetParam(), t);
     // Few output tiles count on CUDA only (M=32, N=8192, K=8192 splits there, not on the host).
-    const bool splits = g.sketches().size() > 1;
+    const bool splits = std::any_of(g.sketches().begin(), g.sketches().end(),
+                                    [](const Trace& sk) { return Kinds(sk).count("rfactor") > 0; });
     split_spaces += splits;
     constexpr int kSamples = 64;
-    int valid = 0, split = 0;
-    std::vector<std::string> why;
-    for (uint64_t seed = 0; seed < kSamples; ++seed) {
-      schedules::Rejection r;
-      auto c = g.Sample(seed, &r);
-      if (!c.ok()) {
-        why.push_back(r.step + ": " + r.message);
-        continue;
-      }
-      ++valid;
-      if (SplitKFactor(*c->trace) > 1) ++split;
-    }
-    EXPECT_GE(valid, kSamples * 9 / 10) << ::testing::PrintToString(why);
+    const SampleCount n =
+        CountSamples(g, kSamples, [](const Trace& tr) { return SplitKFactor(tr) > 1; });
+    EXPECT_GE(n.valid, kSamples * 9 / 10) << ::testing::PrintToString(n.why);
     if (splits) {
-      EXPECT_GE(split, kSamples / 8);
+      EXPECT_GE(n.kept, kSamples / 8);
     } else {
-      EXPECT_EQ(split, 0);
+      EXPECT_EQ(n.kept, 0);
     }
   }
   EXPECT_GE(split_spaces, 2);
@@ -675,6 +712,183 @@ std::vector<std::string> SplitKSpaceSpecs() {
 
 INSTANTIATE_TEST_SUITE_P(Families, SplitKSpace, ::testing::ValuesIn(SplitKSpaceSpecs()),
                          SpecTestName);
+
+// ---- Skinny contractions (skinny_contraction.cc).
+
+// The sketches skinny_contraction makes of the contraction C of `spec` (the untouched copy last).
+std::vector<schedules::Schedule> SkinnySketches(const std::string& spec, const Target& t) {
+  auto sch = schedules::Schedule::Create(Load(spec));
+  EXPECT_TRUE(sch.ok()) << sch.status();
+  if (!sch.ok()) return {};
+  auto r = schedules::MakeSkinnyContraction(t)->Apply(*sch, "C");
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? std::move(*r) : std::vector<schedules::Schedule>{};
+}
+
+// A sample of a sketch: its trace replayed with fresh decisions, lowered and printed.
+schedules::Candidate SampleOf(const std::string& spec, const schedules::Schedule& sketch,
+                              const Target& t, uint64_t seed) {
+  auto s = schedules::Replay(Load(spec), schedules::WithoutDecisions(sketch.trace()), seed);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return {};
+  auto c = schedules::BuildCandidate(*s, t);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::move(*c) : schedules::Candidate{};
+}
+
+TEST(Rules, SkinnyContractionSpreadsKOverThreadsAlongTheRows) {
+  // N = 1 with A row-major: A is contiguous along k. The outputs go R to a block (threadIdx.y),
+  // each one's k over T threads (threadIdx.x, combined across them) at V lanes (vectorized);
+  // a second sketch splits k over blocks first (rfactor); the untouched copy is last.
+  const std::string spec = "matmul(M=4096, N=1, K=262144)";
+  const Target t = CudaTarget("sm_90");
+  std::vector<schedules::Schedule> sk = SkinnySketches(spec, t);
+  ASSERT_EQ(sk.size(), 3u);
+  EXPECT_TRUE(sk[2].trace().insts.empty());
+  const std::vector<std::string> rows = {"blockIdx.x", "threadIdx.y", "serial",
+                                         "unrolled",   "threadIdx.x", "vectorized"};
+  EXPECT_EQ(NestTags(*sk[0].FindStage("C")), rows);
+  EXPECT_EQ(NestPattern(*sk[0].FindStage("C")), "SSRRRR");
+  ASSERT_NE(sk[1].FindStage("C_rf"), nullptr);
+  EXPECT_EQ(NestTags(*sk[1].FindStage("C_rf")), rows);
+  EXPECT_THAT(NestTags(*sk[1].FindStage("C")), ::testing::ElementsAre("blockIdx.x", "threadIdx.x"));
+  // The chunks: 1 and the powers of two to 64 (chunks of at least 1024), the prior centred on 2
+  // (4096 outputs of about 32 threads fill 132 SMs of 2048 threads twice).
+  const schedules::Instruction* choice = SplitKChoice(sk[1].trace());
+  ASSERT_NE(choice, nullptr);
+  EXPECT_EQ(choice->attrs["candidates"], nlohmann::json({1, 2, 4, 8, 16, 32, 64}));
+  const std::vector<double> probs = choice->attrs["probs"].get<std::vector<double>>();
+  EXPECT_EQ(std::max_element(probs.begin(), probs.end()) - probs.begin(), 1);
+  // Samples: one kernel reducing across threads with shuffles, some with 16-byte vectors.
+  int vectors = 0;
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    const schedules::Candidate c = SampleOf(spec, sk[0], t, seed);
+    ASSERT_EQ(c.source.kernels.size(), 1u);
+    EXPECT_THAT(c.source.code, HasSubstr("__shfl_xor_sync"));
+    EXPECT_THAT(c.source.code, ::testing::Not(HasSubstr("__shared__ __align__(16) float A")));
+    vectors += c.source.code.find("float4") != std::string::npos;
+  }
+  EXPECT_GT(vectors, 0);
+}
+
+TEST(Rules, SkinnyContractionPutsThreadsAlongTheColumns) {
+  // M = 1 with B row-major: B is contiguous along n, not k. Sketch 0: n over threadIdx.x
+  // (coalesced), k over threadIdx.y combined across them; sketch 1 splits k over blocks first;
+  // sketch 2 computes the partials of sampled chunks of k one thread a chunk and V columns, with
+  // 16-byte vector loads of B's rows and no reduction across threads.
+  const std::string spec = "matmul(M=1, N=8192, K=8192, dtype=f16)";
+  const Target t = CudaTarget("sm_90");
+  std::vector<schedules::Schedule> sk = SkinnySketches(spec, t);
+  ASSERT_EQ(sk.size(), 4u);
+  // The f16 output D (the cast) takes the output's loops; C is computed at its thread, in a
+  // register.
+  EXPECT_THAT(NestTags(*sk[0].FindStage("D")), ::testing::ElementsAre("blockIdx.x", "threadIdx.x"));
+  EXPECT_THAT(NestTags(*sk[0].FindStage("C")).back(), "threadIdx.y");
+  EXPECT_EQ(sk[0].FindStage("C")->buffer->scope, schedules::MemScope::kLocal);
+  EXPECT_THAT(
+      NestTags(*sk[1].FindStage("C_rf")),
+      ::testing::ElementsAre("blockIdx.x", "threadIdx.x", "serial", "unrolled", "threadIdx.y"));
+  EXPECT_THAT(NestTags(*sk[2].FindStage("C_rf")),
+              ::testing::ElementsAre("blockIdx.x", "threadIdx.y", "threadIdx.x", "unrolled"));
+  EXPECT_TRUE(sk[3].trace().insts.empty());
+  int vectors = 0;
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    const schedules::Candidate c = SampleOf(spec, sk[2], t, seed);
+    ASSERT_EQ(c.source.kernels.size(), 2u);  // the partials, then their combine
+    EXPECT_THAT(c.source.code, ::testing::Not(HasSubstr("allreduce")));
+    EXPECT_THAT(c.source.code, HasSubstr("float C_rf_local["));  // f16 accumulated in f32
+    vectors += c.source.code.find("reinterpret_cast<const uint4*>(&B[") != std::string::npos;
+  }
+  EXPECT_GT(vectors, 0);
+}
+
+TEST(Rules, SkinnyContractionReadsTheLayoutFromTheStrides) {
+  // The transposed operands swap the mappings: A^T (K x M) is contiguous along m, B^T (N x K)
+  // along k.
+  const Target t = CudaTarget("sm_90");
+  std::vector<schedules::Schedule> a =
+      SkinnySketches("matmul(M=4096, N=1, K=8192, transpose_a=true)", t);
+  ASSERT_GE(a.size(), 2u);
+  EXPECT_EQ(NestTags(*a[0].FindStage("C")).back(), "threadIdx.y");
+  std::vector<schedules::Schedule> b =
+      SkinnySketches("matmul(M=1, N=8192, K=8192, transpose_b=true, dtype=f16)", t);
+  ASSERT_GE(b.size(), 2u);
+  EXPECT_EQ(NestTags(*b[0].FindStage("C")).back(), "vectorized");
+  // Batched: the batch axis is one more output axis.
+  std::vector<schedules::Schedule> c = SkinnySketches("matmul(M=1, N=4096, K=4096, batch=4)", t);
+  ASSERT_GE(c.size(), 2u);
+  EXPECT_THAT(
+      NestTags(*c[0].FindStage("C")),
+      ::testing::ElementsAre("blockIdx.x", "threadIdx.x", "serial", "unrolled", "threadIdx.y"));
+}
+
+TEST(Rules, SkinnyContractionLeavesOtherStagesAlone) {
+  // Not skinny (both of M and N over 16, or K under 256), not a contraction, or the host: the
+  // rule does nothing, so these spaces are the sketches they were before it existed.
+  struct Case {
+    std::string spec;
+    Target target;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"matmul(M=512, N=512, K=512)", CudaTarget("sm_90")},
+           {"matmul(M=512, N=512, K=262144)", CudaTarget("sm_90")},
+           {"matmul(M=4099, N=3001, K=1999)", CudaTarget("sm_90")},
+           {"matmul(M=64, N=17, K=4096)", CudaTarget("sm_90")},
+           {"matmul(M=17, N=8192, K=8192, dtype=f16)", CudaTarget("sm_90a")},
+           {"matmul(M=8, N=1, K=128)", CudaTarget("sm_90")},
+           {"matmul(M=4096, N=1, K=262144)", HostTarget()},
+           {"matmul_bias_gelu(M=512, N=512, K=512)", CudaTarget("sm_80")},
+           {"conv2d(N=1, C=256, H=7, W=7, K=64, R=3, S=3, padding=1, layout=nhwc)",
+            CudaTarget("sm_90")},
+           {"softmax(rows=4, cols=65536)", CudaTarget("sm_90")},
+           {"layernorm(rows=150, cols=100)", CudaTarget("sm_90")},
+       }) {
+    SCOPED_TRACE(c.spec + " on " + c.target.ToString());
+    auto sch = schedules::Schedule::Create(Load(c.spec));
+    ASSERT_TRUE(sch.ok()) << sch.status();
+    auto rule = schedules::MakeSkinnyContraction(c.target);
+    for (const schedules::Stage& st : sch->stages()) {
+      auto r = rule->Apply(*sch, st.name);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_TRUE(r->empty()) << st.name;
+    }
+    // And none of the CUDA space's sketches is one of the rule's (they all cache their operands
+    // in shared memory).
+    if (c.spec.rfind("matmul", 0) == 0 && c.target.is_cuda()) {
+      const SpaceGenerator g = Space(c.spec, c.target);
+      for (const Trace& sk : g.sketches()) {
+        EXPECT_GT(Kinds(sk).count("cache_read"), 0u);
+      }
+    }
+  }
+}
+
+TEST(Rules, SkinnySamplesReplayFromTheirJson) {
+  // Every decision of the rule is a sample instruction: a sample's JSON replays to its kernel.
+  const Target t = CudaTarget("sm_90");
+  for (const std::string spec :
+       {"matmul(M=4096, N=1, K=262144)", "matmul(M=1, N=8192, K=8192, dtype=f16)"}) {
+    SCOPED_TRACE(spec);
+    EXPECT_EQ(ReplayFromJson(spec, t, 32, 3, IsSkinnySample), 3);
+  }
+}
+
+// Every skinny family on sm_80 and sm_90: the space has the rule's sketches, its samples are
+// mostly valid, and a good share of them are the rule's.
+class SkinnySpace : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SkinnySpace, MostlyValidAndManySkinny) {
+  for (const Target& t : {CudaTarget("sm_80"), CudaTarget("sm_90")}) {
+    SCOPED_TRACE(t.ToString());
+    SpaceGenerator g = Space(GetParam(), t);
+    constexpr int kSamples = 64;
+    const SampleCount n = CountSamples(g, kSamples, IsSkinnySample);
+    EXPECT_GE(n.valid, kSamples * 9 / 10) << ::testing::PrintToString(n.why);
+    EXPECT_GE(n.kept, kSamples / 4);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, SkinnySpace, ::testing::ValuesIn(SkinnySpecs()), SpecTestName);
 
 // ---- Shapes no tile divides (padded tiles, kPadTile).
 
@@ -797,19 +1011,8 @@ TEST(Rules, PaddedSamplesReplayFromTheirJson) {
   const std::string spec = "matmul(M=4099, N=3001, K=1999)";
   for (const Target& t : {HostTarget(), CudaTarget("sm_90")}) {
     SCOPED_TRACE(t.ToString());
-    SpaceGenerator g = Space(spec, t);
-    int replayed = 0;
-    for (uint64_t seed = 0; seed < 16 && replayed < 2; ++seed) {
-      auto c = g.Sample(seed);
-      if (!c.ok() || PaddedLoops(*c->trace) == 0) continue;
-      auto parsed = Trace::Parse(c->trace->ToJsonString());
-      ASSERT_TRUE(parsed.ok()) << parsed.status();
-      auto again = schedules::BuildCandidate(Load(spec), t, *parsed);
-      ASSERT_TRUE(again.ok()) << again.status();
-      EXPECT_EQ(again->source.code, c->source.code);
-      ++replayed;
-    }
-    EXPECT_EQ(replayed, 2);
+    EXPECT_EQ(ReplayFromJson(spec, t, 16, 2, [](const Trace& tr) { return PaddedLoops(tr) > 0; }),
+              2);
   }
 }
 
@@ -843,20 +1046,10 @@ TEST_P(PaddedTileSpace, MostlyValidAndManyPadded) {
     SCOPED_TRACE(t.ToString());
     SpaceGenerator g = Space(GetParam(), t);
     constexpr int kSamples = 64;
-    int valid = 0, padded = 0;
-    std::vector<std::string> why;
-    for (uint64_t seed = 0; seed < kSamples; ++seed) {
-      schedules::Rejection r;
-      auto c = g.Sample(seed, &r);
-      if (!c.ok()) {
-        why.push_back(r.step + ": " + r.message);
-        continue;
-      }
-      ++valid;
-      if (PaddedLoops(*c->trace) > 0) ++padded;
-    }
-    EXPECT_GE(valid, kSamples * 9 / 10) << ::testing::PrintToString(why);
-    EXPECT_GE(padded, kSamples / 4);
+    const SampleCount n =
+        CountSamples(g, kSamples, [](const Trace& tr) { return PaddedLoops(tr) > 0; });
+    EXPECT_GE(n.valid, kSamples * 9 / 10) << ::testing::PrintToString(n.why);
+    EXPECT_GE(n.kept, kSamples / 4);
   }
 }
 

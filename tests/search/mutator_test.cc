@@ -179,6 +179,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"matmul(M=64, N=64, K=8192)",
              "cuda",
              {"tile_size", "unroll", "categorical", "compute_location"}},
+        // Skinny contractions (skinny_contraction): threads, vector widths, unrolls and chunks
+        // are categoricals.
+        Case{"matmul(M=2048, N=1, K=65536)", "cuda", {"unroll", "categorical"}},
+        Case{"matmul(M=1, N=4096, K=4096, dtype=f16)", "cuda", {"unroll", "categorical"}},
         // Shapes no tile divides: padded extents are categoricals.
         Case{"matmul(M=131, N=97, K=67)", "host", {"unroll", "categorical"}},
         Case{"matmul(M=131, N=97, K=67)", "cuda", {"unroll", "categorical", "compute_location"}},
