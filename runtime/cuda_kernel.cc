@@ -14,8 +14,8 @@
 #include "schedules/target/target.h"
 
 #ifdef TESSEL_HAVE_CUDA
-#include "worker/cuda/cuda_driver.h"
 #include "schedules/codegen/source_json.h"
+#include "worker/cuda/cuda_driver.h"
 #include "worker/cuda/nvrtc_compiler.h"
 #include "worker/cuda/tensor_map.h"
 #endif
@@ -231,9 +231,9 @@ class CudaKernel final : public LoadedKernel {
                                    u(l.block[0]), u(l.block[1]), u(l.block[2]),
                                    u(l.dynamic_shared_bytes), stream,
                                    args.empty() ? nullptr : args.data(), nullptr);
-      if (absl::Status s = Cu(d_, r, l.cooperative ? "cuLaunchCooperativeKernel" : "cuLaunchKernel",
-                              absl::StrCat("kernel '", entries_[k], "' (", schedules::ToString(l),
-                                           ")"));
+      if (absl::Status s =
+              Cu(d_, r, l.cooperative ? "cuLaunchCooperativeKernel" : "cuLaunchKernel",
+                 absl::StrCat("kernel '", entries_[k], "' (", schedules::ToString(l), ")"));
           !s.ok()) {
         free_owned().IgnoreError();
         return s;

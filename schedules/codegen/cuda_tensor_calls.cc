@@ -168,8 +168,7 @@ std::string TmaLoadHelper(const std::string& name, int64_t rank) {
       "__device__ __forceinline__ void ", name,
       "(void* dst, void* barrier, const tessel_tensor_map* map", params, ") {\n",
       "  asm volatile(\"cp.async.bulk.tensor.", rank,
-      "d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {", coords,
-      "}], [%2];\"\n",
+      "d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {", coords, "}], [%2];\"\n",
       "               :: \"r\"(static_cast<unsigned>(__cvta_generic_to_shared(dst))),\n",
       "                  \"l\"(reinterpret_cast<unsigned long long>(map)),\n",
       "                  \"r\"(static_cast<unsigned>(__cvta_generic_to_shared(barrier)))", ins,
@@ -228,7 +227,8 @@ std::string TensorCallHelpers(const std::set<std::string>& calls) {
       absl::StrAppend(&out, TmaLoadHelper(name, rank));
     } else if (absl::StartsWith(name, kCallSetmaxnreg)) {
       // tessel_setmaxnreg_<inc|dec>_<registers>
-      const std::vector<std::string> parts = absl::StrSplit(name.substr(sizeof(kCallSetmaxnreg)), '_');
+      const std::vector<std::string> parts =
+          absl::StrSplit(name.substr(sizeof(kCallSetmaxnreg)), '_');
       if (parts.size() == 2) {
         absl::StrAppend(&out, AsmHelper(name, absl::StrCat("setmaxnreg.", parts[0],
                                                            ".sync.aligned.u32 ", parts[1])));

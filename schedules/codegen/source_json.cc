@@ -218,15 +218,15 @@ absl::Status CheckTensorMaps(const GeneratedSource& source) {
       const TensorMapSpec& m = k.launch.tensor_maps[i];
       const std::string what = absl::StrCat("kernel ", k.entry, ": tensor map ", i, " ");
       if (m.buffer < 0 || m.buffer >= static_cast<int>(source.buffers.size())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, "names buffer ", m.buffer, " of ", source.buffers.size(),
-            ": a tensor map's buffer indexes the program's buffers"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, "names buffer ", m.buffer, " of ", source.buffers.size(),
+                         ": a tensor map's buffer indexes the program's buffers"));
       }
       const Buffer& b = *source.buffers[m.buffer].buffer;
       if (b.shape.empty() || b.shape.size() > 5 || m.box.size() != b.shape.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, "has a box of ", m.box.size(), " extents over ", b.name, " of rank ",
-            b.shape.size(), ": give one extent per axis, for buffers of rank 1 to 5"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, "has a box of ", m.box.size(), " extents over ", b.name, " of rank ",
+                         b.shape.size(), ": give one extent per axis, for buffers of rank 1 to 5"));
       }
       for (int64_t e : m.box) {
         if (e < 1 || e > 256) {

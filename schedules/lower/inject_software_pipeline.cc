@@ -341,8 +341,7 @@ class Interleaver : public StmtMutator {
 // Thread 0 of the block.
 Expr FirstThread() {
   Expr out;
-  for (const char* t :
-       {intrinsic::kThreadIdxX, intrinsic::kThreadIdxY, intrinsic::kThreadIdxZ}) {
+  for (const char* t : {intrinsic::kThreadIdxX, intrinsic::kThreadIdxY, intrinsic::kThreadIdxZ}) {
     out = MakeAnd(out, MakeCall(t, {}, DType::kInt32) == 0);
   }
   return out;
@@ -447,7 +446,8 @@ class BulkCopies : public StmtMutator {
     }
     const auto* src = As<LoadNode>(value);
     if (!src || src->buffer->scope != MemScope::kGlobal || src->buffer->dtype != dst.dtype) {
-      return Refuse(outer, "it does not copy a global buffer's elements of " + dst.name + "'s type");
+      return Refuse(outer,
+                    "it does not copy a global buffer's elements of " + dst.name + "'s type");
     }
     const Buffer& g = *src->buffer;
     const int64_t eb = DTypeBytes(g.dtype);
@@ -677,8 +677,9 @@ class Pipeliner : public StmtMutator {
       });
     }
     if (bulk && (registers || !state_.target.Supports(TargetFeature::kBulkTensorCopy))) {
-      return Fail(f, absl::StrCat("its bulk_copy fetches need the tensor memory accelerator, which ",
-                                  state_.target.arch, " lacks (compile for sm_90 or sm_90a)"));
+      return Fail(f,
+                  absl::StrCat("its bulk_copy fetches need the tensor memory accelerator, which ",
+                               state_.target.arch, " lacks (compile for sm_90 or sm_90a)"));
     }
     if (bulk && PipelineProducer(f.annotations) > 0 && OnlyBulkCopies(fetches)) {
       return BulkPipeline(f, stages, extent, fetches, slotted, std::move(allocs), compute);
@@ -701,9 +702,9 @@ class Pipeliner : public StmtMutator {
           if (status_.ok()) status_ = copies.status();
           return MakeSeq({});
         }
-        std::vector<Stmt> issue = {MakeEvaluate(MakeCall(
-            kCallMbarrierExpectTx, {MakeLoad(full, {iter % stages}), MakeInt(copies.bytes())},
-            DType::kInt32))};
+        std::vector<Stmt> issue = {MakeEvaluate(
+            MakeCall(kCallMbarrierExpectTx,
+                     {MakeLoad(full, {iter % stages}), MakeInt(copies.bytes())}, DType::kInt32))};
         for (Stmt& c : copies.copies()) issue.push_back(std::move(c));
         out.push_back(MakeIf(FirstThread(), MakeSeq(issue)));
       }
@@ -729,8 +730,9 @@ class Pipeliner : public StmtMutator {
       // any earlier use of them.
       std::vector<Stmt> init;
       for (int64_t s = 0; s < stages; ++s) {
-        init.push_back(MakeEvaluate(MakeCall(
-            kCallMbarrierInit, {MakeLoad(full, {MakeInt(s, t->dtype)}), MakeInt(1)}, DType::kInt32)));
+        init.push_back(MakeEvaluate(MakeCall(kCallMbarrierInit,
+                                             {MakeLoad(full, {MakeInt(s, t->dtype)}), MakeInt(1)},
+                                             DType::kInt32)));
       }
       init.push_back(TensorCallStmt(kCallFenceMbarrierInit));
       prologue = {MakeBarrier(), MakeIf(FirstThread(), MakeSeq(init)), MakeBarrier()};
@@ -783,7 +785,6 @@ class Pipeliner : public StmtMutator {
     return out;
   }
 
-
   // A pipeline whose every fetch is a bulk copy (see the top of the file): slot s has a full
   // mbarrier (one arrival: the producer's, with the stage's bytes) and an empty one (an arrival
   // from each computing thread once it is done reading the slot). No barrier inside the loop:
@@ -815,7 +816,8 @@ class Pipeliner : public StmtMutator {
     };
     // The copies of iteration `iter` after the producer's arrival with their bytes.
     auto issue = [&](const Expr& iter) -> Stmt {
-      Stmt s = SlotRewriter(slotted, iter % stages).Visit(Substitute(MakeSeq(fetches), {{t, iter}}));
+      Stmt s =
+          SlotRewriter(slotted, iter % stages).Visit(Substitute(MakeSeq(fetches), {{t, iter}}));
       BulkCopies copies(state_.analyzer, state_.program, &kernel_->launch.tensor_maps,
                         MakeLoad(full, {iter % stages}), thread_vars_);
       copies.Visit(s);
@@ -836,16 +838,15 @@ class Pipeliner : public StmtMutator {
     // its launch bounds, setmaxnreg or not, and a block of 768 threads (cap 80) could not hold
     // the accumulators (ptxas C7602), one of 512 spilled them.
     const bool plane = PipelineProducer(f.annotations) == 2 && !specialized_ &&
-                       barriers_elsewhere_ == 0 && block[0] * block[1] == 128 &&
-                       consumers <= 256;
+                       barriers_elsewhere_ == 0 && block[0] * block[1] == 128 && consumers <= 256;
 
     std::vector<Stmt> body = {wait(full, it % stages, it / stages), computed};
     Stmt arrive = call(kCallMbarrierArrive, {MakeLoad(empty, {(it - in_flight) % stages})});
     body.push_back(in_flight > 0 ? MakeIf(it >= in_flight, arrive) : arrive);
     if (!plane) {
       const Expr ahead = it + (stages - 1);
-      Stmt refill = MakeSeq({MakeIf(it >= 1, wait(empty, (it - 1) % stages, (it - 1) / stages)),
-                             issue(ahead)});
+      Stmt refill = MakeSeq(
+          {MakeIf(it >= 1, wait(empty, (it - 1) % stages, (it - 1) / stages)), issue(ahead)});
       body.push_back(MakeIf(ahead < extent, MakeIf(FirstThread(), refill)));
     }
     std::vector<Stmt> consumer = {
@@ -1032,7 +1033,8 @@ absl::Status CheckNoBulkCopyLeft(const Stmt& body) {
     const auto* f = As<ForNode>(s);
     if (f && BulkCopy(f->annotations) > 0 && status.ok()) {
       status = absl::FailedPreconditionError(absl::StrCat(
-          "loop ", f->var->name, " is annotated bulk_copy but is not a shared-memory fetch of a "
+          "loop ", f->var->name,
+          " is annotated bulk_copy but is not a shared-memory fetch of a "
           "software_pipeline loop; the copy engine's copies complete on the pipeline's "
           "mbarriers, so compute the copy at a pipelined loop"));
     }
@@ -1071,9 +1073,9 @@ absl::Status InjectSoftwarePipeline(LoweringState* state) {
             MakeCall(intrinsic::kThreadIdxZ, {}, DType::kInt32) == p.producer_plane();
         k.body = Pipeliner::Allocated(
             p.hoisted(),
-            MakeSeq({p.setup(), MakeIf(on_plane, state->analyzer.Simplify(producer),
-                                       MakeSeq({p.consumer_setup(),
-                                                state->analyzer.Simplify(body)}))}));
+            MakeSeq({p.setup(),
+                     MakeIf(on_plane, state->analyzer.Simplify(producer),
+                            MakeSeq({p.consumer_setup(), state->analyzer.Simplify(body)}))}));
         break;
       }
     }

@@ -19,7 +19,8 @@ LaunchConfig LaunchOf(const LoweringState& state, int root) {
       const int64_t e = iv.extent;
       // A tensor-core intrinsic is a warp's: its lanes are threadIdx.x, whether or not another
       // stage binds them (a kernel whose copies are the copy engine's binds none).
-      if (target_is_cuda && TensorizedBy(iv.annotations)) l.block[0] = std::max<int64_t>(l.block[0], 32);
+      if (target_is_cuda && TensorizedBy(iv.annotations))
+        l.block[0] = std::max<int64_t>(l.block[0], 32);
       switch (iv.thread) {
         case ThreadTag::kBlockX:
           l.grid[0] = e;

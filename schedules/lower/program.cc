@@ -20,11 +20,10 @@ const char* BufferRoleName(BufferRole r) {
 }
 
 std::string ToString(const LaunchConfig& l) {
-  return absl::StrCat("grid ", absl::StrJoin(l.grid, "x"), ", block ", absl::StrJoin(l.block, "x"),
-                      ", dynamic shared ", l.dynamic_shared_bytes, " bytes",
-                      l.cooperative ? ", cooperative" : "",
-                      l.tensor_maps.empty() ? "" : absl::StrCat(", ", l.tensor_maps.size(),
-                                                                " tensor maps"));
+  return absl::StrCat(
+      "grid ", absl::StrJoin(l.grid, "x"), ", block ", absl::StrJoin(l.block, "x"),
+      ", dynamic shared ", l.dynamic_shared_bytes, " bytes", l.cooperative ? ", cooperative" : "",
+      l.tensor_maps.empty() ? "" : absl::StrCat(", ", l.tensor_maps.size(), " tensor maps"));
 }
 
 std::string ToString(const SharedPlan& plan) {

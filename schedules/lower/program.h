@@ -20,9 +20,9 @@ namespace tessel::schedules {
 // `const __grid_constant__` parameter. The runner makes it on the host with
 // cuTensorMapEncodeTiled over the buffer's address, shape and strides (worker/cuda/tensor_map.h).
 struct TensorMapSpec {
-  int buffer = 0;              // index into Program::buffers (GeneratedSource::buffers)
-  std::vector<int64_t> box;    // the box's extent along each of the buffer's axes, outermost first
-  int64_t swizzle_bytes = 0;   // the shared layout's swizzle: 0 (none), 32, 64 or 128
+  int buffer = 0;             // index into Program::buffers (GeneratedSource::buffers)
+  std::vector<int64_t> box;   // the box's extent along each of the buffer's axes, outermost first
+  int64_t swizzle_bytes = 0;  // the shared layout's swizzle: 0 (none), 32, 64 or 128
   bool operator==(const TensorMapSpec&) const = default;
 };
 

@@ -131,8 +131,8 @@ TEST(BulkCopy, SamplesOfEachProducerForm) {
       if (l.threads_per_block() > 256) {
         EXPECT_THAT(code, HasSubstr("tessel_setmaxnreg_dec_40();"));
         EXPECT_THAT(code, HasSubstr("setmaxnreg.inc.sync.aligned.u32"));
-        EXPECT_THAT(code, HasSubstr(absl::StrCat("__launch_bounds__(", l.threads_per_block(),
-                                                 ", 1)")));
+        EXPECT_THAT(code,
+                    HasSubstr(absl::StrCat("__launch_bounds__(", l.threads_per_block(), ", 1)")));
       }
     }
     ExpectCompiles(c.source, "sm_90a");

@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "runtime/include/tessel/runtime.h"
+#include "schedules/codegen/codegen_version.h"
 #include "schedules/codegen/source_json.h"
 #include "schedules/space/space_generator.h"
-#include "tests/e2e/e2e_util.h"
-#include "schedules/codegen/codegen_version.h"
 #include "store/tuning_log.h"
 #include "tests/cli/cli_test_util.h"
+#include "tests/e2e/e2e_util.h"
 #include "tests/store/store_test_util.h"
 #include "tests/test_util.h"
 #ifdef TESSEL_HAVE_CUDA
@@ -284,8 +284,8 @@ TEST(RuntimeGpu, ABulkCopyKernelGetsItsTensorMapsOverTheCallersBuffers) {
   constexpr int M = 256, N = 256, K = 128;
   const std::string spec = "matmul(M=256, N=256, K=128, dtype=f16)";
   const std::string log = MakeTempDir("tessel_runtime_gpu") + "/bulk.db";
-  CliResult r = RunTessel("tune -w '" + spec + "' -n 48 --target cuda --arch sm_90a --quiet --db '" +
-                          log + "'");
+  CliResult r = RunTessel("tune -w '" + spec +
+                          "' -n 48 --target cuda --arch sm_90a --quiet --db '" + log + "'");
   ASSERT_EQ(r.status, 0) << r.output;
   // The best record's stored program becomes a bulk-copy sample of the same workload, without
   // a binary: the runtime compiles the stored source (the artifact is what it loads).
@@ -305,8 +305,8 @@ TEST(RuntimeGpu, ABulkCopyKernelGetsItsTensorMapsOverTheCallersBuffers) {
   };
   const std::string id = BestId(log);
   ASSERT_FALSE(id.empty());
-  RawExec(log, "UPDATE artifacts SET source = " + quoted(bulk->source.code) + ", launch_json = " +
-                   quoted(schedules::SourceLaunchToJson(bulk->source)) +
+  RawExec(log, "UPDATE artifacts SET source = " + quoted(bulk->source.code) +
+                   ", launch_json = " + quoted(schedules::SourceLaunchToJson(bulk->source)) +
                    ", binary = x'', binary_arch = '' WHERE record_id = " + id);
 
   tessel_db* db = nullptr;
@@ -350,8 +350,8 @@ TEST(RuntimeGpu, ABulkCopyKernelGetsItsTensorMapsOverTheCallersBuffers) {
     for (int j = 0; j < N; ++j) {
       double want = 0;
       for (int kk = 0; kk < K; ++kk) {
-        want += double(worker::HalfBitsToFloat(a[i * K + kk])) *
-                worker::HalfBitsToFloat(b[kk * N + j]);
+        want +=
+            double(worker::HalfBitsToFloat(a[i * K + kk])) * worker::HalfBitsToFloat(b[kk * N + j]);
       }
       const double err = std::fabs(worker::HalfBitsToFloat(c[size_t(i) * N + j]) - want) /
                          std::max(1.0, std::fabs(want));

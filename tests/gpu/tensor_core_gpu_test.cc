@@ -132,14 +132,15 @@ TEST_P(BulkCopySpaceGpu, BulkCopySamplesMatchReference) {
   EXPECT_GE(checked, 6);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, BulkCopySpaceGpu,
-                         ::testing::Values("matmul(M=256, N=256, K=256, dtype=f16)",
-                                           "matmul(M=128, N=512, K=192, dtype=bf16, "
-                                           "transpose_a=true)",
-                                           "matmul(M=256, N=256, K=128, dtype=f16, transpose_b=true)",
-                                           "matmul_bias_gelu(M=256, N=256, K=128, dtype=f16)",
-                                           "matmul(M=200, N=136, K=168, dtype=f16)"),
-                         SpecTestName);
+INSTANTIATE_TEST_SUITE_P(
+    Families, BulkCopySpaceGpu,
+    ::testing::Values("matmul(M=256, N=256, K=256, dtype=f16)",
+                      "matmul(M=128, N=512, K=192, dtype=bf16, "
+                      "transpose_a=true)",
+                      "matmul(M=256, N=256, K=128, dtype=f16, transpose_b=true)",
+                      "matmul_bias_gelu(M=256, N=256, K=128, dtype=f16)",
+                      "matmul(M=200, N=136, K=168, dtype=f16)"),
+    SpecTestName);
 #endif
 
 }  // namespace

@@ -59,9 +59,9 @@ absl::StatusOr<CUtensorMap> EncodeTensorMap(const CudaDriver& driver,
   const std::string what = absl::StrCat("the tensor map over buffer '", buffer.name, "'");
   CUtensorMapDataType type{};
   if (!TensorMapType(buffer.dtype, &type)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": ", schedules::DTypeName(buffer.dtype),
-        " elements have no tensor-map form; fetch this buffer with threads instead"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", schedules::DTypeName(buffer.dtype),
+                     " elements have no tensor-map form; fetch this buffer with threads instead"));
   }
   const size_t rank = buffer.shape.size();
   if (rank < 1 || rank > 5 || spec.box.size() != rank) {
