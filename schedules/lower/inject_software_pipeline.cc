@@ -594,9 +594,12 @@ class Pipeliner : public StmtMutator {
  protected:
   Stmt VisitFor(const ForNode& f, const Stmt& self) override {
     const bool thread = IsThreadTag(f.thread);
+    const bool serial = f.thread == ThreadTag::kNone;
     if (thread) thread_vars_.push_back(f.var.get());
+    if (serial) serial_loops_.push_back(&f);
     Stmt out = StmtMutator::VisitFor(f, self);
     if (thread) thread_vars_.pop_back();
+    if (serial) serial_loops_.pop_back();
     const int64_t stages = PipelineStages(f);
     if (stages < 2 || !status_.ok()) return out;
     return Pipeline(*As<ForNode>(out), stages);
@@ -814,44 +817,70 @@ class Pipeliner : public StmtMutator {
     auto wait = [&](const BufferPtr& bar, const Expr& slot, const Expr& phase) {
       return call(kCallMbarrierWait, {MakeLoad(bar, {slot}), phase % 2});
     };
-    // The copies of iteration `iter` after the producer's arrival with their bytes.
-    auto issue = [&](const Expr& iter) -> Stmt {
+    // The copies of iteration `iter` into the slot of pipeline step `step` (the iteration itself,
+    // or counted across the enclosing loops' runs of the pipeline), after the producer's arrival
+    // with their bytes.
+    auto issue = [&](const Expr& iter, const Expr& step) -> Stmt {
       Stmt s =
-          SlotRewriter(slotted, iter % stages).Visit(Substitute(MakeSeq(fetches), {{t, iter}}));
+          SlotRewriter(slotted, step % stages).Visit(Substitute(MakeSeq(fetches), {{t, iter}}));
       BulkCopies copies(state_.analyzer, state_.program, &kernel_->launch.tensor_maps,
-                        MakeLoad(full, {iter % stages}), thread_vars_);
+                        MakeLoad(full, {step % stages}), thread_vars_);
       copies.Visit(s);
       if (!copies.status().ok() && status_.ok()) status_ = copies.status();
       std::vector<Stmt> out = {
-          call(kCallMbarrierExpectTx, {MakeLoad(full, {iter % stages}), MakeInt(copies.bytes())})};
+          call(kCallMbarrierExpectTx, {MakeLoad(full, {step % stages}), MakeInt(copies.bytes())})};
       for (Stmt& c : copies.copies()) out.push_back(std::move(c));
       return MakeSeq(out);
     };
-    Stmt computed = SlotRewriter(slotted, it % stages).Visit(MakeSeq(compute));
-    const int64_t in_flight = CallsWgmma(computed) ? 1 : 0;
-    if (in_flight > 0) computed = WgmmaWaitRewriter(in_flight).Visit(computed);
     const std::array<int64_t, 3> block = kernel_->launch.block;
     const int64_t consumers = kernel_->launch.threads_per_block();
+    // How many times the enclosing loops have run the pipeline before (their iterations
+    // linearized), where they all have constant extents; null where one does not.
+    Expr runs = MakeInt(0, t->dtype);
+    for (const ForNode* l : serial_loops_) {
+      int64_t e = 0;
+      if (!IsConstInt(l->extent, &e) || !IsConstInt(l->min)) {
+        runs = nullptr;
+        break;
+      }
+      runs = runs * e + (Expr(l->var) - l->min);
+    }
     // A producer plane: where nothing else in the kernel synchronizes its threads (the producer
     // takes part in no barrier but the setup's), once a kernel, and where the block is at most
     // two warpgroups and the plane one: ptxas compiles the whole kernel under the register cap of
     // its launch bounds, setmaxnreg or not, and a block of 768 threads (cap 80) could not hold
     // the accumulators (ptxas C7602), one of 512 spilled them.
+    // Its mbarriers are set up once, before the fork, so that their phases run on across the
+    // enclosing loops (a persistent block's tiles): each step is counted from the first run.
     const bool plane = PipelineProducer(f.annotations) == 2 && !specialized_ &&
-                       barriers_elsewhere_ == 0 && block[0] * block[1] == 128 && consumers <= 256;
+                       barriers_elsewhere_ == 0 && block[0] * block[1] == 128 &&
+                       consumers <= 256 && runs != nullptr;
+    // The pipeline step of iteration t: t, or (where the plane's barriers outlive the loop) the
+    // steps of the earlier runs plus t.
+    const Expr step = plane ? state_.analyzer.Simplify(runs * extent) + it : it;
+    Stmt computed = SlotRewriter(slotted, step % stages).Visit(MakeSeq(compute));
+    const int64_t in_flight = CallsWgmma(computed) ? 1 : 0;
+    if (in_flight > 0) computed = WgmmaWaitRewriter(in_flight).Visit(computed);
 
-    std::vector<Stmt> body = {wait(full, it % stages, it / stages), computed};
-    Stmt arrive = call(kCallMbarrierArrive, {MakeLoad(empty, {(it - in_flight) % stages})});
+    std::vector<Stmt> body = {wait(full, step % stages, step / stages), computed};
+    Stmt arrive = call(kCallMbarrierArrive, {MakeLoad(empty, {(step - in_flight) % stages})});
     body.push_back(in_flight > 0 ? MakeIf(it >= in_flight, arrive) : arrive);
     if (!plane) {
       const Expr ahead = it + (stages - 1);
-      Stmt refill = MakeSeq(
-          {MakeIf(it >= 1, wait(empty, (it - 1) % stages, (it - 1) / stages)), issue(ahead)});
+      Stmt refill = MakeSeq({MakeIf(it >= 1, wait(empty, (it - 1) % stages, (it - 1) / stages)),
+                             issue(ahead, ahead)});
       body.push_back(MakeIf(ahead < extent, MakeIf(FirstThread(), refill)));
     }
     std::vector<Stmt> consumer = {
         MakeFor(f.var, f.min, f.extent, f.kind, f.thread, MakeSeq(body), f.annotations)};
-    if (in_flight > 0) consumer.push_back(TensorCallStmt(WgmmaWaitCall(0)));
+    if (in_flight > 0) {
+      consumer.push_back(TensorCallStmt(WgmmaWaitCall(0)));
+      // The last step's slot, read to the end now: the plane's next run refills it.
+      if (plane) {
+        const Expr last = Substitute(step, {{t, MakeInt(extent - 1, t->dtype)}});
+        consumer.push_back(call(kCallMbarrierArrive, {MakeLoad(empty, {last % stages})}));
+      }
+    }
 
     // Thread 0 initializes the mbarriers once every thread has left any earlier use of them.
     std::vector<Stmt> init;
@@ -868,7 +897,7 @@ class Pipeliner : public StmtMutator {
       std::vector<Stmt> out = {setup};
       for (int64_t s = 0; s + 1 < stages; ++s) {
         const Expr iter = MakeInt(s, t->dtype);
-        out.push_back(MakeIf(iter < extent, MakeIf(FirstThread(), issue(iter))));
+        out.push_back(MakeIf(iter < extent, MakeIf(FirstThread(), issue(iter, iter))));
       }
       out.insert(out.end(), consumer.begin(), consumer.end());
       return Allocated(allocs, MakeSeq(out));
@@ -877,10 +906,11 @@ class Pipeliner : public StmtMutator {
     // The producer plane: threadIdx.z == block[2], its first thread issuing every iteration's
     // copies once their slot is free. The buffers and their setup move to the kernel's start,
     // before the fork (InjectSoftwarePipeline), so no barrier is left under a thread loop.
-    const Expr u = it;
-    Stmt produce = MakeFor(
-        f.var, f.min, f.extent, ForKind::kSerial, ThreadTag::kNone,
-        MakeSeq({MakeIf(u >= stages, wait(empty, u % stages, u / stages - 1)), issue(u)}), {});
+    Stmt produce = MakeFor(f.var, f.min, f.extent, ForKind::kSerial, ThreadTag::kNone,
+                           MakeSeq({MakeIf(step >= stages,
+                                           wait(empty, step % stages, step / stages - 1)),
+                                    issue(it, step)}),
+                           {});
     const Expr first = MakeAnd(MakeCall(intrinsic::kThreadIdxX, {}, DType::kInt32) == 0,
                                MakeCall(intrinsic::kThreadIdxY, {}, DType::kInt32) == 0);
     std::vector<Stmt> producer;
@@ -897,7 +927,7 @@ class Pipeliner : public StmtMutator {
       const int64_t raised = std::min<int64_t>(
           (cap * threads - kProducerRegisters * plane_threads) / consumers / 8 * 8, 256);
       if (cap >= kProducerRegisters && raised > cap) {
-        producer.push_back(TensorCallStmt(SetmaxnregCall(false, kProducerRegisters)));
+        producer_setup_ = TensorCallStmt(SetmaxnregCall(false, kProducerRegisters));
         consumer_setup.push_back(TensorCallStmt(SetmaxnregCall(true, raised)));
       }
     }
@@ -926,12 +956,13 @@ class Pipeliner : public StmtMutator {
 
  public:
   // After Visit: a producer plane was split off (BulkPipeline). The kernel body then forks at its
-  // start: the plane runs the way to the pipeline with `producer` in its place; the rest run the
-  // body, `consumer_setup` first.
+  // start: the plane runs `producer_setup`, then the way to the pipeline with `producer` in its
+  // place; the rest run `consumer_setup`, then the body.
   bool specialized() const { return specialized_; }
   const StmtNode* consumer_node() const { return consumer_node_; }
   const Stmt& producer() const { return producer_; }
   const Stmt& consumer_setup() const { return consumer_setup_; }
+  const Stmt& producer_setup() const { return producer_setup_; }
   // The pipeline's buffers, allocated around the whole fork, and the mbarriers' setup before it.
   const std::vector<BufferPtr>& hoisted() const { return hoisted_; }
   const Stmt& setup() const { return setup_; }
@@ -949,9 +980,10 @@ class Pipeliner : public StmtMutator {
   absl::Status status_;
   int64_t barriers_elsewhere_ = 0;
   std::vector<const VarNode*> thread_vars_;  // of the thread-bound loops around the visit
+  std::vector<const ForNode*> serial_loops_;  // the serial loops around the visit, outermost first
   bool specialized_ = false;
   const StmtNode* consumer_node_ = nullptr;
-  Stmt producer_, consumer_setup_, setup_;
+  Stmt producer_, producer_setup_, consumer_setup_, setup_;
   std::vector<BufferPtr> hoisted_;
   int64_t producer_plane_ = 0;
 };
@@ -1074,7 +1106,8 @@ absl::Status InjectSoftwarePipeline(LoweringState* state) {
         k.body = Pipeliner::Allocated(
             p.hoisted(),
             MakeSeq({p.setup(),
-                     MakeIf(on_plane, state->analyzer.Simplify(producer),
+                     MakeIf(on_plane,
+                            MakeSeq({p.producer_setup(), state->analyzer.Simplify(producer)}),
                             MakeSeq({p.consumer_setup(), state->analyzer.Simplify(body)}))}));
         break;
       }

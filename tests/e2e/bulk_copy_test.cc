@@ -250,6 +250,23 @@ TEST(BulkCopy, AnyPipelinedSharedFetchOnSm90) {
   ExpectCompiles(*source, "sm_90");
 }
 
+// A producer plane's mbarriers are set up once, at the kernel's start, so a pipeline inside a
+// serial loop (here over the rows of C: 4 runs of 4 stages) counts its steps from the first run:
+// the slot and the phase of each wait follow the loop's iterations too.
+TEST(BulkCopy, APlaneCountsStepsAcrossTheLoopsAroundIt) {
+  const Schedule sch = testing::PlanePipelineInsideALoop();
+  auto source = testing::Generate(sch, CudaTarget("sm_90"));
+  ASSERT_TRUE(source.ok()) << source.status();
+  const std::string& code = source->code;
+  ASSERT_THAT(code, HasSubstr("if (threadIdx.z == 1) {")) << code;
+  // The full barrier's slot is (4 m + k) % 3, not k % 3.
+  const size_t wait = code.find("tessel_mbarrier_wait(&tessel_k_0_full[");
+  ASSERT_NE(wait, std::string::npos) << code;
+  const std::string line = code.substr(wait, code.find('\n', wait) - wait);
+  EXPECT_THAT(line, HasSubstr("m")) << line;
+  ExpectCompiles(*source, "sm_90");
+}
+
 TEST(BulkCopy, ErrorsNameTheFix) {
   auto sm80 = Lower(HandPipelined(128, 2), CudaTarget("sm_80"));
   ASSERT_FALSE(sm80.ok());

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "schedules/codegen/cuda_codegen.h"
 #include "schedules/codegen/host_codegen.h"
+#include "schedules/ir/tensor_intrin.h"
 #include "schedules/lower/check_limits.h"
 #include "schedules/lower/lower.h"
 #include "schedules/space/space_generator.h"
@@ -356,6 +357,30 @@ void ExpectMatchesReference(const Schedule& s, const Target& t, uint64_t seed) {
   ASSERT_TRUE(cand.ok()) << cand.status() << "\n" << s.trace().ToJsonString();
   absl::Status v = worker::RunAndVerify(*cand, *ref, seed);
   EXPECT_TRUE(v.ok()) << v << "\n" << cand->code;
+}
+
+schedules::Schedule PlanePipelineInsideALoop() {
+  using schedules::BlockRV;
+  using schedules::LoopRV;
+  auto created = schedules::Schedule::Create(LoadSpec("matmul(M=4, N=128, K=256, dtype=f16)"));
+  EXPECT_TRUE(created.ok()) << created.status();
+  schedules::Schedule sch = *std::move(created);
+  BlockRV c = BlockNamed(&sch, "C");
+  auto sh = sch.CacheRead("B", "shared", {c});
+  auto l = sch.GetLoops(c);
+  EXPECT_TRUE(sh.ok() && l.ok());
+  EXPECT_TRUE(sch.Bind((*l)[1], "threadIdx.x").ok());
+  EXPECT_TRUE(sch.Reorder({(*l)[1], (*l)[0], (*l)[2]}).ok());
+  auto k = sch.Split((*l)[2], {-1, 64});
+  EXPECT_TRUE(k.ok());
+  EXPECT_TRUE(sch.ComputeAt(*sh, (*k)[0]).ok());
+  EXPECT_TRUE(sch.Annotate(*sh, schedules::kStorageSwizzle, 128).ok());
+  auto sl = sch.GetLoops(*sh);
+  EXPECT_TRUE(sl.ok());
+  EXPECT_TRUE(sch.Annotate(sl->front(), schedules::kBulkCopy, 1).ok());
+  EXPECT_TRUE(sch.Annotate((*k)[0], schedules::kSoftwarePipeline, 3).ok());
+  EXPECT_TRUE(sch.Annotate((*k)[0], schedules::kPipelineProducer, 2).ok());
+  return sch;
 }
 
 }  // namespace tessel::testing

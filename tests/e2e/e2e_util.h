@@ -98,4 +98,9 @@ schedules::BlockRV BlockNamed(schedules::Schedule* s, const std::string& name);
 void ExpectMatchesReference(const schedules::Schedule& s, const schedules::Target& t,
                             uint64_t seed);
 
+// matmul(M=4, N=128, K=256, f16) with B's k steps of 64 fetched by bulk copies (128-byte swizzle)
+// in a 3-stage pipeline whose producer is a warp plane (pipeline_producer 2), inside the serial
+// loop over C's rows; n on threadIdx.x. A producer plane's pipeline that runs several times.
+schedules::Schedule PlanePipelineInsideALoop();
+
 }  // namespace tessel::testing

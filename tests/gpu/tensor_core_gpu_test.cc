@@ -115,6 +115,27 @@ INSTANTIATE_TEST_SUITE_P(
                       "conv2d(N=3, C=64, H=7, W=9, K=128, R=1, S=1, layout=nhwc, dtype=bf16)"),
     SpecTestName);
 
+// A producer plane's pipeline run four times (inside the loop over C's rows, its mbarriers set up
+// once): its steps count on across the runs, and C matches the reference on sm_90.
+TEST(BulkCopyGpu, APlanePipelineInsideALoopMatchesTheReference) {
+  SKIP_WITHOUT_GPU();
+  auto device = worker::CudaDevice::Open(0);
+  ASSERT_TRUE(device.ok()) << device.status();
+  const schedules::Target target = schedules::CudaTarget("sm_90");
+  auto source = Generate(PlanePipelineInsideALoop(), target);
+  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_NE(source->code.find("if (threadIdx.z == 1)"), std::string::npos) << source->code;
+  auto ref = GenerateReference(LoadSpec("matmul(M=4, N=128, K=256, dtype=f16)"), target);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  worker::VerifyOptions vo;
+  vo.run.device = device->get();
+  vo.run.nvrtc.arch = "sm_90";
+  for (uint64_t seed : {1, 2}) {
+    absl::Status v = worker::RunAndVerify(*source, *ref, seed, vo);
+    EXPECT_TRUE(v.ok()) << v << "\n" << source->code;
+  }
+}
+
 // sm_90a: samples of the warpgroup sketch whose operands the copy engine fetches (tensor maps
 // made by the runner, cp.async.bulk.tensor into swizzled slots, mbarrier waits) match the
 // reference: K-major and MN-major boxes, an epilogue, and tiles past the extents (the copy
