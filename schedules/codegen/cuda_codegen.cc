@@ -32,13 +32,7 @@ namespace {
 // Whether `body` reallocates registers between warpgroups (setmaxnreg), which takes effect only
 // under a register cap at entry: __launch_bounds__ with a minimum of 1 block.
 bool SetsRegisters(const Stmt& body) {
-  bool found = false;
-  WalkStmt(body, [&](const Stmt& s) {
-    const auto* ev = As<EvaluateNode>(s);
-    const auto* c = ev ? As<CallNode>(ev->value) : nullptr;
-    found |= c && c->name.rfind(kCallSetmaxnreg, 0) == 0;
-  });
-  return found;
+  return CallsWhere(body, [](std::string_view name) { return name.starts_with(kCallSetmaxnreg); });
 }
 
 const char* const kLaneNames[] = {"x", "y", "z", "w"};
@@ -424,10 +418,7 @@ std::string CudaCodeGen::IntrinsicCall(const CallNode& n, int* prec) {
   *prec = kPrecPrimary;
   if (IsTensorCall(n.name)) return TensorCall(n);
   auto operand = [&](const Expr& e) { return Operand(e, kPrecPrimary); };
-  if (a.empty() &&
-      (n.name == in::kThreadIdxX || n.name == in::kThreadIdxY || n.name == in::kThreadIdxZ)) {
-    return n.name;
-  }
+  if (a.empty() && in::IsThreadIndex(n.name)) return n.name;
   int64_t bits = 0;
   if (n.name == in::kLaneMask && a.size() == 1 && IsConstInt(a[0], &bits)) {
     return Hex32(static_cast<uint32_t>(bits));

@@ -140,18 +140,23 @@ int64_t WgmmaCallN(std::string_view name) {
   return n;
 }
 
-bool CallsWgmma(const Stmt& s) {
+bool CallsWhere(const Stmt& s, const std::function<bool(std::string_view)>& pred) {
   bool found = false;
   WalkStmt(s, [&](const Stmt& x) {
     const auto* ev = As<EvaluateNode>(x);
     const auto* c = ev ? As<CallNode>(ev->value) : nullptr;
-    found |= c && IsWgmmaCall(c->name);
+    found = found || (c && pred(c->name));
   });
   return found;
 }
 
-Stmt TensorCallStmt(const std::string& name) {
-  return MakeEvaluate(MakeCall(name, {}, DType::kInt32));
+bool CallsWgmma(const Stmt& s) { return CallsWhere(s, IsWgmmaCall); }
+bool CallsCpAsync(const Stmt& s) {
+  return CallsWhere(s, [](std::string_view name) { return CpAsyncCallBytes(name) > 0; });
+}
+
+Stmt TensorCallStmt(const std::string& name, std::vector<Expr> args) {
+  return MakeEvaluate(MakeCall(name, std::move(args), DType::kInt32));
 }
 
 bool IsTensorCall(std::string_view name) { return name.substr(0, 7) == "tessel_"; }

@@ -13,6 +13,7 @@
 // which lowering distributes over the warp's lanes in the accumulator layout.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -166,10 +167,13 @@ bool IsWgmmaCall(std::string_view name);
 // (kCallWgmma's form), and the N such a name carries (-1 for any other name).
 std::string WgmmaCall(int64_t n, DType ab, bool a_mn_major, bool b_mn_major);
 int64_t WgmmaCallN(std::string_view name);
-// Whether `s` makes a wgmma.mma_async call.
+// Whether `s` makes a call (as a statement) whose name `pred` accepts; one that issues
+// wgmma.mma_async, one that issues cp.async.
+bool CallsWhere(const Stmt& s, const std::function<bool(std::string_view)>& pred);
 bool CallsWgmma(const Stmt& s);
-// A statement calling `name` with no arguments (commit, wait, fence).
-Stmt TensorCallStmt(const std::string& name);
+bool CallsCpAsync(const Stmt& s);
+// A statement calling `name` (commit, wait, fence: no arguments; the mbarrier calls).
+Stmt TensorCallStmt(const std::string& name, std::vector<Expr> args = {});
 // The N sizes of wgmma m64nNk16: 8, 16, ..., 256.
 inline constexpr int64_t kWgmmaMaxN = 256;
 

@@ -5,12 +5,24 @@
 // them. The IR has no unsigned type: the values marked "unsigned" are 32-bit integers (kInt32)
 // that the printer declares `unsigned`.
 
+#include <string_view>
+
+#include "schedules/ir/expr.h"
+
 namespace tessel::schedules::intrinsic {
 
 // () -> i32: the thread's index in its block along x, y, z.
 inline constexpr char kThreadIdxX[] = "threadIdx.x";
 inline constexpr char kThreadIdxY[] = "threadIdx.y";
 inline constexpr char kThreadIdxZ[] = "threadIdx.z";
+// The call of the thread's index along axis 0, 1 or 2 (x, y, z), and whether `name` is one.
+inline Expr ThreadIndex(int axis) {
+  static const char* const kNames[] = {kThreadIdxX, kThreadIdxY, kThreadIdxZ};
+  return MakeCall(kNames[axis], {}, DType::kInt32);
+}
+inline bool IsThreadIndex(std::string_view name) {
+  return name == kThreadIdxX || name == kThreadIdxY || name == kThreadIdxZ;
+}
 // (bits: an integer immediate) -> unsigned: a lane mask constant, printed 0x0000ffffu.
 inline constexpr char kLaneMask[] = "lane_mask";
 // (a, b) -> unsigned: a << b, printed in parentheses.

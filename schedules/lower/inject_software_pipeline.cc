@@ -341,24 +341,49 @@ class Interleaver : public StmtMutator {
 // Thread 0 of the block.
 Expr FirstThread() {
   Expr out;
-  for (const char* t : {intrinsic::kThreadIdxX, intrinsic::kThreadIdxY, intrinsic::kThreadIdxZ}) {
-    out = MakeAnd(out, MakeCall(t, {}, DType::kInt32) == 0);
-  }
+  for (int axis = 0; axis < 3; ++axis) out = MakeAnd(out, intrinsic::ThreadIndex(axis) == 0);
   return out;
 }
 
-// The global axis `e - bound` is the distance to the end of (0 when `e < bound` says "inside
-// axis g"), or -1.
-int BoundAxis(const Analyzer& an, const Expr& cond, const Buffer& src,
-              const std::vector<Expr>& src_idx) {
+// The mbarriers of a pipelined loop over `t`, one a slot: tessel_<t>_<what>[stages].
+BufferPtr MbarrierBuffer(const VarNode& t, const char* what, int64_t stages) {
+  return MakeBuffer(absl::StrCat("tessel_", t.name, "_", what), DType::kInt64, {stages},
+                    MemScope::kShared);
+}
+
+// Waits until the phase `phase` (by its parity) of bar[slot] has completed.
+Stmt MbarrierWait(const BufferPtr& bar, const Expr& slot, const Expr& phase) {
+  return TensorCallStmt(kCallMbarrierWait, {MakeLoad(bar, {slot}), phase % 2});
+}
+
+// Thread 0 initializes every slot's mbarrier of each of `bars` (with its number of arrivals),
+// between two barriers: once every thread has left any earlier use of them, and before any uses
+// them.
+Stmt MbarrierSetup(const std::vector<std::pair<BufferPtr, int64_t>>& bars, DType index,
+                   int64_t stages) {
+  std::vector<Stmt> init;
+  for (int64_t s = 0; s < stages; ++s) {
+    for (const auto& [bar, arrivals] : bars) {
+      init.push_back(TensorCallStmt(kCallMbarrierInit,
+                                    {MakeLoad(bar, {MakeInt(s, index)}), MakeInt(arrivals)}));
+    }
+  }
+  init.push_back(TensorCallStmt(kCallFenceMbarrierInit));
+  return MakeSeq({MakeBarrier(), MakeIf(FirstThread(), MakeSeq(init)), MakeBarrier()});
+}
+
+// Whether `cond` is `e < bound` with e - bound the distance of `src`'s index to the end of one
+// of its axes: "inside the buffer along that axis".
+bool IsInsideBound(const Analyzer& an, const Expr& cond, const Buffer& src,
+                   const std::vector<Expr>& src_idx) {
   const auto* b = As<BinaryNode>(cond);
-  if (!b || b->op != BinaryOp::kLt) return -1;
+  if (!b || b->op != BinaryOp::kLt) return false;
   for (size_t g = 0; g < src_idx.size(); ++g) {
     Expr diff = an.Simplify((b->a - b->b) - (src_idx[g] - src.shape[g]));
     int64_t zero = 1;
-    if (IsConstInt(diff, &zero) && zero == 0) return static_cast<int>(g);
+    if (IsConstInt(diff, &zero) && zero == 0) return true;
   }
-  return -1;
+  return false;
 }
 
 // Whether `e` reads threadIdx.
@@ -367,8 +392,7 @@ bool ReadsThreadIndex(const Expr& e) {
    public:
     bool found = false;
     void VisitCall(const CallNode& n, const Expr& self) override {
-      found |= n.name == intrinsic::kThreadIdxX || n.name == intrinsic::kThreadIdxY ||
-               n.name == intrinsic::kThreadIdxZ;
+      found |= intrinsic::IsThreadIndex(n.name);
       ExprVisitor::VisitCall(n, self);
     }
   } finder;
@@ -510,7 +534,7 @@ class BulkCopies : public StmtMutator {
         if (const auto* b = As<BinaryNode>(p); b && b->op == BinaryOp::kAnd) {
           parts.push_back(b->a);
           parts.push_back(b->b);
-        } else if (BoundAxis(an_, p, g, src->indices) < 0) {
+        } else if (!IsInsideBound(an_, p, g, src->indices)) {
           return Refuse(outer, "it copies zeros inside " + g.name + " (a padded border?)");
         }
       }
@@ -556,8 +580,7 @@ class BulkCopies : public StmtMutator {
       from[inner] = an_.Simplify(from[inner] + c * atom);
       std::vector<Expr> args = {MakeLoad(st->buffer, at), barrier_, MakeInt(map)};
       for (size_t i = rank; i-- > 0;) args.push_back(MakeCast(DType::kInt32, from[i]));
-      copies_.push_back(MakeEvaluate(
-          MakeCall(TmaLoadCall(static_cast<int64_t>(rank)), std::move(args), DType::kInt32)));
+      copies_.push_back(TensorCallStmt(TmaLoadCall(static_cast<int64_t>(rank)), std::move(args)));
     }
     int64_t elements = 1;
     for (int64_t e : box) elements *= e;
@@ -574,17 +597,6 @@ class BulkCopies : public StmtMutator {
   std::vector<Stmt> copies_;
   int64_t bytes_ = 0;
 };
-
-// Whether `s` issues a cp.async.
-bool CallsCpAsync(const Stmt& s) {
-  bool found = false;
-  WalkStmt(s, [&](const Stmt& x) {
-    const auto* ev = As<EvaluateNode>(x);
-    const auto* c = ev ? As<CallNode>(ev->value) : nullptr;
-    found |= c && CpAsyncCallBytes(c->name) > 0;
-  });
-  return found;
-}
 
 class Pipeliner : public StmtMutator {
  public:
@@ -679,7 +691,7 @@ class Pipeliner : public StmtMutator {
         if (const auto* l = As<ForNode>(y)) bulk |= BulkCopy(l->annotations) > 0;
       });
     }
-    if (bulk && (registers || !state_.target.Supports(TargetFeature::kBulkTensorCopy))) {
+    if (bulk && !state_.target.Supports(TargetFeature::kBulkTensorCopy)) {
       return Fail(f,
                   absl::StrCat("its bulk_copy fetches need the tensor memory accelerator, which ",
                                state_.target.arch, " lacks (compile for sm_90 or sm_90a)"));
@@ -687,9 +699,7 @@ class Pipeliner : public StmtMutator {
     if (bulk && PipelineProducer(f.annotations) > 0 && OnlyBulkCopies(fetches)) {
       return BulkPipeline(f, stages, extent, fetches, slotted, std::move(allocs), compute);
     }
-    BufferPtr full = bulk ? MakeBuffer(absl::StrCat("tessel_", t->name, "_full"), DType::kInt64,
-                                       {stages}, MemScope::kShared)
-                          : nullptr;
+    BufferPtr full = bulk ? MbarrierBuffer(*t, "full", stages) : nullptr;
     bool async = false;  // some fetch issues cp.async
     auto fetch_at = [&](const Expr& iter) -> Stmt {
       Stmt s = Substitute(MakeSeq(fetches), {{t, iter}});
@@ -697,20 +707,7 @@ class Pipeliner : public StmtMutator {
       if (registers) return rw.Visit(s);
       s = rw.Visit(s);
       std::vector<Stmt> out;
-      if (bulk) {
-        BulkCopies copies(state_.analyzer, state_.program, &kernel_->launch.tensor_maps,
-                          MakeLoad(full, {iter % stages}), thread_vars_);
-        s = copies.Visit(s);
-        if (!copies.status().ok()) {
-          if (status_.ok()) status_ = copies.status();
-          return MakeSeq({});
-        }
-        std::vector<Stmt> issue = {MakeEvaluate(
-            MakeCall(kCallMbarrierExpectTx,
-                     {MakeLoad(full, {iter % stages}), MakeInt(copies.bytes())}, DType::kInt32))};
-        for (Stmt& c : copies.copies()) issue.push_back(std::move(c));
-        out.push_back(MakeIf(FirstThread(), MakeSeq(issue)));
-      }
+      if (bulk) out.push_back(MakeIf(FirstThread(), IssueBulk(&s, full, iter % stages)));
       s = AsyncCopies().Visit(s);
       async |= CallsCpAsync(s);
       out.push_back(s);
@@ -728,18 +725,7 @@ class Pipeliner : public StmtMutator {
     // Registers: the next iterations' operands are loaded before this one's computation, so
     // their latency hides behind it; no copy is asynchronous, so nothing waits.
     std::vector<Stmt> prologue;
-    if (bulk) {
-      // Thread 0 initializes the slots' mbarriers (one arrival each) once every thread has left
-      // any earlier use of them.
-      std::vector<Stmt> init;
-      for (int64_t s = 0; s < stages; ++s) {
-        init.push_back(MakeEvaluate(MakeCall(kCallMbarrierInit,
-                                             {MakeLoad(full, {MakeInt(s, t->dtype)}), MakeInt(1)},
-                                             DType::kInt32)));
-      }
-      init.push_back(TensorCallStmt(kCallFenceMbarrierInit));
-      prologue = {MakeBarrier(), MakeIf(FirstThread(), MakeSeq(init)), MakeBarrier()};
-    }
+    if (bulk) prologue = {MbarrierSetup({{full, 1}}, t->dtype, stages)};
     for (int64_t s = 0; s < distance; ++s) {
       Expr iter = MakeInt(s, t->dtype);
       prologue.push_back(MakeIf(iter < extent, fetch_at(iter)));
@@ -753,12 +739,7 @@ class Pipeliner : public StmtMutator {
     std::vector<Stmt> loop_body;
     if (!registers) {
       if (async) loop_body.push_back(TensorCallStmt(CpAsyncWaitCall(distance - 1)));
-      if (bulk) {
-        Expr slot = Expr(f.var) % stages;
-        loop_body.push_back(MakeEvaluate(
-            MakeCall(kCallMbarrierWait, {MakeLoad(full, {slot}), (Expr(f.var) / stages) % 2},
-                     DType::kInt32)));
-      }
+      if (bulk) loop_body.push_back(MbarrierWait(full, Expr(f.var) % stages, Expr(f.var) / stages));
       // The tensor cores read wgmma's operands through the async proxy: each thread orders its
       // copies' writes before them ahead of the barrier (the copy engine's writes are already
       // in it).
@@ -806,31 +787,14 @@ class Pipeliner : public StmtMutator {
                     std::vector<BufferPtr> allocs, const std::vector<Stmt>& compute) {
     const VarNode* t = f.var.get();
     const Expr it = Expr(f.var);
-    auto barrier_buffer = [&](const char* what) {
-      return MakeBuffer(absl::StrCat("tessel_", t->name, "_", what), DType::kInt64, {stages},
-                        MemScope::kShared);
-    };
-    const BufferPtr full = barrier_buffer("full"), empty = barrier_buffer("empty");
-    auto call = [](const char* name, std::vector<Expr> args) {
-      return MakeEvaluate(MakeCall(name, std::move(args), DType::kInt32));
-    };
-    auto wait = [&](const BufferPtr& bar, const Expr& slot, const Expr& phase) {
-      return call(kCallMbarrierWait, {MakeLoad(bar, {slot}), phase % 2});
-    };
+    const BufferPtr full = MbarrierBuffer(*t, "full", stages);
+    const BufferPtr empty = MbarrierBuffer(*t, "empty", stages);
     // The copies of iteration `iter` into the slot of pipeline step `step` (the iteration itself,
-    // or counted across the enclosing loops' runs of the pipeline), after the producer's arrival
-    // with their bytes.
+    // or counted across the enclosing loops' runs of the pipeline).
     auto issue = [&](const Expr& iter, const Expr& step) -> Stmt {
       Stmt s =
           SlotRewriter(slotted, step % stages).Visit(Substitute(MakeSeq(fetches), {{t, iter}}));
-      BulkCopies copies(state_.analyzer, state_.program, &kernel_->launch.tensor_maps,
-                        MakeLoad(full, {step % stages}), thread_vars_);
-      copies.Visit(s);
-      if (!copies.status().ok() && status_.ok()) status_ = copies.status();
-      std::vector<Stmt> out = {
-          call(kCallMbarrierExpectTx, {MakeLoad(full, {step % stages}), MakeInt(copies.bytes())})};
-      for (Stmt& c : copies.copies()) out.push_back(std::move(c));
-      return MakeSeq(out);
+      return IssueBulk(&s, full, step % stages);
     };
     const std::array<int64_t, 3> block = kernel_->launch.block;
     const int64_t consumers = kernel_->launch.threads_per_block();
@@ -852,9 +816,8 @@ class Pipeliner : public StmtMutator {
     // the accumulators (ptxas C7602), one of 512 spilled them.
     // Its mbarriers are set up once, before the fork, so that their phases run on across the
     // enclosing loops (a persistent block's tiles): each step is counted from the first run.
-    const bool plane = PipelineProducer(f.annotations) == 2 && !specialized_ &&
-                       barriers_elsewhere_ == 0 && block[0] * block[1] == 128 &&
-                       consumers <= 256 && runs != nullptr;
+    const bool plane = PipelineProducer(f.annotations) == 2 && plane_allowed_ && !specialized_ &&
+                       block[0] * block[1] == 128 && consumers <= 256 && runs != nullptr;
     // The pipeline step of iteration t: t, or (where the plane's barriers outlive the loop) the
     // steps of the earlier runs plus t.
     const Expr step = plane ? state_.analyzer.Simplify(runs * extent) + it : it;
@@ -862,13 +825,15 @@ class Pipeliner : public StmtMutator {
     const int64_t in_flight = CallsWgmma(computed) ? 1 : 0;
     if (in_flight > 0) computed = WgmmaWaitRewriter(in_flight).Visit(computed);
 
-    std::vector<Stmt> body = {wait(full, step % stages, step / stages), computed};
-    Stmt arrive = call(kCallMbarrierArrive, {MakeLoad(empty, {(step - in_flight) % stages})});
+    std::vector<Stmt> body = {MbarrierWait(full, step % stages, step / stages), computed};
+    Stmt arrive =
+        TensorCallStmt(kCallMbarrierArrive, {MakeLoad(empty, {(step - in_flight) % stages})});
     body.push_back(in_flight > 0 ? MakeIf(it >= in_flight, arrive) : arrive);
     if (!plane) {
       const Expr ahead = it + (stages - 1);
-      Stmt refill = MakeSeq({MakeIf(it >= 1, wait(empty, (it - 1) % stages, (it - 1) / stages)),
-                             issue(ahead, ahead)});
+      Stmt refill =
+          MakeSeq({MakeIf(it >= 1, MbarrierWait(empty, (it - 1) % stages, (it - 1) / stages)),
+                   issue(ahead, ahead)});
       body.push_back(MakeIf(ahead < extent, MakeIf(FirstThread(), refill)));
     }
     std::vector<Stmt> consumer = {
@@ -878,19 +843,11 @@ class Pipeliner : public StmtMutator {
       // The last step's slot, read to the end now: the plane's next run refills it.
       if (plane) {
         const Expr last = Substitute(step, {{t, MakeInt(extent - 1, t->dtype)}});
-        consumer.push_back(call(kCallMbarrierArrive, {MakeLoad(empty, {last % stages})}));
+        consumer.push_back(TensorCallStmt(kCallMbarrierArrive, {MakeLoad(empty, {last % stages})}));
       }
     }
 
-    // Thread 0 initializes the mbarriers once every thread has left any earlier use of them.
-    std::vector<Stmt> init;
-    for (int64_t s = 0; s < stages; ++s) {
-      const Expr slot = MakeInt(s, t->dtype);
-      init.push_back(call(kCallMbarrierInit, {MakeLoad(full, {slot}), MakeInt(1)}));
-      init.push_back(call(kCallMbarrierInit, {MakeLoad(empty, {slot}), MakeInt(consumers)}));
-    }
-    init.push_back(TensorCallStmt(kCallFenceMbarrierInit));
-    Stmt setup = MakeSeq({MakeBarrier(), MakeIf(FirstThread(), MakeSeq(init)), MakeBarrier()});
+    Stmt setup = MbarrierSetup({{full, 1}, {empty, consumers}}, t->dtype, stages);
     allocs.push_back(full);
     allocs.push_back(empty);
     if (!plane) {
@@ -906,13 +863,12 @@ class Pipeliner : public StmtMutator {
     // The producer plane: threadIdx.z == block[2], its first thread issuing every iteration's
     // copies once their slot is free. The buffers and their setup move to the kernel's start,
     // before the fork (InjectSoftwarePipeline), so no barrier is left under a thread loop.
-    Stmt produce = MakeFor(f.var, f.min, f.extent, ForKind::kSerial, ThreadTag::kNone,
-                           MakeSeq({MakeIf(step >= stages,
-                                           wait(empty, step % stages, step / stages - 1)),
-                                    issue(it, step)}),
-                           {});
-    const Expr first = MakeAnd(MakeCall(intrinsic::kThreadIdxX, {}, DType::kInt32) == 0,
-                               MakeCall(intrinsic::kThreadIdxY, {}, DType::kInt32) == 0);
+    Stmt produce = MakeFor(
+        f.var, f.min, f.extent, ForKind::kSerial, ThreadTag::kNone,
+        MakeSeq({MakeIf(step >= stages, MbarrierWait(empty, step % stages, step / stages - 1)),
+                 issue(it, step)}),
+        {});
+    const Expr first = MakeAnd(intrinsic::ThreadIndex(0) == 0, intrinsic::ThreadIndex(1) == 0);
     std::vector<Stmt> producer;
     // Registers move from the producer's warpgroups to the computing ones where the target can
     // and both are whole warpgroups: the cap at entry (__launch_bounds__(threads, 1)) is the
@@ -945,6 +901,19 @@ class Pipeliner : public StmtMutator {
     return result;
   }
 
+  // The bulk copies of `fetch` (one stage's, in its slot) as thread 0 issues them on
+  // full[slot]: its arrival with their bytes, then the copies. `fetch` keeps the rest.
+  Stmt IssueBulk(Stmt* fetch, const BufferPtr& full, const Expr& slot) {
+    BulkCopies copies(state_.analyzer, state_.program, &kernel_->launch.tensor_maps,
+                      MakeLoad(full, {slot}), thread_vars_);
+    *fetch = copies.Visit(*fetch);
+    if (!copies.status().ok() && status_.ok()) status_ = copies.status();
+    std::vector<Stmt> out = {
+        TensorCallStmt(kCallMbarrierExpectTx, {MakeLoad(full, {slot}), MakeInt(copies.bytes())})};
+    for (Stmt& c : copies.copies()) out.push_back(std::move(c));
+    return MakeSeq(out);
+  }
+
   // Whether every fetch is a loop nest annotated bulk_copy.
   static bool OnlyBulkCopies(const std::vector<Stmt>& fetches) {
     for (const Stmt& x : fetches) {
@@ -971,15 +940,16 @@ class Pipeliner : public StmtMutator {
     return s;
   }
   int64_t producer_plane() const { return producer_plane_; }
-  // Barriers of the kernel outside its pipelined loops (set before Visit).
-  void set_barriers_elsewhere(int64_t n) { barriers_elsewhere_ = n; }
+  // Whether a producer plane may be split off (set before Visit): the kernel synchronizes nowhere
+  // but in its pipelines (the plane takes part in no barrier but the setup's).
+  void set_plane_allowed(bool allowed) { plane_allowed_ = allowed; }
 
  private:
   const LoweringState& state_;
   Kernel* kernel_;
   absl::Status status_;
-  int64_t barriers_elsewhere_ = 0;
-  std::vector<const VarNode*> thread_vars_;  // of the thread-bound loops around the visit
+  bool plane_allowed_ = false;
+  std::vector<const VarNode*> thread_vars_;   // of the thread-bound loops around the visit
   std::vector<const ForNode*> serial_loops_;  // the serial loops around the visit, outermost first
   bool specialized_ = false;
   const StmtNode* consumer_node_ = nullptr;
@@ -988,35 +958,36 @@ class Pipeliner : public StmtMutator {
   int64_t producer_plane_ = 0;
 };
 
-// Barriers of `s` outside loops annotated software_pipeline.
-int64_t BarriersOutsidePipelines(const Stmt& s) {
-  if (!s) return 0;
+// Whether `s` synchronizes its threads outside loops annotated software_pipeline: a barrier, or
+// an all-reduce (expanded into barriers later).
+bool SynchronizesOutsidePipelines(const Stmt& s) {
+  if (!s) return false;
   switch (s->kind) {
     case StmtKind::kBarrier:
-      return 1;
+    case StmtKind::kAllReduce:
+      return true;
     case StmtKind::kFor: {
       const auto* f = As<ForNode>(s);
-      return PipelineStages(*f) >= 2 ? 0 : BarriersOutsidePipelines(f->body);
+      return PipelineStages(*f) < 2 && SynchronizesOutsidePipelines(f->body);
     }
-    case StmtKind::kSeq: {
-      int64_t n = 0;
-      for (const Stmt& x : As<SeqNode>(s)->stmts) n += BarriersOutsidePipelines(x);
-      return n;
-    }
+    case StmtKind::kSeq:
+      for (const Stmt& x : As<SeqNode>(s)->stmts) {
+        if (SynchronizesOutsidePipelines(x)) return true;
+      }
+      return false;
     case StmtKind::kIfThenElse: {
       const auto* i = As<IfThenElseNode>(s);
-      return BarriersOutsidePipelines(i->then_case) + BarriersOutsidePipelines(i->else_case);
+      return SynchronizesOutsidePipelines(i->then_case) ||
+             SynchronizesOutsidePipelines(i->else_case);
     }
     case StmtKind::kAllocate:
-      return BarriersOutsidePipelines(As<AllocateNode>(s)->body);
+      return SynchronizesOutsidePipelines(As<AllocateNode>(s)->body);
     case StmtKind::kLetStmt:
-      return BarriersOutsidePipelines(As<LetStmtNode>(s)->body);
+      return SynchronizesOutsidePipelines(As<LetStmtNode>(s)->body);
     case StmtKind::kScope:
-      return BarriersOutsidePipelines(As<ScopeNode>(s)->body);
-    case StmtKind::kAllReduce:
-      return 1;  // expanded into barriers later
+      return SynchronizesOutsidePipelines(As<ScopeNode>(s)->body);
     default:
-      return 0;
+      return false;
   }
 }
 
@@ -1084,11 +1055,12 @@ absl::Status InjectSoftwarePipeline(LoweringState* state) {
     });
     if (!state->target.is_cuda()) continue;  // the host runs the loop as it is
     if (annotated) {
-      const Kernel original = k;
+      // Visit grows the launch (a plane) and adds tensor maps; a second visit starts afresh.
+      const LaunchConfig launch = k.launch;
       // A producer plane where one can follow the way to its pipeline; else thread 0 produces.
       for (bool plane : {true, false}) {
         Pipeliner p(*state, &k);
-        p.set_barriers_elsewhere(plane ? BarriersOutsidePipelines(k.body) : 1);
+        p.set_plane_allowed(plane && !SynchronizesOutsidePipelines(k.body));
         Stmt body = p.Visit(k.body);
         if (!p.status().ok()) return p.status();
         if (!p.specialized()) {
@@ -1097,18 +1069,17 @@ absl::Status InjectSoftwarePipeline(LoweringState* state) {
         }
         Stmt producer = WayTo(body, p.consumer_node(), p.producer());
         if (!producer) {
-          k = original;
+          k.launch = launch;
           continue;
         }
         // The fork, not simplified: the analyzer knows threadIdx.z below the plane's index.
-        const Expr on_plane =
-            MakeCall(intrinsic::kThreadIdxZ, {}, DType::kInt32) == p.producer_plane();
+        const Expr on_plane = intrinsic::ThreadIndex(2) == p.producer_plane();
         k.body = Pipeliner::Allocated(
             p.hoisted(),
-            MakeSeq({p.setup(),
-                     MakeIf(on_plane,
-                            MakeSeq({p.producer_setup(), state->analyzer.Simplify(producer)}),
-                            MakeSeq({p.consumer_setup(), state->analyzer.Simplify(body)}))}));
+            MakeSeq(
+                {p.setup(),
+                 MakeIf(on_plane, MakeSeq({p.producer_setup(), state->analyzer.Simplify(producer)}),
+                        MakeSeq({p.consumer_setup(), state->analyzer.Simplify(body)}))}));
         break;
       }
     }

@@ -60,11 +60,7 @@ Expr Grouped(const Expr& e) {
   const auto* b = As<BinaryNode>(e);
   return b && b->op == BinaryOp::kAdd ? std::make_shared<CastNode>(e->dtype, e) : e;
 }
-Expr ThreadIdx(int axis) {
-  static const char* const kNames[] = {intrinsic::kThreadIdxX, intrinsic::kThreadIdxY,
-                                       intrinsic::kThreadIdxZ};
-  return Call(kNames[axis], {});
-}
+Expr ThreadIdx(int axis) { return intrinsic::ThreadIndex(axis); }
 Expr LaneMaskConstant(uint32_t bits) {
   return Call(intrinsic::kLaneMask, {MakeInt(static_cast<int64_t>(bits))});
 }
