@@ -10,7 +10,6 @@ namespace {
 // Launch dimensions of the kernel rooted at stage `root`.
 LaunchConfig LaunchOf(const LoweringState& state, int root) {
   LaunchConfig l;
-  const bool target_is_cuda = state.target.is_cuda();
   for (int i : state.KernelStages(root)) {
     const Stage& s = state.stages[i];
     l.cooperative |= state.WritesAcrossBlocks(i);
@@ -19,7 +18,7 @@ LaunchConfig LaunchOf(const LoweringState& state, int root) {
       const int64_t e = iv.extent;
       // A tensor-core intrinsic is a warp's: its lanes are threadIdx.x, whether or not another
       // stage binds them (a kernel whose copies are the copy engine's binds none).
-      if (target_is_cuda && TensorizedBy(iv.annotations))
+      if (state.target.is_cuda() && TensorizedBy(iv.annotations))
         l.block[0] = std::max<int64_t>(l.block[0], 32);
       switch (iv.thread) {
         case ThreadTag::kBlockX:

@@ -13,6 +13,7 @@
 #include "costmodel/features.h"
 #include "schedules/ir/affine.h"
 #include "schedules/ir/tensor_intrin.h"
+#include "schedules/lower/check_limits.h"
 #include "schedules/lower/lower.h"
 #include "schedules/space/space_generator.h"
 #include "tests/e2e/e2e_util.h"
@@ -187,6 +188,21 @@ TEST(Wgmma, CostModelSeesWgmmaFlops) {
   EXPECT_GT(f[at("log2_wgmma_flops")], 0);
   EXPECT_EQ(f[at("log2_wgmma_flops")], f[at("log2_tensor_core_flops")]);
   EXPECT_GE(f[at("pipeline_stages")], 2);
+}
+
+// wgmma's accumulators are its operands and cannot spill: a kernel whose accumulators leave no
+// room in a thread's register share is refused before it is compiled (ptxas would refuse it).
+TEST(Wgmma, AccumulatorsMustFitTheRegisterShare) {
+  auto c = WgmmaSample("matmul(M=512, N=512, K=512, dtype=f16)");
+  ASSERT_TRUE(c.has_value());
+  ASSERT_TRUE(CheckTargetLimits(c->program, c->target).ok());
+  Target small = c->target;
+  small.registers_per_block = 16 * c->program.kernels[0].launch.threads_per_block();
+  const absl::Status st = CheckTargetLimits(c->program, small);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), HasSubstr("a thread may spill at most 0 words over its share of 16 "
+                                      "(wgmma's accumulators cannot spill): use fewer threads or "
+                                      "smaller local buffers"));
 }
 
 TEST(Wgmma, ATargetWithoutWgmmaRefusesIt) {

@@ -90,15 +90,20 @@ INSTANTIATE_TEST_SUITE_P(
 // tiles no shape divides, and convolutions as implicit GEMMs.
 class WgmmaSpaceGpu : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(WgmmaSpaceGpu, WgmmaSamplesMatchReference) {
-  SKIP_WITHOUT_GPU();
-  const int checked = VerifySamplesOnGpu(
-      GetParam(), 64, 8,
-      [](const schedules::Candidate& c) {
-        return c.source.code.find("wgmma.mma_async") != std::string::npos;
+// The first 8 sm_90a samples of `spec` (seeds 1 to `seeds`) whose code contains `marker`, verified
+// against the reference; how many there were.
+int VerifySm90aSamplesWith(const std::string& spec, uint64_t seeds, const std::string& marker) {
+  return VerifySamplesOnGpu(
+      spec, seeds, 8,
+      [&](const schedules::Candidate& c) {
+        return c.source.code.find(marker) != std::string::npos;
       },
       "sm_90a");
-  EXPECT_GE(checked, 6);
+}
+
+TEST_P(WgmmaSpaceGpu, WgmmaSamplesMatchReference) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_GE(VerifySm90aSamplesWith(GetParam(), 64, "wgmma.mma_async"), 6);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -144,13 +149,7 @@ class BulkCopySpaceGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BulkCopySpaceGpu, BulkCopySamplesMatchReference) {
   SKIP_WITHOUT_GPU();
-  const int checked = VerifySamplesOnGpu(
-      GetParam(), 96, 8,
-      [](const schedules::Candidate& c) {
-        return c.source.code.find("cp.async.bulk.tensor") != std::string::npos;
-      },
-      "sm_90a");
-  EXPECT_GE(checked, 6);
+  EXPECT_GE(VerifySm90aSamplesWith(GetParam(), 96, "cp.async.bulk.tensor"), 6);
 }
 
 INSTANTIATE_TEST_SUITE_P(

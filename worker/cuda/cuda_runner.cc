@@ -367,6 +367,8 @@ absl::StatusOr<std::unique_ptr<CudaProgram>> CudaDevice::Load(
     }
     program->functions_.push_back(fn);
     program->kernels_.push_back(std::move(ki));
+    program->tensor_maps_.emplace_back();
+    program->tensor_map_addresses_.emplace_back();
   }
   return program;
 }
@@ -457,15 +459,23 @@ absl::Status CudaDevice::LaunchKernel(const CudaProgram& program, size_t k,
   std::vector<CUdeviceptr> values;
   values.reserve(ki.params.size() + 1);
   for (int p : ki.params) values.push_back(buffers.ptrs_[static_cast<size_t>(p)]);
-  // The tensor maps over this launch's buffers (encoding one is a few host instructions).
-  std::vector<CUtensorMap> maps;
-  maps.reserve(l.tensor_maps.size());
+  // The tensor maps over this launch's buffers, encoded when they moved.
+  std::vector<CUdeviceptr> addresses;
   for (const schedules::TensorMapSpec& m : l.tensor_maps) {
-    absl::StatusOr<CUtensorMap> map =
-        EncodeTensorMap(*driver_, m, *program.buffers_[static_cast<size_t>(m.buffer)],
-                        buffers.ptrs_[static_cast<size_t>(m.buffer)]);
-    if (!map.ok()) return map.status();
-    maps.push_back(*map);
+    addresses.push_back(buffers.ptrs_[static_cast<size_t>(m.buffer)]);
+  }
+  std::vector<CUtensorMap>& maps = program.tensor_maps_[k];
+  if (addresses != program.tensor_map_addresses_[k]) {
+    maps.clear();
+    program.tensor_map_addresses_[k].clear();
+    for (size_t i = 0; i < l.tensor_maps.size(); ++i) {
+      const schedules::TensorMapSpec& m = l.tensor_maps[i];
+      absl::StatusOr<CUtensorMap> map = EncodeTensorMap(
+          *driver_, m, *program.buffers_[static_cast<size_t>(m.buffer)], addresses[i]);
+      if (!map.ok()) return map.status();
+      maps.push_back(*map);
+    }
+    program.tensor_map_addresses_[k] = std::move(addresses);
   }
   std::vector<void*> args;
   args.reserve(values.size() + maps.size() + 1);

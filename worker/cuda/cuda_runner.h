@@ -99,6 +99,10 @@ class CudaProgram {
   int num_buffers_ = 0;
   // The program's buffers (their types, shapes and strides), for the kernels' tensor maps.
   std::vector<schedules::BufferPtr> buffers_;
+  // Per kernel: its tensor maps as last encoded, and the buffer addresses they were encoded over.
+  // LaunchKernel encodes them again only when those change, not on every timed repeat.
+  mutable std::vector<std::vector<CUtensorMap>> tensor_maps_;
+  mutable std::vector<std::vector<CUdeviceptr>> tensor_map_addresses_;
 };
 
 // One device allocation per buffer of a GeneratedSource (Buffer::AllocatedBytes() each).
