@@ -209,23 +209,38 @@ class MultiLevelTiling final : public ScheduleRule {
       // contraction's shape.
       return std::vector<Schedule>{};
     }
-    std::vector<Schedule> out(1, sch);
-    TESSEL_RETURN_IF_ERROR(target_.is_cuda() ? Cuda(&out[0], stage) : Host(&out[0], stage));
-    // A second sketch splits the reduction over blocks (split-K) where that can pay.
-    const Sizes sizes = SizesOf(sch, *st);
-    if (std::vector<int64_t> choices = SplitKChoices(target_, sizes.gemm); !choices.empty()) {
-      Schedule s = sch;
-      TESSEL_ASSIGN_OR_RETURN(
-          std::string partials,
-          rules::SplitIntoPartials(&s, stage, sizes.k_loop, choices,
-                                   SplitKWeights(target_, sizes.gemm, choices)));
-      if (target_.is_cuda()) {
-        TESSEL_RETURN_IF_ERROR(Cuda(&s, partials, /*split_k=*/true));
-        TESSEL_RETURN_IF_ERROR(rules::BindCombine(&s, stage));
-      } else {
-        TESSEL_RETURN_IF_ERROR(Host(&s, partials, /*split_k=*/true));  // AutoBind: the combine
+    // Inputs whose rows are not whole 16-byte vectors: each sketch also with those inputs
+    // copied into padded buffers first (rules::AlignRows), so that the fetches are vector
+    // loads; the search weighs the copies' cost against that.
+    std::vector<bool> aligned = {false};
+    if (target_.is_cuda() && rules::HasUnalignedRows(sch, stage)) aligned.push_back(true);
+    std::vector<Schedule> out;
+    for (bool align : aligned) {
+      Schedule base = sch;
+      if (align) {
+        std::vector<std::string> inputs;
+        for (const LoadNode* l : CollectLoads(st->body)) inputs.push_back(l->buffer->name);
+        TESSEL_RETURN_IF_ERROR(rules::AlignRows(&base, stage, inputs).status());
       }
-      out.push_back(std::move(s));
+      out.push_back(base);
+      TESSEL_RETURN_IF_ERROR(target_.is_cuda() ? Cuda(&out.back(), stage)
+                                               : Host(&out.back(), stage));
+      // A second sketch splits the reduction over blocks (split-K) where that can pay.
+      const Sizes sizes = SizesOf(base, *base.FindStage(stage));
+      if (std::vector<int64_t> choices = SplitKChoices(target_, sizes.gemm); !choices.empty()) {
+        Schedule s = base;
+        TESSEL_ASSIGN_OR_RETURN(
+            std::string partials,
+            rules::SplitIntoPartials(&s, stage, sizes.k_loop, choices,
+                                     SplitKWeights(target_, sizes.gemm, choices)));
+        if (target_.is_cuda()) {
+          TESSEL_RETURN_IF_ERROR(Cuda(&s, partials, /*split_k=*/true));
+          TESSEL_RETURN_IF_ERROR(rules::BindCombine(&s, stage));
+        } else {
+          TESSEL_RETURN_IF_ERROR(Host(&s, partials, /*split_k=*/true));  // AutoBind: the combine
+        }
+        out.push_back(std::move(s));
+      }
     }
     return out;
   }
@@ -360,9 +375,11 @@ class MultiLevelTiling final : public ScheduleRule {
     }
     for (const std::string& name : operands) {
       TESSEL_ASSIGN_OR_RETURN(BlockRV sh, s->CacheRead(name, "shared", {cc}));
-      if (const Stage* p = s->FindStage(name); p && !p->reduces() && !p->is_output) {
+      if (const Stage* p = s->FindStage(name);
+          p && !p->reduces() && !p->is_output && !rules::IsScheduled(*p)) {
         // A computed operand (a convolution's padding): computed by the shared copy itself, so
-        // the fetch evaluates its bounds check and reads only inside the input.
+        // the fetch evaluates its bounds check and reads only inside the input. (A copy with
+        // its own kernel, rules::AlignRows, stays.)
         TESSEL_ASSIGN_OR_RETURN(BlockRV pb, s->GetBlock(name));
         TESSEL_RETURN_IF_ERROR(s->ComputeInline(pb));
       }

@@ -17,8 +17,9 @@
 // (up to 4 and 8), k steps per shared-memory stage (up to 8 steps of 16), the fetch width, and
 // the software pipeline's stages (annotation "software_pipeline" on k0: 1 = no pipeline), and
 // whether the fragments are double-buffered across k steps (the same annotation on k1).
-// Applies to any M, N and K (tiles past them are zero-padded, kPadTile) whose operands' contiguous
-// extents are multiples of 8.
+// Applies to any M, N and K (tiles past them are zero-padded, kPadTile); an operand whose
+// contiguous extent is not a multiple of 8 is first copied with that axis padded
+// (rules::AlignRows).
 //
 // Implicit GEMM: a contraction whose operands are not plain GEMM operands (a convolution reads
 // data[n, p + r, q + s, c] and weight[k, r, s, c]) is first given the GEMM view: the spatial
@@ -199,12 +200,10 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     for (const Operand& op : ops) {
       // A computed operand (a padding stage) would need a fetch that computes it.
       if (sch.FindStage(op.name)) return std::vector<Schedule>{};
-      // Whole 16-byte vectors along the contiguous axis: a copy's lanes are then all in or
-      // all past the extent (tiles past M, N or K are zero-filled, kPadTile).
-      if (op.contiguous_extent % 8 != 0) return std::vector<Schedule>{};
     }
     Schedule s = sch;
-    TESSEL_RETURN_IF_ERROR(Cuda(&s, stage, ga, ops, {}));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<Operand> aligned, AlignRows(&s, stage, ops));
+    TESSEL_RETURN_IF_ERROR(Cuda(&s, stage, ga, aligned, {}));
     std::vector<Schedule> sketches = {std::move(s)};
     if (target_.Supports(TargetFeature::kWgmma)) {
       // sm_90a: the warpgroup sketch too, where its tiles can be formed, its operands fetched by
@@ -212,7 +211,8 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       for (bool bulk : {false, true}) {
         if (bulk && !target_.Supports(TargetFeature::kBulkTensorCopy)) continue;
         Schedule h = sch;
-        if (Cuda(&h, stage, ga, ops, {}, {}, /*wgmma=*/true, bulk).ok()) {
+        TESSEL_ASSIGN_OR_RETURN(aligned, AlignRows(&h, stage, ops));
+        if (Cuda(&h, stage, ga, aligned, {}, {}, /*wgmma=*/true, bulk).ok()) {
           sketches.push_back(std::move(h));
         }
       }
@@ -460,6 +460,21 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     TESSEL_RETURN_IF_ERROR(s->Bind(p[3], "threadIdx.x"));
     TESSEL_RETURN_IF_ERROR(s->Vectorize(p[4]));
     return s->Unroll(p[0]);
+  }
+
+  // The operands as the GEMM reads them once those whose rows are not whole 16-byte vectors
+  // are copied into padded global buffers (rules::AlignRows; a contiguous extent of K = 1999).
+  static absl::StatusOr<std::vector<Operand>> AlignRows(Schedule* s, const std::string& gemm,
+                                                        std::vector<Operand> ops) {
+    std::vector<std::string> names;
+    for (const Operand& op : ops) names.push_back(op.name);
+    TESSEL_ASSIGN_OR_RETURN(names, rules::AlignRows(s, gemm, names));
+    for (size_t i = 0; i < ops.size(); ++i) {
+      ops[i].name = names[i];
+      ops[i].contiguous_extent = s->FindStage(names[i]) ? s->FindStage(names[i])->buffer->shape.back()
+                                                        : ops[i].contiguous_extent;
+    }
+    return ops;
   }
 
   // The operand `o` of the accumulator `acc` in shared memory: cached as it is (`ops`) or copied

@@ -166,6 +166,14 @@ class Schedule {
   // transform_block_layout). The stage must have its root loops untouched and nothing attached;
   // spatial axes only of a non-output stage that is not padded with storage_align.
   absl::Status FuseAxes(BlockRV block, const std::vector<int>& axes);
+  // Grows spatial axis `axis` of the stage's domain and buffer to the next multiple of
+  // `multiple`; the stage computes zeros at the new positions, and its readers keep their
+  // indices. A copy of an operand whose rows are not whole 16-byte vectors (a GEMM over K = 1999
+  // in f16) becomes one whose rows are, so that tile fetches stay 16-byte copies (cp.async, bulk
+  // tensor copies) and tiles past the old extent read zeros. Same conditions as fuse_axes: a
+  // non-output, non-reduction stage with its root loops untouched, nothing attached, not padded
+  // with storage_align.
+  absl::Status PadAxis(BlockRV block, int axis, int64_t multiple);
   // The value may be sampled (an IntRV), e.g. the unroll step.
   absl::Status Annotate(LoopRV loop, const std::string& key, Factor value);
   absl::Status Annotate(BlockRV block, const std::string& key, Factor value);

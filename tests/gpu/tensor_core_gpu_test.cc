@@ -120,6 +120,50 @@ INSTANTIATE_TEST_SUITE_P(
                       "conv2d(N=3, C=64, H=7, W=9, K=128, R=1, S=1, layout=nhwc, dtype=bf16)"),
     SpecTestName);
 
+// Operands whose rows are not whole 16-byte vectors (odd contiguous extents): samples whose
+// operands were first copied into zero-padded global buffers (pad_axis, kernels of their own)
+// match the reference, on the tensor cores (mma.sync on sm_90; wgmma with cp.async and with bulk
+// tensor copies on sm_90a) and on the CUDA cores (f32).
+struct AlignedRowsCase {
+  std::string spec;
+  std::string arch;
+  std::string marker;  // in the sample's code
+};
+
+class AlignedRowsSpaceGpu : public ::testing::TestWithParam<AlignedRowsCase> {};
+
+TEST_P(AlignedRowsSpaceGpu, SamplesOverPaddedCopiesMatchReference) {
+  SKIP_WITHOUT_GPU();
+  const AlignedRowsCase& c = GetParam();
+  const int checked = VerifySamplesOnGpu(
+      c.spec, 96, 6,
+      [&](const schedules::Candidate& cand) {
+        bool padded = false;
+        for (const schedules::Instruction& i : cand.trace->insts) padded |= i.kind == "pad_axis";
+        return padded && cand.source.code.find(c.marker) != std::string::npos;
+      },
+      c.arch);
+  EXPECT_GE(checked, 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, AlignedRowsSpaceGpu,
+    ::testing::Values(
+        AlignedRowsCase{"matmul(M=99, N=70, K=61, dtype=f16)", "sm_90", "tessel_mma_m16n8k16"},
+        AlignedRowsCase{"matmul(M=45, N=83, K=97, dtype=bf16, transpose_a=true)", "sm_90",
+                        "tessel_mma_m16n8k16"},
+        AlignedRowsCase{"matmul_bias_gelu(M=50, N=77, K=43, dtype=f16)", "sm_90",
+                        "tessel_mma_m16n8k16"},
+        AlignedRowsCase{"matmul(M=130, N=75, K=99, dtype=f16)", "sm_90a", "wgmma.mma_async"},
+        AlignedRowsCase{"matmul(M=130, N=75, K=99, dtype=f16)", "sm_90a", "cp.async.bulk.tensor"},
+        AlignedRowsCase{"matmul(M=67, N=45, K=53)", "sm_90", "float"}),
+    [](const ::testing::TestParamInfo<AlignedRowsCase>& info) {
+      std::string name = SpecTestName(::testing::TestParamInfo<std::string>(
+                             info.param.spec, info.index)) +
+                         "_" + info.param.arch + "_" + std::to_string(info.index);
+      return name;
+    });
+
 // A producer plane's pipeline run four times (inside the loop over C's rows, its mbarriers set up
 // once): its steps count on across the runs, and C matches the reference on sm_90.
 TEST(BulkCopyGpu, APlanePipelineInsideALoopMatchesTheReference) {

@@ -56,7 +56,7 @@ TEST(InstructionTable, EachFamilyRegistersItsInstructions) {
       {RegisterComputeAtInstructions, {"compute_at", "reverse_compute_at"}},
       {RegisterComputeInlineInstructions, {"compute_inline", "reverse_compute_inline"}},
       {RegisterLayoutInstructions,
-       {"storage_align", "split_buffer_axis", "set_scope", "fuse_axes"}},
+       {"storage_align", "split_buffer_axis", "set_scope", "fuse_axes", "pad_axis"}},
       {RegisterAnnotationInstructions, {"annotate_loop", "annotate_stage"}},
       {RegisterReductionInstructions, {"decompose_reduction", "rfactor"}},
       {RegisterReductionFusionInstructions, {"fuse_reductions"}},

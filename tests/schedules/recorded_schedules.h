@@ -92,6 +92,20 @@ inline Schedule HostMatmulRelu(uint64_t seed) {
   return sch;
 }
 
+// Host matmul over K = 15 whose A is first copied into a global buffer with its rows padded
+// with zeros to 16 (reindex to global, pad_axis), as rules::AlignRows does on CUDA.
+inline Schedule HostMatmulPaddedRows(uint64_t seed) {
+  Schedule sch = NewSchedule(Matmul(8, 12, 15), seed);
+  auto check = [](const absl::Status& st) {
+    if (!st.ok()) throw std::runtime_error(st.ToString());
+  };
+  BlockRV copy = ValueOrDie(sch.ReIndex(BlockOf(sch, "C"), "A", "global"));
+  check(sch.PadAxis(copy, 1, 4));
+  std::vector<LoopRV> l = LoopsOf(sch, copy);
+  check(sch.Parallel(l[0]));
+  return sch;
+}
+
 // Elementwise chain: a sampled location, back to the root, set_scope and attach.
 inline Schedule HostChainScoped(uint64_t seed) {
   Schedule sch = NewSchedule(ElementwiseChain(16, 16), seed);
@@ -299,6 +313,7 @@ inline std::vector<Recorded> AllRecorded() {
   return {{"CudaTiledMatmul", CudaTiledMatmul, true},
           {"HostSoftmax", HostSoftmax, false},
           {"HostMatmulRelu", HostMatmulRelu, false},
+          {"HostMatmulPaddedRows", HostMatmulPaddedRows, false},
           {"HostChainScoped", HostChainScoped, false},
           {"HostChainMerged", HostChainMerged, false},
           {"HostOnlineSoftmax", HostOnlineSoftmax, false},

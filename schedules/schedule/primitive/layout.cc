@@ -1,6 +1,7 @@
 // Storage layout of a stage's buffer: set_scope (global, shared, local), storage_align (padded
-// strides), split_buffer_axis (one axis stored as several) and fuse_axes (several axes of the
-// stage's domain as one, its buffer stored accordingly).
+// strides), split_buffer_axis (one axis stored as several), fuse_axes (several axes of the
+// stage's domain as one, its buffer stored accordingly) and pad_axis (an axis grown to a
+// multiple, the stage computing zeros past its old extent).
 
 #include <algorithm>
 #include <functional>
@@ -27,6 +28,7 @@ constexpr char kStorageAlign[] = "storage_align";
 constexpr char kSplitBufferAxis[] = "split_buffer_axis";
 constexpr char kFuseAxes[] = "fuse_axes";
 constexpr char kSetScope[] = "set_scope";
+constexpr char kPadAxis[] = "pad_axis";
 
 // Rewrites loads of `from` into loads of `to` whose axis `axis` is split by `strides`/`factors`
 // (split_buffer_axis): index e becomes e / strides[0], (e / strides[1]) % factors[1], ...,
@@ -365,6 +367,57 @@ absl::Status Schedule::FuseAxes(BlockRV block, const std::vector<int>& axes) {
   return absl::OkStatus();
 }
 
+absl::Status Schedule::PadAxis(BlockRV block, int axis, int64_t multiple) {
+  const char* prim = kPadAxis;
+  auto st = MutableStage(block, prim);
+  if (!st.ok()) return st.status();
+  Stage* s = *st;
+  const int rank = static_cast<int>(s->axes.size());
+  if (axis < 0 || axis >= rank) {
+    return Invalid(prim, absl::StrCat("axis ", axis, " of stage ", s->name, " (rank ", rank,
+                                      ") must be in [0, ", rank, ")"));
+  }
+  if (multiple < 1) {
+    return Invalid(prim, absl::StrCat("the multiple to pad axis ", axis, " of stage ", s->name,
+                                      " to must be at least 1, got ", multiple));
+  }
+  if (s->is_output) {
+    return Precondition(
+        prim, absl::StrCat("stage ", s->name, " is an output; its shape is the workload's"));
+  }
+  if (s->reduces() || s->combiner || !s->computed_by.empty()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " is a reduction; pad a stage that computes each "
+                                           "element on its own (a copy)"));
+  }
+  if (!HasRootLoops(*s) || AttachedTo(s->name) || s->inlined()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " has transformed, attached or inlined loops; "
+                                           "pad_axis must come first"));
+  }
+  if (!s->aligns.empty()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " is padded with storage_align; pad its axis "
+                                           "before storage_align"));
+  }
+  const int64_t extent = s->iters[axis].extent;
+  const int64_t padded = (extent + multiple - 1) / multiple * multiple;
+  if (padded != extent) {
+    // Readers keep their indices, all below the old extent; the new positions hold zeros.
+    const Expr zero = IsFloat(s->buffer->dtype) ? MakeFloat(0.0, s->buffer->dtype)
+                                                : MakeInt(0, s->buffer->dtype);
+    s->body = MakeSelect(Expr(s->axes[axis]) < extent, s->body, zero);
+    s->iters[axis].extent = padded;
+    std::vector<int64_t> shape = s->buffer->shape;
+    shape[axis] = padded;
+    ReplaceBuffer(s->buffer, MakeBuffer(s->buffer->name, s->buffer->dtype, shape,
+                                        s->buffer->scope));
+    ++s->loop_generation;
+  }
+  Record(Instruction{prim, {RVName(block.id)}, {{"axis", axis}, {"multiple", multiple}}, {}, {}});
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Instruction table entries.
 
@@ -402,6 +455,13 @@ absl::Status ApplySplitBufferAxis(InstructionReader& in) {
   return in.schedule().SplitBufferAxis(block, axis, factors);
 }
 
+absl::Status ApplyPadAxis(InstructionReader& in) {
+  TESSEL_ASSIGN_OR_RETURN(BlockRV block, in.Block(0));
+  TESSEL_ASSIGN_OR_RETURN(int axis, in.AttrInt32("axis"));
+  TESSEL_ASSIGN_OR_RETURN(int64_t multiple, in.AttrInt("multiple"));
+  return in.schedule().PadAxis(block, axis, multiple);
+}
+
 }  // namespace
 
 void RegisterLayoutInstructions(InstructionTable* table) {
@@ -409,6 +469,7 @@ void RegisterLayoutInstructions(InstructionTable* table) {
   table->Register(kSplitBufferAxis, ApplySplitBufferAxis);
   table->Register(kSetScope, ApplySetScope);
   table->Register(kFuseAxes, ApplyFuseAxes);
+  table->Register(kPadAxis, ApplyPadAxis);
 }
 
 }  // namespace tessel::schedules

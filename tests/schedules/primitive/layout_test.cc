@@ -1,4 +1,4 @@
-// Tests of the layout (set_scope, storage_align) primitives
+// Tests of the layout (set_scope, storage_align, split_buffer_axis, fuse_axes, pad_axis) primitives
 // (schedules/schedule/primitive/layout.cc): what each does to the stage state and to the lowered
 // IR, and each of its errors (code and message), with the state left unchanged by a failed
 // primitive.
@@ -217,6 +217,60 @@ TEST(ScheduleErrors, FuseAxesArguments) {
       kPrecondition,
       "fuse_axes: stage conv has transformed, attached or inlined loops; fuse_axes must come "
       "first");
+}
+
+// =============================================================================================
+// pad_axis
+
+TEST(SchedulePadAxis, GrowsTheAxisWithZerosAndKeepsTheReaders) {
+  Schedule sch = NewSchedule(Matmul(8, 12, 15));
+  BlockRV copy = ValueOrDie(sch.ReIndex(BlockOf(sch, "C"), "A", "global"));
+  const std::string name = sch.GetStage(copy).name;
+  TESSEL_ASSERT_OK(sch.PadAxis(copy, 1, 4));
+  const Stage& c = StageNamed(sch, name);
+  EXPECT_EQ(c.buffer->shape, (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ(LeafExtents(c), (std::vector<int64_t>{8, 16}));
+  EXPECT_THAT(ToString(c.body), HasSubstr("select(ax1 < 15, A[ax0, ax1], 0"));
+  // The reader still reads k below 15, from the padded copy.
+  EXPECT_THAT(ToString(StageNamed(sch, "C").body), HasSubstr(name + "[i, k]"));
+  EXPECT_EQ(sch.trace().insts.back().kind, "pad_axis");
+  // An axis already a multiple is left as it is (and recorded).
+  TESSEL_ASSERT_OK(sch.PadAxis(copy, 0, 4));
+  EXPECT_EQ(StageNamed(sch, name).buffer->shape, (std::vector<int64_t>{8, 16}));
+  // The lowered program allocates the padded workspace and computes it in its own loop nest.
+  const std::string ir = LowerText(sch, HostT());
+  EXPECT_THAT(ir, HasSubstr("ax1 in [0, 16)"));
+}
+
+TEST(ScheduleErrors, PadAxisArguments) {
+  Schedule sch = NewSchedule(Matmul(8, 12, 15));
+  BlockRV copy = ValueOrDie(sch.ReIndex(BlockOf(sch, "C"), "A", "global"));
+  const std::string name = sch.GetStage(copy).name;
+  ExpectFails(
+      sch, [&] { return sch.PadAxis(copy, 2, 4); }, kInvalid,
+      "pad_axis: axis 2 of stage " + name + " (rank 2) must be in [0, 2)");
+  ExpectFails(
+      sch, [&] { return sch.PadAxis(copy, 1, 0); }, kInvalid,
+      "pad_axis: the multiple to pad axis 1 of stage " + name + " to must be at least 1, got 0");
+  BlockRV c = BlockOf(sch, "C");
+  ExpectFails(
+      sch, [&] { return sch.PadAxis(c, 0, 4); }, kPrecondition,
+      "pad_axis: stage C is an output; its shape is the workload's");
+  std::vector<LoopRV> l = LoopsOf(sch, name);
+  TESSEL_ASSERT_OK(sch.Split(l[1], {-1, 5}).status());
+  ExpectFails(
+      sch, [&] { return sch.PadAxis(copy, 1, 4); }, kPrecondition,
+      "pad_axis: stage " + name +
+          " has transformed, attached or inlined loops; pad_axis must come first");
+}
+
+TEST(ScheduleErrors, PadAxisOfAReduction) {
+  Schedule sch = NewSchedule(MatmulRelu(8, 12, 15));
+  BlockRV c = BlockOf(sch, "C");
+  ExpectFails(
+      sch, [&] { return sch.PadAxis(c, 0, 4); }, kPrecondition,
+      "pad_axis: stage C is a reduction; pad a stage that computes each element on its own (a "
+      "copy)");
 }
 
 }  // namespace
