@@ -102,6 +102,36 @@ TEST_P(SkinnyE2E, CudaSkinnySamplesCompileWithNvrtc) {
 
 INSTANTIATE_TEST_SUITE_P(Families, SkinnyE2E, ::testing::ValuesIn(SkinnySpecs()), SpecTestName);
 
+// The CUDA-core sketch pipelined: its shared-memory step loop annotated software_pipeline (2 to
+// 4 stages), the copies cp.async where they are 4, 8 or 16 contiguous bytes; the samples compile
+// with NVRTC (GPU runs: tests/gpu/space_gpu_test.cc, PipelinedCudaCoreSpaceGpu).
+TEST(PipelinedCudaCoreE2E, StepsArePipelinedWithAsyncCopiesAndCompile) {
+  auto w = schedules::ParseWorkloadSpec("matmul(M=256, N=256, K=512)");
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto space = schedules::SpaceGenerator::Create(*w, schedules::CudaTarget("sm_90"));
+  ASSERT_TRUE(space.ok()) << space.status();
+  int pipelined = 0, async = 0;
+  for (uint64_t seed = 1; seed <= 32; ++seed) {
+    auto c = space->Sample(seed);
+    if (!c.ok() || c->source.code.find("software_pipeline=") == std::string::npos) continue;
+    ++pipelined;
+    if (c->source.code.find("tessel_cp_async_16(") != std::string::npos) ++async;
+  }
+  EXPECT_GE(pipelined, 8);
+  EXPECT_GE(async, 2);
+#ifdef TESSEL_HAVE_CUDA
+  if (!worker::FindCudaIncludeDir().ok()) return;
+  const auto piped = [](const schedules::Candidate& c) {
+    return c.source.code.find("software_pipeline=") != std::string::npos;
+  };
+  for (const char* spec : {"matmul(M=256, N=256, K=512)", "matmul(M=128, N=128, K=16384)",
+                           "conv2d(N=2, C=16, H=8, W=8, K=32, R=3, S=3, padding=1, layout=nhwc)",
+                           "conv2d(N=2, C=8, H=9, W=40, K=32, R=3, S=3, stride=2, padding=1)"}) {
+    EXPECT_EQ(CompileSamples(spec, "sm_80", 64, 2, piped), 2) << spec;
+  }
+#endif
+}
+
 // A long K that no split factor divides (1031 is prime): the rule offers no split, and the
 // samples it gives are correct.
 TEST(SplitKE2E, NoDividingFactorMeansNoSplitAndCorrectSamples) {

@@ -42,6 +42,30 @@ std::vector<std::string> SplitKGpuSpecs() {
 INSTANTIATE_TEST_SUITE_P(Families, SplitKSpaceGpu, ::testing::ValuesIn(SplitKGpuSpecs()),
                          SpecTestName);
 
+// The CUDA-core sketch with its shared-memory steps software-pipelined (cp.async into
+// multi-buffered slots, or synchronous stores where a copy is not 4, 8 or 16 contiguous bytes)
+// matches the reference: the first 8 pipelined samples among 64 seeds, plain, transposed,
+// batched, split over K, over padded copies of odd rows, and convolutions in both layouts.
+class PipelinedCudaCoreSpaceGpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PipelinedCudaCoreSpaceGpu, PipelinedSamplesMatchReference) {
+  SKIP_WITHOUT_GPU();
+  const int checked = VerifySamplesOnGpu(GetParam(), 64, 8, [](const schedules::Candidate& c) {
+    return c.source.code.find("software_pipeline=") != std::string::npos;
+  });
+  EXPECT_EQ(checked, 8);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, PipelinedCudaCoreSpaceGpu,
+    ::testing::Values("matmul(M=128, N=96, K=256)", "matmul(M=64, N=128, K=96, transpose_a=true)",
+                      "matmul(M=96, N=64, K=128, transpose_b=true)",
+                      "matmul(M=32, N=64, K=96, batch=3)", "matmul(M=128, N=128, K=16384)",
+                      "matmul(M=67, N=45, K=53)", "matmul_bias_gelu(M=64, N=96, K=80)",
+                      "conv2d(N=2, C=16, H=8, W=8, K=32, R=3, S=3, padding=1, layout=nhwc)",
+                      "conv2d(N=2, C=8, H=9, W=40, K=32, R=3, S=3, stride=2, padding=1)"),
+    SpecTestName);
+
 // Shapes no tile divides: CUDA-core samples that tile an axis as if padded (kPadTile: the last
 // tiles computed whole on zero-filled shared copies, only the output's stores guarded) match the
 // reference: the first 8 that pad among 64 seeds, on the small shapes and on issue 18's.

@@ -154,8 +154,9 @@ INSTANTIATE_TEST_SUITE_P(
                         "tessel_mma_m16n8k16"},
         AlignedRowsCase{"matmul_bias_gelu(M=50, N=77, K=43, dtype=f16)", "sm_90",
                         "tessel_mma_m16n8k16"},
-        AlignedRowsCase{"matmul(M=130, N=75, K=99, dtype=f16)", "sm_90a", "wgmma.mma_async"},
-        AlignedRowsCase{"matmul(M=130, N=75, K=99, dtype=f16)", "sm_90a", "cp.async.bulk.tensor"},
+        AlignedRowsCase{"matmul(M=130, N=136, K=99, dtype=f16)", "sm_90a", "wgmma.mma_async"},
+        AlignedRowsCase{"matmul(M=130, N=136, K=99, dtype=f16, transpose_b=true)", "sm_90a",
+                        "cp.async.bulk.tensor"},
         AlignedRowsCase{"matmul(M=67, N=45, K=53)", "sm_90", "float"}),
     [](const ::testing::TestParamInfo<AlignedRowsCase>& info) {
       std::string name = SpecTestName(::testing::TestParamInfo<std::string>(

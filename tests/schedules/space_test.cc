@@ -139,8 +139,19 @@ std::vector<std::string> PerfectTiles(const Trace& t) {
 TEST(Rules, MultiLevelTilingCudaIsSSSRRSRS) {
   const std::string spec = "matmul(M=128, N=96, K=64)";
   SpaceGenerator g = Space(spec, CudaTarget("sm_90"));
-  // One sketch: the caches' levels are sample_compute_location decisions.
-  ASSERT_EQ(g.sketches().size(), 1u);
+  // Two sketches: the caches' levels are sample_compute_location decisions; then the same with
+  // the shared copies at the step loop, a software pipeline.
+  ASSERT_EQ(g.sketches().size(), 2u);
+  {
+    auto pk = Kinds(g.sketches()[1]);
+    EXPECT_EQ(pk["cache_read"], 4);
+    EXPECT_EQ(pk["sample_compute_location"], 2);  // the register caches only
+    bool pipelined = false;
+    for (const auto& inst : g.sketches()[1].insts) {
+      pipelined |= inst.kind == "annotate_loop" && inst.attrs.value("key", "") == "software_pipeline";
+    }
+    EXPECT_TRUE(pipelined);
+  }
   const Trace& t = g.sketches()[0];
   auto k = Kinds(t);
   EXPECT_EQ(k["cache_write"], 1);  // accumulator in registers
@@ -601,8 +612,10 @@ const schedules::Instruction* SplitKChoice(const Trace& t) {
 TEST(Rules, MultiLevelTilingSplitsKOverBlocks) {
   const std::string spec = "matmul(M=512, N=512, K=262144)";
   SpaceGenerator g = Space(spec, CudaTarget("sm_90"));
-  // The plain sketch first (as without split-K), then the split one.
-  ASSERT_EQ(g.sketches().size(), 2u);
+  // The plain sketch first (as without split-K), then the split one; then both pipelined.
+  ASSERT_EQ(g.sketches().size(), 4u);
+  EXPECT_EQ(Kinds(g.sketches()[2]).count("rfactor"), 0u);
+  EXPECT_EQ(Kinds(g.sketches()[3])["rfactor"], 1);
   EXPECT_EQ(Kinds(g.sketches()[0]).count("rfactor"), 0u);
   const Trace& t = g.sketches()[1];
   auto k = Kinds(t);
@@ -653,18 +666,19 @@ TEST(Rules, MultiLevelTilingSplitsKOnlyWhereItCanPay) {
     Target target;
     size_t sketches;
   };
+  // On CUDA with M and N above 16, each sketch also pipelined (twice as many).
   for (const Case& c : std::vector<Case>{
            // Many output tiles and a short K: no split.
-           {"matmul(M=4096, N=4096, K=4096)", CudaTarget("sm_90"), 1},
+           {"matmul(M=4096, N=4096, K=4096)", CudaTarget("sm_90"), 1 * 2},
            // K too short for chunks of 128.
-           {"matmul(M=128, N=96, K=64)", CudaTarget("sm_90"), 1},
+           {"matmul(M=128, N=96, K=64)", CudaTarget("sm_90"), 1 * 2},
            // A long K that no factor up to 64 divides (1031 is prime): the rule does not guard
            // partial chunks, so it does not split (on CUDA, skinny_contraction's unsplit sketch
            // comes first: N = 1).
            {"matmul(M=8, N=1, K=1031)", CudaTarget("sm_90"), 1 + 1},
            {"matmul(M=8, N=1, K=1031)", HostTarget(), 1},
            // Few output tiles (64 of 128 x 128 on 132 SMs) but K = N: split on CUDA only.
-           {"matmul(M=64, N=8192, K=8192)", CudaTarget("sm_90"), 2},
+           {"matmul(M=64, N=8192, K=8192)", CudaTarget("sm_90"), 2 * 2},
            {"matmul(M=64, N=8192, K=8192)", HostTarget(), 1},
            // A long K: on both (on CUDA after skinny_contraction's two sketches).
            {"matmul(M=4096, N=1, K=262144)", CudaTarget("sm_80"), 2 + 2},
@@ -936,7 +950,10 @@ TEST(Rules, MultiLevelTilingPadsShapesNoTileDivides) {
   // caches compute whole tiles (kPadTile).
   const std::string spec = "matmul(M=4099, N=3001, K=1999)";
   SpaceGenerator g = Space(spec, CudaTarget("sm_90"));
-  ASSERT_EQ(g.sketches().size(), 1u);
+  // The plain sketch, then the pipelined one over copies of A and B with padded rows.
+  ASSERT_EQ(g.sketches().size(), 2u);
+  EXPECT_EQ(Kinds(g.sketches()[0]).count("pad_axis"), 0u);
+  EXPECT_EQ(Kinds(g.sketches()[1])["pad_axis"], 2);
   const Trace& t = g.sketches()[0];
   const auto choices = PaddedExtentCandidates(t);
   ASSERT_EQ(choices.size(), 3u);
