@@ -312,14 +312,17 @@ class Inferencer {
       }
     }
     StageBound& b = bounds_[si];
-    // A padded stage (kPadTile) holds its consumers' whole tile, also past its extent.
+    // A padded stage (kPadTile) holds its consumers' whole tile, also past its extent, from the
+    // tile's own start: a tile as large as the extent but offset by a thread index (a warpgroup's
+    // columns) is indexed relative to that start, so that each thread's registers stay indexed
+    // by constants.
     const bool padded = s.pads_tile();
     for (int d = 0; d < naxes; ++d) {
       const int64_t dim = s.buffer->shape[d];
       int64_t extent = 0;
       if (unknown[d] || !region[d] ||
           !IsConstInt(Simplify(region[d]->max - region[d]->min + 1), &extent) ||
-          (extent >= dim && !(padded && extent > dim)) || extent <= 0) {
+          (extent >= dim && !padded) || extent <= 0) {
         b.root_min[d] = MakeInt(0);
         b.root_extent[d] = dim;
       } else {

@@ -134,8 +134,12 @@ std::string StoredCubinHex(const std::string& db, const std::string& id) {
   return RawQuery(db, "SELECT hex(binary) FROM artifacts WHERE record_id = " + id);
 }
 
+// The record the runtime loads: the fastest fully timed one (TuningLog::Best's order; a screened
+// candidate's brief timing does not count).
 std::string BestId(const std::string& db) {
-  return RawQuery(db, "SELECT id FROM records WHERE status = 'ok' ORDER BY median_ms, id LIMIT 1");
+  return RawQuery(db,
+                  "SELECT id FROM records WHERE status = 'ok' AND timing_kind = 1 "
+                  "ORDER BY latency_ms, id LIMIT 1");
 }
 
 tessel_kernel* Find(const std::string& path, tessel_db** db) {
