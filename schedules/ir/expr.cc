@@ -276,10 +276,12 @@ const char* ReduceOpName(ReduceOp op) {
   return "?";
 }
 
+Expr MakeZero(DType t) { return IsFloat(t) ? MakeFloat(0.0, t) : MakeInt(0, t); }
+
 Expr ReduceIdentity(ReduceOp op, DType t) {
   switch (op) {
     case ReduceOp::kSum:
-      return IsFloat(t) ? MakeFloat(0.0, t) : MakeInt(0, t);
+      return MakeZero(t);
     case ReduceOp::kMax:
       return IsFloat(t) ? MakeFloat(-std::numeric_limits<double>::infinity(), t)
                         : MakeInt(std::numeric_limits<int64_t>::min(), t);

@@ -181,6 +181,8 @@ const T* As(const Expr& e) {
 // other operand's type; mixing two non-immediate operands of different types is a bug (checked).
 Expr MakeInt(int64_t v, DType t = kIndexType);
 Expr MakeFloat(double v, DType t = DType::kFloat32);
+// 0 of type `t` (a float or an integer immediate).
+Expr MakeZero(DType t);
 Expr MakeBool(bool v);
 VarPtr MakeVar(std::string name, DType t = kIndexType);
 Expr MakeBinary(BinaryOp op, Expr a, Expr b);

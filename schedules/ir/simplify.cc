@@ -1139,9 +1139,10 @@ class StmtSimplifier final : public StmtMutator {
                          iext.hi >= 1 && !__builtin_add_overflow(imin.hi, iext.hi - 1, &hi);
       Scope scope(this, n.var.get());
       if (bound) ranges_[n.var.get()] = {imin.lo, hi};
-      // A thread index of one value (threadIdx.z of a block one warpgroup deep) is that value:
-      // an index of a register array that keeps it is no constant, and the array goes to local
-      // memory. (Serial loops of extent 1 keep their variable: tensor intrinsics match it.)
+      // A thread index of one value (threadIdx.z of a block one warpgroup deep) is that value,
+      // so that no index keeps it: an index of a register array that does is no constant for
+      // ptxas, and the array goes to local memory. (Serial loops of extent 1 keep their
+      // variable: tensor intrinsics match it.)
       if (bound && imin.lo == hi && n.kind == ForKind::kThreadBinding &&
           n.thread != ThreadTag::kVThread) {
         body = Visit(Substitute(n.body, {{n.var.get(), MakeInt(hi, n.var->dtype)}}));

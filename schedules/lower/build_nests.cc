@@ -357,7 +357,7 @@ Stmt NestBuilder::InnermostStatement() {
   if (!s_.reduce) {
     Expr value = value_;
     if (pad_cond_ && s_.buffer->scope == MemScope::kShared) {
-      value = MakeSelect(pad_cond_, value, IsFloat(vt_) ? MakeFloat(0.0, vt_) : MakeInt(0, vt_));
+      value = MakeSelect(pad_cond_, value, MakeZero(vt_));
     }
     return MakeIf(guard, MakeStore(out_, out_idx_, value));
   }

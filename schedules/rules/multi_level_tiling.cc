@@ -248,11 +248,7 @@ class MultiLevelTiling final : public ScheduleRule {
     // copied into padded buffers (rules::AlignRows), so that the copies can be 16-byte ones;
     // the search weighs the copies' cost against that.
     Schedule base = sch;
-    if (rules::HasUnalignedRows(sch, stage)) {
-      std::vector<std::string> inputs;
-      for (const LoadNode* l : CollectLoads(st->body)) inputs.push_back(l->buffer->name);
-      TESSEL_RETURN_IF_ERROR(rules::AlignRows(&base, stage, inputs).status());
-    }
+    TESSEL_RETURN_IF_ERROR(rules::AlignRows(&base, stage).status());
     out.push_back(base);
     TESSEL_RETURN_IF_ERROR(Cuda(&out.back(), stage, /*split_k=*/false, /*pipelined=*/true));
     if (!choices.empty()) {

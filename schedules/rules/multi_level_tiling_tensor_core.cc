@@ -466,13 +466,13 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
   // are copied into padded global buffers (rules::AlignRows; a contiguous extent of K = 1999).
   static absl::StatusOr<std::vector<Operand>> AlignRows(Schedule* s, const std::string& gemm,
                                                         std::vector<Operand> ops) {
-    std::vector<std::string> names;
-    for (const Operand& op : ops) names.push_back(op.name);
-    TESSEL_ASSIGN_OR_RETURN(names, rules::AlignRows(s, gemm, names));
-    for (size_t i = 0; i < ops.size(); ++i) {
-      ops[i].name = names[i];
-      ops[i].contiguous_extent = s->FindStage(names[i]) ? s->FindStage(names[i])->buffer->shape.back()
-                                                        : ops[i].contiguous_extent;
+    TESSEL_ASSIGN_OR_RETURN(auto copies, rules::AlignRows(s, gemm));
+    for (const auto& [input, copy] : copies) {
+      for (Operand& op : ops) {
+        if (op.name != input) continue;
+        op.name = copy;
+        op.contiguous_extent = s->FindStage(copy)->buffer->shape.back();
+      }
     }
     return ops;
   }

@@ -295,43 +295,26 @@ absl::Status BindCombine(Schedule* s, const std::string& combine) {
   return BindOnePerThread(s, fused, producer);
 }
 
-namespace {
-
-// An input (not a stage's buffer) whose contiguous extent is not a multiple of 16 bytes.
-bool UnalignedInput(const Schedule& s, const Buffer& b) {
-  return !s.FindStage(b.name) && !b.shape.empty() && b.shape.back() * DTypeBytes(b.dtype) % 16 != 0;
-}
-
-}  // namespace
-
-bool HasUnalignedRows(const Schedule& s, const std::string& gemm) {
-  const Stage* st = s.FindStage(gemm);
-  if (!st) return false;
-  for (const LoadNode* l : CollectLoads(st->body)) {
-    if (UnalignedInput(s, *l->buffer)) return true;
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> AlignRows(
+    Schedule* s, const std::string& gemm) {
+  // Inputs (not stages' buffers) whose rows are not whole 16-byte vectors, each once.
+  std::vector<BufferPtr> unaligned;
+  for (const LoadNode* l : CollectLoads(s->FindStage(gemm)->body)) {
+    const Buffer& b = *l->buffer;
+    if (!s->FindStage(b.name) && !b.shape.empty() &&
+        b.shape.back() * DTypeBytes(b.dtype) % 16 != 0 &&
+        std::find(unaligned.begin(), unaligned.end(), l->buffer) == unaligned.end()) {
+      unaligned.push_back(l->buffer);
+    }
   }
-  return false;
-}
-
-absl::StatusOr<std::vector<std::string>> AlignRows(Schedule* s, const std::string& gemm,
-                                                   const std::vector<std::string>& tensors) {
-  std::vector<std::string> out;
-  for (const std::string& t : tensors) {
-    const Stage* st = s->FindStage(gemm);
-    const LoadNode* load = nullptr;
-    for (const LoadNode* l : CollectLoads(st->body)) {
-      if (l->buffer->name == t) load = l;
-    }
-    if (!load || !UnalignedInput(*s, *load->buffer)) {
-      out.push_back(t);
-      continue;
-    }
-    const int64_t multiple = 16 / std::gcd<int64_t>(16, DTypeBytes(load->buffer->dtype));
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const BufferPtr& b : unaligned) {
+    const int64_t multiple = 16 / std::gcd<int64_t>(16, DTypeBytes(b->dtype));
     TESSEL_ASSIGN_OR_RETURN(BlockRV g, s->GetBlock(gemm));
-    TESSEL_ASSIGN_OR_RETURN(BlockRV copy, s->ReIndex(g, t, "global"));
+    TESSEL_ASSIGN_OR_RETURN(BlockRV copy, s->ReIndex(g, b->name, "global"));
     const int last = static_cast<int>(s->GetStage(copy).axes.size()) - 1;
     TESSEL_RETURN_IF_ERROR(s->PadAxis(copy, last, multiple));
-    out.push_back(s->GetStage(copy).name);
+    out.emplace_back(b->name, s->GetStage(copy).name);
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(copy));
     LoopRV fused = loops[0];
     if (loops.size() > 1) {

@@ -122,18 +122,16 @@ absl::Status BindCombine(Schedule* s, const std::string& combine);
 
 // ---- Operands whose rows are not whole 16-byte vectors.
 
-// Whether an input tensor of `gemm` (an unscheduled contraction) has a contiguous extent whose
-// bytes are not a multiple of 16: its rows then start at addresses no 16-byte copy can take.
-bool HasUnalignedRows(const Schedule& s, const std::string& gemm);
-// Each such input of `gemm` first copied (CUDA) into a global buffer of its own whose contiguous
-// axis is padded with zeros to a multiple of 16 bytes (reindex to global, then pad_axis): a
-// memory-bound kernel, one element a thread (BindOnePerThread). The contraction's tile fetches
-// are then 16-byte copies (vector loads, cp.async, or bulk tensor copies, whose global strides
-// must be multiples of 16 bytes) whose lanes are all in or all past the extent, and tiles past
-// the old extent read zeros. Returns, for each of `tensors`, the name the contraction reads it by
-// from then on (the copy's, or its own where it was aligned).
-absl::StatusOr<std::vector<std::string>> AlignRows(Schedule* s, const std::string& gemm,
-                                                   const std::vector<std::string>& tensors);
+// The inputs of `gemm` (an unscheduled contraction) whose contiguous extent's bytes are not a
+// multiple of 16 (rows that start at addresses no 16-byte copy can take), each first copied
+// (CUDA) into a global buffer of its own whose contiguous axis is padded with zeros to a multiple
+// of 16 bytes (reindex to global, then pad_axis): a memory-bound kernel, one element a thread
+// (BindOnePerThread). The contraction's tile fetches are then 16-byte copies (vector loads,
+// cp.async, or bulk tensor copies, whose global strides must be multiples of 16 bytes) whose
+// lanes are all in or all past the extent, and tiles past the old extent read zeros. Returns the
+// (input, copy) names of the inputs copied; none (and nothing recorded) where all are aligned.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> AlignRows(
+    Schedule* s, const std::string& gemm);
 
 // Binds a contraction's block level (CUDA): the batch loops, fused, to blockIdx.z, `m` to
 // blockIdx.y and `n` to blockIdx.x.

@@ -404,9 +404,7 @@ absl::Status Schedule::PadAxis(BlockRV block, int axis, int64_t multiple) {
   const int64_t padded = (extent + multiple - 1) / multiple * multiple;
   if (padded != extent) {
     // Readers keep their indices, all below the old extent; the new positions hold zeros.
-    const Expr zero = IsFloat(s->buffer->dtype) ? MakeFloat(0.0, s->buffer->dtype)
-                                                : MakeInt(0, s->buffer->dtype);
-    s->body = MakeSelect(Expr(s->axes[axis]) < extent, s->body, zero);
+    s->body = MakeSelect(Expr(s->axes[axis]) < extent, s->body, MakeZero(s->buffer->dtype));
     s->iters[axis].extent = padded;
     std::vector<int64_t> shape = s->buffer->shape;
     shape[axis] = padded;
