@@ -30,13 +30,13 @@
 // pass (CUDA: one output a thread, with the epilogue; host: AutoBind's loops).
 //
 // Software pipelining (CUDA, more than 16 outputs along n and along m with the batch): each of
-// the sketches above again, with every shared copy at R0 and
-// R0 a software pipeline of 2 to 4 stages (inject_software_pipeline: cp.async into
-// multi-buffered slots where a copy is 4, 8 or 16 contiguous bytes, one barrier a step). In these
-// sketches inputs whose rows are not whole 16-byte vectors (K = 1999 in f32) are first copied into
-// zero-padded buffers of their own (rules::AlignRows), so that their copies can be 16-byte ones.
-// cp.async's pipeline took matmul 4096^3 f32 from 0.81x to 0.90x cuBLAS, 512 x 512 x 262144
-// from 0.60x to 0.83x (H100, 128 trials).
+// the sketches above again, with every shared copy at R0 and R0 a software pipeline of 2 to 4
+// stages (inject_software_pipeline: cp.async into multi-buffered slots where a copy is 4, 8 or 16
+// contiguous bytes, one barrier a step). In these sketches inputs whose rows are not whole
+// 16-byte vectors (K = 1999 in f32) are first copied into zero-padded buffers of their own
+// (rules::AlignRows), so that their copies can be 16-byte ones. The pipeline took matmul 4096^3
+// f32 from 0.81x to 0.85-0.90x cuBLAS, 512 x 512 x 262144 from 0.60x to 0.83-0.85x (H100, 128
+// trials).
 //
 // Shapes no tile divides (both targets): where padding an axis gives it a larger tile than its
 // extent's divisors (rules::PaddedExtentChoices: m and n to a multiple of a block tile up to
@@ -57,8 +57,8 @@
 #include <unordered_map>
 
 #include "schedules/ir/simplify.h"
-#include "schedules/ir/tensor_intrin.h"
 #include "schedules/ir/substitute.h"
+#include "schedules/ir/tensor_intrin.h"
 #include "schedules/rules/rule_util.h"
 #include "schedules/rules/schedule_rule.h"
 #include "schedules/util/status_macros.h"
@@ -428,8 +428,7 @@ class MultiLevelTiling final : public ScheduleRule {
       for (LoopRV l : ll) TESSEL_RETURN_IF_ERROR(s->Unroll(l));
     }
     if (pipelined) {
-      TESSEL_ASSIGN_OR_RETURN(IntRV stages,
-                              rules::SampleWeighted(s, {2, 3, 4}, {2, 2, 1}, 4, 0));
+      TESSEL_ASSIGN_OR_RETURN(IntRV stages, rules::SampleWeighted(s, {2, 3, 4}, {2, 2, 1}, 4, 0));
       TESSEL_RETURN_IF_ERROR(s->Annotate(ks.loops[0], kSoftwarePipeline, stages));
     }
     return absl::OkStatus();

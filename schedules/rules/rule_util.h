@@ -130,8 +130,8 @@ absl::Status BindCombine(Schedule* s, const std::string& combine);
 // cp.async, or bulk tensor copies, whose global strides must be multiples of 16 bytes) whose
 // lanes are all in or all past the extent, and tiles past the old extent read zeros. Returns the
 // (input, copy) names of the inputs copied; none (and nothing recorded) where all are aligned.
-absl::StatusOr<std::vector<std::pair<std::string, std::string>>> AlignRows(
-    Schedule* s, const std::string& gemm);
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> AlignRows(Schedule* s,
+                                                                           const std::string& gemm);
 
 // Binds a contraction's block level (CUDA): the batch loops, fused, to blockIdx.z, `m` to
 // blockIdx.y and `n` to blockIdx.x.

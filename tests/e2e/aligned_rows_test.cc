@@ -98,8 +98,9 @@ TEST(AlignedRows, CopiesAreWorkspacesOfTheirOwnKernels) {
     const std::string& code = c->source.code;
     EXPECT_THAT(code, HasSubstr("tessel_matmul_A_global("));
     EXPECT_THAT(code, HasSubstr("tessel_matmul_B_global("));
-    sixteen_bytes += code.find("tessel_cp_async_16(") != std::string::npos ||
-                     code.find("__ldg(reinterpret_cast<const uint4*>(&A_global[") != std::string::npos;
+    sixteen_bytes +=
+        code.find("tessel_cp_async_16(") != std::string::npos ||
+        code.find("__ldg(reinterpret_cast<const uint4*>(&A_global[") != std::string::npos;
     EXPECT_LT(code.find("tessel_matmul_A_global("), code.find("tessel_matmul_D("));
   }
   EXPECT_EQ(seen, 6);
@@ -146,13 +147,13 @@ TEST(AlignedRows, AlignedOperandsAndTheHostAreLeftAlone) {
 // copies on sm_90a, the CUDA cores in f32); 0 where the CUDA toolkit is not installed.
 TEST(AlignedRows, PaddedSamplesCompileWithNvrtc) {
   const auto padded = [](const Candidate& c) { return PadsRows(c); };
-  const int n = testing::CompileSamples("matmul(M=99, N=70, K=61, dtype=f16)", "sm_80", 32, 3,
-                                        padded);
+  const int n =
+      testing::CompileSamples("matmul(M=99, N=70, K=61, dtype=f16)", "sm_80", 32, 3, padded);
   if (n == 0) GTEST_SKIP() << "no CUDA toolkit in this build";
   EXPECT_EQ(n, 3);
-  EXPECT_EQ(testing::CompileSamples("matmul(M=130, N=136, K=99, dtype=bf16)", "sm_90a", 48, 4,
-                                    padded),
-            4);
+  EXPECT_EQ(
+      testing::CompileSamples("matmul(M=130, N=136, K=99, dtype=bf16)", "sm_90a", 48, 4, padded),
+      4);
   EXPECT_EQ(testing::CompileSamples("matmul(M=67, N=45, K=53)", "sm_90", 32, 2, padded), 2);
 }
 

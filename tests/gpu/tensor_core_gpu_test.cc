@@ -159,9 +159,9 @@ INSTANTIATE_TEST_SUITE_P(
                         "cp.async.bulk.tensor"},
         AlignedRowsCase{"matmul(M=67, N=45, K=53)", "sm_90", "float"}),
     [](const ::testing::TestParamInfo<AlignedRowsCase>& info) {
-      std::string name = SpecTestName(::testing::TestParamInfo<std::string>(
-                             info.param.spec, info.index)) +
-                         "_" + info.param.arch + "_" + std::to_string(info.index);
+      std::string name =
+          SpecTestName(::testing::TestParamInfo<std::string>(info.param.spec, info.index)) + "_" +
+          info.param.arch + "_" + std::to_string(info.index);
       return name;
     });
 

@@ -148,7 +148,8 @@ TEST(Rules, MultiLevelTilingCudaIsSSSRRSRS) {
     EXPECT_EQ(pk["sample_compute_location"], 2);  // the register caches only
     bool pipelined = false;
     for (const auto& inst : g.sketches()[1].insts) {
-      pipelined |= inst.kind == "annotate_loop" && inst.attrs.value("key", "") == "software_pipeline";
+      pipelined |=
+          inst.kind == "annotate_loop" && inst.attrs.value("key", "") == "software_pipeline";
     }
     EXPECT_TRUE(pipelined);
   }

@@ -408,8 +408,8 @@ absl::Status Schedule::PadAxis(BlockRV block, int axis, int64_t multiple) {
     s->iters[axis].extent = padded;
     std::vector<int64_t> shape = s->buffer->shape;
     shape[axis] = padded;
-    ReplaceBuffer(s->buffer, MakeBuffer(s->buffer->name, s->buffer->dtype, shape,
-                                        s->buffer->scope));
+    ReplaceBuffer(s->buffer,
+                  MakeBuffer(s->buffer->name, s->buffer->dtype, shape, s->buffer->scope));
     ++s->loop_generation;
   }
   Record(Instruction{prim, {RVName(block.id)}, {{"axis", axis}, {"multiple", multiple}}, {}, {}});
