@@ -135,10 +135,10 @@ std::vector<std::string> ProducersOf(const Schedule& s, const Stage& st) {
 // partials P[f, ...] = the sum over chunk f (axis 0, so that their GEMM view is a batch of the
 // contraction's: f goes to blockIdx.z with the batch axes, and the partials are tiled like any
 // contraction); the contraction becomes their combine, C[...] = sum_f P[f, ...], summed in order by
-// one thread an output (deterministic: no atomics). S is 1 or a divisor of k's extent up to
-// kSplitKMax that leaves chunks of at least kSplitKMinChunk, drawn with a prior centred on the
-// split that fills the GPU (SplitKWeights); the sketch is offered where a split can pay
-// (SplitKChoices).
+// one thread an output (deterministic: no atomics). S is 1, a divisor of k's extent or a power of
+// two (a shorter last chunk, guarded) up to kSplitKMax that leaves chunks of at least
+// kSplitKMinChunk (rules::ChunkCounts), drawn with a prior centred on the split that fills the GPU
+// (SplitKWeights); the sketch is offered where a split can pay (SplitKChoices).
 constexpr int64_t kSplitKMax = 64;
 constexpr int64_t kSplitKMinChunk = 128;
 constexpr int64_t kTypicalBlockTile = 128;  // per GEMM axis, to count the output's block tiles
@@ -156,14 +156,12 @@ int64_t BlockTiles(const GemmSizes& g) {
 }
 
 // The split factors a contraction may sample (1 first), empty when no split is worth a sketch: it
-// needs a divisor of k that leaves chunks of kSplitKMinChunk, and either fewer output block tiles
-// (kTypicalBlockTile square) than the GPU's SMs or a long reduction (k at least 8 times the larger
-// of m and n). Only the last applies on the host, whose parallelism is not the target's to read.
+// needs a chunk count (rules::ChunkCounts) that leaves chunks of kSplitKMinChunk, and either fewer
+// output block tiles (kTypicalBlockTile square) than the GPU's SMs or a long reduction (k at least
+// 8 times the larger of m and n). Only the last applies on the host, whose parallelism is not the
+// target's to read.
 std::vector<int64_t> SplitKChoices(const Target& t, const GemmSizes& g) {
-  std::vector<int64_t> out = {1};
-  for (int64_t d = 2; d <= kSplitKMax && g.k / d >= kSplitKMinChunk; ++d) {
-    if (g.k % d == 0) out.push_back(d);
-  }
+  std::vector<int64_t> out = rules::ChunkCounts(g.k, kSplitKMax, kSplitKMinChunk);
   const bool few_tiles = t.is_cuda() && BlockTiles(g) < t.sm_count;
   const bool long_k = g.k >= 8 * std::max(g.m, g.n);
   if (out.size() < 2 || !(few_tiles || long_k)) return {};

@@ -260,6 +260,14 @@ std::vector<double> LogDistanceWeights(const std::vector<int64_t>& choices, doub
   return w;
 }
 
+std::vector<int64_t> ChunkCounts(int64_t k, int64_t max_chunks, int64_t min_chunk) {
+  std::vector<int64_t> out = {1};
+  for (int64_t d = 2; d <= max_chunks && k / d >= min_chunk; ++d) {
+    if (k % d == 0 || (d & (d - 1)) == 0) out.push_back(d);
+  }
+  return out;
+}
+
 absl::StatusOr<std::string> SplitIntoPartials(Schedule* s, const std::string& gemm, int k_loop,
                                               const std::vector<int64_t>& choices,
                                               const std::vector<double>& weights) {

@@ -103,6 +103,11 @@ bool SameOrder(const std::vector<LoopRV>& a, const std::vector<LoopRV>& b);
 
 // ---- Reductions split over blocks (multi_level_tiling.cc's split-K, skinny_contraction.cc).
 
+// The numbers of chunks a reduction of extent `k` may be split into over blocks, 1 first: from 2
+// to `max_chunks`, each leaving chunks of at least `min_chunk` elements, the divisors of k and the
+// powers of two. A power of two that does not divide k gives chunks of ceil(k / S) and a shorter
+// last one (rfactor guards the overhang), so that a k with few divisors (a prime) still splits.
+std::vector<int64_t> ChunkCounts(int64_t k, int64_t max_chunks, int64_t min_chunk);
 // A prior over `choices` (positive) centred on `want`: 1 / (1 + (log2 c - log2 want)^2), so the
 // choices nearest `want` by ratio weigh most and the others keep some weight.
 std::vector<double> LogDistanceWeights(const std::vector<int64_t>& choices, double want);

@@ -129,17 +129,15 @@ std::optional<SkinnyView> SkinnyViewOf(const Stage& st) {
 }
 
 // The numbers of chunks the split sketch samples (1 first), empty when no split is worth a
-// sketch: divisors of k up to kSplitMax leaving chunks of kMinChunk, where the unsplit mapping
-// has at most the GPU's resident threads (at the mapping's typical threads an output).
+// sketch: counts up to kSplitMax leaving chunks of kMinChunk (rules::ChunkCounts), where the
+// unsplit mapping has at most the GPU's resident threads (at the mapping's typical threads an
+// output).
 std::vector<int64_t> SplitChoices(const Target& t, const SkinnyView& v, double* want) {
   const int64_t per_output = v.stream == Stream::kRows ? kRowsThreads : kColumnsThreads;
   *want =
       static_cast<double>(t.sm_count * kThreadsPerSm) / static_cast<double>(v.outputs * per_output);
   if (*want < 1.0) return {};
-  std::vector<int64_t> out = {1};
-  for (int64_t d = 2; d <= kSplitMax && v.k / d >= kMinChunk; ++d) {
-    if (v.k % d == 0) out.push_back(d);
-  }
+  std::vector<int64_t> out = rules::ChunkCounts(v.k, kSplitMax, kMinChunk);
   if (out.size() < 2) return {};
   return out;
 }
@@ -257,10 +255,7 @@ class SkinnyContraction final : public ScheduleRule {
   // a block (threadIdx.y) and the rest to blockIdx.x with the other output loops; the columns Tx
   // to a block (threadIdx.x). The F partials are then summed in order (rules::BindCombine).
   absl::Status VectorColumns(Schedule* s, const std::string& gemm, const SkinnyView& v) const {
-    std::vector<int64_t> choices = {1};
-    for (int64_t d = 2; d <= kSplitMax && v.k / d >= kMinColumnChunk; ++d) {
-      if (v.k % d == 0) choices.push_back(d);
-    }
+    const std::vector<int64_t> choices = rules::ChunkCounts(v.k, kSplitMax, kMinColumnChunk);
     // Centred on the split that gives the GPU's threads one chunk of V columns each.
     const double want = std::min<double>(
         kSplitMax, static_cast<double>(target_.sm_count * kThreadsPerSm * v.lanes) /

@@ -112,6 +112,7 @@ std::vector<std::string> SplitKSpecs() {
   return {
       "matmul(M=8, N=1, K=2048)",
       "matmul(M=20, N=36, K=1152)",
+      "matmul(M=24, N=20, K=1031)",  // prime K: chunks of ceil(K / S), the last one guarded
       "matmul(M=6, N=10, K=1536, batch=2, transpose_a=true)",
       "matmul_bias_gelu(M=12, N=20, K=2048)",
       "matmul(M=8, N=16, K=1024, dtype=f16)",

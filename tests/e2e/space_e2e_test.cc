@@ -132,9 +132,9 @@ TEST(PipelinedCudaCoreE2E, StepsArePipelinedWithAsyncCopiesAndCompile) {
 #endif
 }
 
-// A long K that no split factor divides (1031 is prime): the rule offers no split, and the
-// samples it gives are correct.
-TEST(SplitKE2E, NoDividingFactorMeansNoSplitAndCorrectSamples) {
+// A long K that no split factor divides (1031 is prime): split into chunks of ceil(K / S) (S a
+// power of two), the overhang of the last chunk guarded; the split samples match the reference.
+TEST(SplitKE2E, PrimeKSplitsIntoGuardedChunksAndMatchesReference) {
   auto w = schedules::ParseWorkloadSpec("matmul(M=8, N=1, K=1031)");
   ASSERT_TRUE(w.ok()) << w.status();
   const auto target = schedules::HostTarget();
@@ -142,13 +142,18 @@ TEST(SplitKE2E, NoDividingFactorMeansNoSplitAndCorrectSamples) {
   ASSERT_TRUE(ref.ok()) << ref.status();
   auto g = schedules::SpaceGenerator::Create(*w, target);
   ASSERT_TRUE(g.ok()) << g.status();
-  EXPECT_EQ(g->sketches().size(), 1u);
-  for (uint64_t seed = 0; seed < 2; ++seed) {
+  EXPECT_EQ(g->sketches().size(), 2u);
+  int split = 0;
+  for (uint64_t seed = 0; seed < 32 && split < 2; ++seed) {
     auto c = g->Sample(seed);
     ASSERT_TRUE(c.ok()) << c.status();
-    EXPECT_EQ(SplitKFactor(*c->trace), 1);
-    EXPECT_TRUE(worker::RunAndVerify(c->source, *ref, seed).ok());
+    const int64_t f = SplitKFactor(*c->trace);
+    if (f == 1) continue;
+    EXPECT_NE(1031 % f, 0) << f;
+    ++split;
+    EXPECT_TRUE(worker::RunAndVerify(c->source, *ref, seed).ok()) << "split " << f;
   }
+  EXPECT_EQ(split, 2);
 }
 
 }  // namespace

@@ -661,6 +661,22 @@ TEST(Rules, MultiLevelTilingSplitsKOverBlocks) {
   EXPECT_EQ(split, 1);
 }
 
+// The chunk counts split-K samples: the divisors of K and the powers of two (a shorter, guarded
+// last chunk) leaving chunks of at least 128, up to 64.
+TEST(Rules, MultiLevelTilingSplitsKIntoDivisorsAndPowersOfTwo) {
+  for (const auto& [spec, candidates] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"matmul(M=256, N=256, K=4099)", {1, 2, 4, 8, 16, 32}},  // 4099 is prime
+           {"matmul(M=256, N=256, K=3000)", {1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 16, 20}},
+       }) {
+    SCOPED_TRACE(spec);
+    SpaceGenerator g = Space(spec, CudaTarget("sm_90"));
+    ASSERT_GE(g.sketches().size(), 2u);
+    const schedules::Instruction* choice = SplitKChoice(g.sketches()[1]);
+    ASSERT_NE(choice, nullptr);
+    EXPECT_EQ(choice->attrs["candidates"], candidates);
+  }
+}
+
 TEST(Rules, MultiLevelTilingSplitsKOnlyWhereItCanPay) {
   struct Case {
     std::string spec;
@@ -673,11 +689,12 @@ TEST(Rules, MultiLevelTilingSplitsKOnlyWhereItCanPay) {
            {"matmul(M=4096, N=4096, K=4096)", CudaTarget("sm_90"), 1 * 2},
            // K too short for chunks of 128.
            {"matmul(M=128, N=96, K=64)", CudaTarget("sm_90"), 1 * 2},
-           // A long K that no factor up to 64 divides (1031 is prime): the rule does not guard
-           // partial chunks, so it does not split (on CUDA, skinny_contraction's unsplit sketch
-           // comes first: N = 1).
-           {"matmul(M=8, N=1, K=1031)", CudaTarget("sm_90"), 1 + 1},
-           {"matmul(M=8, N=1, K=1031)", HostTarget(), 1},
+           // A long K that no factor up to 64 divides (1031 is prime): split into chunks of
+           // ceil(K / S), S a power of two, the last chunk guarded (on CUDA after
+           // skinny_contraction's unsplit sketch: N = 1; chunks of 1024 are too long for its
+           // split).
+           {"matmul(M=8, N=1, K=1031)", CudaTarget("sm_90"), 1 + 2},
+           {"matmul(M=8, N=1, K=1031)", HostTarget(), 2},
            // Few output tiles (64 of 128 x 128 on 132 SMs) but K = N: split on CUDA only.
            {"matmul(M=64, N=8192, K=8192)", CudaTarget("sm_90"), 2 * 2},
            {"matmul(M=64, N=8192, K=8192)", HostTarget(), 1},
