@@ -103,6 +103,8 @@ __global__ void read_all(const uint4* __restrict__ B, size_t n, unsigned* __rest
       } else if (HINT == 1) {
         asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
                      : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(p));
+      } else if (HINT == 3) {
+        v[u] = __ldcs(p);
       } else {
         asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
                      : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(p));
@@ -254,6 +256,8 @@ int main() {
   };
   report("read U=8 ldg 132x2048", tm.Median([&] { read_all<8, 0><<<132 * 8, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink); }));
   report("read U=8 noalloc 132x2048", tm.Median([&] { read_all<8, 1><<<132 * 8, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink); }));
+  report("read U=8 __ldcs 132x2048", tm.Median([&] { read_all<8, 3><<<132 * 8, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink); }));
+  report("read U=16 __ldcs 132x1024", tm.Median([&] { read_all<16, 3><<<132 * 4, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink); }));
   report("read U=4 noalloc 132x2048", tm.Median([&] { read_all<4, 1><<<132 * 8, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink); }));
   report("read U=8 noalloc+L2:256B 132x2048", tm.Median([&] { read_all<8, 2><<<132 * 8, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink); }));
   report("read U=16 noalloc 132x1024", tm.Median([&] { read_all<16, 1><<<132 * 4, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink); }));
