@@ -12,13 +12,13 @@
 #include <cstdio>
 #include <vector>
 
-#define CHECK(x)                                                                   \
-  do {                                                                             \
-    cudaError_t e = (x);                                                           \
-    if (e != cudaSuccess) {                                                        \
-      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));     \
-      exit(1);                                                                     \
-    }                                                                              \
+#define CHECK(x)                                                               \
+  do {                                                                         \
+    cudaError_t e = (x);                                                       \
+    if (e != cudaSuccess) {                                                    \
+      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
+      exit(1);                                                                 \
+    }                                                                          \
   } while (0)
 
 constexpr int K = 8192, N = 8192;
@@ -86,7 +86,6 @@ __global__ void combine(const float* __restrict__ P, half* __restrict__ D, int p
   D[n] = __float2half(s);
 }
 
-
 // Pure reads of the matrix (the most a matrix-vector product can do): every thread loads 16-byte
 // vectors grid-stride, U in flight, and folds them into one value a block.
 template <int U, int HINT>
@@ -102,12 +101,14 @@ __global__ void read_all(const uint4* __restrict__ B, size_t n, unsigned* __rest
         v[u] = __ldg(p);
       } else if (HINT == 1) {
         asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(p));
+                     : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w)
+                     : "l"(p));
       } else if (HINT == 3) {
         v[u] = __ldcs(p);
       } else {
         asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(p));
+                     : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w)
+                     : "l"(p));
       }
     }
 #pragma unroll
@@ -139,7 +140,8 @@ __global__ void bulk_read(const char* __restrict__ B, size_t bytes, unsigned* __
     const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem + s * CHUNK));
     asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(b), "r"(CHUNK));
     asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(d),
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+            "r"(d),
         "l"(B + c * CHUNK), "r"(CHUNK), "r"(b)
         : "memory");
   };
@@ -213,9 +215,10 @@ void Try(Timer& tm, const half* A, const half* B, float* P, half* D, int F, int 
     err += (__half2float(d[n]) - ref[n]) * (__half2float(d[n]) - ref[n]);
     nrm += ref[n] * ref[n];
   }
-  printf("F=%4d TX=%3d TY=%d U=%2d inblock=%d noalloc=%d  main %.4f ms  total %.4f ms  "
-         "copy-ratio %.3f  relerr %.1e\n",
-         F, TX, TY, U, INBLOCK, NOALLOC, m, b, copy_ms / (2 * b), sqrt(err / nrm));
+  printf(
+      "F=%4d TX=%3d TY=%d U=%2d inblock=%d noalloc=%d  main %.4f ms  total %.4f ms  "
+      "copy-ratio %.3f  relerr %.1e\n",
+      F, TX, TY, U, INBLOCK, NOALLOC, m, b, copy_ms / (2 * b), sqrt(err / nrm));
 }
 
 int main() {
@@ -243,7 +246,8 @@ int main() {
   CHECK(cudaMemcpy(B, hB.data(), static_cast<size_t>(K) * N * 2, cudaMemcpyHostToDevice));
   Timer tm;
   const size_t bytes = static_cast<size_t>(K) * N * 2;
-  const float copy = tm.Median([&] { CHECK(cudaMemcpyAsync(C2, B, bytes, cudaMemcpyDeviceToDevice)); });
+  const float copy =
+      tm.Median([&] { CHECK(cudaMemcpyAsync(C2, B, bytes, cudaMemcpyDeviceToDevice)); });
   // copy-ratio: (matrix bytes / total) / (2 x bytes / copy) = copy / (2 total).
   printf("copy %zu bytes: %.4f ms = %.3f TB/s (read+write); matvec at copy bandwidth: %.4f ms\n",
          bytes, copy, 2 * bytes / copy / 1e9, copy / 2);
@@ -254,24 +258,46 @@ int main() {
     printf("%-44s %.4f ms = %.3f TB/s read; copy-ratio %.3f\n", what, ms, bytes / ms / 1e9,
            copy / (2 * ms));
   };
-  report("read U=8 ldg 132x2048", tm.Median([&] { read_all<8, 0><<<132 * 8, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink); }));
-  report("read U=8 noalloc 132x2048", tm.Median([&] { read_all<8, 1><<<132 * 8, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink); }));
-  report("read U=8 __ldcs 132x2048", tm.Median([&] { read_all<8, 3><<<132 * 8, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink); }));
-  report("read U=16 __ldcs 132x1024", tm.Median([&] { read_all<16, 3><<<132 * 4, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink); }));
-  report("read U=4 noalloc 132x2048", tm.Median([&] { read_all<4, 1><<<132 * 8, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink); }));
-  report("read U=8 noalloc+L2:256B 132x2048", tm.Median([&] { read_all<8, 2><<<132 * 8, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink); }));
-  report("read U=16 noalloc 132x1024", tm.Median([&] { read_all<16, 1><<<132 * 4, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink); }));
+  report("read U=8 ldg 132x2048", tm.Median([&] {
+    read_all<8, 0><<<132 * 8, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink);
+  }));
+  report("read U=8 noalloc 132x2048", tm.Median([&] {
+    read_all<8, 1><<<132 * 8, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink);
+  }));
+  report("read U=8 __ldcs 132x2048", tm.Median([&] {
+    read_all<8, 3><<<132 * 8, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink);
+  }));
+  report("read U=16 __ldcs 132x1024", tm.Median([&] {
+    read_all<16, 3><<<132 * 4, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink);
+  }));
+  report("read U=4 noalloc 132x2048", tm.Median([&] {
+    read_all<4, 1><<<132 * 8, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink);
+  }));
+  report("read U=8 noalloc+L2:256B 132x2048", tm.Median([&] {
+    read_all<8, 2><<<132 * 8, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink);
+  }));
+  report("read U=16 noalloc 132x1024", tm.Median([&] {
+    read_all<16, 1><<<132 * 4, 256>>>(reinterpret_cast<const uint4*>(B), vecs, sink);
+  }));
   {
     auto k1 = bulk_read<4, 32768>;
     CHECK(cudaFuncSetAttribute(k1, cudaFuncAttributeMaxDynamicSharedMemorySize, 4 * 32768));
-    report("bulk 4 x 32 KiB, 132 blocks", tm.Median([&] { k1<<<132, 256, 4 * 32768>>>(reinterpret_cast<const char*>(B), bytes, sink); }));
+    report("bulk 4 x 32 KiB, 132 blocks", tm.Median([&] {
+      k1<<<132, 256, 4 * 32768>>>(reinterpret_cast<const char*>(B), bytes, sink);
+    }));
     auto k2 = bulk_read<6, 16384>;
     CHECK(cudaFuncSetAttribute(k2, cudaFuncAttributeMaxDynamicSharedMemorySize, 6 * 16384));
-    report("bulk 6 x 16 KiB, 132 blocks", tm.Median([&] { k2<<<132, 256, 6 * 16384>>>(reinterpret_cast<const char*>(B), bytes, sink); }));
-    report("bulk 6 x 16 KiB, 264 blocks", tm.Median([&] { k2<<<264, 256, 6 * 16384>>>(reinterpret_cast<const char*>(B), bytes, sink); }));
+    report("bulk 6 x 16 KiB, 132 blocks", tm.Median([&] {
+      k2<<<132, 256, 6 * 16384>>>(reinterpret_cast<const char*>(B), bytes, sink);
+    }));
+    report("bulk 6 x 16 KiB, 264 blocks", tm.Median([&] {
+      k2<<<264, 256, 6 * 16384>>>(reinterpret_cast<const char*>(B), bytes, sink);
+    }));
     auto k3 = bulk_read<8, 8192>;
     CHECK(cudaFuncSetAttribute(k3, cudaFuncAttributeMaxDynamicSharedMemorySize, 8 * 8192));
-    report("bulk 8 x 8 KiB, 264 blocks", tm.Median([&] { k3<<<264, 256, 8 * 8192>>>(reinterpret_cast<const char*>(B), bytes, sink); }));
+    report("bulk 8 x 8 KiB, 264 blocks", tm.Median([&] {
+      k3<<<264, 256, 8 * 8192>>>(reinterpret_cast<const char*>(B), bytes, sink);
+    }));
   }
   for (int F : {64, 128, 256}) {
     for (int TX : {32, 64}) {

@@ -37,10 +37,7 @@ class AutoBind final : public ScheduleRule {
       return std::vector<Schedule>{std::move(s)};
     }
     // Spatial loops come first in a fresh stage (reduction loops last), so they fuse.
-    LoopRV fused = spatial[0];
-    if (spatial.size() > 1) {
-      TESSEL_ASSIGN_OR_RETURN(fused, s.Fuse(spatial));
-    }
+    TESSEL_ASSIGN_OR_RETURN(LoopRV fused, rules::FuseAll(&s, spatial));
     const int64_t extent = s.LoopExtent(fused);
     if (st->reduces()) {
       TESSEL_RETURN_IF_ERROR(rules::BindOnePerThread(&s, fused, ""));

@@ -143,10 +143,7 @@ class CrossThreadReduction final : public ScheduleRule {
     TESSEL_RETURN_IF_ERROR(s->Vectorize(p[2]));
     if (bind_rows) {
       std::vector<LoopRV> spatial(loops.begin(), loops.end() - 1);
-      LoopRV rows = spatial[0];
-      if (spatial.size() > 1) {
-        TESSEL_ASSIGN_OR_RETURN(rows, s->Fuse(spatial));
-      }
+      TESSEL_ASSIGN_OR_RETURN(LoopRV rows, rules::FuseAll(s, spatial));
       TESSEL_RETURN_IF_ERROR(s->Bind(rows, "blockIdx.x"));
     }
     return absl::OkStatus();

@@ -243,6 +243,11 @@ absl::StatusOr<std::optional<IntRV>> SamplePaddedExtent(Schedule* s, int64_t ext
   return std::optional<IntRV>(v);
 }
 
+absl::StatusOr<LoopRV> FuseAll(Schedule* s, const std::vector<LoopRV>& loops) {
+  if (loops.size() == 1) return loops[0];
+  return s->Fuse(loops);
+}
+
 bool SameOrder(const std::vector<LoopRV>& a, const std::vector<LoopRV>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -296,10 +301,7 @@ absl::Status BindCombine(Schedule* s, const std::string& combine) {
   for (LoopRV l : loops) {
     if (!IsReduceLoop(*s, l)) spatial.push_back(l);
   }
-  LoopRV fused = spatial[0];
-  if (spatial.size() > 1) {
-    TESSEL_ASSIGN_OR_RETURN(fused, s->Fuse(spatial));
-  }
+  TESSEL_ASSIGN_OR_RETURN(LoopRV fused, FuseAll(s, spatial));
   return BindOnePerThread(s, fused, producer);
 }
 
@@ -324,10 +326,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> AlignRows(
     TESSEL_RETURN_IF_ERROR(s->PadAxis(copy, last, multiple));
     out.emplace_back(b->name, s->GetStage(copy).name);
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(copy));
-    LoopRV fused = loops[0];
-    if (loops.size() > 1) {
-      TESSEL_ASSIGN_OR_RETURN(fused, s->Fuse(loops));
-    }
+    TESSEL_ASSIGN_OR_RETURN(LoopRV fused, FuseAll(s, loops));
     TESSEL_RETURN_IF_ERROR(BindOnePerThread(s, fused, ""));
   }
   return out;
@@ -335,10 +334,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> AlignRows(
 
 absl::Status BindBlocks(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m, LoopRV n) {
   if (!batch.empty()) {
-    LoopRV bz = batch[0];
-    if (batch.size() > 1) {
-      TESSEL_ASSIGN_OR_RETURN(bz, s->Fuse(batch));
-    }
+    TESSEL_ASSIGN_OR_RETURN(LoopRV bz, FuseAll(s, batch));
     TESSEL_RETURN_IF_ERROR(s->Bind(bz, "blockIdx.z"));
   }
   TESSEL_RETURN_IF_ERROR(s->Bind(m, "blockIdx.y"));
@@ -348,10 +344,7 @@ absl::Status BindBlocks(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m,
 absl::Status BindBlocksRasterized(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m, LoopRV n,
                                   int64_t max_group) {
   if (!batch.empty()) {
-    LoopRV bz = batch[0];
-    if (batch.size() > 1) {
-      TESSEL_ASSIGN_OR_RETURN(bz, s->Fuse(batch));
-    }
+    TESSEL_ASSIGN_OR_RETURN(LoopRV bz, FuseAll(s, batch));
     TESSEL_RETURN_IF_ERROR(s->Bind(bz, "blockIdx.z"));
   }
   TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> g, s->SamplePerfectTile(m, 2, max_group));

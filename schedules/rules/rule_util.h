@@ -98,6 +98,9 @@ absl::StatusOr<std::optional<IntRV>> SamplePaddedExtent(Schedule* s, int64_t ext
                                                         int64_t tile_max,
                                                         const std::vector<int64_t>& units);
 
+// `loops` (adjacent, outermost first) fused into one; the loop itself, no fuse recorded, when
+// there is only one.
+absl::StatusOr<LoopRV> FuseAll(Schedule* s, const std::vector<LoopRV>& loops);
 // Whether two loop lists name the same loops in the same order.
 bool SameOrder(const std::vector<LoopRV>& a, const std::vector<LoopRV>& b);
 

@@ -304,10 +304,7 @@ class SkinnyContraction final : public ScheduleRule {
   // returns the threadIdx.y loop.
   static absl::StatusOr<LoopRV> BindRows(Schedule* s, const std::vector<LoopRV>& spatial,
                                          const SkinnyView& v) {
-    LoopRV rows = spatial[0];
-    if (spatial.size() > 1) {
-      TESSEL_ASSIGN_OR_RETURN(rows, s->Fuse(spatial));
-    }
+    TESSEL_ASSIGN_OR_RETURN(LoopRV rows, rules::FuseAll(s, spatial));
     TESSEL_ASSIGN_OR_RETURN(IntRV r, SampleUniform(s, {1, 2, 4, 8}, v.outputs));
     TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> p, s->Split(rows, {-1, r}));
     TESSEL_RETURN_IF_ERROR(s->Bind(p[0], "blockIdx.x"));
@@ -335,10 +332,7 @@ class SkinnyContraction final : public ScheduleRule {
     now[v.column_axis] = c[0];
     now.insert(now.begin() + v.column_axis + 1, c[1]);
     if (!rules::SameOrder(order, now)) TESSEL_RETURN_IF_ERROR(s->Reorder(order));
-    LoopRV blocks = outer[0];
-    if (outer.size() > 1) {
-      TESSEL_ASSIGN_OR_RETURN(blocks, s->Fuse(outer));
-    }
+    TESSEL_ASSIGN_OR_RETURN(LoopRV blocks, rules::FuseAll(s, outer));
     TESSEL_RETURN_IF_ERROR(s->Bind(blocks, "blockIdx.x"));
     TESSEL_RETURN_IF_ERROR(s->Bind(c[1], "threadIdx.x"));
     return c[1];

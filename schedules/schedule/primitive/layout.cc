@@ -79,6 +79,23 @@ bool HasRootLoops(const Stage& s) {
   return fresh;
 }
 
+// What a change of stage `s`'s domain and buffer (fuse_axes, pad_axis) needs: its root loops
+// untouched, nothing attached to it (`attached`), not inlined; and, where `align_fix` is not null,
+// no storage_align yet (the error says to `align_fix` before it).
+absl::Status CheckUntouchedForLayout(const char* prim, const Stage& s, bool attached,
+                                     const char* align_fix) {
+  if (!HasRootLoops(s) || attached || s.inlined()) {
+    return Precondition(
+        prim, absl::StrCat("stage ", s.name, " has transformed, attached or inlined loops; ", prim,
+                           " must come first"));
+  }
+  if (align_fix != nullptr && !s.aligns.empty()) {
+    return Precondition(prim, absl::StrCat("stage ", s.name, " is padded with storage_align; ",
+                                           align_fix, " before storage_align"));
+  }
+  return absl::OkStatus();
+}
+
 // Rewrites loads of `from` into loads of `to` whose axes `axes` are one, in the position of the
 // smallest of them, indexed by their row-major linearization in the listed order (fuse_axes).
 class AxisFuser : public ExprMutator {
@@ -301,16 +318,8 @@ absl::Status Schedule::FuseAxes(BlockRV block, const std::vector<int>& axes) {
                                            " is part of a tuple reduction (fuse_reductions); "
                                            "fuse its axes before fusing the reductions"));
   }
-  if (!HasRootLoops(*s) || AttachedTo(s->name) || s->inlined()) {
-    return Precondition(prim, absl::StrCat("stage ", s->name,
-                                           " has transformed, attached or inlined loops; "
-                                           "fuse_axes must come first"));
-  }
-  if (!reduce && !s->aligns.empty()) {
-    return Precondition(prim, absl::StrCat("stage ", s->name,
-                                           " is padded with storage_align; fuse its axes "
-                                           "before storage_align"));
-  }
+  TESSEL_RETURN_IF_ERROR(CheckUntouchedForLayout(prim, *s, AttachedTo(s->name) != nullptr,
+                                                 reduce ? nullptr : "fuse its axes"));
   std::vector<int64_t> extents, strides(axes.size(), 1);
   for (int a : axes) extents.push_back(s->iters[a].extent);
   for (int i = static_cast<int>(axes.size()) - 2; i >= 0; --i) {
@@ -390,16 +399,8 @@ absl::Status Schedule::PadAxis(BlockRV block, int axis, int64_t multiple) {
                                            " is a reduction; pad a stage that computes each "
                                            "element on its own (a copy)"));
   }
-  if (!HasRootLoops(*s) || AttachedTo(s->name) || s->inlined()) {
-    return Precondition(prim, absl::StrCat("stage ", s->name,
-                                           " has transformed, attached or inlined loops; "
-                                           "pad_axis must come first"));
-  }
-  if (!s->aligns.empty()) {
-    return Precondition(prim, absl::StrCat("stage ", s->name,
-                                           " is padded with storage_align; pad its axis "
-                                           "before storage_align"));
-  }
+  TESSEL_RETURN_IF_ERROR(
+      CheckUntouchedForLayout(prim, *s, AttachedTo(s->name) != nullptr, "pad its axis"));
   const int64_t extent = s->iters[axis].extent;
   const int64_t padded = (extent + multiple - 1) / multiple * multiple;
   if (padded != extent) {
