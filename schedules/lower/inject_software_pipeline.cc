@@ -152,26 +152,34 @@ Expr UniformOverLanes(const Expr& cond, const VarNode* v, int64_t lanes) {
   return Substitute(cond, {{v, MakeInt(0, v->dtype)}});
 }
 
-// The copy a vectorized fetch loop does, as one cp.async where it fits.
+// The copies of a fetch as cp.async where they fit: a vectorized loop's copy as one, and a lone
+// element's copy (a fetch one element a thread, e.g. into a transposed copy) as one of its bytes.
 class AsyncCopies : public StmtMutator {
  protected:
   Stmt VisitFor(const ForNode& f, const Stmt& self) override {
     if (f.kind != ForKind::kVectorized) return StmtMutator::VisitFor(f, self);
-    Stmt copy = AsyncCopy(f);
+    int64_t lanes = 0;
+    if (!IsConstInt(f.extent, &lanes)) return self;
+    Stmt copy = AsyncCopy(f.body, f.var.get(), lanes);
+    return copy ? copy : self;
+  }
+  Stmt VisitStore(const StoreNode& n, const Stmt& self) override {
+    Stmt copy = AsyncCopy(self, nullptr, 1);
     return copy ? copy : self;
   }
 
  private:
-  static Stmt AsyncCopy(const ForNode& f) {
-    int64_t lanes = 0;
-    if (!IsConstInt(f.extent, &lanes)) return nullptr;
+  // `body` (a store, or a store under a guard) over the `lanes` lanes of `v` (null: one element)
+  // as one cp.async, or null.
+  static Stmt AsyncCopy(const Stmt& loop_body, const VarNode* v, int64_t lanes) {
+    auto uniform = [&](const Expr& cond) { return v ? UniformOverLanes(cond, v, lanes) : cond; };
     // A guard skips the copy (its destination may lie outside the buffer); a padding select
     // copies zeros instead (cp.async's zero fill: the destination is in the buffer, the source
     // is not read).
-    Stmt body = f.body;
+    Stmt body = loop_body;
     Expr guard, valid;
     if (const auto* i = As<IfThenElseNode>(body); i && !i->else_case) {
-      guard = UniformOverLanes(i->cond, f.var.get(), lanes);
+      guard = uniform(i->cond);
       if (!guard) return nullptr;
       body = i->then_case;
     }
@@ -181,7 +189,7 @@ class AsyncCopies : public StmtMutator {
     // Padding: zeros where the input is not (a tile past the extent, a padded input's border,
     // or both).
     while (const auto* sel = As<SelectNode>(value)) {
-      Expr cond = UniformOverLanes(sel->cond, f.var.get(), lanes);
+      Expr cond = uniform(sel->cond);
       if (!cond || !IsImmediate(sel->false_value)) return nullptr;
       int64_t zero = 1;
       const auto* fz = As<FloatImmNode>(sel->false_value);
@@ -198,20 +206,21 @@ class AsyncCopies : public StmtMutator {
     }
     const int64_t bytes = lanes * DTypeBytes(st->buffer->dtype);
     if (bytes != 4 && bytes != 8 && bytes != 16) return nullptr;
-    // Both sides contiguous in the lane and aligned to the copy's size.
-    for (const Expr& flat :
-         {FlatIndex(*st->buffer, st->indices), FlatIndex(*src->buffer, src->indices)}) {
-      int64_t coeff = 0;
-      AffineForm rest;
-      if (!SplitAffine(flat, f.var.get(), &coeff, &rest) || coeff != 1 ||
-          !AllMultiplesOf(rest, lanes)) {
-        return nullptr;
+    std::vector<Expr> dst_idx = st->indices, src_idx = src->indices;
+    if (v) {
+      // Both sides contiguous in the lane and aligned to the copy's size.
+      for (const Expr& flat :
+           {FlatIndex(*st->buffer, st->indices), FlatIndex(*src->buffer, src->indices)}) {
+        int64_t coeff = 0;
+        AffineForm rest;
+        if (!SplitAffine(flat, v, &coeff, &rest) || coeff != 1 || !AllMultiplesOf(rest, lanes)) {
+          return nullptr;
+        }
       }
+      std::unordered_map<const VarNode*, Expr> zero = {{v, MakeInt(0, v->dtype)}};
+      for (Expr& e : dst_idx) e = Substitute(e, zero);
+      for (Expr& e : src_idx) e = Substitute(e, zero);
     }
-    std::unordered_map<const VarNode*, Expr> zero = {{f.var.get(), MakeInt(0, f.var->dtype)}};
-    std::vector<Expr> dst_idx, src_idx;
-    for (const Expr& e : st->indices) dst_idx.push_back(Substitute(e, zero));
-    for (const Expr& e : src->indices) src_idx.push_back(Substitute(e, zero));
     Stmt copy =
         MakeEvaluate(MakeCall(CpAsyncCall(bytes),
                               {MakeLoad(st->buffer, dst_idx), MakeLoad(src->buffer, src_idx),

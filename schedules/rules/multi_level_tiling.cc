@@ -32,11 +32,14 @@
 // Software pipelining (CUDA, more than 16 outputs along n and along m with the batch): each of
 // the sketches above again, with every shared copy at R0 and R0 a software pipeline of 2 to 4
 // stages (inject_software_pipeline: cp.async into multi-buffered slots where a copy is 4, 8 or 16
-// contiguous bytes, one barrier a step). In these sketches inputs whose rows are not whole
-// 16-byte vectors (K = 1999 in f32) are first copied into zero-padded buffers of their own
-// (rules::AlignRows), so that their copies can be 16-byte ones. The pipeline took matmul 4096^3
-// f32 from 0.81x to 0.85-0.90x cuBLAS, 512 x 512 x 262144 from 0.60x to 0.83-0.85x (H100, 128
-// trials).
+// contiguous bytes, one barrier a step). In these sketches a row-major m-side operand of 4-byte
+// elements (A[m, k]) has its shared copy stored k-major (permute_axes: [k, m], fetched along k
+// one element a copy), so that a thread's register tile reads consecutive words of m instead of
+// one scalar a row; the other inputs whose rows are not whole 16-byte vectors (K = 1999 in f32)
+// are first copied into zero-padded buffers of their own (rules::AlignRows), so that their
+// copies can be 16-byte ones. The pipeline took matmul 4096^3 f32 from 0.81x to 0.85-0.90x
+// cuBLAS, 512 x 512 x 262144 from 0.60x to 0.83-0.85x (H100, 128 trials); the k-major copy took
+// 4096^3 to 0.98x (H100, 256 trials).
 //
 // Shapes no tile divides (both targets): where padding an axis gives it a larger tile than its
 // extent's divisors (rules::PaddedExtentChoices: m and n to a multiple of a block tile up to
@@ -54,6 +57,7 @@
 // sample_categorical; the caches' levels are sample_compute_location over explicit candidate loops.
 
 #include <algorithm>
+#include <numeric>
 #include <unordered_map>
 
 #include "schedules/ir/simplify.h"
@@ -128,6 +132,23 @@ std::vector<std::string> ProducersOf(const Schedule& s, const Stage& st) {
     }
   }
   return out;
+}
+
+// Whether `acc` (a contraction) reads `operand` as its m-side operand stored row-major, [..., m,
+// k]: the last index a reduction variable, the one before it the GEMM view's m, both plain, with
+// 4-byte elements (one cp.async each once stored transposed). A thread's register tile reads such
+// a copy along m at each k: as stored, one scalar a row; stored [..., k, m] (permute_axes), rows
+// of consecutive words, which the pipelined sketches do.
+bool IsRowMajorMOperand(const Stage& acc, const Buffer& operand) {
+  if (DTypeBytes(operand.dtype) != 4 || operand.shape.size() < 2) return false;
+  const std::vector<const LoadNode*> loads = CollectLoads(acc.body, &operand);
+  if (loads.empty()) return false;
+  const std::vector<Expr>& idx = loads[0]->indices;
+  const auto* k = As<VarNode>(idx.back());
+  const auto* m = As<VarNode>(idx[idx.size() - 2]);
+  const bool k_reduces = k && std::any_of(acc.reduce_axes.begin(), acc.reduce_axes.end(),
+                                          [&](const VarPtr& r) { return r.get() == k; });
+  return k_reduces && m == acc.axes[GemmAxesOf(acc).m].get();
 }
 
 // Split-K (rules::SplitIntoPartials): a contraction's reduction over blocks (the first plain
@@ -245,8 +266,12 @@ class MultiLevelTiling final : public ScheduleRule {
     // multi-buffered slots). Inputs whose rows are not whole 16-byte vectors are then first
     // copied into padded buffers (rules::AlignRows), so that the copies can be 16-byte ones;
     // the search weighs the copies' cost against that.
+    // A row-major m-side operand, fetched one element a copy into a k-major copy, stays.
     Schedule base = sch;
-    TESSEL_RETURN_IF_ERROR(rules::AlignRows(&base, stage).status());
+    const Stage& gemm = *sch.FindStage(stage);
+    TESSEL_RETURN_IF_ERROR(rules::AlignRows(&base, stage, [&](const Buffer& b) {
+                             return IsRowMajorMOperand(gemm, b);
+                           }).status());
     out.push_back(base);
     TESSEL_RETURN_IF_ERROR(Cuda(&out.back(), stage, /*split_k=*/false, /*pipelined=*/true));
     if (!choices.empty()) {
@@ -398,6 +423,19 @@ class MultiLevelTiling final : public ScheduleRule {
         TESSEL_ASSIGN_OR_RETURN(BlockRV pb, s->GetBlock(name));
         TESSEL_RETURN_IF_ERROR(s->ComputeInline(pb));
       }
+      // Pipelined: a row-major m-side operand's copy stored k-major (its last two axes
+      // swapped), each row's stride 4 words past a multiple of 8 (16-byte aligned rows; the 16
+      // k of a step land in 8 banks, not one).
+      const int sh_rank = static_cast<int>(s->GetStage(sh).axes.size());
+      const bool k_major =
+          pipelined && IsRowMajorMOperand(s->GetStage(cc), *s->GetStage(sh).buffer);
+      if (k_major) {
+        std::vector<int> order(sh_rank);
+        std::iota(order.begin(), order.end(), 0);
+        std::swap(order[sh_rank - 1], order[sh_rank - 2]);
+        TESSEL_RETURN_IF_ERROR(s->PermuteAxes(sh, order));
+        TESSEL_RETURN_IF_ERROR(s->StorageAlign(sh, sh_rank - 2, 8, 4));
+      }
       TESSEL_ASSIGN_OR_RETURN(BlockRV lo, s->CacheRead(s->GetStage(sh).name, "local", {cc}));
       if (pads) {
         TESSEL_RETURN_IF_ERROR(s->Annotate(sh, kPadTile, 1));
@@ -414,11 +452,16 @@ class MultiLevelTiling final : public ScheduleRule {
         TESSEL_RETURN_IF_ERROR(s->ComputeAt(sh, sh_at));
       }
       TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> fl, s->GetLoops(sh));
-      LoopRV fused = fl[0];
-      if (fl.size() > 1) {
-        TESSEL_ASSIGN_OR_RETURN(fused, s->Fuse(fl));
+      if (k_major) {
+        // Fetched along the rows of the input (k innermost: coalesced), one element a copy.
+        std::swap(fl[fl.size() - 1], fl[fl.size() - 2]);
+        TESSEL_RETURN_IF_ERROR(s->Reorder(fl));
       }
-      TESSEL_ASSIGN_OR_RETURN(auto p, s->Split(fused, {-1, ty, tx, vec}));
+      TESSEL_ASSIGN_OR_RETURN(LoopRV fused, rules::FuseAll(s, fl));
+      // Vectors along the copy's rows; a k-major copy's rows are not the input's (one element a
+      // copy: a 4-byte cp.async).
+      TESSEL_ASSIGN_OR_RETURN(auto p,
+                              s->Split(fused, {-1, ty, tx, k_major ? Factor(1) : Factor(vec)}));
       TESSEL_RETURN_IF_ERROR(s->Bind(p[1], "threadIdx.y"));
       TESSEL_RETURN_IF_ERROR(s->Bind(p[2], "threadIdx.x"));
       TESSEL_RETURN_IF_ERROR(s->Vectorize(p[3]));

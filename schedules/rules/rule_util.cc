@@ -306,13 +306,13 @@ absl::Status BindCombine(Schedule* s, const std::string& combine) {
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> AlignRows(
-    Schedule* s, const std::string& gemm) {
+    Schedule* s, const std::string& gemm, const std::function<bool(const Buffer&)>& read_in_place) {
   // Inputs (not stages' buffers) whose rows are not whole 16-byte vectors, each once.
   std::vector<BufferPtr> unaligned;
   for (const LoadNode* l : CollectLoads(s->FindStage(gemm)->body)) {
     const Buffer& b = *l->buffer;
     if (!s->FindStage(b.name) && !b.shape.empty() &&
-        b.shape.back() * DTypeBytes(b.dtype) % 16 != 0 &&
+        b.shape.back() * DTypeBytes(b.dtype) % 16 != 0 && !(read_in_place && read_in_place(b)) &&
         std::find(unaligned.begin(), unaligned.end(), l->buffer) == unaligned.end()) {
       unaligned.push_back(l->buffer);
     }

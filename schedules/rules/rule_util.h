@@ -3,6 +3,7 @@
 // Small helpers shared by the schedule rules.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -138,8 +139,10 @@ absl::Status BindCombine(Schedule* s, const std::string& combine);
 // cp.async, or bulk tensor copies, whose global strides must be multiples of 16 bytes) whose
 // lanes are all in or all past the extent, and tiles past the old extent read zeros. Returns the
 // (input, copy) names of the inputs copied; none (and nothing recorded) where all are aligned.
-absl::StatusOr<std::vector<std::pair<std::string, std::string>>> AlignRows(Schedule* s,
-                                                                           const std::string& gemm);
+// Inputs that `read_in_place` accepts are left alone (fetched one element a copy).
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> AlignRows(
+    Schedule* s, const std::string& gemm,
+    const std::function<bool(const Buffer&)>& read_in_place = nullptr);
 
 // Binds a contraction's block level (CUDA): the batch loops, fused, to blockIdx.z, `m` to
 // blockIdx.y and `n` to blockIdx.x.

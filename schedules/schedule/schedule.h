@@ -174,6 +174,13 @@ class Schedule {
   // non-output, non-reduction stage with its root loops untouched, nothing attached, not padded
   // with storage_align.
   absl::Status PadAxis(BlockRV block, int axis, int64_t multiple);
+  // Stores the stage's buffer with its spatial axes in the order `order` (axis i of the new
+  // buffer is axis order[i] of the old): the stage computes the same values, its root loops
+  // follow the new order, and every read of the buffer is rewritten (Meta-Schedule's
+  // transform_layout, for a permutation). A GEMM operand's shared copy A[m, k] stored as
+  // [k, m], so that a thread's consecutive rows m of one k are consecutive words (vector reads
+  // into registers). Same conditions as fuse_axes.
+  absl::Status PermuteAxes(BlockRV block, const std::vector<int>& order);
   // The value may be sampled (an IntRV), e.g. the unroll step.
   absl::Status Annotate(LoopRV loop, const std::string& key, Factor value);
   absl::Status Annotate(BlockRV block, const std::string& key, Factor value);

@@ -106,6 +106,19 @@ inline Schedule HostMatmulPaddedRows(uint64_t seed) {
   return sch;
 }
 
+// Matmul with a copy of A stored transposed ([k, m], permute_axes) and read by the product.
+inline Schedule HostMatmulKMajorCopy(uint64_t seed) {
+  Schedule sch = NewSchedule(Matmul(8, 12, 15), seed);
+  auto check = [](const absl::Status& st) {
+    if (!st.ok()) throw std::runtime_error(st.ToString());
+  };
+  BlockRV copy = ValueOrDie(sch.ReIndex(BlockOf(sch, "C"), "A", "global"));
+  check(sch.PermuteAxes(copy, {1, 0}));
+  std::vector<LoopRV> l = LoopsOf(sch, copy);
+  check(sch.Parallel(l[0]));
+  return sch;
+}
+
 // Elementwise chain: a sampled location, back to the root, set_scope and attach.
 inline Schedule HostChainScoped(uint64_t seed) {
   Schedule sch = NewSchedule(ElementwiseChain(16, 16), seed);
@@ -314,6 +327,7 @@ inline std::vector<Recorded> AllRecorded() {
           {"HostSoftmax", HostSoftmax, false},
           {"HostMatmulRelu", HostMatmulRelu, false},
           {"HostMatmulPaddedRows", HostMatmulPaddedRows, false},
+          {"HostMatmulKMajorCopy", HostMatmulKMajorCopy, false},
           {"HostChainScoped", HostChainScoped, false},
           {"HostChainMerged", HostChainMerged, false},
           {"HostOnlineSoftmax", HostOnlineSoftmax, false},

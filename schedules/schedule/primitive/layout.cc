@@ -1,7 +1,8 @@
 // Storage layout of a stage's buffer: set_scope (global, shared, local), storage_align (padded
 // strides), split_buffer_axis (one axis stored as several), fuse_axes (several axes of the
-// stage's domain as one, its buffer stored accordingly) and pad_axis (an axis grown to a
-// multiple, the stage computing zeros past its old extent).
+// stage's domain as one, its buffer stored accordingly), pad_axis (an axis grown to a
+// multiple, the stage computing zeros past its old extent) and permute_axes (the buffer's axes
+// stored in another order).
 
 #include <algorithm>
 #include <functional>
@@ -29,6 +30,7 @@ constexpr char kSplitBufferAxis[] = "split_buffer_axis";
 constexpr char kFuseAxes[] = "fuse_axes";
 constexpr char kSetScope[] = "set_scope";
 constexpr char kPadAxis[] = "pad_axis";
+constexpr char kPermuteAxes[] = "permute_axes";
 
 // Rewrites loads of `from` into loads of `to` whose axis `axis` is split by `strides`/`factors`
 // (split_buffer_axis): index e becomes e / strides[0], (e / strides[1]) % factors[1], ...,
@@ -129,6 +131,29 @@ class AxisFuser : public ExprMutator {
   BufferPtr to_;
   const std::vector<int>& axes_;
   const std::vector<int64_t>& strides_;
+};
+
+// Rewrites loads of `from` into loads of `to`, whose axis i is axis order[i] of `from`
+// (permute_axes).
+class AxisPermuter : public ExprMutator {
+ public:
+  AxisPermuter(const Buffer* from, BufferPtr to, const std::vector<int>& order)
+      : from_(from), to_(std::move(to)), order_(order) {}
+
+ protected:
+  Expr VisitLoad(const LoadNode& n, const Expr& self) override {
+    Expr e = ExprMutator::VisitLoad(n, self);
+    const auto* l = As<LoadNode>(e);
+    if (l->buffer.get() != from_) return e;
+    std::vector<Expr> idx;
+    for (int d : order_) idx.push_back(l->indices[d]);
+    return MakeLoad(to_, idx);
+  }
+
+ private:
+  const Buffer* from_;
+  BufferPtr to_;
+  const std::vector<int>& order_;
 };
 
 }  // namespace
@@ -417,6 +442,59 @@ absl::Status Schedule::PadAxis(BlockRV block, int axis, int64_t multiple) {
   return absl::OkStatus();
 }
 
+absl::Status Schedule::PermuteAxes(BlockRV block, const std::vector<int>& order) {
+  const char* prim = kPermuteAxes;
+  auto st = MutableStage(block, prim);
+  if (!st.ok()) return st.status();
+  Stage* s = *st;
+  const int rank = static_cast<int>(s->axes.size());
+  std::vector<int> identity(rank);
+  std::iota(identity.begin(), identity.end(), 0);
+  std::vector<int> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted != identity) {
+    return Invalid(
+        prim, absl::StrCat("order [", absl::StrJoin(order, ", "), "] of stage ", s->name,
+                           " must list each of its ", rank, " axes once (0 to ", rank - 1, ")"));
+  }
+  if (s->is_output) {
+    return Precondition(
+        prim, absl::StrCat("stage ", s->name, " is an output; its layout is the workload's"));
+  }
+  if (s->combiner || !s->computed_by.empty()) {
+    return Precondition(prim, absl::StrCat("stage ", s->name,
+                                           " is part of a tuple reduction (fuse_reductions); "
+                                           "permute its axes before fusing the reductions"));
+  }
+  TESSEL_RETURN_IF_ERROR(
+      CheckUntouchedForLayout(prim, *s, AttachedTo(s->name) != nullptr, "permute its axes"));
+  if (order != identity) {
+    // The same values over the same domain: the root loops (spatial ones first) and the
+    // buffer's axes take the new order, and every read of the buffer is rewritten.
+    std::vector<VarPtr> axes;
+    std::vector<IterVar> iters;
+    std::vector<int64_t> shape;
+    for (int d : order) {
+      axes.push_back(s->axes[d]);
+      iters.push_back(s->iters[d]);
+      shape.push_back(s->buffer->shape[d]);
+    }
+    for (int i = rank; i < s->num_root(); ++i) iters.push_back(s->iters[i]);
+    s->axes = std::move(axes);
+    s->iters = std::move(iters);
+    ++s->loop_generation;
+    BufferPtr nb = MakeBuffer(s->buffer->name, s->buffer->dtype, shape, s->buffer->scope);
+    AxisPermuter permute(s->buffer.get(), nb, order);
+    for (Stage& o : stages_) {
+      o.body = permute.Visit(o.body);
+      for (Stage::TupleOutput& t : o.outputs) t.value = permute.Visit(t.value);
+    }
+    s->buffer = nb;
+  }
+  Record(Instruction{prim, {RVName(block.id)}, {{"order", order}}, {}, {}});
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Instruction table entries.
 
@@ -461,6 +539,17 @@ absl::Status ApplyPadAxis(InstructionReader& in) {
   return in.schedule().PadAxis(block, axis, multiple);
 }
 
+absl::Status ApplyPermuteAxes(InstructionReader& in) {
+  TESSEL_ASSIGN_OR_RETURN(BlockRV block, in.Block(0));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<int64_t> order, in.AttrIntArray("order"));
+  std::vector<int> ints;
+  for (int64_t a : order) {
+    if (a < 0 || a > 1 << 20) return InstructionReader::Error("permute_axes: axis out of range");
+    ints.push_back(static_cast<int>(a));
+  }
+  return in.schedule().PermuteAxes(block, ints);
+}
+
 }  // namespace
 
 void RegisterLayoutInstructions(InstructionTable* table) {
@@ -469,6 +558,7 @@ void RegisterLayoutInstructions(InstructionTable* table) {
   table->Register(kSetScope, ApplySetScope);
   table->Register(kFuseAxes, ApplyFuseAxes);
   table->Register(kPadAxis, ApplyPadAxis);
+  table->Register(kPermuteAxes, ApplyPermuteAxes);
 }
 
 }  // namespace tessel::schedules

@@ -273,5 +273,75 @@ TEST(ScheduleErrors, PadAxisOfAReduction) {
       "copy)");
 }
 
+// =============================================================================================
+// permute_axes
+
+TEST(SchedulePermuteAxes, StoresTheCopyTransposedAndRewritesItsReaders) {
+  Schedule sch = NewSchedule(Matmul(8, 12, 15));
+  BlockRV copy = ValueOrDie(sch.ReIndex(BlockOf(sch, "C"), "A", "global"));
+  const std::string name = sch.GetStage(copy).name;
+  TESSEL_ASSERT_OK(sch.PermuteAxes(copy, {1, 0}));
+  const Stage& c = StageNamed(sch, name);
+  EXPECT_EQ(c.buffer->shape, (std::vector<int64_t>{15, 8}));
+  EXPECT_EQ(LeafExtents(c), (std::vector<int64_t>{15, 8}));
+  EXPECT_EQ(ToString(c.body), "A[ax0, ax1]");  // the same values, over loops [ax1, ax0]
+  EXPECT_THAT(ToString(StageNamed(sch, "C").body), HasSubstr(name + "[k, i]"));
+  EXPECT_EQ(sch.trace().insts.back().kind, "permute_axes");
+  // The identity leaves it as it is (and is recorded).
+  TESSEL_ASSERT_OK(sch.PermuteAxes(copy, {0, 1}));
+  EXPECT_EQ(StageNamed(sch, name).buffer->shape, (std::vector<int64_t>{15, 8}));
+  EXPECT_THAT(LowerText(sch, HostT()), HasSubstr(name + "[ax1, ax0] = A[ax0, ax1]"));
+}
+
+TEST(ScheduleErrors, PermuteAxesArguments) {
+  Schedule sch = NewSchedule(Matmul(8, 12, 15));
+  BlockRV copy = ValueOrDie(sch.ReIndex(BlockOf(sch, "C"), "A", "global"));
+  const std::string name = sch.GetStage(copy).name;
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.PermuteAxes(copy, {1, 1});
+      },
+      kInvalid,
+      "permute_axes: order [1, 1] of stage " + name +
+          " must list each of its 2 axes once (0 to 1)");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.PermuteAxes(copy, {1, 0, 2});
+      },
+      kInvalid,
+      "permute_axes: order [1, 0, 2] of stage " + name +
+          " must list each of its 2 axes once (0 to 1)");
+  BlockRV c = BlockOf(sch, "C");
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.PermuteAxes(c, {1, 0});
+      },
+      kPrecondition, "permute_axes: stage C is an output; its layout is the workload's");
+  Schedule shared = NewSchedule(Matmul(8, 12, 15));
+  BlockRV sh = ValueOrDie(shared.ReIndex(BlockOf(shared, "C"), "A", "shared"));
+  TESSEL_ASSERT_OK(shared.StorageAlign(sh, 0, 8, 4));
+  ExpectFails(
+      shared,
+      [&] {
+        return shared.PermuteAxes(sh, {1, 0});
+      },
+      kPrecondition,
+      "permute_axes: stage " + shared.GetStage(sh).name +
+          " is padded with storage_align; permute its axes before storage_align");
+  std::vector<LoopRV> l = LoopsOf(sch, name);
+  TESSEL_ASSERT_OK(sch.Split(l[1], {-1, 5}).status());
+  ExpectFails(
+      sch,
+      [&] {
+        return sch.PermuteAxes(copy, {1, 0});
+      },
+      kPrecondition,
+      "permute_axes: stage " + name +
+          " has transformed, attached or inlined loops; permute_axes must come first");
+}
+
 }  // namespace
 }  // namespace tessel::schedules
