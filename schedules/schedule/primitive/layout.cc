@@ -81,19 +81,24 @@ bool HasRootLoops(const Stage& s) {
   return fresh;
 }
 
-// What a change of stage `s`'s domain and buffer (fuse_axes, pad_axis) needs: its root loops
-// untouched, nothing attached to it (`attached`), not inlined; and, where `align_fix` is not null,
-// no storage_align yet (the error says to `align_fix` before it).
+// What a change of stage `s`'s domain and buffer (fuse_axes, pad_axis, permute_axes) needs: no
+// part of a tuple reduction, its root loops untouched, nothing attached to it (`attached`), not
+// inlined; and, where `check_align`, no storage_align yet. The errors say to `what` first.
 absl::Status CheckUntouchedForLayout(const char* prim, const Stage& s, bool attached,
-                                     const char* align_fix) {
+                                     const char* what, bool check_align) {
+  if (s.combiner || !s.computed_by.empty()) {
+    return Precondition(
+        prim, absl::StrCat("stage ", s.name, " is part of a tuple reduction (fuse_reductions); ",
+                           what, " before fusing the reductions"));
+  }
   if (!HasRootLoops(s) || attached || s.inlined()) {
     return Precondition(
         prim, absl::StrCat("stage ", s.name, " has transformed, attached or inlined loops; ", prim,
                            " must come first"));
   }
-  if (align_fix != nullptr && !s.aligns.empty()) {
+  if (check_align && !s.aligns.empty()) {
     return Precondition(prim, absl::StrCat("stage ", s.name, " is padded with storage_align; ",
-                                           align_fix, " before storage_align"));
+                                           what, " before storage_align"));
   }
   return absl::OkStatus();
 }
@@ -338,13 +343,8 @@ absl::Status Schedule::FuseAxes(BlockRV block, const std::vector<int>& axes) {
     return Precondition(
         prim, absl::StrCat("stage ", s->name, " is an output; its layout is the workload's"));
   }
-  if (s->combiner || !s->computed_by.empty()) {
-    return Precondition(prim, absl::StrCat("stage ", s->name,
-                                           " is part of a tuple reduction (fuse_reductions); "
-                                           "fuse its axes before fusing the reductions"));
-  }
   TESSEL_RETURN_IF_ERROR(CheckUntouchedForLayout(prim, *s, AttachedTo(s->name) != nullptr,
-                                                 reduce ? nullptr : "fuse its axes"));
+                                                 "fuse its axes", /*check_align=*/!reduce));
   std::vector<int64_t> extents, strides(axes.size(), 1);
   for (int a : axes) extents.push_back(s->iters[a].extent);
   for (int i = static_cast<int>(axes.size()) - 2; i >= 0; --i) {
@@ -425,7 +425,7 @@ absl::Status Schedule::PadAxis(BlockRV block, int axis, int64_t multiple) {
                                            "element on its own (a copy)"));
   }
   TESSEL_RETURN_IF_ERROR(
-      CheckUntouchedForLayout(prim, *s, AttachedTo(s->name) != nullptr, "pad its axis"));
+      CheckUntouchedForLayout(prim, *s, AttachedTo(s->name) != nullptr, "pad its axis", true));
   const int64_t extent = s->iters[axis].extent;
   const int64_t padded = (extent + multiple - 1) / multiple * multiple;
   if (padded != extent) {
@@ -461,13 +461,8 @@ absl::Status Schedule::PermuteAxes(BlockRV block, const std::vector<int>& order)
     return Precondition(
         prim, absl::StrCat("stage ", s->name, " is an output; its layout is the workload's"));
   }
-  if (s->combiner || !s->computed_by.empty()) {
-    return Precondition(prim, absl::StrCat("stage ", s->name,
-                                           " is part of a tuple reduction (fuse_reductions); "
-                                           "permute its axes before fusing the reductions"));
-  }
   TESSEL_RETURN_IF_ERROR(
-      CheckUntouchedForLayout(prim, *s, AttachedTo(s->name) != nullptr, "permute its axes"));
+      CheckUntouchedForLayout(prim, *s, AttachedTo(s->name) != nullptr, "permute its axes", true));
   if (order != identity) {
     // The same values over the same domain: the root loops (spatial ones first) and the
     // buffer's axes take the new order, and every read of the buffer is rewritten.
