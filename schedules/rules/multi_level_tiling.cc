@@ -39,7 +39,7 @@
 // are first copied into zero-padded buffers of their own (rules::AlignRows), so that their
 // copies can be 16-byte ones. The pipeline took matmul 4096^3 f32 from 0.81x to 0.85-0.90x
 // cuBLAS, 512 x 512 x 262144 from 0.60x to 0.83-0.85x (H100, 128 trials); the k-major copy took
-// 4096^3 to 0.98x (H100, 256 trials).
+// 4096^3 to 0.97-0.98x (H100, 256 trials).
 //
 // Shapes no tile divides (both targets): where padding an axis gives it a larger tile than its
 // extent's divisors (rules::PaddedExtentChoices: m and n to a multiple of a block tile up to
