@@ -822,11 +822,16 @@ class Pipeliner : public StmtMutator {
     // takes part in no barrier but the setup's), once a kernel, and where the block is at most
     // two warpgroups and the plane one: ptxas compiles the whole kernel under the register cap of
     // its launch bounds, setmaxnreg or not, and a block of 768 threads (cap 80) could not hold
-    // the accumulators (ptxas C7602), one of 512 spilled them.
+    // the accumulators (ptxas C7602), one of 512 spilled them. The plane is one warpgroup: a z
+    // slice where one is a warpgroup (block (32, 4, z)), else four more warps along y where the
+    // block is two warpgroups along y (block (32, 8, 1), 384 threads in all).
     // Its mbarriers are set up once, before the fork, so that their phases run on across the
     // enclosing loops (a persistent block's tiles): each step is counted from the first run.
+    const int plane_axis = block[0] * block[1] == 128                         ? 2
+                           : block[0] == 32 && block[1] == 8 && block[2] == 1 ? 1
+                                                                              : 0;
     const bool plane = PipelineProducer(f.annotations) == 2 && plane_allowed_ && !specialized_ &&
-                       block[0] * block[1] == 128 && consumers <= 256 && runs != nullptr;
+                       plane_axis > 0 && consumers <= 256 && runs != nullptr;
     // The pipeline step of iteration t: t, or (where the plane's barriers outlive the loop) the
     // steps of the earlier runs plus t.
     const Expr step = plane ? state_.analyzer.Simplify(runs * extent) + it : it;
@@ -869,20 +874,23 @@ class Pipeliner : public StmtMutator {
       return Allocated(allocs, MakeSeq(out));
     }
 
-    // The producer plane: threadIdx.z == block[2], its first thread issuing every iteration's
-    // copies once their slot is free. The buffers and their setup move to the kernel's start,
-    // before the fork (InjectSoftwarePipeline), so no barrier is left under a thread loop.
+    // The producer plane: threadIdx.z == block[2] (or threadIdx.y >= block[1]), its first thread
+    // issuing every iteration's copies once their slot is free. The buffers and their setup move
+    // to the kernel's start, before the fork (InjectSoftwarePipeline), so no barrier is left
+    // under a thread loop.
     Stmt produce = MakeFor(
         f.var, f.min, f.extent, ForKind::kSerial, ThreadTag::kNone,
         MakeSeq({MakeIf(step >= stages, MbarrierWait(empty, step % stages, step / stages - 1)),
                  issue(it, step)}),
         {});
-    const Expr first = MakeAnd(intrinsic::ThreadIndex(0) == 0, intrinsic::ThreadIndex(1) == 0);
+    const Expr first =
+        MakeAnd(intrinsic::ThreadIndex(0) == 0,
+                intrinsic::ThreadIndex(1) == (plane_axis == 1 ? block[1] : int64_t{0}));
     std::vector<Stmt> producer;
-    // Registers move from the producer's warpgroups to the computing ones where the target can
+    // Registers move from the producer's warpgroup to the computing ones where the target can
     // and both are whole warpgroups: the cap at entry (__launch_bounds__(threads, 1)) is the
     // register file over the threads, in steps of 8; the producer keeps 40.
-    const int64_t plane_threads = block[0] * block[1];
+    const int64_t plane_threads = 128;
     const int64_t threads = consumers + plane_threads;
     std::vector<Stmt> consumer_setup;
     if (state_.target.Supports(TargetFeature::kSetmaxnreg) && plane_threads % 128 == 0 &&
@@ -905,8 +913,9 @@ class Pipeliner : public StmtMutator {
     consumer_setup_ = MakeSeq(consumer_setup);
     setup_ = setup;
     hoisted_ = allocs;
-    producer_plane_ = block[2];
-    kernel_->launch.block[2] += 1;
+    plane_axis_ = plane_axis;
+    producer_plane_ = block[plane_axis];
+    kernel_->launch.block[plane_axis] += plane_axis == 2 ? 1 : 4;
     return result;
   }
 
@@ -948,6 +957,8 @@ class Pipeliner : public StmtMutator {
     for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) s = MakeAllocate(*it, s);
     return s;
   }
+  // The plane's thread axis (1: y, 2: z) and its first index along it.
+  int plane_axis() const { return plane_axis_; }
   int64_t producer_plane() const { return producer_plane_; }
   // Whether a producer plane may be split off (set before Visit): the kernel synchronizes nowhere
   // but in its pipelines (the plane takes part in no barrier but the setup's).
@@ -964,6 +975,7 @@ class Pipeliner : public StmtMutator {
   const StmtNode* consumer_node_ = nullptr;
   Stmt producer_, producer_setup_, consumer_setup_, setup_;
   std::vector<BufferPtr> hoisted_;
+  int plane_axis_ = 0;
   int64_t producer_plane_ = 0;
 };
 
@@ -1081,8 +1093,9 @@ absl::Status InjectSoftwarePipeline(LoweringState* state) {
           k.launch = launch;
           continue;
         }
-        // The fork, not simplified: the analyzer knows threadIdx.z below the plane's index.
-        const Expr on_plane = intrinsic::ThreadIndex(2) == p.producer_plane();
+        // The fork, not simplified: the analyzer knows the thread index below the plane's.
+        const Expr on_plane = p.plane_axis() == 2 ? intrinsic::ThreadIndex(2) == p.producer_plane()
+                                                  : intrinsic::ThreadIndex(1) >= p.producer_plane();
         k.body = Pipeliner::Allocated(
             p.hoisted(),
             MakeSeq(

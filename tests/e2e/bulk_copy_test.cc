@@ -41,12 +41,19 @@ bool IsBulkSample(const Candidate& c) {
   return c.source.code.find("cp.async.bulk.tensor") != std::string::npos;
 }
 
+// Whether a kernel forks off a producer plane: a z slice past the computing ones, or four warps
+// past two warpgroups along y.
+bool HasPlane(const std::string& code) {
+  return code.find("if (threadIdx.z == ") != std::string::npos ||
+         code.find("if (threadIdx.y >= 8) {") != std::string::npos;
+}
+
 // The producer form a bulk sample was lowered to: 0 barrier, 1 thread 0 on empty mbarriers, 2 a
 // producer plane (a pipeline_producer of 2 is lowered as 1 where no plane fits the block).
 int FormOf(const Candidate& c) {
   const std::string& code = c.source.code;
   if (code.find("tessel_mbarrier_arrive(&") == std::string::npos) return 0;
-  return code.find("if (threadIdx.z == ") == std::string::npos ? 1 : 2;
+  return HasPlane(code) ? 2 : 1;
 }
 
 // The pipeline_producer a bulk sample's loop is annotated with (-1: none).
@@ -125,9 +132,9 @@ TEST(BulkCopy, SamplesOfEachProducerForm) {
                   Not(HasSubstr("__syncthreads();")));
     }
     if (producer == 2) {
-      // A plane of producer warps past the block's threadIdx.z; over 256 threads it gives its
+      // A plane of producer warps past the computing ones; over 256 threads it gives its
       // registers to the computing warpgroups (at 256 every thread may have 255 already).
-      EXPECT_THAT(code, HasSubstr("if (threadIdx.z == "));
+      EXPECT_TRUE(HasPlane(code)) << code;
       if (l.threads_per_block() > 256) {
         EXPECT_THAT(code, HasSubstr("tessel_setmaxnreg_dec_40();"));
         EXPECT_THAT(code, HasSubstr("setmaxnreg.inc.sync.aligned.u32"));
@@ -146,6 +153,37 @@ TEST(BulkCopy, SamplesOfEachProducerForm) {
     EXPECT_EQ(f[at("log2_async_copy_bytes")], 0);
     EXPECT_EQ(f[at("pipeline_producer")], ProducerOf(c));
   }
+}
+
+// Two computing warpgroups stacked along y (block (32, 8, 1), 128-row tiles) get a producer plane
+// of one warpgroup too: four more warps along y (384 threads), forked off by threadIdx.y, the
+// plane's first thread issuing the copies, 40 registers a producer thread and the rest (232) for
+// the computing threads, whose accumulators fit the entry cap of 168 (65536 / 384).
+TEST(BulkCopy, APlaneOfFourWarpsBesideTwoWarpgroupsAlongY) {
+  auto space = SpaceGenerator::Create(testing::LoadSpec("matmul(M=512, N=512, K=512, dtype=f16)"),
+                                      CudaTarget("sm_90a"));
+  ASSERT_TRUE(space.ok()) << space.status();
+  int found = 0;
+  for (uint64_t seed = 1; seed <= 300 && found < 2; ++seed) {
+    auto c = space->Sample(seed);
+    if (!c.ok() || !IsBulkSample(*c) || ProducerOf(*c) != 2) continue;
+    const LaunchConfig& l = c->source.kernels.at(0).launch;
+    if (l.block[1] != 12) continue;
+    ++found;
+    const std::string& code = c->source.code;
+    EXPECT_EQ(l.block[0], 32);
+    EXPECT_EQ(l.block[2], 1);
+    EXPECT_THAT(code, HasSubstr("__launch_bounds__(384, 1)"));
+    EXPECT_THAT(code, HasSubstr("if (threadIdx.y >= 8) {"));
+    EXPECT_THAT(code, HasSubstr("if (threadIdx.x == 0 && threadIdx.y == 8) {"));
+    EXPECT_THAT(code, HasSubstr("tessel_setmaxnreg_dec_40();"));
+    EXPECT_THAT(code, HasSubstr("tessel_setmaxnreg_inc_232();"));
+    // The computing threads' empty arrivals: 256 a slot, the plane's threads none.
+    EXPECT_THAT(code, HasSubstr("_empty[0], 256);"));
+    EXPECT_EQ(FormOf(*c), 2);
+    ExpectCompiles(c->source, "sm_90a");
+  }
+  EXPECT_EQ(found, 2) << "samples with a plane beside two warpgroups along y";
 }
 
 // Transposed operands, an epilogue and tiles past the extents (the copy engine fills zeros) all

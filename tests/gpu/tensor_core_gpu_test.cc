@@ -206,6 +206,24 @@ INSTANTIATE_TEST_SUITE_P(
                       "matmul_bias_gelu(M=256, N=256, K=128, dtype=f16)",
                       "matmul(M=200, N=136, K=168, dtype=f16)"),
     SpecTestName);
+
+// sm_90a: samples whose producer is a plane of four warps beside two computing warpgroups along
+// y (block (32, 12, 1), registers moved by setmaxnreg) match the reference: plain, transposed,
+// an epilogue, tiles past the extents.
+class YPlaneSpaceGpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(YPlaneSpaceGpu, PlaneAlongYSamplesMatchReference) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_GE(VerifySm90aSamplesWith(GetParam(), 300, "if (threadIdx.y >= 8) {"), 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, YPlaneSpaceGpu,
+    ::testing::Values("matmul(M=256, N=256, K=256, dtype=f16)",
+                      "matmul(M=256, N=512, K=192, dtype=bf16, transpose_a=true)",
+                      "matmul_bias_gelu(M=256, N=256, K=128, dtype=f16)",
+                      "matmul(M=200, N=136, K=168, dtype=f16)"),
+    SpecTestName);
 #endif
 
 }  // namespace
