@@ -86,7 +86,7 @@ struct Totals {
   // Tensor cores: mma.sync and wgmma flops (and wgmma's alone), cp.async bytes, the deepest
   // software pipeline.
   double tensor_flops = 0, wgmma_flops = 0, async_copy_bytes = 0, pipeline_stages = 0,
-         pipeline_fetch_spread = 0, bulk_copy_bytes = 0, pipeline_producer = 0;
+         pipeline_fetch_spread = 0, bulk_copy_bytes = 0, pipeline_producer = 0, tma_multicast = 0;
   double max_depth = 0, loops = 0;
   double heaviest_store = -1, innermost_extent = 0;
   double max_shared_alloc = 0, max_local_alloc = 0;
@@ -211,6 +211,7 @@ class Walker {
       t_.bulk_copy_bytes += thread_mult_ * static_cast<double>(tx);
       return;
     }
+    if (schedules::IsTmaMulticastCall(name)) t_.tma_multicast = 1;
     if (const int64_t n = schedules::WgmmaCallN(name); n > 0) {
       // wgmma m64nNk16: each warp's call is its 16 x N x 16 share of the warpgroup's product.
       const double lane_flops = 2.0 * 16 * static_cast<double>(n) * 16 / 32;
@@ -666,7 +667,7 @@ const std::vector<std::string>& FeatureNames() {
         "log2_barriers_static", "log2_barriers_per_thread", "loop_depth", "log2_loops",
         "log2_innermost_extent", "log2_tensor_core_flops", "log2_async_copy_bytes",
         "pipeline_stages", "pipeline_fetch_spread", "log2_wgmma_flops", "log2_bulk_copy_bytes",
-        "pipeline_producer",
+        "pipeline_producer", "log2_cluster_ctas", "tma_multicast",
         // Split reductions.
         "log2_workspace_per_output"};
     for (int b = 0; b < kTopBuffers; ++b) {
@@ -801,6 +802,8 @@ Features ExtractFeatures(const schedules::Program& program, const schedules::Tar
   log(t.wgmma_flops);
   log(t.bulk_copy_bytes);
   push(t.pipeline_producer);
+  log(static_cast<double>(launch.cluster));
+  push(t.tma_multicast);
   log(Ratio(workspace_elements, output_elements));
 
   // The global buffers by bytes touched (then program order): a fixed number of slots.

@@ -155,8 +155,10 @@ constexpr char kWgmmaDescriptor[] =
     "}\n";
 
 // tessel_tma_load_<R>d(dst, barrier, map, c0, ..): the box of `map` at c (innermost first) into
-// shared memory at dst, completing `barrier`'s transaction bytes.
+// shared memory at dst, completing `barrier`'s transaction bytes; tessel_tma_multicast_<R>d(..,
+// mask) into that of each CTA of the cluster in `mask`, at the same offsets.
 std::string TmaLoadHelper(const std::string& name, int64_t rank) {
+  const bool multicast = IsTmaMulticastCall(name);
   std::string params, coords;
   for (int64_t i = 0; i < rank; ++i) {
     absl::StrAppend(&params, ", int c", i);
@@ -164,16 +166,34 @@ std::string TmaLoadHelper(const std::string& name, int64_t rank) {
   }
   std::string ins;
   for (int64_t i = 0; i < rank; ++i) absl::StrAppend(&ins, ", \"r\"(c", i, ")");
+  if (multicast) {
+    absl::StrAppend(&params, ", unsigned mask");
+    absl::StrAppend(&ins, ", \"h\"(static_cast<unsigned short>(mask))");
+  }
   return absl::StrCat(
       "__device__ __forceinline__ void ", name,
       "(void* dst, void* barrier, const tessel_tensor_map* map", params, ") {\n",
       "  asm volatile(\"cp.async.bulk.tensor.", rank,
-      "d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {", coords, "}], [%2];\"\n",
+      "d.shared::cluster.global.mbarrier::complete_tx::bytes",
+      multicast ? ".multicast::cluster" : "", " [%0], [%1, {", coords, "}], [%2]",
+      multicast ? absl::StrCat(", %", rank + 3) : "", ";\"\n",
       "               :: \"r\"(static_cast<unsigned>(__cvta_generic_to_shared(dst))),\n",
       "                  \"l\"(reinterpret_cast<unsigned long long>(map)),\n",
       "                  \"r\"(static_cast<unsigned>(__cvta_generic_to_shared(barrier)))", ins,
       "\n               : \"memory\");\n}\n");
 }
+
+// An arrival on the mbarrier at the same offset in another CTA of the cluster (mapa; release at
+// the CTA's scope, as any arrival).
+constexpr char kMbarrierArriveClusterHelper[] =
+    "__device__ __forceinline__ void tessel_mbarrier_arrive_cluster(long long* bar, unsigned cta) "
+    "{\n"
+    "  unsigned remote;\n"
+    "  asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"(remote) : "
+    "\"r\"(static_cast<unsigned>(__cvta_generic_to_shared(bar))), \"r\"(cta));\n"
+    "  asm volatile(\"mbarrier.arrive.shared::cluster.b64 _, [%0];\" :: "
+    "\"r\"(remote) : \"memory\");\n"
+    "}\n";
 
 // The copy engine's tensor map: opaque, 128 bytes, 64-byte aligned (CUtensorMap).
 constexpr char kTensorMapType[] =
@@ -225,6 +245,8 @@ std::string TensorCallHelpers(const std::set<std::string>& calls) {
       absl::StrAppend(&out, WgmmaHelper(name));
     } else if (const int64_t rank = TmaLoadRank(name); rank > 0) {
       absl::StrAppend(&out, TmaLoadHelper(name, rank));
+    } else if (name == kCallMbarrierArriveCluster) {
+      absl::StrAppend(&out, kMbarrierArriveClusterHelper);
     } else if (absl::StartsWith(name, kCallSetmaxnreg)) {
       // tessel_setmaxnreg_<inc|dec>_<registers>
       const std::vector<std::string> parts =

@@ -113,9 +113,18 @@ std::string SetmaxnregCall(bool increase, int64_t registers) {
 }
 
 std::string TmaLoadCall(int64_t rank) { return absl::StrCat(kCallTmaLoad, "_", rank, "d"); }
+std::string TmaMulticastCall(int64_t rank) {
+  return absl::StrCat(kCallTmaMulticast, "_", rank, "d");
+}
+bool IsTmaMulticastCall(std::string_view name) {
+  return name.size() > 1 && name.back() == 'd' &&
+         NumberAfter(name.substr(0, name.size() - 1), kCallTmaMulticast) > 0;
+}
 int64_t TmaLoadRank(std::string_view name) {
   if (name.size() < 2 || name.back() != 'd') return -1;
-  return NumberAfter(name.substr(0, name.size() - 1), kCallTmaLoad);
+  const std::string_view stem = name.substr(0, name.size() - 1);
+  const int64_t rank = NumberAfter(stem, kCallTmaLoad);
+  return rank > 0 ? rank : NumberAfter(stem, kCallTmaMulticast);
 }
 
 std::string WgmmaWaitCall(int64_t groups) { return absl::StrCat(kCallWgmmaWait, "_", groups); }

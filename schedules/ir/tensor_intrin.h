@@ -130,10 +130,16 @@ inline constexpr char kCallFenceProxyAsync[] = "tessel_fence_proxy_async";
 // coordinates c (innermost dimension first) into shared memory at dst, completing on the mbarrier
 // `barrier` (a Load of its i64 word).
 inline constexpr char kCallTmaLoad[] = "tessel_tma_load";
+// tessel_tma_multicast_<rank>d(dst, barrier, map, c0, ..., c<rank-1>, mask): the same box copied
+// into the shared memory of every CTA of the cluster that `mask` (an integer) names, at dst's
+// offset, each completing on its own mbarrier at `barrier`'s offset.
+inline constexpr char kCallTmaMulticast[] = "tessel_tma_multicast";
 inline constexpr char kCallMbarrierInit[] = "tessel_mbarrier_init";  // (barrier, arrivals)
 // (barrier, bytes): this thread's arrival, and the bytes the phase waits for besides.
 inline constexpr char kCallMbarrierExpectTx[] = "tessel_mbarrier_expect_tx";
 inline constexpr char kCallMbarrierArrive[] = "tessel_mbarrier_arrive";  // (barrier)
+// (barrier, cta): an arrival on the mbarrier at `barrier`'s offset in CTA `cta` of the cluster.
+inline constexpr char kCallMbarrierArriveCluster[] = "tessel_mbarrier_arrive_cluster";
 // (barrier, parity): waits until the phase of that parity has completed.
 inline constexpr char kCallMbarrierWait[] = "tessel_mbarrier_wait";
 // () after initializing mbarriers, before the barrier that publishes them.
@@ -157,6 +163,9 @@ std::string WgmmaWaitCall(int64_t groups);
 // The bulk tensor copy of a box of `rank` dimensions (1 to 5), and the rank such a name carries
 // (-1 for any other name).
 std::string TmaLoadCall(int64_t rank);
+// Its multicast form (kCallTmaMulticast), whose rank TmaLoadRank gives too.
+std::string TmaMulticastCall(int64_t rank);
+bool IsTmaMulticastCall(std::string_view name);
 // setmaxnreg to `registers` (a multiple of 8 from 24 to 256): up (inc) or down.
 std::string SetmaxnregCall(bool increase, int64_t registers);
 int64_t TmaLoadRank(std::string_view name);

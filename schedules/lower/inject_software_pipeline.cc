@@ -415,18 +415,25 @@ bool ReadsThreadIndex(const Expr& e) {
 class BulkCopies : public StmtMutator {
  public:
   // `thread_vars`: the variables of the thread-bound loops around the copies, which one thread's
-  // copies must not depend on.
+  // copies must not depend on. `rank` (the loop variable bound to cluster.x, of extent `cluster`;
+  // null: none): a box every CTA of the cluster copies alike is multicast instead, each CTA
+  // issuing a 1 / cluster slice of its rows into them all.
   BulkCopies(const Analyzer& an, const Program& program, std::vector<TensorMapSpec>* maps,
-             Expr barrier, const std::vector<const VarNode*>& thread_vars)
+             Expr barrier, const std::vector<const VarNode*>& thread_vars, VarPtr rank = nullptr,
+             int64_t cluster = 1)
       : an_(an),
         program_(program),
         maps_(maps),
         barrier_(std::move(barrier)),
-        thread_vars_(thread_vars) {}
+        thread_vars_(thread_vars),
+        rank_(std::move(rank)),
+        cluster_(cluster) {}
 
   const absl::Status& status() const { return status_; }
   std::vector<Stmt>& copies() { return copies_; }
   int64_t bytes() const { return bytes_; }
+  // Whether some box was multicast.
+  bool multicast() const { return multicast_; }
 
  protected:
   Stmt VisitFor(const ForNode& f, const Stmt& self) override {
@@ -569,8 +576,20 @@ class BulkCopies : public StmtMutator {
       return Refuse(outer, absl::StrCat("its box of ", rows, " rows of ", box[inner],
                                         " elements is no whole number of swizzle periods"));
     }
+    // Multicast: a box that does not depend on the CTA's rank in its cluster, whose rows split
+    // into one whole number of swizzle periods a CTA (the slices keep the swizzle's phase).
+    bool shared = rank_ != nullptr && cluster_ > 1 && loops.size() >= 2 &&
+                  rows == box[src_axis[loops.size() - 2]] && rows % cluster_ == 0 &&
+                  rows / cluster_ * dst.swizzle_bytes % 1024 == 0;
+    for (const std::vector<Expr>* idx : {&dst0, &src0}) {
+      for (const Expr& e : *idx) shared = shared && !UsesVar(e, rank_.get());
+    }
+    const size_t row_loop = loops.size() >= 2 ? loops.size() - 2 : 0;
+    const int row_dst = dst_axis[row_loop], row_src = src_axis[row_loop];
+    const int64_t slice = shared ? rows / cluster_ : rows;
     std::vector<int64_t> map_box = box;
     map_box[inner] = atom;
+    if (shared) map_box[row_src] = slice;
     for (int64_t e : map_box) {
       if (e > 256) return Refuse(outer, "a side of its box is over 256 elements");
     }
@@ -587,10 +606,20 @@ class BulkCopies : public StmtMutator {
       std::vector<Expr> at = dst0, from = src0;
       at[dst_axis.back()] = MakeInt(c * atom, at[dst_axis.back()]->dtype);
       from[inner] = an_.Simplify(from[inner] + c * atom);
+      if (shared) {
+        // This CTA's slice: rows [rank * slice, (rank + 1) * slice) of the box.
+        const Expr offset = Expr(rank_) * slice;
+        at[row_dst] = an_.Simplify(at[row_dst] + offset);
+        from[row_src] = an_.Simplify(from[row_src] + offset);
+      }
       std::vector<Expr> args = {MakeLoad(st->buffer, at), barrier_, MakeInt(map)};
       for (size_t i = rank; i-- > 0;) args.push_back(MakeCast(DType::kInt32, from[i]));
-      copies_.push_back(TensorCallStmt(TmaLoadCall(static_cast<int64_t>(rank)), std::move(args)));
+      if (shared) args.push_back(MakeInt((int64_t{1} << cluster_) - 1));
+      copies_.push_back(TensorCallStmt(shared ? TmaMulticastCall(static_cast<int64_t>(rank))
+                                              : TmaLoadCall(static_cast<int64_t>(rank)),
+                                       std::move(args)));
     }
+    multicast_ |= shared;
     int64_t elements = 1;
     for (int64_t e : box) elements *= e;
     bytes_ += elements * eb;
@@ -602,9 +631,12 @@ class BulkCopies : public StmtMutator {
   std::vector<TensorMapSpec>* maps_;
   Expr barrier_;
   const std::vector<const VarNode*>& thread_vars_;
+  VarPtr rank_;
+  int64_t cluster_;
   absl::Status status_;
   std::vector<Stmt> copies_;
   int64_t bytes_ = 0;
+  bool multicast_ = false;
 };
 
 class Pipeliner : public StmtMutator {
@@ -616,11 +648,14 @@ class Pipeliner : public StmtMutator {
   Stmt VisitFor(const ForNode& f, const Stmt& self) override {
     const bool thread = IsThreadTag(f.thread);
     const bool serial = f.thread == ThreadTag::kNone;
+    const bool cluster = f.thread == ThreadTag::kClusterX && IsConstInt(f.extent, &cluster_);
     if (thread) thread_vars_.push_back(f.var.get());
     if (serial) serial_loops_.push_back(&f);
+    if (cluster) cluster_rank_ = f.var;
     Stmt out = StmtMutator::VisitFor(f, self);
     if (thread) thread_vars_.pop_back();
     if (serial) serial_loops_.pop_back();
+    if (cluster) cluster_rank_ = nullptr, cluster_ = 1;
     const int64_t stages = PipelineStages(f);
     if (stages < 2 || !status_.ok()) return out;
     return Pipeline(*As<ForNode>(out), stages);
@@ -798,15 +833,39 @@ class Pipeliner : public StmtMutator {
     const Expr it = Expr(f.var);
     const BufferPtr full = MbarrierBuffer(*t, "full", stages);
     const BufferPtr empty = MbarrierBuffer(*t, "empty", stages);
+    // In a cluster, the boxes its CTAs copy alike are multicast (BulkCopies): a CTA's producer
+    // then writes into the other CTAs' slots too, so a slot comes back only once every CTA's
+    // computing threads have left it (each arrives on the empty mbarrier of every CTA).
+    const bool multicast = cluster_ > 1 && cluster_rank_ && Multicasts(fetches, *t, slotted);
     // The copies of iteration `iter` into the slot of pipeline step `step` (the iteration itself,
     // or counted across the enclosing loops' runs of the pipeline).
     auto issue = [&](const Expr& iter, const Expr& step) -> Stmt {
       Stmt s =
           SlotRewriter(slotted, step % stages).Visit(Substitute(MakeSeq(fetches), {{t, iter}}));
-      return IssueBulk(&s, full, step % stages);
+      return IssueBulk(&s, full, step % stages, multicast);
     };
     const std::array<int64_t, 3> block = kernel_->launch.block;
     const int64_t consumers = kernel_->launch.threads_per_block();
+    // Where wgmma computes, a warp is done reading a slot once it has waited for its group (the
+    // tensor cores read it; no thread does), so one lane a CTA of each warp arrives for it:
+    // lane c on CTA c's empty mbarrier. Else every thread arrives on every CTA's.
+    bool per_warp = false;
+    // This thread's arrival on a slot's empty mbarrier (every CTA's, multicasting).
+    auto release = [&](const Expr& slot) -> Stmt {
+      if (!multicast) return TensorCallStmt(kCallMbarrierArrive, {MakeLoad(empty, {slot})});
+      if (per_warp) {
+        const Expr lane =
+            block[0] == 32 ? intrinsic::ThreadIndex(0) : intrinsic::ThreadIndex(0) % 32;
+        return MakeIf(lane < cluster_,
+                      TensorCallStmt(kCallMbarrierArriveCluster, {MakeLoad(empty, {slot}), lane}));
+      }
+      std::vector<Stmt> out;
+      for (int64_t c = 0; c < cluster_; ++c) {
+        out.push_back(
+            TensorCallStmt(kCallMbarrierArriveCluster, {MakeLoad(empty, {slot}), MakeInt(c)}));
+      }
+      return MakeSeq(out);
+    };
     // How many times the enclosing loops have run the pipeline before (their iterations
     // linearized), where they all have constant extents; null where one does not.
     Expr runs = MakeInt(0, t->dtype);
@@ -837,11 +896,11 @@ class Pipeliner : public StmtMutator {
     const Expr step = plane ? state_.analyzer.Simplify(runs * extent) + it : it;
     Stmt computed = SlotRewriter(slotted, step % stages).Visit(MakeSeq(compute));
     const int64_t in_flight = CallsWgmma(computed) ? 1 : 0;
+    per_warp = in_flight > 0 && block[0] % 32 == 0;
     if (in_flight > 0) computed = WgmmaWaitRewriter(in_flight).Visit(computed);
 
     std::vector<Stmt> body = {MbarrierWait(full, step % stages, step / stages), computed};
-    Stmt arrive =
-        TensorCallStmt(kCallMbarrierArrive, {MakeLoad(empty, {(step - in_flight) % stages})});
+    Stmt arrive = release((step - in_flight) % stages);
     body.push_back(in_flight > 0 ? MakeIf(it >= in_flight, arrive) : arrive);
     if (!plane) {
       const Expr ahead = it + (stages - 1);
@@ -857,11 +916,21 @@ class Pipeliner : public StmtMutator {
       // The last step's slot, read to the end now: the plane's next run refills it.
       if (plane) {
         const Expr last = Substitute(step, {{t, MakeInt(extent - 1, t->dtype)}});
-        consumer.push_back(TensorCallStmt(kCallMbarrierArrive, {MakeLoad(empty, {last % stages})}));
+        consumer.push_back(release(last % stages));
       }
     }
 
-    Stmt setup = MbarrierSetup({{full, 1}, {empty, consumers}}, t->dtype, stages);
+    const int64_t arrivals = !multicast ? consumers
+                             : per_warp ? consumers / 32 * cluster_
+                                        : consumers * cluster_;
+    Stmt setup = MbarrierSetup({{full, 1}, {empty, arrivals}}, t->dtype, stages);
+    if (multicast) {
+      // The other CTAs' mbarriers are set up before any multicast or arrival reaches them, and
+      // no CTA leaves while another may still write into it (the kernel's end,
+      // InjectSoftwarePipeline).
+      setup = MakeSeq({setup, MakeBarrier(BarrierScope::kCluster)});
+      multicast_ = true;
+    }
     allocs.push_back(full);
     allocs.push_back(empty);
     if (!plane) {
@@ -921,15 +990,28 @@ class Pipeliner : public StmtMutator {
 
   // The bulk copies of `fetch` (one stage's, in its slot) as thread 0 issues them on
   // full[slot]: its arrival with their bytes, then the copies. `fetch` keeps the rest.
-  Stmt IssueBulk(Stmt* fetch, const BufferPtr& full, const Expr& slot) {
+  Stmt IssueBulk(Stmt* fetch, const BufferPtr& full, const Expr& slot, bool multicast = false) {
     BulkCopies copies(state_.analyzer, state_.program, &kernel_->launch.tensor_maps,
-                      MakeLoad(full, {slot}), thread_vars_);
+                      MakeLoad(full, {slot}), thread_vars_, multicast ? cluster_rank_ : nullptr,
+                      cluster_);
     *fetch = copies.Visit(*fetch);
     if (!copies.status().ok() && status_.ok()) status_ = copies.status();
     std::vector<Stmt> out = {
         TensorCallStmt(kCallMbarrierExpectTx, {MakeLoad(full, {slot}), MakeInt(copies.bytes())})};
     for (Stmt& c : copies.copies()) out.push_back(std::move(c));
     return MakeSeq(out);
+  }
+
+  // Whether some box of the fetches (at the loop's first iteration) would be multicast.
+  bool Multicasts(const std::vector<Stmt>& fetches, const VarNode& t,
+                  const std::unordered_map<const Buffer*, BufferPtr>& slotted) {
+    const Expr zero = MakeInt(0, t.dtype);
+    Stmt s = SlotRewriter(slotted, zero).Visit(Substitute(MakeSeq(fetches), {{&t, zero}}));
+    std::vector<TensorMapSpec> scratch = kernel_->launch.tensor_maps;
+    BulkCopies copies(state_.analyzer, state_.program, &scratch, zero, thread_vars_, cluster_rank_,
+                      cluster_);
+    copies.Visit(s);
+    return copies.status().ok() && copies.multicast();
   }
 
   // Whether every fetch is a loop nest annotated bulk_copy.
@@ -959,6 +1041,8 @@ class Pipeliner : public StmtMutator {
   }
   // The plane's thread axis (1: y, 2: z) and its first index along it.
   int plane_axis() const { return plane_axis_; }
+  // Whether a pipeline multicasts: every CTA of the cluster must stay until all are done.
+  bool multicast() const { return multicast_; }
   int64_t producer_plane() const { return producer_plane_; }
   // Whether a producer plane may be split off (set before Visit): the kernel synchronizes nowhere
   // but in its pipelines (the plane takes part in no barrier but the setup's).
@@ -977,6 +1061,9 @@ class Pipeliner : public StmtMutator {
   std::vector<BufferPtr> hoisted_;
   int plane_axis_ = 0;
   int64_t producer_plane_ = 0;
+  VarPtr cluster_rank_;  // the loop variable bound to cluster.x around the visit, if any
+  int64_t cluster_ = 1;  // its extent
+  bool multicast_ = false;
 };
 
 // Whether `s` synchronizes its threads outside loops annotated software_pipeline: a barrier, or
@@ -1084,8 +1171,10 @@ absl::Status InjectSoftwarePipeline(LoweringState* state) {
         p.set_plane_allowed(plane && !SynchronizesOutsidePipelines(k.body));
         Stmt body = p.Visit(k.body);
         if (!p.status().ok()) return p.status();
+        // A multicasting pipeline's CTAs leave together (BulkPipeline).
+        const Stmt leave = p.multicast() ? MakeBarrier(BarrierScope::kCluster) : MakeSeq({});
         if (!p.specialized()) {
-          k.body = state->analyzer.Simplify(body);
+          k.body = MakeSeq({state->analyzer.Simplify(body), leave});
           break;
         }
         Stmt producer = WayTo(body, p.consumer_node(), p.producer());
@@ -1101,7 +1190,8 @@ absl::Status InjectSoftwarePipeline(LoweringState* state) {
             MakeSeq(
                 {p.setup(),
                  MakeIf(on_plane, MakeSeq({p.producer_setup(), state->analyzer.Simplify(producer)}),
-                        MakeSeq({p.consumer_setup(), state->analyzer.Simplify(body)}))}));
+                        MakeSeq({p.consumer_setup(), state->analyzer.Simplify(body)})),
+                 leave}));
         break;
       }
     }

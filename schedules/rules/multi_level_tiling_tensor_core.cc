@@ -501,10 +501,12 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
   // (cp.async, 16-byte vectors over all the block's threads) and stored with the 128-byte swizzle
   // that wgmma's descriptors read; k0 is a software pipeline of 2 to 5 stages. With `bulk` (plain
   // operands only) each copy is instead one box of the input, annotated bulk_copy: the copy engine
-  // moves it (cp.async.bulk.tensor, one thread issuing) and the pipeline waits on mbarriers.
+  // moves it (cp.async.bulk.tensor, one thread issuing) and the pipeline waits on mbarriers;
+  // consecutive blocks may form clusters of two, a tile both read multicast to both.
   //
   // Decisions: warps along m (4, 8), warpgroups along n (1, 2), N (64, 128, 192, 256), k steps a
-  // stage (4, 8: 64 or 128 elements, whole swizzle rows), stages.
+  // stage (4, 8: 64 or 128 elements, whole swizzle rows), stages; with bulk copies, the producer
+  // form and the cluster size.
   absl::Status Wgmma(Schedule* s, BlockRV acc, const std::vector<LoopRV>& ol,
                      const rules::GemmAxes& ga, const std::vector<Operand>& ops,
                      const std::vector<std::string>& reindex, bool bulk) const {
@@ -529,7 +531,9 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       order.push_back(l);
     }
     TESSEL_RETURN_IF_ERROR(s->Reorder(order));
-    TESSEL_RETURN_IF_ERROR(rules::BindBlocksRasterized(s, batch, mt[0], nt[0], kRasterGroupMax));
+    // Bulk copies: pairs of blocks in a cluster, whose shared operand tile is multicast.
+    TESSEL_RETURN_IF_ERROR(
+        rules::BindBlocksRasterized(s, batch, mt[0], nt[0], kRasterGroupMax, /*cluster=*/bulk));
     TESSEL_RETURN_IF_ERROR(s->Bind(mt[1], "threadIdx.y"));
     TESSEL_RETURN_IF_ERROR(s->Bind(nt[1], "threadIdx.z"));
     TESSEL_RETURN_IF_ERROR(s->Unroll(nt[2]));
@@ -572,8 +576,12 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       TESSEL_RETURN_IF_ERROR(s->Annotate(sh, kStorageSwizzle, 128));
       TESSEL_RETURN_IF_ERROR(s->ComputeAt(sh, k01[0]));
       if (bulk) {
+        // The box's nest from its first loop of more than one iteration: a batch axis's loop
+        // (one matrix a block) is dropped by lowering, and its annotation with it.
         TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> sl, s->GetLoops(sh));
-        TESSEL_RETURN_IF_ERROR(s->Annotate(sl.at(0), kBulkCopy, 1));
+        size_t first = 0;
+        while (first + 1 < sl.size() && s->LoopExtent(sl[first]) == 1) ++first;
+        TESSEL_RETURN_IF_ERROR(s->Annotate(sl[first], kBulkCopy, 1));
       } else {
         TESSEL_RETURN_IF_ERROR(
             CooperativeFetch(s, sh, {wy, "threadIdx.y"}, {wz, "threadIdx.z"}, 8));

@@ -342,7 +342,7 @@ absl::Status BindBlocks(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m,
 }
 
 absl::Status BindBlocksRasterized(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m, LoopRV n,
-                                  int64_t max_group) {
+                                  int64_t max_group, bool cluster) {
   if (!batch.empty()) {
     TESSEL_ASSIGN_OR_RETURN(LoopRV bz, FuseAll(s, batch));
     TESSEL_RETURN_IF_ERROR(s->Bind(bz, "blockIdx.z"));
@@ -351,7 +351,11 @@ absl::Status BindBlocksRasterized(Schedule* s, const std::vector<LoopRV>& batch,
   TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> mg, s->Split(m, {g[0], g[1]}));
   TESSEL_RETURN_IF_ERROR(s->Reorder({mg[0], n, mg[1]}));
   TESSEL_ASSIGN_OR_RETURN(LoopRV blocks, s->Fuse({mg[0], n, mg[1]}));
-  return s->Bind(blocks, "blockIdx.x");
+  if (!cluster) return s->Bind(blocks, "blockIdx.x");
+  TESSEL_ASSIGN_OR_RETURN(IntRV c, SampleUniform(s, {1, 2}, 2, 0));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> cb, s->Split(blocks, {-1, c}));
+  TESSEL_RETURN_IF_ERROR(s->Bind(cb[0], "blockIdx.x"));
+  return s->Bind(cb[1], "cluster.x");
 }
 
 }  // namespace tessel::schedules::rules

@@ -150,8 +150,12 @@ absl::Status BindBlocks(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m,
 // The same with the blocks in groups of G consecutive m tiles along each n tile (G sampled
 // among the divisors of m's extent up to `max_group`, a decision the search mutates), as one
 // blockIdx.x: blocks that run at the same time share operand tiles in L2 (rasterization).
-// G = 1 is the row-major order of the two-dimensional grid.
+// G = 1 is the row-major order of the two-dimensional grid. With `cluster`, consecutive blocks
+// also form thread-block clusters of C (cluster.x; C drawn among 1 and 2, a decision): the
+// blocks of a cluster share a tile of one operand, which a pipeline of bulk copies then
+// multicasts. A block count C does not divide leaves the last cluster a block past the tiles:
+// the caller's stages must compute such a tile harmlessly (padded tiles, guarded stores).
 absl::Status BindBlocksRasterized(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m, LoopRV n,
-                                  int64_t max_group);
+                                  int64_t max_group, bool cluster = false);
 
 }  // namespace tessel::schedules::rules

@@ -11,9 +11,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "costmodel/features.h"
 #include "schedules/codegen/source_json.h"
 #include "schedules/ir/tensor_intrin.h"
@@ -52,7 +55,10 @@ bool HasPlane(const std::string& code) {
 // producer plane (a pipeline_producer of 2 is lowered as 1 where no plane fits the block).
 int FormOf(const Candidate& c) {
   const std::string& code = c.source.code;
-  if (code.find("tessel_mbarrier_arrive(&") == std::string::npos) return 0;
+  if (code.find("tessel_mbarrier_arrive(&") == std::string::npos &&
+      code.find("tessel_mbarrier_arrive_cluster(&") == std::string::npos) {
+    return 0;
+  }
   return HasPlane(code) ? 2 : 1;
 }
 
@@ -127,7 +133,9 @@ TEST(BulkCopy, SamplesOfEachProducerForm) {
       EXPECT_THAT(body.substr(0, body.find("tessel_wgmma_fence")), HasSubstr("__syncthreads();"));
       EXPECT_THAT(code, Not(HasSubstr("tessel_mbarrier_arrive(&")));
     } else {
-      EXPECT_THAT(code, HasSubstr("tessel_mbarrier_arrive(&"));
+      // Each computing thread arrives on the slot's empty mbarrier (every CTA's, multicasting).
+      EXPECT_TRUE(absl::StrContains(code, "tessel_mbarrier_arrive(&") ||
+                  absl::StrContains(code, "tessel_mbarrier_arrive_cluster(&"));
       EXPECT_THAT(body.substr(0, body.find("tessel_wgmma_wait_0")),
                   Not(HasSubstr("__syncthreads();")));
     }
@@ -173,17 +181,75 @@ TEST(BulkCopy, APlaneOfFourWarpsBesideTwoWarpgroupsAlongY) {
     const std::string& code = c->source.code;
     EXPECT_EQ(l.block[0], 32);
     EXPECT_EQ(l.block[2], 1);
-    EXPECT_THAT(code, HasSubstr("__launch_bounds__(384, 1)"));
-    EXPECT_THAT(code, HasSubstr("if (threadIdx.y >= 8) {"));
-    EXPECT_THAT(code, HasSubstr("if (threadIdx.x == 0 && threadIdx.y == 8) {"));
-    EXPECT_THAT(code, HasSubstr("tessel_setmaxnreg_dec_40();"));
-    EXPECT_THAT(code, HasSubstr("tessel_setmaxnreg_inc_232();"));
+    EXPECT_TRUE(absl::StrContains(code, "__launch_bounds__(384, 1)"))
+        << "__launch_bounds__(384, 1)";
+    EXPECT_TRUE(absl::StrContains(code, "if (threadIdx.y >= 8) {")) << "if (threadIdx.y >= 8) {";
+    EXPECT_TRUE(absl::StrContains(code, "if (threadIdx.x == 0 && threadIdx.y == 8) {"))
+        << "if (threadIdx.x == 0 && threadIdx.y == 8) {";
+    EXPECT_TRUE(absl::StrContains(code, "tessel_setmaxnreg_dec_40();"))
+        << "tessel_setmaxnreg_dec_40();";
+    EXPECT_TRUE(absl::StrContains(code, "tessel_setmaxnreg_inc_232();"))
+        << "tessel_setmaxnreg_inc_232();";
     // The computing threads' empty arrivals: 256 a slot, the plane's threads none.
-    EXPECT_THAT(code, HasSubstr("_empty[0], 256);"));
+    const bool multicast = absl::StrContains(code, "tessel_tma_multicast_");
+    const int64_t arrivals = multicast ? 256 / 32 * 2 : 256;
+    EXPECT_TRUE(absl::StrContains(code, absl::StrCat("_empty[0], ", arrivals, ");"))) << arrivals;
     EXPECT_EQ(FormOf(*c), 2);
     ExpectCompiles(c->source, "sm_90a");
   }
   EXPECT_EQ(found, 2) << "samples with a plane beside two warpgroups along y";
+}
+
+// Consecutive blocks in clusters of two (cluster.x) share a tile of one operand: each CTA's
+// producer copies half of its rows and multicasts them to both CTAs, whose full mbarriers still
+// wait for the whole stage; a slot comes back once both CTAs' computing threads have left it
+// (a lane of each warp arrives on each CTA's empty mbarrier), and the CTAs meet at cluster barriers
+// after the mbarriers' setup and at the end.
+TEST(BulkCopy, ClustersOfTwoMulticastTheTileTheyShare) {
+  auto space = SpaceGenerator::Create(testing::LoadSpec("matmul(M=512, N=512, K=512, dtype=f16)"),
+                                      CudaTarget("sm_90a"));
+  ASSERT_TRUE(space.ok()) << space.status();
+  int found = 0;
+  for (uint64_t seed = 1; seed <= 400 && found < 3; ++seed) {
+    auto c = space->Sample(seed);
+    if (!c.ok() || c->source.code.find("tessel_tma_multicast_2d(") == std::string::npos) continue;
+    ++found;
+    const std::string& code = c->source.code;
+    const LaunchConfig& l = c->source.kernels.at(0).launch;
+    EXPECT_EQ(l.cluster, 2);
+    EXPECT_EQ(l.grid[0] % 2, 0);
+    EXPECT_TRUE(absl::StrContains(code, "__cluster_dims__(2, 1, 1)"))
+        << "__cluster_dims__(2, 1, 1)";
+    EXPECT_TRUE(absl::StrContains(code, ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;"))
+        << ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;";
+    // Each computing warp's lane c arrives on CTA c's empty mbarrier (the tensor cores, not its
+    // threads, read the slot; its wait for them is the warp's): two arrivals a warp a phase.
+    const int64_t consumers = l.threads_per_block() - (HasPlane(code) ? 128 : 0);
+    EXPECT_TRUE(absl::StrContains(code, absl::StrCat("_empty[0], ", consumers / 32 * 2, ");")))
+        << consumers;
+    EXPECT_TRUE(absl::StrContains(code, "if (threadIdx.x < 2) {"));
+    EXPECT_TRUE(absl::StrContains(code, "], threadIdx.x);"));
+    EXPECT_FALSE(absl::StrContains(code, "tessel_mbarrier_arrive(&"));
+    size_t barriers = 0;
+    for (size_t at = code.find("barrier.cluster.arrive"); at != std::string::npos;
+         at = code.find("barrier.cluster.arrive", at + 1)) {
+      ++barriers;
+    }
+    EXPECT_EQ(barriers, 2u) << "after the setup and at the end";
+    // The shared operand's map boxes half the rows of the other's kind of box.
+    bool half = false;
+    for (const TensorMapSpec& m : l.tensor_maps) half |= m.box[0] * 2 * 2 * 64 % 1024 == 0;
+    EXPECT_TRUE(half);
+    ExpectCompiles(c->source, "sm_90a");
+    const std::vector<std::string>& names = costmodel::FeatureNames();
+    auto at = [&](const std::string& n) {
+      return std::find(names.begin(), names.end(), n) - names.begin();
+    };
+    const costmodel::Features f = costmodel::ExtractFeatures(c->program, c->target);
+    EXPECT_EQ(f[at("tma_multicast")], 1);
+    EXPECT_NEAR(f[at("log2_cluster_ctas")], std::log2(3.0), 1e-6);
+  }
+  EXPECT_EQ(found, 3) << "multicasting samples";
 }
 
 // Transposed operands, an epilogue and tiles past the extents (the copy engine fills zeros) all

@@ -200,6 +200,8 @@ TEST_P(BulkCopySpaceGpu, BulkCopySamplesMatchReference) {
 INSTANTIATE_TEST_SUITE_P(
     Families, BulkCopySpaceGpu,
     ::testing::Values("matmul(M=256, N=256, K=256, dtype=f16)",
+                      // Batched: the box's nest starts below the batch axis's loop (3D boxes).
+                      "matmul(M=128, N=128, K=128, batch=3, dtype=bf16)",
                       "matmul(M=128, N=512, K=192, dtype=bf16, "
                       "transpose_a=true)",
                       "matmul(M=256, N=256, K=128, dtype=f16, transpose_b=true)",
@@ -223,6 +225,26 @@ INSTANTIATE_TEST_SUITE_P(
                       "matmul(M=256, N=512, K=192, dtype=bf16, transpose_a=true)",
                       "matmul_bias_gelu(M=256, N=256, K=128, dtype=f16)",
                       "matmul(M=200, N=136, K=168, dtype=f16)"),
+    SpecTestName);
+
+// sm_90a: samples in clusters of two whose shared tile is multicast (each CTA copying half of
+// its rows into both) match the reference: plain, transposed, an epilogue, and tile counts the
+// cluster does not divide (the last cluster's second block on a tile past the extents).
+class MulticastSpaceGpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MulticastSpaceGpu, MulticastSamplesMatchReference) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_GE(VerifySm90aSamplesWith(GetParam(), 300, "tessel_tma_multicast_"), 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, MulticastSpaceGpu,
+    ::testing::Values("matmul(M=256, N=256, K=256, dtype=f16)",
+                      "matmul(M=256, N=512, K=192, dtype=bf16, transpose_a=true)",
+                      "matmul(M=256, N=256, K=128, dtype=f16, transpose_b=true)",
+                      "matmul_bias_gelu(M=256, N=256, K=128, dtype=f16)",
+                      "matmul(M=200, N=136, K=168, dtype=f16)",
+                      "matmul(M=192, N=320, K=256, batch=2, dtype=f16)"),
     SpecTestName);
 #endif
 
