@@ -333,6 +333,20 @@ class Walker {
         if (schedules::IsMathIntrinsic(n.name)) {
           t_.f_math += mult_;
           AddFlops(1);
+        } else if (schedules::IsQuadStoreCall(n.name) && !n.args.empty()) {
+          // A write-back of 8 elements a lane (16 bytes) to the buffer its first argument
+          // addresses: counted as those stores, the address not as a read.
+          t_.intrinsics += mult_;
+          const auto* dst = schedules::As<schedules::LoadNode>(n.args[0]);
+          if (dst) {
+            for (const Expr& i : dst->indices) CountIndex(i);
+            const double one = mult_;
+            mult_ *= 8;
+            Access(*dst->buffer, dst->indices, /*write=*/true);
+            mult_ = one;
+          }
+          for (size_t a = 1; a < n.args.size(); ++a) CountExpr(n.args[a]);
+          return;
         } else {
           t_.intrinsics += mult_;
           CountTensorCall(n);

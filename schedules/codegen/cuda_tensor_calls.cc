@@ -20,7 +20,9 @@ std::string CudaCodeGen::TensorCall(const CallNode& n) {
   for (size_t i = 0; i < n.args.size(); ++i) {
     const Expr& a = n.args[i];
     std::string arg;
-    if (const auto* l = As<LoadNode>(a)) {
+    // A load is an operand's address, but for the values a quad store takes after its
+    // destination.
+    if (const auto* l = As<LoadNode>(a); l && !(i > 0 && IsQuadStoreCall(n.name))) {
       arg = "&" + Access(l->buffer, l->indices);
     } else if (i == 2 && TmaLoadRank(n.name) > 0) {
       arg = "&tessel_tmap_" + Print(a);  // the kernel's tensor map parameter
@@ -195,6 +197,35 @@ constexpr char kMbarrierArriveClusterHelper[] =
     "\"r\"(remote) : \"memory\");\n"
     "}\n";
 
+// tessel_quad_store_<f16|bf16> (kCallQuadStore): each lane's pairs rounded and packed, traded
+// within the quad in two rounds of shuffles (xor 1: the pair of tiles sharing lane q's bit 0,
+// xor 2: the tile q), one 16-byte store.
+std::string QuadStoreHelper(const std::string& name, bool bf16) {
+  const char* pack = bf16 ? "__floats2bfloat162_rn" : "__floats2half2_rn";
+  const char* pair = bf16 ? "__nv_bfloat162" : "__half2";
+  return absl::StrCat(
+      "__device__ __forceinline__ void ", name,
+      "(void* dst, int pred, int q, float a0, float a1, float b0, float b1, float c0, float c1, "
+      "float d0, float d1) {\n",
+      "  ", pair, " v[4] = {", pack, "(a0, a1), ", pack, "(b0, b1), ", pack, "(c0, c1), ", pack,
+      "(d0, d1)};\n",
+      "  const unsigned* p = reinterpret_cast<const unsigned*>(v);\n"
+      "  const bool odd = q & 1, hi = q & 2;\n"
+      "  const unsigned r0 = __shfl_xor_sync(0xffffffffu, odd ? p[0] : p[1], 1);\n"
+      "  const unsigned r1 = __shfl_xor_sync(0xffffffffu, odd ? p[2] : p[3], 1);\n"
+      "  const unsigned a = odd ? p[1] : p[0], b = odd ? p[3] : p[2];\n"
+      "  const unsigned a_lo = odd ? r0 : a, a_hi = odd ? a : r0;\n"
+      "  const unsigned b_lo = odd ? r1 : b, b_hi = odd ? b : r1;\n"
+      "  const unsigned k_lo = hi ? b_lo : a_lo, k_hi = hi ? b_hi : a_hi;\n"
+      "  const unsigned y_lo = __shfl_xor_sync(0xffffffffu, hi ? a_lo : b_lo, 2);\n"
+      "  const unsigned y_hi = __shfl_xor_sync(0xffffffffu, hi ? a_hi : b_hi, 2);\n"
+      "  if (pred) {\n"
+      "    *reinterpret_cast<uint4*>(dst) = make_uint4(hi ? y_lo : k_lo, hi ? y_hi : k_hi, "
+      "hi ? k_lo : y_lo, hi ? k_hi : y_hi);\n"
+      "  }\n"
+      "}\n");
+}
+
 // The copy engine's tensor map: opaque, 128 bytes, 64-byte aligned (CUtensorMap).
 constexpr char kTensorMapType[] =
     "struct __align__(64) tessel_tensor_map { unsigned long long opaque[16]; };\n";
@@ -245,6 +276,8 @@ std::string TensorCallHelpers(const std::set<std::string>& calls) {
       absl::StrAppend(&out, WgmmaHelper(name));
     } else if (const int64_t rank = TmaLoadRank(name); rank > 0) {
       absl::StrAppend(&out, TmaLoadHelper(name, rank));
+    } else if (IsQuadStoreCall(name)) {
+      absl::StrAppend(&out, QuadStoreHelper(name, name == QuadStoreCall(DType::kBFloat16)));
     } else if (name == kCallMbarrierArriveCluster) {
       absl::StrAppend(&out, kMbarrierArriveClusterHelper);
     } else if (absl::StartsWith(name, kCallSetmaxnreg)) {

@@ -13,12 +13,15 @@ constexpr size_t kTensorizePrefixSize = sizeof(kTensorizePrefix) - 1;
 
 const std::vector<TensorIntrinInfo>& TensorIntrins() {
   static const std::vector<TensorIntrinInfo>* const kTable = [] {
-    std::vector<std::vector<int64_t>> wgmma;
-    for (int64_t n = 8; n <= kWgmmaMaxN; n += 8) wgmma.push_back({16, n, 16});
+    std::vector<std::vector<int64_t>> wgmma, accumulator;
+    for (int64_t n = 8; n <= kWgmmaMaxN; n += 8) {
+      wgmma.push_back({16, n, 16});
+      accumulator.push_back({16, n});
+    }
     return new std::vector<TensorIntrinInfo>{
         {TensorIntrin::kMma, "mma_m16n8k16", {{16, 8, 16}}},
         {TensorIntrin::kLdmatrix, "ldmatrix", {{16, 16}, {16, 8}, {8, 16}}},
-        {TensorIntrin::kAccumulator, "mma_accumulator", {{16, 8}}},
+        {TensorIntrin::kAccumulator, "mma_accumulator", accumulator},
         {TensorIntrin::kWgmma, "wgmma_m64nNk16", wgmma},
     };
   }();
@@ -113,6 +116,10 @@ std::string SetmaxnregCall(bool increase, int64_t registers) {
 }
 
 std::string TmaLoadCall(int64_t rank) { return absl::StrCat(kCallTmaLoad, "_", rank, "d"); }
+std::string QuadStoreCall(DType t) { return absl::StrCat(kCallQuadStore, "_", DTypeName(t)); }
+bool IsQuadStoreCall(std::string_view name) {
+  return name == QuadStoreCall(DType::kFloat16) || name == QuadStoreCall(DType::kBFloat16);
+}
 std::string TmaMulticastCall(int64_t rank) {
   return absl::StrCat(kCallTmaMulticast, "_", rank, "d");
 }

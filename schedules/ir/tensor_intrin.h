@@ -144,6 +144,12 @@ inline constexpr char kCallMbarrierArriveCluster[] = "tessel_mbarrier_arrive_clu
 inline constexpr char kCallMbarrierWait[] = "tessel_mbarrier_wait";
 // () after initializing mbarriers, before the barrier that publishes them.
 inline constexpr char kCallFenceMbarrierInit[] = "tessel_fence_mbarrier_init";
+// tessel_quad_store_<f16|bf16>(dst, pred, q, v0, ..., v7): an accumulator write-back of four
+// 8-column tiles by the four lanes of a row (q: the lane's index among them), lane q holding
+// columns 2 q, 2 q + 1 of each tile (v[2 t], v[2 t + 1]: tile t, in f32): the lanes trade them so
+// that lane q stores tile q's 8 columns, rounded to the element type, as one 16-byte vector at
+// dst where `pred` holds. Every lane of the warp calls it (shuffles).
+inline constexpr char kCallQuadStore[] = "tessel_quad_store";
 // tessel_setmaxnreg_<inc|dec>_<registers>(): the warpgroup's registers a thread (sm_90a).
 inline constexpr char kCallSetmaxnreg[] = "tessel_setmaxnreg";
 // Not a call of the IR: the CUDA printer's helper for a swizzled buffer's offsets,
@@ -163,6 +169,9 @@ std::string WgmmaWaitCall(int64_t groups);
 // The bulk tensor copy of a box of `rank` dimensions (1 to 5), and the rank such a name carries
 // (-1 for any other name).
 std::string TmaLoadCall(int64_t rank);
+// The quad store of elements of `t` (f16 or bf16), and whether `name` is one.
+std::string QuadStoreCall(DType t);
+bool IsQuadStoreCall(std::string_view name);
 // Its multicast form (kCallTmaMulticast), whose rank TmaLoadRank gives too.
 std::string TmaMulticastCall(int64_t rank);
 bool IsTmaMulticastCall(std::string_view name);

@@ -649,6 +649,7 @@ class TensorLowering : public StmtMutator {
     } srw(rw);
     Stmt body = srw.Visit(n.body);
     if (!rw.status.ok()) return Fail(rw.status);
+    if (Stmt quads = QuadStores(body, u, v, lane, h, e, j, col_ext)) return LaneLoop(lane, quads);
     Expr lv = MakeCast(kIndexType, lane);
     body = Substitute(body, {{u, lv / 4 + Expr(h) * 8}, {v, Expr(j) * 8 + lv % 4 * 2 + Expr(e)}});
     Analyzer an = analyzer_;
@@ -673,6 +674,93 @@ class TensorLowering : public StmtMutator {
       body = Substitute(body, {{j.get(), MakeInt(0)}});
     }
     return LaneLoop(lane, body);
+  }
+
+  // The accumulator's write-back as 16-byte stores (kCallQuadStore): where the nest's body is one
+  // store, under conditions or not, of a 16-bit element to a global buffer whose rows are whole
+  // 16-byte vectors, contiguous along the nest's columns, over groups of four 8-column tiles.
+  // In each group a lane holds 2 columns of each tile; the four lanes of a row trade them (a
+  // transpose within the quad) so that lane q stores tile q's 8 columns in one vector. Each
+  // value is computed under its own element's conditions (zero elsewhere: no load past a
+  // buffer), the store under those of its vector's first element: the conditions of a padded
+  // tile are the same over its 8 columns where the rows are whole vectors. Null where the body is
+  // of another form (the element-wise write-back stays).
+  // `u`, `v`: the nest's row and column variables; `h`, `e`, `j`: those of the lane's element
+  // (rows l / 4 + 8 h, columns 8 j + 2 (l % 4) + e) in the body's register indices.
+  Stmt QuadStores(const Stmt& body, const VarNode* u, const VarNode* v, const VarPtr& lane,
+                  const VarPtr& h, const VarPtr& e, const VarPtr& j, int64_t col_ext) {
+    if (col_ext % 32 != 0) return nullptr;
+    std::vector<Expr> conds;
+    Stmt x = body;
+    while (const auto* i = As<IfThenElseNode>(x)) {
+      if (i->else_case) return nullptr;
+      conds.push_back(i->cond);
+      x = i->then_case;
+    }
+    const auto* st = As<StoreNode>(x);
+    if (!st || st->buffer->scope != MemScope::kGlobal ||
+        (st->buffer->dtype != DType::kFloat16 && st->buffer->dtype != DType::kBFloat16) ||
+        st->buffer->shape.empty() || st->buffer->shape.back() % 8 != 0 ||
+        st->buffer->Strides().back() != 1) {
+      return nullptr;
+    }
+    // Consecutive columns are consecutive elements of the buffer's last axis.
+    for (size_t d = 0; d < st->indices.size(); ++d) {
+      const bool last = d + 1 == st->indices.size();
+      int64_t coeff = 0;
+      AffineForm rest;
+      if (last ? !SplitAffine(st->indices[d], v, &coeff, &rest) || coeff != 1
+               : UsesVar(st->indices[d], v)) {
+        return nullptr;
+      }
+    }
+    const Expr lv = MakeCast(kIndexType, lane);
+    const Expr q = lv % 4;
+    VarPtr g = MakeVar(j->name + "_g");
+    Analyzer an = analyzer_;
+    an.Bind(lane, 0, kWarp);
+    an.Bind(h, 0, 2);
+    an.Bind(g, 0, col_ext / 32);
+    const Expr row = lv / 4 + Expr(h) * 8;
+    // The store's vector starts at a multiple of 8 elements of the buffer.
+    std::vector<Expr> at;
+    for (const Expr& i : st->indices) {
+      at.push_back(an.Simplify(Substitute(i, {{u, row}, {v, (Expr(g) * 4 + q) * 8}})));
+    }
+    Expr flat = MakeInt(0, kIndexType);
+    const std::vector<int64_t> strides = st->buffer->Strides();
+    for (size_t d = 0; d < at.size(); ++d) flat = flat + at[d] * strides[d];
+    int64_t misaligned = -1;
+    if (!IsConstInt(an.Simplify(flat % 8), &misaligned) || misaligned != 0) return nullptr;
+    auto all = [&](const std::unordered_map<const VarNode*, Expr>& with) {
+      Expr c;
+      for (const Expr& x : conds) c = MakeAnd(c, Substitute(x, with));
+      return c;
+    };
+    // The value stored, in f32 (before the cast to the element type, where it is one).
+    Expr value = st->value;
+    if (const auto* c = As<CastNode>(value); c && c->dtype == st->buffer->dtype) value = c->value;
+    value = MakeCast(DType::kFloat32, value);
+    std::vector<Expr> args = {MakeLoad(st->buffer, at)};
+    Expr pred = all({{u, row}, {v, (Expr(g) * 4 + q) * 8}});
+    args.push_back(an.Simplify(pred ? MakeCast(DType::kInt32, pred) : MakeInt(1, DType::kInt32)));
+    args.push_back(MakeCast(DType::kInt32, q));
+    for (int64_t t = 0; t < 4; ++t) {
+      for (int64_t el = 0; el < 2; ++el) {
+        const std::unordered_map<const VarNode*, Expr> with = {
+            {u, row},
+            {v, (Expr(g) * 4 + t) * 8 + lv % 4 * 2 + el},
+            {j.get(), Expr(g) * 4 + t},
+            {e.get(), MakeInt(el)}};
+        Expr val = Substitute(value, with);
+        if (Expr c = all(with)) val = MakeSelect(c, val, MakeFloat(0.0));
+        args.push_back(an.Simplify(val));
+      }
+    }
+    Stmt call = MakeEvaluate(MakeCall(QuadStoreCall(st->buffer->dtype), args, DType::kInt32));
+    Stmt out =
+        MakeFor(g, MakeInt(0), MakeInt(col_ext / 32), ForKind::kUnrolled, ThreadTag::kNone, call);
+    return MakeFor(h, MakeInt(0), MakeInt(2), ForKind::kUnrolled, ThreadTag::kNone, out);
   }
 
   const Kernel& kernel_;

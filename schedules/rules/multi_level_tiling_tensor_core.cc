@@ -527,16 +527,18 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     std::vector<LoopRV> batch;
     for (int b : ga.batch) batch.push_back(ol[b]);
     std::vector<LoopRV> order = batch;
-    for (LoopRV l : {mt[0], nt[0], mt[1], nt[1], nt[2], m_split[1], n_split[1]}) {
+    for (LoopRV l : {mt[0], nt[0], mt[1], nt[1], m_split[1], nt[2], n_split[1]}) {
       order.push_back(l);
     }
     TESSEL_RETURN_IF_ERROR(s->Reorder(order));
+    // The write-back's nest: the warp's 16 rows by its N columns (lowering stores groups of four
+    // 8-column tiles as 16-byte vectors, the lanes of a row trading their columns).
+    TESSEL_RETURN_IF_ERROR(s->Fuse({nt[2], n_split[1]}).status());
     // Bulk copies: pairs of blocks in a cluster, whose shared operand tile is multicast.
     TESSEL_RETURN_IF_ERROR(
         rules::BindBlocksRasterized(s, batch, mt[0], nt[0], kRasterGroupMax, /*cluster=*/bulk));
     TESSEL_RETURN_IF_ERROR(s->Bind(mt[1], "threadIdx.y"));
     TESSEL_RETURN_IF_ERROR(s->Bind(nt[1], "threadIdx.z"));
-    TESSEL_RETURN_IF_ERROR(s->Unroll(nt[2]));
     TESSEL_RETURN_IF_ERROR(s->Tensorize(m_split[1], "mma_accumulator"));
     TESSEL_RETURN_IF_ERROR(s->ComputeAt(acc, nt[1]));
 

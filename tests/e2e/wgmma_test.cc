@@ -144,6 +144,56 @@ TEST(Wgmma, Sm90aSamplesAreValidAndCompile) {
   }
 }
 
+void ExpectCompilesForSm90a(const GeneratedSource& source) {
+#ifdef TESSEL_HAVE_CUDA
+  if (!worker::FindCudaIncludeDir().ok()) return;
+  worker::NvrtcOptions o;
+  o.arch = "sm_90a";
+  auto bin = worker::CompileCuda(source, o);
+  EXPECT_TRUE(bin.ok()) << bin.status();
+#else
+  (void)source;
+#endif
+}
+
+// The write-back of a wgmma accumulator: its nest spans the warp's N columns, and each group of
+// four 8-column tiles is one 16-byte store a lane (tessel_quad_store: the four lanes of a row
+// trade their columns by two rounds of shuffles). Where tiles pass the extents, each value is
+// computed under its own element's conditions and the store under its vector's; an epilogue's
+// loads (bias) are among the values.
+TEST(Wgmma, TheWriteBackStoresSixteenBytesALane) {
+  for (const char* spec :
+       {"matmul(M=512, N=512, K=256, dtype=f16)", "matmul(M=200, N=136, K=168, dtype=f16)",
+        "matmul_bias_gelu(M=256, N=256, K=128, dtype=bf16)"}) {
+    SCOPED_TRACE(spec);
+    std::optional<Candidate> c = WgmmaSample(spec);
+    ASSERT_TRUE(c.has_value());
+    const std::string& code = c->source.code;
+    const bool bf16 = std::string(spec).find("bf16") != std::string::npos;
+    const std::string call = bf16 ? "tessel_quad_store_bf16(" : "tessel_quad_store_f16(";
+    EXPECT_TRUE(code.find(call + "&D[") != std::string::npos) << call;
+    EXPECT_TRUE(code.find("__shfl_xor_sync(0xffffffffu, hi ? a_lo : b_lo, 2)") !=
+                std::string::npos);
+    EXPECT_TRUE(code.find("*reinterpret_cast<uint4*>(dst) = make_uint4(") != std::string::npos);
+    // No element-wise store of D is left.
+    EXPECT_EQ(code.find("*reinterpret_cast<unsigned int*>(&D["), std::string::npos);
+    if (std::string(spec).find("N=136") != std::string::npos) {
+      EXPECT_TRUE(code.find(" : 0.0f, ") != std::string::npos) << "values under their conditions";
+    }
+    if (std::string(spec).find("bias") != std::string::npos) {
+      EXPECT_TRUE(code.find("bias[") != std::string::npos);
+    }
+    ExpectCompilesForSm90a(c->source);
+    // The cost model counts the 16 bytes a lane writes to D, not a read of D.
+    const std::vector<std::string>& names = costmodel::FeatureNames();
+    const costmodel::Features f = costmodel::ExtractFeatures(c->program, c->target);
+    const auto at = [&](const std::string& n) {
+      return std::find(names.begin(), names.end(), n) - names.begin();
+    };
+    EXPECT_GT(f[at("log2_global_write_bytes")], 0);
+  }
+}
+
 // What a wgmma kernel is made of: swizzled operands on their 1024-byte period, descriptors with
 // the layout's byte offsets, a fence before each stage's run of wgmma and a commit after it, one
 // group left in flight across the barrier (3 stages or more) and all waited for after the loop, and

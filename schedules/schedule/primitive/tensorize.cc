@@ -146,6 +146,8 @@ absl::Status Schedule::Tensorize(LoopRV loop, const std::string& intrin) {
     std::vector<std::string> forms;
     if (info->kind == TensorIntrin::kWgmma) {
       forms.push_back("16 x N x 16 (N = 8, 16, ..., 256)");
+    } else if (info->kind == TensorIntrin::kAccumulator) {
+      forms.push_back("16 x N (N = 8, 16, ..., 256)");
     } else {
       for (const auto& f : info->forms) forms.push_back(absl::StrJoin(f, " x "));
     }
