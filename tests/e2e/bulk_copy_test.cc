@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -98,6 +99,21 @@ std::map<int, Candidate> BulkSamples(const std::string& spec) {
   return out;
 }
 
+// Up to `count` samples of matmul 512^3 f16 on sm_90a (seeds 1 to `seeds`) that `keep` accepts.
+std::vector<Candidate> SamplesWhere(uint64_t seeds, size_t count,
+                                    const std::function<bool(const Candidate&)>& keep) {
+  std::vector<Candidate> out;
+  auto space = SpaceGenerator::Create(testing::LoadSpec("matmul(M=512, N=512, K=512, dtype=f16)"),
+                                      CudaTarget("sm_90a"));
+  EXPECT_TRUE(space.ok()) << space.status();
+  if (!space.ok()) return out;
+  for (uint64_t seed = 1; seed <= seeds && out.size() < count; ++seed) {
+    auto c = space->Sample(seed);
+    if (c.ok() && keep(*c)) out.push_back(*std::move(c));
+  }
+  return out;
+}
+
 // What each producer form's kernel is made of, and that it compiles.
 TEST(BulkCopy, SamplesOfEachProducerForm) {
   const std::map<int, Candidate> samples = BulkSamples("matmul(M=512, N=512, K=512, dtype=f16)");
@@ -168,16 +184,13 @@ TEST(BulkCopy, SamplesOfEachProducerForm) {
 // plane's first thread issuing the copies, 40 registers a producer thread and the rest (232) for
 // the computing threads, whose accumulators fit the entry cap of 168 (65536 / 384).
 TEST(BulkCopy, APlaneOfFourWarpsBesideTwoWarpgroupsAlongY) {
-  auto space = SpaceGenerator::Create(testing::LoadSpec("matmul(M=512, N=512, K=512, dtype=f16)"),
-                                      CudaTarget("sm_90a"));
-  ASSERT_TRUE(space.ok()) << space.status();
-  int found = 0;
-  for (uint64_t seed = 1; seed <= 300 && found < 2; ++seed) {
-    auto c = space->Sample(seed);
-    if (!c.ok() || !IsBulkSample(*c) || ProducerOf(*c) != 2) continue;
+  const std::vector<Candidate> samples = SamplesWhere(300, 2, [](const Candidate& c) {
+    return IsBulkSample(c) && ProducerOf(c) == 2 && c.source.kernels.at(0).launch.block[1] == 12;
+  });
+  EXPECT_EQ(samples.size(), 2u) << "samples with a plane beside two warpgroups along y";
+  for (const Candidate& sample : samples) {
+    const Candidate* c = &sample;
     const LaunchConfig& l = c->source.kernels.at(0).launch;
-    if (l.block[1] != 12) continue;
-    ++found;
     const std::string& code = c->source.code;
     EXPECT_EQ(l.block[0], 32);
     EXPECT_EQ(l.block[2], 1);
@@ -197,7 +210,6 @@ TEST(BulkCopy, APlaneOfFourWarpsBesideTwoWarpgroupsAlongY) {
     EXPECT_EQ(FormOf(*c), 2);
     ExpectCompiles(c->source, "sm_90a");
   }
-  EXPECT_EQ(found, 2) << "samples with a plane beside two warpgroups along y";
 }
 
 // Consecutive blocks in clusters of two (cluster.x) share a tile of one operand: each CTA's
@@ -206,14 +218,12 @@ TEST(BulkCopy, APlaneOfFourWarpsBesideTwoWarpgroupsAlongY) {
 // (a lane of each warp arrives on each CTA's empty mbarrier), and the CTAs meet at cluster barriers
 // after the mbarriers' setup and at the end.
 TEST(BulkCopy, ClustersOfTwoMulticastTheTileTheyShare) {
-  auto space = SpaceGenerator::Create(testing::LoadSpec("matmul(M=512, N=512, K=512, dtype=f16)"),
-                                      CudaTarget("sm_90a"));
-  ASSERT_TRUE(space.ok()) << space.status();
-  int found = 0;
-  for (uint64_t seed = 1; seed <= 400 && found < 3; ++seed) {
-    auto c = space->Sample(seed);
-    if (!c.ok() || c->source.code.find("tessel_tma_multicast_2d(") == std::string::npos) continue;
-    ++found;
+  const std::vector<Candidate> samples = SamplesWhere(400, 3, [](const Candidate& c) {
+    return c.source.code.find("tessel_tma_multicast_2d(") != std::string::npos;
+  });
+  EXPECT_EQ(samples.size(), 3u) << "multicasting samples";
+  for (const Candidate& sample : samples) {
+    const Candidate* c = &sample;
     const std::string& code = c->source.code;
     const LaunchConfig& l = c->source.kernels.at(0).launch;
     EXPECT_EQ(l.cluster, 2);
@@ -249,7 +259,6 @@ TEST(BulkCopy, ClustersOfTwoMulticastTheTileTheyShare) {
     EXPECT_EQ(f[at("tma_multicast")], 1);
     EXPECT_NEAR(f[at("log2_cluster_ctas")], std::log2(3.0), 1e-6);
   }
-  EXPECT_EQ(found, 3) << "multicasting samples";
 }
 
 // Transposed operands, an epilogue and tiles past the extents (the copy engine fills zeros) all
