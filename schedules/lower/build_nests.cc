@@ -17,6 +17,7 @@
 #include "schedules/ir/simplify.h"
 #include "schedules/ir/stmt_functor.h"
 #include "schedules/ir/substitute.h"
+#include "schedules/ir/tensor_intrin.h"
 #include "schedules/lower/passes.h"
 
 namespace tessel::schedules {
@@ -734,7 +735,17 @@ Stmt NestBuilder::MakeLoop(int iter, Stmt body, bool unrolled) const {
   if (iv.thread == ThreadTag::kVThread) kind = ForKind::kThreadBinding;
   if (!body) body = MakeSeq({});
   if (iv.extent == 1 && kind != ForKind::kThreadBinding) {
-    return Substitute(body, {{iv.var.get(), MakeInt(0, iv.var->dtype)}});
+    body = Substitute(body, {{iv.var.get(), MakeInt(0, iv.var->dtype)}});
+    // A bulk copy's box is the nest from its marked loop: with that loop gone (one iteration, a
+    // batch axis's), the nest starts at the loop inside it, which takes the mark.
+    const auto* inner = As<ForNode>(body);
+    if (BulkCopy(iv.annotations) > 0 && inner && BulkCopy(inner->annotations) == 0) {
+      std::vector<std::pair<std::string, int64_t>> annotations = inner->annotations;
+      annotations.emplace_back(kBulkCopy, BulkCopy(iv.annotations));
+      body = MakeFor(inner->var, inner->min, inner->extent, inner->kind, inner->thread, inner->body,
+                     std::move(annotations));
+    }
+    return body;
   }
   // A thread index ranges over the whole block, whatever this stage uses (guards cover it).
   const int64_t extent = IsPerThreadTag(iv.thread) ? BlockDim(iv.thread) : iv.extent;

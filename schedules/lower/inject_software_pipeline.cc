@@ -846,26 +846,6 @@ class Pipeliner : public StmtMutator {
     };
     const std::array<int64_t, 3> block = kernel_->launch.block;
     const int64_t consumers = kernel_->launch.threads_per_block();
-    // Where wgmma computes, a warp is done reading a slot once it has waited for its group (the
-    // tensor cores read it; no thread does), so one lane a CTA of each warp arrives for it:
-    // lane c on CTA c's empty mbarrier. Else every thread arrives on every CTA's.
-    bool per_warp = false;
-    // This thread's arrival on a slot's empty mbarrier (every CTA's, multicasting).
-    auto release = [&](const Expr& slot) -> Stmt {
-      if (!multicast) return TensorCallStmt(kCallMbarrierArrive, {MakeLoad(empty, {slot})});
-      if (per_warp) {
-        const Expr lane =
-            block[0] == 32 ? intrinsic::ThreadIndex(0) : intrinsic::ThreadIndex(0) % 32;
-        return MakeIf(lane < cluster_,
-                      TensorCallStmt(kCallMbarrierArriveCluster, {MakeLoad(empty, {slot}), lane}));
-      }
-      std::vector<Stmt> out;
-      for (int64_t c = 0; c < cluster_; ++c) {
-        out.push_back(
-            TensorCallStmt(kCallMbarrierArriveCluster, {MakeLoad(empty, {slot}), MakeInt(c)}));
-      }
-      return MakeSeq(out);
-    };
     // How many times the enclosing loops have run the pipeline before (their iterations
     // linearized), where they all have constant extents; null where one does not.
     Expr runs = MakeInt(0, t->dtype);
@@ -896,7 +876,26 @@ class Pipeliner : public StmtMutator {
     const Expr step = plane ? state_.analyzer.Simplify(runs * extent) + it : it;
     Stmt computed = SlotRewriter(slotted, step % stages).Visit(MakeSeq(compute));
     const int64_t in_flight = CallsWgmma(computed) ? 1 : 0;
-    per_warp = in_flight > 0 && block[0] % 32 == 0;
+    // Where wgmma computes, a warp is done reading a slot once it has waited for its group (the
+    // tensor cores read it; no thread does), so one lane a CTA of each warp arrives for it:
+    // lane c on CTA c's empty mbarrier. Else every thread arrives on every CTA's.
+    const bool per_warp = in_flight > 0 && block[0] % 32 == 0;
+    // This thread's arrival on a slot's empty mbarrier (every CTA's, multicasting).
+    auto release = [&](const Expr& slot) -> Stmt {
+      if (!multicast) return TensorCallStmt(kCallMbarrierArrive, {MakeLoad(empty, {slot})});
+      if (per_warp) {
+        const Expr lane =
+            block[0] == 32 ? intrinsic::ThreadIndex(0) : intrinsic::ThreadIndex(0) % 32;
+        return MakeIf(lane < cluster_,
+                      TensorCallStmt(kCallMbarrierArriveCluster, {MakeLoad(empty, {slot}), lane}));
+      }
+      std::vector<Stmt> out;
+      for (int64_t c = 0; c < cluster_; ++c) {
+        out.push_back(
+            TensorCallStmt(kCallMbarrierArriveCluster, {MakeLoad(empty, {slot}), MakeInt(c)}));
+      }
+      return MakeSeq(out);
+    };
     if (in_flight > 0) computed = WgmmaWaitRewriter(in_flight).Visit(computed);
 
     std::vector<Stmt> body = {MbarrierWait(full, step % stages, step / stages), computed};

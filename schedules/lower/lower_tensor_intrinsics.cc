@@ -722,16 +722,15 @@ class TensorLowering : public StmtMutator {
     an.Bind(h, 0, 2);
     an.Bind(g, 0, col_ext / 32);
     const Expr row = lv / 4 + Expr(h) * 8;
-    // The store's vector starts at a multiple of 8 elements of the buffer.
+    // This lane's vector: tile 4 g + q's first column; it starts at a multiple of 8 elements.
+    const std::unordered_map<const VarNode*, Expr> vector_at = {{u, row},
+                                                                {v, (Expr(g) * 4 + q) * 8}};
     std::vector<Expr> at;
-    for (const Expr& i : st->indices) {
-      at.push_back(an.Simplify(Substitute(i, {{u, row}, {v, (Expr(g) * 4 + q) * 8}})));
-    }
-    Expr flat = MakeInt(0, kIndexType);
-    const std::vector<int64_t> strides = st->buffer->Strides();
-    for (size_t d = 0; d < at.size(); ++d) flat = flat + at[d] * strides[d];
+    for (const Expr& i : st->indices) at.push_back(an.Simplify(Substitute(i, vector_at)));
     int64_t misaligned = -1;
-    if (!IsConstInt(an.Simplify(flat % 8), &misaligned) || misaligned != 0) return nullptr;
+    if (!IsConstInt(an.Simplify(FlatIndex(*st->buffer, at) % 8), &misaligned) || misaligned != 0) {
+      return nullptr;
+    }
     auto all = [&](const std::unordered_map<const VarNode*, Expr>& with) {
       Expr c;
       for (const Expr& x : conds) c = MakeAnd(c, Substitute(x, with));
@@ -742,7 +741,7 @@ class TensorLowering : public StmtMutator {
     if (const auto* c = As<CastNode>(value); c && c->dtype == st->buffer->dtype) value = c->value;
     value = MakeCast(DType::kFloat32, value);
     std::vector<Expr> args = {MakeLoad(st->buffer, at)};
-    Expr pred = all({{u, row}, {v, (Expr(g) * 4 + q) * 8}});
+    Expr pred = all(vector_at);
     args.push_back(an.Simplify(pred ? MakeCast(DType::kInt32, pred) : MakeInt(1, DType::kInt32)));
     args.push_back(MakeCast(DType::kInt32, q));
     for (int64_t t = 0; t < 4; ++t) {

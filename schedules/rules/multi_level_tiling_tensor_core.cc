@@ -578,12 +578,8 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       TESSEL_RETURN_IF_ERROR(s->Annotate(sh, kStorageSwizzle, 128));
       TESSEL_RETURN_IF_ERROR(s->ComputeAt(sh, k01[0]));
       if (bulk) {
-        // The box's nest from its first loop of more than one iteration: a batch axis's loop
-        // (one matrix a block) is dropped by lowering, and its annotation with it.
         TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> sl, s->GetLoops(sh));
-        size_t first = 0;
-        while (first + 1 < sl.size() && s->LoopExtent(sl[first]) == 1) ++first;
-        TESSEL_RETURN_IF_ERROR(s->Annotate(sl[first], kBulkCopy, 1));
+        TESSEL_RETURN_IF_ERROR(s->Annotate(sl.at(0), kBulkCopy, 1));
       } else {
         TESSEL_RETURN_IF_ERROR(
             CooperativeFetch(s, sh, {wy, "threadIdx.y"}, {wz, "threadIdx.z"}, 8));

@@ -509,15 +509,24 @@ absl::Status ApplyStorageAlign(InstructionReader& in) {
   return in.schedule().StorageAlign(block, axis, factor, offset);
 }
 
-absl::Status ApplyFuseAxes(InstructionReader& in) {
-  TESSEL_ASSIGN_OR_RETURN(BlockRV block, in.Block(0));
-  TESSEL_ASSIGN_OR_RETURN(std::vector<int64_t> axes, in.AttrIntArray("axes"));
+// The list of axis indices in attribute `attr` of instruction `kind`.
+absl::StatusOr<std::vector<int>> AttrAxes(InstructionReader& in, const char* attr,
+                                          const char* kind) {
+  TESSEL_ASSIGN_OR_RETURN(std::vector<int64_t> axes, in.AttrIntArray(attr));
   std::vector<int> ints;
   for (int64_t a : axes) {
-    if (a < 0 || a > 1 << 20) return InstructionReader::Error("fuse_axes: axis out of range");
+    if (a < 0 || a > 1 << 20) {
+      return InstructionReader::Error(absl::StrCat(kind, ": axis out of range"));
+    }
     ints.push_back(static_cast<int>(a));
   }
-  return in.schedule().FuseAxes(block, ints);
+  return ints;
+}
+
+absl::Status ApplyFuseAxes(InstructionReader& in) {
+  TESSEL_ASSIGN_OR_RETURN(BlockRV block, in.Block(0));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<int> axes, AttrAxes(in, "axes", "fuse_axes"));
+  return in.schedule().FuseAxes(block, axes);
 }
 
 absl::Status ApplySplitBufferAxis(InstructionReader& in) {
@@ -536,13 +545,8 @@ absl::Status ApplyPadAxis(InstructionReader& in) {
 
 absl::Status ApplyPermuteAxes(InstructionReader& in) {
   TESSEL_ASSIGN_OR_RETURN(BlockRV block, in.Block(0));
-  TESSEL_ASSIGN_OR_RETURN(std::vector<int64_t> order, in.AttrIntArray("order"));
-  std::vector<int> ints;
-  for (int64_t a : order) {
-    if (a < 0 || a > 1 << 20) return InstructionReader::Error("permute_axes: axis out of range");
-    ints.push_back(static_cast<int>(a));
-  }
-  return in.schedule().PermuteAxes(block, ints);
+  TESSEL_ASSIGN_OR_RETURN(std::vector<int> order, AttrAxes(in, "order", "permute_axes"));
+  return in.schedule().PermuteAxes(block, order);
 }
 
 }  // namespace
