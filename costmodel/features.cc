@@ -87,6 +87,8 @@ struct Totals {
   // software pipeline.
   double tensor_flops = 0, wgmma_flops = 0, async_copy_bytes = 0, pipeline_stages = 0,
          pipeline_fetch_spread = 0, bulk_copy_bytes = 0, pipeline_producer = 0, tma_multicast = 0;
+  // Iterations of the serial loops around a block binding: a persistent block's rounds of tiles.
+  double block_rounds = 1;
   double max_depth = 0, loops = 0;
   double heaviest_store = -1, innermost_extent = 0;
   double max_shared_alloc = 0, max_local_alloc = 0;
@@ -236,6 +238,14 @@ class Walker {
           t_.pipeline_producer, static_cast<double>(schedules::PipelineProducer(n.annotations)));
     }
     const int64_t extent = ConstExtent(n.extent);
+    if (n.thread == ThreadTag::kBlockX || n.thread == ThreadTag::kBlockY ||
+        n.thread == ThreadTag::kBlockZ) {
+      double rounds = 1;
+      for (const Frame& f : stack_) {
+        if (f.tag == ThreadTag::kNone) rounds *= static_cast<double>(f.extent);
+      }
+      t_.block_rounds = std::max(t_.block_rounds, rounds);
+    }
     bool counted = true;
     if (n.kind == ForKind::kThreadBinding && n.thread != ThreadTag::kVThread) {
       // Sibling stages of one kernel bind the same thread index again; a nested repeat of a tag
@@ -681,7 +691,7 @@ const std::vector<std::string>& FeatureNames() {
         "log2_barriers_static", "log2_barriers_per_thread", "loop_depth", "log2_loops",
         "log2_innermost_extent", "log2_tensor_core_flops", "log2_async_copy_bytes",
         "pipeline_stages", "pipeline_fetch_spread", "log2_wgmma_flops", "log2_bulk_copy_bytes",
-        "pipeline_producer", "log2_cluster_ctas", "tma_multicast",
+        "pipeline_producer", "log2_cluster_ctas", "tma_multicast", "log2_block_rounds",
         // Split reductions.
         "log2_workspace_per_output"};
     for (int b = 0; b < kTopBuffers; ++b) {
@@ -818,6 +828,7 @@ Features ExtractFeatures(const schedules::Program& program, const schedules::Tar
   push(t.pipeline_producer);
   log(static_cast<double>(launch.cluster));
   push(t.tma_multicast);
+  log(t.block_rounds);
   log(Ratio(workspace_elements, output_elements));
 
   // The global buffers by bytes touched (then program order): a fixed number of slots.

@@ -3,15 +3,17 @@
 // also left to MultiLevelTiling (CUDA cores), and the search and the cost model choose.
 //
 // The output's m and n loops (rules::GemmAxesOf) are split into 16 (m) and 8 (n) element tiles,
-// and the tile counts into block / warp / per-warp levels, ordered [batch] mb nb | wm wn | fm fn |
-// m16 n8, bound to blockIdx.y/x (batch fused on blockIdx.z) and threadIdx.z/y (warps); threadIdx.x
-// is the warp's 32 lanes. The accumulator (cache_write "fragment") is computed at the warp level:
-// k is split into 16-element steps, ordered k0 (shared-memory step) k1 | fm fn | m16 n8 k16, the
-// innermost three tensorized with mma_m16n8k16. Each operand goes through shared memory at k0
-// (cooperative fetch over all the block's threads, vectors of a sampled width, rows padded for
+// and the tile counts into block / warp / per-warp levels, ordered [batch] mb nb | wm wn | fm |
+// m16 (fn n8), bound to blockIdx.y/x (batch fused on blockIdx.z) and threadIdx.z/y (warps);
+// threadIdx.x is the warp's 32 lanes. The accumulator (cache_write "fragment") is computed at the
+// warp level: k is split into 16-element steps, ordered k0 (shared-memory step) k1 | fm fn | m16 n8
+// k16, the innermost three tensorized with mma_m16n8k16. Each operand goes through shared memory at
+// k0 (cooperative fetch over all the block's threads, vectors of a sampled width, rows padded for
 // conflict-free ldmatrix) and into fragments at k1 (ldmatrix, transposed where the operand's
 // contiguous axis is not k). The write-back, with the epilogue inlined (bias, GELU, casts), is
-// tensorized with mma_accumulator: each lane stores the accumulator elements it holds.
+// tensorized with mma_accumulator over 16 rows by the warp's fn * 8 columns (fn and n8 fused):
+// each lane stores the accumulator elements it holds, groups of four 8-column tiles of a 16-bit
+// output as one 16-byte vector a lane.
 //
 // Decisions: warps per block along m and n (up to 4 each), 16 x 8 tiles per warp along m and n
 // (up to 4 and 8), k steps per shared-memory stage (up to 8 steps of 16), the fetch width, and
@@ -336,7 +338,7 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       ol = per_axis;
     }
     if (wgmma) return Wgmma(s, acc, ol, ga, ops, reindex, bulk);
-    // Output: [batch] mb nb wm wn fm fn m16 n8.
+    // Output: [batch] mb nb wm wn fm m16 (fn n8).
     TESSEL_ASSIGN_OR_RETURN(auto m_split, s->Split(ol[ga.m], {-1, 16}));
     TESSEL_ASSIGN_OR_RETURN(auto n_split, s->Split(ol[ga.n], {-1, 8}));
     TESSEL_ASSIGN_OR_RETURN(rules::Levels m,
@@ -346,17 +348,19 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     std::vector<LoopRV> batch;
     for (int b : ga.batch) batch.push_back(ol[b]);
     std::vector<LoopRV> order = batch;
-    for (LoopRV l : {m.loops[0], n.loops[0], m.loops[1], n.loops[1], m.loops[2], n.loops[2],
-                     m_split[1], n_split[1]}) {
+    for (LoopRV l : {m.loops[0], n.loops[0], m.loops[1], n.loops[1], m.loops[2], m_split[1],
+                     n.loops[2], n_split[1]}) {
       order.push_back(l);
     }
     TESSEL_RETURN_IF_ERROR(s->Reorder(order));
+    // The write-back's nest: 16 rows by the warp's columns, as in the warpgroup sketch (groups of
+    // four 8-column tiles are stored as 16-byte vectors).
+    TESSEL_RETURN_IF_ERROR(s->Fuse({n.loops[2], n_split[1]}).status());
     TESSEL_RETURN_IF_ERROR(
         rules::BindBlocksRasterized(s, batch, m.loops[0], n.loops[0], kRasterGroupMax));
     TESSEL_RETURN_IF_ERROR(s->Bind(m.loops[1], "threadIdx.z"));
     TESSEL_RETURN_IF_ERROR(s->Bind(n.loops[1], "threadIdx.y"));
     TESSEL_RETURN_IF_ERROR(s->Unroll(m.loops[2]));
-    TESSEL_RETURN_IF_ERROR(s->Unroll(n.loops[2]));
     TESSEL_RETURN_IF_ERROR(s->Tensorize(m_split[1], "mma_accumulator"));
     TESSEL_RETURN_IF_ERROR(s->ComputeAt(acc, n.loops[1]));
     const IntRV wm = m.factors[1], wn = n.factors[1];
@@ -534,9 +538,11 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
     // The write-back's nest: the warp's 16 rows by its N columns (lowering stores groups of four
     // 8-column tiles as 16-byte vectors, the lanes of a row trading their columns).
     TESSEL_RETURN_IF_ERROR(s->Fuse({nt[2], n_split[1]}).status());
-    // Bulk copies: pairs of blocks in a cluster, whose shared operand tile is multicast.
-    TESSEL_RETURN_IF_ERROR(
-        rules::BindBlocksRasterized(s, batch, mt[0], nt[0], kRasterGroupMax, /*cluster=*/bulk));
+    // Bulk copies: pairs of blocks in a cluster, whose shared operand tile is multicast, and
+    // persistent blocks, whose producer fetches the next tile while this one is stored.
+    TESSEL_RETURN_IF_ERROR(rules::BindBlocksRasterized(s, batch, mt[0], nt[0], kRasterGroupMax,
+                                                       /*cluster=*/bulk,
+                                                       /*sm_count=*/bulk ? target_.sm_count : 0));
     TESSEL_RETURN_IF_ERROR(s->Bind(mt[1], "threadIdx.y"));
     TESSEL_RETURN_IF_ERROR(s->Bind(nt[1], "threadIdx.z"));
     TESSEL_RETURN_IF_ERROR(s->Tensorize(m_split[1], "mma_accumulator"));

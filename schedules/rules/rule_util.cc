@@ -342,7 +342,7 @@ absl::Status BindBlocks(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m,
 }
 
 absl::Status BindBlocksRasterized(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m, LoopRV n,
-                                  int64_t max_group, bool cluster) {
+                                  int64_t max_group, bool cluster, int64_t sm_count) {
   if (!batch.empty()) {
     TESSEL_ASSIGN_OR_RETURN(LoopRV bz, FuseAll(s, batch));
     TESSEL_RETURN_IF_ERROR(s->Bind(bz, "blockIdx.z"));
@@ -351,6 +351,13 @@ absl::Status BindBlocksRasterized(Schedule* s, const std::vector<LoopRV>& batch,
   TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> mg, s->Split(m, {g[0], g[1]}));
   TESSEL_RETURN_IF_ERROR(s->Reorder({mg[0], n, mg[1]}));
   TESSEL_ASSIGN_OR_RETURN(LoopRV blocks, s->Fuse({mg[0], n, mg[1]}));
+  if (sm_count > 0 && batch.empty()) {
+    // The blocks: one a tile (0: the extent), or one or two an SM, capped at the tiles.
+    TESSEL_ASSIGN_OR_RETURN(IntRV grid, s->SampleCategorical({0, sm_count, 2 * sm_count},
+                                                             {0.5, 0.25, 0.25}, 0, blocks));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> rounds, s->Split(blocks, {-1, grid}));
+    blocks = rounds[1];
+  }
   if (!cluster) return s->Bind(blocks, "blockIdx.x");
   TESSEL_ASSIGN_OR_RETURN(IntRV c, SampleUniform(s, {1, 2}, 2, 0));
   TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> cb, s->Split(blocks, {-1, c}));

@@ -89,9 +89,13 @@ class Schedule {
       LoopRV loop, int n, int64_t max_innermost,
       std::optional<std::vector<int64_t>> decision = std::nullopt,
       std::optional<IntRV> padded_extent = std::nullopt);
+  // With `cap`, a candidate stands for a count of the loop's iterations as it is when drawn or
+  // replayed: capped at the loop's extent, 0 being the extent itself (a split by it covers the
+  // loop, whatever earlier decisions made its extent).
   absl::StatusOr<IntRV> SampleCategorical(std::vector<int64_t> candidates,
                                           std::vector<double> probs,
-                                          std::optional<int64_t> decision = std::nullopt);
+                                          std::optional<int64_t> decision = std::nullopt,
+                                          std::optional<LoopRV> cap = std::nullopt);
   // A loop of the stage's consumer to compute the stage at, or the root (LoopRV{kRootLoop}) or
   // inline (LoopRV{kInlineLoop}) markers. The decision is the position: -2 root, -1 inline, or an
   // index into the consumer's loops.

@@ -101,10 +101,12 @@ std::map<int, Candidate> BulkSamples(const std::string& spec) {
 
 // Up to `count` samples of matmul 512^3 f16 on sm_90a (seeds 1 to `seeds`) that `keep` accepts.
 std::vector<Candidate> SamplesWhere(uint64_t seeds, size_t count,
-                                    const std::function<bool(const Candidate&)>& keep) {
+                                    const std::function<bool(const Candidate&)>& keep,
+                                    const std::string& spec =
+                                        "matmul(M=512, N=512, K=512, "
+                                        "dtype=f16)") {
   std::vector<Candidate> out;
-  auto space = SpaceGenerator::Create(testing::LoadSpec("matmul(M=512, N=512, K=512, dtype=f16)"),
-                                      CudaTarget("sm_90a"));
+  auto space = SpaceGenerator::Create(testing::LoadSpec(spec), CudaTarget("sm_90a"));
   EXPECT_TRUE(space.ok()) << space.status();
   if (!space.ok()) return out;
   for (uint64_t seed = 1; seed <= seeds && out.size() < count; ++seed) {
@@ -258,6 +260,53 @@ TEST(BulkCopy, ClustersOfTwoMulticastTheTileTheyShare) {
     const costmodel::Features f = costmodel::ExtractFeatures(c->program, c->target);
     EXPECT_EQ(f[at("tma_multicast")], 1);
     EXPECT_NEAR(f[at("log2_cluster_ctas")], std::log2(3.0), 1e-6);
+  }
+}
+
+// A persistent grid: one or two blocks an SM (132 or 264 on sm_90a) take the 2048 x 2048 GEMM's
+// tiles in rounds, the blocks past the tiles in the last round computing a padded tile whose
+// stores are guarded; the producer's slots and phases count on across the rounds; the cost
+// model sees the rounds. Where the tiles do not outnumber the blocks, the grid stays one block
+// a tile.
+TEST(BulkCopy, PersistentBlocksTakeTheTilesInRounds) {
+  const std::string spec = "matmul(M=2048, N=2048, K=256, dtype=f16)";
+  const std::vector<Candidate> samples = SamplesWhere(
+      300, 3,
+      [](const Candidate& c) {
+        const int64_t g = c.source.kernels.at(0).launch.grid[0];
+        return IsBulkSample(c) && HasPlane(c.source.code) && (g == 132 || g == 264);
+      },
+      spec);
+  ASSERT_EQ(samples.size(), 3u) << "persistent samples";
+  const std::vector<std::string>& names = costmodel::FeatureNames();
+  const size_t rounds_at =
+      std::find(names.begin(), names.end(), "log2_block_rounds") - names.begin();
+  ASSERT_LT(rounds_at, names.size());
+  for (const Candidate& c : samples) {
+    const std::string& code = c.source.code;
+    const LaunchConfig& l = c.source.kernels.at(0).launch;
+    const int64_t blocks = l.grid[0];  // a cluster's blocks included
+    // The tiles: the product of the output's tile counts, from the guard on the tile index.
+    const std::string guard = absl::StrCat(" * ", blocks, " + ");
+    const size_t at = code.find(guard);
+    ASSERT_NE(at, std::string::npos) << guard << "\n" << code;
+    const size_t lt = code.find(" < ", at);
+    ASSERT_NE(lt, std::string::npos);
+    const int64_t tiles = std::stoll(code.substr(lt + 3));
+    EXPECT_GT(tiles, blocks);
+    const int64_t rounds = (tiles + blocks - 1) / blocks;
+    EXPECT_TRUE(absl::StrContains(code, absl::StrCat(" < ", rounds, "; ++"))) << rounds;
+    const costmodel::Features f = costmodel::ExtractFeatures(c.program, c.target);
+    EXPECT_NEAR(f[rounds_at], std::log2(1.0 + static_cast<double>(rounds)), 1e-6);
+    ExpectCompiles(c.source, "sm_90a");
+  }
+  // 512 x 512: at most 64 tiles, never more than the SMs.
+  const std::vector<Candidate> small =
+      SamplesWhere(120, 100, [](const Candidate& c) { return IsBulkSample(c); });
+  ASSERT_FALSE(small.empty());
+  for (const Candidate& c : small) {
+    const costmodel::Features f = costmodel::ExtractFeatures(c.program, c.target);
+    EXPECT_EQ(f[rounds_at], 1.0f) << "no rounds: log2(1 + 1)";
   }
 }
 

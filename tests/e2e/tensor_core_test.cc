@@ -149,6 +149,43 @@ TEST(TensorCore, WriteBackIsVectorizedPerLane) {
   EXPECT_THAT(cuda, HasSubstr("1 x unsigned int"));  // a lane's two halves of a row as one store
 }
 
+// The sketch's write-back nest spans the warp's tiles along n (16 rows by fn * 8 columns): where
+// fn is a multiple of 4, each group of four 8-column tiles of a 16-bit output is stored as one
+// 16-byte vector a lane (the lanes of a row trading their columns); otherwise each lane stores
+// its two adjacent elements of a row.
+TEST(TensorCore, SampledWriteBackStoresSixteenBytesALaneWhereTheWarpHasFourTiles) {
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    SCOPED_TRACE(arch);
+    auto space = SpaceGenerator::Create(
+        testing::LoadSpec("matmul_bias_gelu(M=512, N=512, K=256, dtype=f16)"), CudaTarget(arch));
+    ASSERT_TRUE(space.ok()) << space.status();
+    int quad = 0, pairs = 0;
+    for (uint64_t seed = 1; seed <= 60 && (quad < 2 || pairs < 1); ++seed) {
+      auto c = space->Sample(seed);
+      if (!c.ok() || c->source.code.find("tessel_mma_m16n8k16") == std::string::npos) continue;
+      const std::string& code = c->source.code;
+      if (code.find("tessel_quad_store_f16(&D[") != std::string::npos) {
+        ++quad;
+        EXPECT_EQ(code.find("*reinterpret_cast<unsigned int*>(&D["), std::string::npos) << code;
+        EXPECT_THAT(code, HasSubstr("bias["));
+#ifdef TESSEL_HAVE_CUDA
+        if (quad == 1 && worker::FindCudaIncludeDir().ok()) {
+          worker::NvrtcOptions o;
+          o.arch = arch;
+          auto bin = worker::CompileCuda(c->source, o);
+          EXPECT_TRUE(bin.ok()) << bin.status() << "\n" << code;
+        }
+#endif
+      } else {
+        ++pairs;
+        EXPECT_THAT(code, HasSubstr("*reinterpret_cast<unsigned int*>(&D["));
+      }
+    }
+    EXPECT_GE(quad, 2);
+    EXPECT_GE(pairs, 1);
+  }
+}
+
 TEST(TensorCore, HostTargetRefusesTensorizedSchedules) {
   auto p = Lower(CudaTensorCoreMatmul(1, 1), HostT());
   ASSERT_FALSE(p.ok());

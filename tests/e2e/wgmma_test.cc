@@ -113,7 +113,8 @@ TEST(Wgmma, Sm90aSamplesAreValidAndCompile) {
     auto space = SpaceGenerator::Create(testing::LoadSpec(spec), CudaTarget("sm_90a"));
     ASSERT_TRUE(space.ok()) << space.status();
     int valid = 0, wgmma = 0;
-    for (uint64_t seed = 1; seed <= 40; ++seed) {
+    constexpr int kSamples = 80;
+    for (uint64_t seed = 1; seed <= kSamples; ++seed) {
       auto c = space->Sample(seed);
       if (!c.ok()) continue;
       ++valid;
@@ -128,8 +129,9 @@ TEST(Wgmma, Sm90aSamplesAreValidAndCompile) {
       }
 #endif
     }
-    // At least 85%: the rest are over the register or shared-memory limits.
-    EXPECT_GE(valid, 34);
+    // At least 85% (about 89% over 300 samples of the large GEMMs): the rest are over the
+    // register or shared-memory limits.
+    EXPECT_GE(valid, kSamples * 85 / 100);
     EXPECT_GE(wgmma, 4);
   }
   // sm_90 has no wgmma sketch.

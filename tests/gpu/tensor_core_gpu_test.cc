@@ -246,6 +246,34 @@ INSTANTIATE_TEST_SUITE_P(
                       "matmul(M=200, N=136, K=168, dtype=f16)",
                       "matmul(M=192, N=320, K=256, batch=2, dtype=f16)"),
     SpecTestName);
+
+// sm_90a: persistent grids (132 or 264 blocks taking the tiles in rounds, the producer's
+// pipeline counting on across the rounds, the last round's blocks past the tiles on a padded
+// tile with guarded stores) match the reference: plain, transposed, an epilogue, clusters, and
+// tiles the output does not divide.
+class PersistentSpaceGpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PersistentSpaceGpu, PersistentSamplesMatchReference) {
+  SKIP_WITHOUT_GPU();
+  const int checked = VerifySamplesOnGpu(
+      GetParam(), 300, 6,
+      [](const schedules::Candidate& c) {
+        const int64_t g = c.source.kernels.at(0).launch.grid[0];
+        return c.source.code.find("cp.async.bulk.tensor") != std::string::npos &&
+               (g == 132 || g == 264);
+      },
+      "sm_90a");
+  EXPECT_GE(checked, 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, PersistentSpaceGpu,
+    ::testing::Values("matmul(M=4096, N=2048, K=128, dtype=f16)",
+                      "matmul(M=4096, N=2048, K=192, dtype=bf16, transpose_a=true)",
+                      "matmul(M=2048, N=4096, K=256, dtype=f16, transpose_b=true)",
+                      "matmul_bias_gelu(M=4096, N=2048, K=128, dtype=f16)",
+                      "matmul(M=3000, N=2000, K=200, dtype=f16)"),
+    SpecTestName);
 #endif
 
 }  // namespace

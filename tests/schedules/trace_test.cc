@@ -278,6 +278,48 @@ TEST(TraceReplay, ChangedCategoricalDecisionIsApplied) {
   EXPECT_EQ(rep->Value(IntRV{std::stoi(out.substr(1))}), 64);
 }
 
+// A categorical capped at a loop's extent (a persistent grid's blocks) follows the extent the
+// earlier decisions give the loop when replayed: candidate 0 is the whole extent, a larger one
+// is capped, a smaller one stays.
+TEST(TraceReplay, CappedCategoricalFollowsTheLoopsExtent) {
+  auto created = Schedule::Create(Matmul(64, 8, 8));
+  TESSEL_ASSERT_OK(created);
+  Schedule s = *std::move(created);
+  auto c = s.GetBlock("C");
+  TESSEL_ASSERT_OK(c);
+  auto loops = s.GetLoops(*c);
+  TESSEL_ASSERT_OK(loops);
+  auto tile = s.SamplePerfectTile((*loops)[0], 2, 64, std::vector<int64_t>{16, 4});
+  TESSEL_ASSERT_OK(tile);
+  auto split = s.Split((*loops)[0], {(*tile)[0], (*tile)[1]});
+  TESSEL_ASSERT_OK(split);
+  auto blocks = s.SampleCategorical({0, 6, 32}, {1, 1, 1}, 1, (*split)[0]);
+  TESSEL_ASSERT_OK(blocks);
+  EXPECT_EQ(s.Value(*blocks), 6);  // of 16
+  TESSEL_ASSERT_OK(s.Split((*split)[0], {-1, *blocks}).status());
+  json j = s.trace().ToJson();
+  const size_t ti = FindInst(j, "sample_perfect_tile");
+  const size_t ci = FindInst(j, "sample_categorical");
+  ASSERT_EQ(j["insts"][ci]["inputs"].size(), 1u) << "the loop it is capped at";
+  auto value = [&](const json& jj) -> int64_t {
+    auto rep = Replay(s.workload(), ValueOrDie(Trace::FromJson(jj)));
+    EXPECT_TRUE(rep.ok()) << rep.status();
+    if (!rep.ok()) return -1;
+    const std::string out = rep->trace().insts[ci].outputs.at(0);
+    return rep->Value(IntRV{std::stoi(out.substr(1))});
+  };
+  EXPECT_EQ(value(j), 6);
+  j["insts"][ti]["decision"] = json::array({4, 16});  // the loop now runs 4 times
+  EXPECT_EQ(value(j), 4) << "6 capped at the extent 4";
+  j["insts"][ci]["decision"] = 0;
+  EXPECT_EQ(value(j), 4) << "0: the extent";
+  j["insts"][ti]["decision"] = json::array({64, 1});
+  j["insts"][ci]["decision"] = 2;
+  EXPECT_EQ(value(j), 32);
+  j["insts"][ci]["decision"] = 0;
+  EXPECT_EQ(value(j), 64);
+}
+
 TEST(TraceReplay, MissingDecisionIsSampledWithTheSeed) {
   Schedule orig = CudaTiledMatmul(0);
   json j = orig.trace().ToJson();

@@ -116,8 +116,15 @@ absl::StatusOr<std::vector<IntRV>> Schedule::SamplePerfectTile(
 
 absl::StatusOr<IntRV> Schedule::SampleCategorical(std::vector<int64_t> candidates,
                                                   std::vector<double> probs,
-                                                  std::optional<int64_t> decision) {
+                                                  std::optional<int64_t> decision,
+                                                  std::optional<LoopRV> cap) {
   const char* prim = kSampleCategorical;
+  int64_t cap_extent = 0;
+  if (cap) {
+    auto l = MutableLoop(*cap, prim);
+    if (!l.ok()) return l.status();
+    cap_extent = l->first->iters[l->second].extent;
+  }
   if (candidates.empty() || candidates.size() != probs.size()) {
     return Invalid(
         prim, absl::StrCat("needs as many probabilities as candidates (got ", candidates.size(),
@@ -152,8 +159,10 @@ absl::StatusOr<IntRV> Schedule::SampleCategorical(std::vector<int64_t> candidate
   IntRV out{static_cast<int>(rvs_.size())};
   RVEntry e;
   e.value = candidates[index];
+  if (cap && (e.value <= 0 || e.value > cap_extent)) e.value = cap_extent;
   Instruction inst{
       prim, {}, {{"candidates", candidates}, {"probs", probs}}, {NewRV('v', e)}, index};
+  if (cap) inst.inputs.push_back(RVName(cap->id));
   Record(std::move(inst));
   return out;
 }
@@ -274,7 +283,12 @@ absl::Status ApplySampleCategorical(InstructionReader& in) {
   TESSEL_ASSIGN_OR_RETURN(std::vector<int64_t> candidates, in.AttrIntArray("candidates"));
   TESSEL_ASSIGN_OR_RETURN(std::vector<double> probs, in.AttrNumberArray("probs"));
   TESSEL_ASSIGN_OR_RETURN(std::optional<int64_t> decision, in.IntDecision());
-  TESSEL_ASSIGN_OR_RETURN(IntRV r, in.schedule().SampleCategorical(candidates, probs, decision));
+  std::optional<LoopRV> cap;
+  if (in.num_inputs() > 0) {
+    TESSEL_ASSIGN_OR_RETURN(cap, in.Loop(0));
+  }
+  TESSEL_ASSIGN_OR_RETURN(IntRV r,
+                          in.schedule().SampleCategorical(candidates, probs, decision, cap));
   return in.BindOutput(r);
 }
 
