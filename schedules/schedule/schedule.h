@@ -89,9 +89,11 @@ class Schedule {
       LoopRV loop, int n, int64_t max_innermost,
       std::optional<std::vector<int64_t>> decision = std::nullopt,
       std::optional<IntRV> padded_extent = std::nullopt);
-  // With `cap`, a candidate stands for a count of the loop's iterations as it is when drawn or
-  // replayed: capped at the loop's extent, 0 being the extent itself (a split by it covers the
-  // loop, whatever earlier decisions made its extent).
+  // With `cap`, a candidate c stands for a count of the loop's iterations as it is when drawn or
+  // replayed (extent E, whatever earlier decisions made it): the loop in P = ceil(E / c) equal
+  // parts, the value is ceil(E / P), the fewest iterations a part that keep P parts (0 or c >= E:
+  // E itself). A split by it leaves fewer than P iterations past E, none where P divides E
+  // (132 of 2048 gives 128: 16 parts either way).
   absl::StatusOr<IntRV> SampleCategorical(std::vector<int64_t> candidates,
                                           std::vector<double> probs,
                                           std::optional<int64_t> decision = std::nullopt,

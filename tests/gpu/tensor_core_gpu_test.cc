@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "costmodel/features.h"
 #include "schedules/codegen/cuda_codegen.h"
 #include "schedules/lower/lower.h"
 #include "schedules/space/space_generator.h"
@@ -194,7 +197,7 @@ class BulkCopySpaceGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BulkCopySpaceGpu, BulkCopySamplesMatchReference) {
   SKIP_WITHOUT_GPU();
-  EXPECT_GE(VerifySm90aSamplesWith(GetParam(), 96, "cp.async.bulk.tensor"), 6);
+  EXPECT_GE(VerifySm90aSamplesWith(GetParam(), 160, "cp.async.bulk.tensor"), 6);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -247,7 +250,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "matmul(M=192, N=320, K=256, batch=2, dtype=f16)"),
     SpecTestName);
 
-// sm_90a: persistent grids (132 or 264 blocks taking the tiles in rounds, the producer's
+// sm_90a: persistent grids (up to 132 or 264 blocks taking the tiles in rounds, the producer's
 // pipeline counting on across the rounds, the last round's blocks past the tiles on a padded
 // tile with guarded stores) match the reference: plain, transposed, an epilogue, clusters, and
 // tiles the output does not divide.
@@ -258,9 +261,12 @@ TEST_P(PersistentSpaceGpu, PersistentSamplesMatchReference) {
   const int checked = VerifySamplesOnGpu(
       GetParam(), 300, 6,
       [](const schedules::Candidate& c) {
-        const int64_t g = c.source.kernels.at(0).launch.grid[0];
+        // Rounds of tiles: a serial loop around the block binding.
+        const std::vector<std::string>& names = costmodel::FeatureNames();
+        const size_t at =
+            std::find(names.begin(), names.end(), "log2_block_rounds") - names.begin();
         return c.source.code.find("cp.async.bulk.tensor") != std::string::npos &&
-               (g == 132 || g == 264);
+               costmodel::ExtractFeatures(c.program, c.target).at(at) > 1.5f;
       },
       "sm_90a");
   EXPECT_GE(checked, 4);

@@ -280,7 +280,7 @@ TEST(TraceReplay, ChangedCategoricalDecisionIsApplied) {
 
 // A categorical capped at a loop's extent (a persistent grid's blocks) follows the extent the
 // earlier decisions give the loop when replayed: candidate 0 is the whole extent, a larger one
-// is capped, a smaller one stays.
+// is capped, a smaller one c is the size of ceil(E / c) equal parts.
 TEST(TraceReplay, CappedCategoricalFollowsTheLoopsExtent) {
   auto created = Schedule::Create(Matmul(64, 8, 8));
   TESSEL_ASSERT_OK(created);
@@ -295,7 +295,7 @@ TEST(TraceReplay, CappedCategoricalFollowsTheLoopsExtent) {
   TESSEL_ASSERT_OK(split);
   auto blocks = s.SampleCategorical({0, 6, 32}, {1, 1, 1}, 1, (*split)[0]);
   TESSEL_ASSERT_OK(blocks);
-  EXPECT_EQ(s.Value(*blocks), 6);  // of 16
+  EXPECT_EQ(s.Value(*blocks), 6);  // 16 in 3 parts of 6
   TESSEL_ASSERT_OK(s.Split((*split)[0], {-1, *blocks}).status());
   json j = s.trace().ToJson();
   const size_t ti = FindInst(j, "sample_perfect_tile");
@@ -316,8 +316,13 @@ TEST(TraceReplay, CappedCategoricalFollowsTheLoopsExtent) {
   j["insts"][ti]["decision"] = json::array({64, 1});
   j["insts"][ci]["decision"] = 2;
   EXPECT_EQ(value(j), 32);
+  j["insts"][ci]["decision"] = 1;
+  EXPECT_EQ(value(j), 6) << "64 in 11 parts of 6";
   j["insts"][ci]["decision"] = 0;
   EXPECT_EQ(value(j), 64);
+  j["insts"][ti]["decision"] = json::array({8, 8});
+  j["insts"][ci]["decision"] = 1;
+  EXPECT_EQ(value(j), 4) << "8 in 2 parts of 4, not 6 + 2";
 }
 
 TEST(TraceReplay, MissingDecisionIsSampledWithTheSeed) {

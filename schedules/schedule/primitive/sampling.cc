@@ -159,7 +159,13 @@ absl::StatusOr<IntRV> Schedule::SampleCategorical(std::vector<int64_t> candidate
   IntRV out{static_cast<int>(rvs_.size())};
   RVEntry e;
   e.value = candidates[index];
-  if (cap && (e.value <= 0 || e.value > cap_extent)) e.value = cap_extent;
+  if (cap) {
+    // The loop in as few equal parts as `value` a part takes, and so as few a part as that
+    // count of parts takes: a split by it leaves fewer than `parts` iterations past the extent.
+    const int64_t v = e.value <= 0 ? cap_extent : std::min(e.value, cap_extent);
+    const int64_t parts = (cap_extent + v - 1) / v;
+    e.value = (cap_extent + parts - 1) / parts;
+  }
   Instruction inst{
       prim, {}, {{"candidates", candidates}, {"probs", probs}}, {NewRV('v', e)}, index};
   if (cap) inst.inputs.push_back(RVName(cap->id));
