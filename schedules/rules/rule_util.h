@@ -156,8 +156,9 @@ absl::Status BindBlocks(Schedule* s, const std::vector<LoopRV>& batch, LoopRV m,
 // multicasts. A block count C does not divide leaves the last cluster a block past the tiles:
 // the caller's stages must compute such a tile harmlessly (padded tiles, guarded stores).
 // With `sm_count` > 0 (and no batch), the grid may instead be persistent (a decision among one
-// block a tile, one and two an SM; a sample_categorical capped at the tile count): its G blocks
-// take the ordered tiles in rounds, tile r * G + b in block b's round r (a serial loop around the
+// block a tile, up to one and up to two an SM: a sample_categorical capped at the tile count,
+// G the fewest blocks that take as few rounds, so 128 of 2048 tiles): its G blocks take the
+// ordered tiles in rounds, tile r * G + b in block b's round r (a serial loop around the
 // block's work), so that a pipeline inside counts its steps across the rounds and fetches the
 // next tile's while this one's is stored. Where G does not divide the tiles, the last round's
 // blocks past them compute a padded tile as above.

@@ -160,8 +160,8 @@ absl::StatusOr<IntRV> Schedule::SampleCategorical(std::vector<int64_t> candidate
   RVEntry e;
   e.value = candidates[index];
   if (cap) {
-    // The loop in as few equal parts as `value` a part takes, and so as few a part as that
-    // count of parts takes: a split by it leaves fewer than `parts` iterations past the extent.
+    // ceil(E / v) parts of the loop, each of the fewest iterations that keep that many: a split
+    // by it leaves fewer than `parts` iterations past the extent.
     const int64_t v = e.value <= 0 ? cap_extent : std::min(e.value, cap_extent);
     const int64_t parts = (cap_extent + v - 1) / v;
     e.value = (cap_extent + parts - 1) / parts;
