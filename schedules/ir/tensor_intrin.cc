@@ -123,15 +123,17 @@ bool IsQuadStoreCall(std::string_view name) {
 std::string TmaMulticastCall(int64_t rank) {
   return absl::StrCat(kCallTmaMulticast, "_", rank, "d");
 }
-bool IsTmaMulticastCall(std::string_view name) {
-  return name.size() > 1 && name.back() == 'd' &&
-         NumberAfter(name.substr(0, name.size() - 1), kCallTmaMulticast) > 0;
-}
-int64_t TmaLoadRank(std::string_view name) {
+namespace {
+// The rank R of a name `prefix`_<R>d (-1 for any other name).
+int64_t RankAfter(std::string_view name, const char* prefix) {
   if (name.size() < 2 || name.back() != 'd') return -1;
-  const std::string_view stem = name.substr(0, name.size() - 1);
-  const int64_t rank = NumberAfter(stem, kCallTmaLoad);
-  return rank > 0 ? rank : NumberAfter(stem, kCallTmaMulticast);
+  return NumberAfter(name.substr(0, name.size() - 1), prefix);
+}
+}  // namespace
+bool IsTmaMulticastCall(std::string_view name) { return RankAfter(name, kCallTmaMulticast) > 0; }
+int64_t TmaLoadRank(std::string_view name) {
+  const int64_t rank = RankAfter(name, kCallTmaLoad);
+  return rank > 0 ? rank : RankAfter(name, kCallTmaMulticast);
 }
 
 std::string WgmmaWaitCall(int64_t groups) { return absl::StrCat(kCallWgmmaWait, "_", groups); }

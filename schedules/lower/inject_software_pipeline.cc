@@ -639,6 +639,9 @@ class BulkCopies : public StmtMutator {
   bool multicast_ = false;
 };
 
+// The threads of a producer plane: one warpgroup.
+constexpr int64_t kPlaneThreads = 128;
+
 class Pipeliner : public StmtMutator {
  public:
   Pipeliner(const LoweringState& state, Kernel* kernel) : state_(state), kernel_(kernel) {}
@@ -835,14 +838,15 @@ class Pipeliner : public StmtMutator {
     const BufferPtr empty = MbarrierBuffer(*t, "empty", stages);
     // In a cluster, the boxes its CTAs copy alike are multicast (BulkCopies): a CTA's producer
     // then writes into the other CTAs' slots too, so a slot comes back only once every CTA's
-    // computing threads have left it (each arrives on the empty mbarrier of every CTA).
-    const bool multicast = cluster_ > 1 && cluster_rank_ && Multicasts(fetches, *t, slotted);
+    // computing threads have left it (each arrives on the empty mbarrier of every CTA). Whether
+    // a box is multicast does not depend on the iteration: the first copies issued say.
+    bool multicast = false;
     // The copies of iteration `iter` into the slot of pipeline step `step` (the iteration itself,
     // or counted across the enclosing loops' runs of the pipeline).
     auto issue = [&](const Expr& iter, const Expr& step) -> Stmt {
       Stmt s =
           SlotRewriter(slotted, step % stages).Visit(Substitute(MakeSeq(fetches), {{t, iter}}));
-      return IssueBulk(&s, full, step % stages, multicast);
+      return IssueBulk(&s, full, step % stages, &multicast);
     };
     const std::array<int64_t, 3> block = kernel_->launch.block;
     const int64_t consumers = kernel_->launch.threads_per_block();
@@ -874,6 +878,9 @@ class Pipeliner : public StmtMutator {
     // The pipeline step of iteration t: t, or (where the plane's barriers outlive the loop) the
     // steps of the earlier runs plus t.
     const Expr step = plane ? state_.analyzer.Simplify(runs * extent) + it : it;
+    // Each iteration's copies: the plane's of step t, or thread 0's refill of t + S - 1.
+    const Expr ahead = it + (stages - 1);
+    const Stmt issued = plane ? issue(it, step) : issue(ahead, ahead);
     Stmt computed = SlotRewriter(slotted, step % stages).Visit(MakeSeq(compute));
     const int64_t in_flight = CallsWgmma(computed) ? 1 : 0;
     // Where wgmma computes, a warp is done reading a slot once it has waited for its group (the
@@ -902,10 +909,8 @@ class Pipeliner : public StmtMutator {
     Stmt arrive = release((step - in_flight) % stages);
     body.push_back(in_flight > 0 ? MakeIf(it >= in_flight, arrive) : arrive);
     if (!plane) {
-      const Expr ahead = it + (stages - 1);
-      Stmt refill =
-          MakeSeq({MakeIf(it >= 1, MbarrierWait(empty, (it - 1) % stages, (it - 1) / stages)),
-                   issue(ahead, ahead)});
+      Stmt refill = MakeSeq(
+          {MakeIf(it >= 1, MbarrierWait(empty, (it - 1) % stages, (it - 1) / stages)), issued});
       body.push_back(MakeIf(ahead < extent, MakeIf(FirstThread(), refill)));
     }
     std::vector<Stmt> consumer = {
@@ -949,7 +954,7 @@ class Pipeliner : public StmtMutator {
     Stmt produce = MakeFor(
         f.var, f.min, f.extent, ForKind::kSerial, ThreadTag::kNone,
         MakeSeq({MakeIf(step >= stages, MbarrierWait(empty, step % stages, step / stages - 1)),
-                 issue(it, step)}),
+                 issued}),
         {});
     const Expr first =
         MakeAnd(intrinsic::ThreadIndex(0) == 0,
@@ -958,15 +963,13 @@ class Pipeliner : public StmtMutator {
     // Registers move from the producer's warpgroup to the computing ones where the target can
     // and both are whole warpgroups: the cap at entry (__launch_bounds__(threads, 1)) is the
     // register file over the threads, in steps of 8; the producer keeps 40.
-    const int64_t plane_threads = 128;
-    const int64_t threads = consumers + plane_threads;
+    const int64_t threads = consumers + kPlaneThreads;
     std::vector<Stmt> consumer_setup;
-    if (state_.target.Supports(TargetFeature::kSetmaxnreg) && plane_threads % 128 == 0 &&
-        consumers % 128 == 0) {
+    if (state_.target.Supports(TargetFeature::kSetmaxnreg) && consumers % 128 == 0) {
       constexpr int64_t kProducerRegisters = 40, kRegisterFile = 65536;
       const int64_t cap = std::min<int64_t>(kRegisterFile / threads / 8 * 8, 256);
       const int64_t raised = std::min<int64_t>(
-          (cap * threads - kProducerRegisters * plane_threads) / consumers / 8 * 8, 256);
+          (cap * threads - kProducerRegisters * kPlaneThreads) / consumers / 8 * 8, 256);
       if (cap >= kProducerRegisters && raised > cap) {
         producer_setup_ = TensorCallStmt(SetmaxnregCall(false, kProducerRegisters));
         consumer_setup.push_back(TensorCallStmt(SetmaxnregCall(true, raised)));
@@ -983,34 +986,26 @@ class Pipeliner : public StmtMutator {
     hoisted_ = allocs;
     plane_axis_ = plane_axis;
     producer_plane_ = block[plane_axis];
-    kernel_->launch.block[plane_axis] += plane_axis == 2 ? 1 : 4;
+    kernel_->launch.block[plane_axis] +=
+        kPlaneThreads / (block[0] * (plane_axis == 2 ? block[1] : 1));
     return result;
   }
 
   // The bulk copies of `fetch` (one stage's, in its slot) as thread 0 issues them on
   // full[slot]: its arrival with their bytes, then the copies. `fetch` keeps the rest.
-  Stmt IssueBulk(Stmt* fetch, const BufferPtr& full, const Expr& slot, bool multicast = false) {
+  // In a cluster, boxes its CTAs copy alike are multicast; `multicast` (where given) is set if
+  // one was.
+  Stmt IssueBulk(Stmt* fetch, const BufferPtr& full, const Expr& slot, bool* multicast = nullptr) {
     BulkCopies copies(state_.analyzer, state_.program, &kernel_->launch.tensor_maps,
                       MakeLoad(full, {slot}), thread_vars_, multicast ? cluster_rank_ : nullptr,
                       cluster_);
     *fetch = copies.Visit(*fetch);
     if (!copies.status().ok() && status_.ok()) status_ = copies.status();
+    if (multicast) *multicast |= copies.multicast();
     std::vector<Stmt> out = {
         TensorCallStmt(kCallMbarrierExpectTx, {MakeLoad(full, {slot}), MakeInt(copies.bytes())})};
     for (Stmt& c : copies.copies()) out.push_back(std::move(c));
     return MakeSeq(out);
-  }
-
-  // Whether some box of the fetches (at the loop's first iteration) would be multicast.
-  bool Multicasts(const std::vector<Stmt>& fetches, const VarNode& t,
-                  const std::unordered_map<const Buffer*, BufferPtr>& slotted) {
-    const Expr zero = MakeInt(0, t.dtype);
-    Stmt s = SlotRewriter(slotted, zero).Visit(Substitute(MakeSeq(fetches), {{&t, zero}}));
-    std::vector<TensorMapSpec> scratch = kernel_->launch.tensor_maps;
-    BulkCopies copies(state_.analyzer, state_.program, &scratch, zero, thread_vars_, cluster_rank_,
-                      cluster_);
-    copies.Visit(s);
-    return copies.status().ok() && copies.multicast();
   }
 
   // Whether every fetch is a loop nest annotated bulk_copy.

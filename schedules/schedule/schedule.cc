@@ -207,11 +207,15 @@ std::vector<int> Schedule::Consumers(const Buffer* buffer) const {
   return out;
 }
 
-void Schedule::ReplaceBuffer(const BufferPtr& from, const BufferPtr& to) {
-  BufferReplacer r(from.get(), to);
+void Schedule::ReplaceBuffer(
+    const BufferPtr& from, const BufferPtr& to,
+    const std::function<std::vector<Expr>(const std::vector<Expr>&)>& reindex) {
+  BufferReplacer r(from.get(), to, reindex);
+  const BufferPtr keep = from;  // `from` may be a stage's buffer, replaced below
   for (Stage& s : stages_) {
-    if (s.buffer.get() == from.get()) s.buffer = to;
+    if (s.buffer.get() == keep.get()) s.buffer = to;
     s.body = r.Visit(s.body);
+    for (Stage::TupleOutput& t : s.outputs) t.value = r.Visit(t.value);
   }
 }
 

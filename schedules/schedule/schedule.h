@@ -25,6 +25,7 @@
 // once and registers how a trace applies them (instruction_table.h), which is what Replay uses.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -302,7 +303,11 @@ class Schedule {
   std::string LoopDesc(const Stage& s, int iter) const;  // "loop i_0 of stage C"
   // Stages whose bodies read `buffer`.
   std::vector<int> Consumers(const Buffer* buffer) const;
-  void ReplaceBuffer(const BufferPtr& from, const BufferPtr& to);
+  // Every read of `from` (stage bodies and tuple outputs) reads `to`, at the indices `reindex`
+  // makes of the old ones where given (a new layout); the stage that computes `from` computes `to`.
+  void ReplaceBuffer(
+      const BufferPtr& from, const BufferPtr& to,
+      const std::function<std::vector<Expr>(const std::vector<Expr>&)>& reindex = nullptr);
   // Resets a stage's loops to its root iters with the given extents; bumps its loop generation
   // and detaches stages attached to a dropped (derived) loop of it.
   void ResetLoops(Stage* s, const std::vector<int64_t>& root_extents);

@@ -18,7 +18,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "costmodel/features.h"
 #include "schedules/codegen/source_json.h"
 #include "schedules/ir/tensor_intrin.h"
 #include "schedules/lower/lower.h"
@@ -34,6 +33,8 @@
 namespace tessel::schedules {
 namespace {
 
+using tessel::testing::BlockRounds;
+using tessel::testing::FeatureOf;
 using test_workloads::BlockOf;
 using test_workloads::LoopsOf;
 using test_workloads::NewSchedule;
@@ -170,14 +171,10 @@ TEST(BulkCopy, SamplesOfEachProducerForm) {
     }
     ExpectCompiles(c.source, "sm_90a");
     // The cost model sees the copy engine's bytes and the producer form.
-    const std::vector<std::string>& names = costmodel::FeatureNames();
-    auto at = [&](const std::string& n) {
-      return std::find(names.begin(), names.end(), n) - names.begin();
-    };
-    const costmodel::Features f = costmodel::ExtractFeatures(c.program, c.target);
-    EXPECT_GT(f[at("log2_bulk_copy_bytes")], 0);
-    EXPECT_EQ(f[at("log2_async_copy_bytes")], 0);
-    EXPECT_EQ(f[at("pipeline_producer")], ProducerOf(c));
+    auto feature = [&](const std::string& n) { return FeatureOf(c.program, c.target, n); };
+    EXPECT_GT(feature("log2_bulk_copy_bytes"), 0);
+    EXPECT_EQ(feature("log2_async_copy_bytes"), 0);
+    EXPECT_EQ(feature("pipeline_producer"), ProducerOf(c));
   }
 }
 
@@ -253,13 +250,8 @@ TEST(BulkCopy, ClustersOfTwoMulticastTheTileTheyShare) {
     for (const TensorMapSpec& m : l.tensor_maps) half |= m.box[0] * 2 * 2 * 64 % 1024 == 0;
     EXPECT_TRUE(half);
     ExpectCompiles(c->source, "sm_90a");
-    const std::vector<std::string>& names = costmodel::FeatureNames();
-    auto at = [&](const std::string& n) {
-      return std::find(names.begin(), names.end(), n) - names.begin();
-    };
-    const costmodel::Features f = costmodel::ExtractFeatures(c->program, c->target);
-    EXPECT_EQ(f[at("tma_multicast")], 1);
-    EXPECT_NEAR(f[at("log2_cluster_ctas")], std::log2(3.0), 1e-6);
+    EXPECT_EQ(FeatureOf(c->program, c->target, "tma_multicast"), 1);
+    EXPECT_NEAR(FeatureOf(c->program, c->target, "log2_cluster_ctas"), std::log2(3.0), 1e-6);
   }
 }
 
@@ -269,18 +261,10 @@ TEST(BulkCopy, ClustersOfTwoMulticastTheTileTheyShare) {
 // the producer's slots and phases count on across the rounds; the cost model sees the rounds. Where
 // the tiles do not outnumber the blocks, the grid stays one block a tile.
 TEST(BulkCopy, PersistentBlocksTakeTheTilesInRounds) {
-  const std::vector<std::string>& names = costmodel::FeatureNames();
-  const size_t rounds_at =
-      std::find(names.begin(), names.end(), "log2_block_rounds") - names.begin();
-  ASSERT_LT(rounds_at, names.size());
-  auto rounds_of = [&](const Candidate& c) {
-    const costmodel::Features f = costmodel::ExtractFeatures(c.program, c.target);
-    return std::llround(std::exp2(static_cast<double>(f[rounds_at]))) - 1;
-  };
   const std::vector<Candidate> samples = SamplesWhere(
       300, 3,
-      [&](const Candidate& c) {
-        return IsBulkSample(c) && HasPlane(c.source.code) && rounds_of(c) > 1;
+      [](const Candidate& c) {
+        return IsBulkSample(c) && HasPlane(c.source.code) && BlockRounds(c) > 1;
       },
       "matmul(M=1664, N=2816, K=256, dtype=f16)");
   ASSERT_EQ(samples.size(), 3u) << "persistent samples";
@@ -299,8 +283,8 @@ TEST(BulkCopy, PersistentBlocksTakeTheTilesInRounds) {
     auto grid = BuildCandidate(c.workload, c.target, Trace::FromJson(j).value());
     ASSERT_TRUE(grid.ok()) << grid.status();
     const int64_t tiles = grid->source.kernels.at(0).launch.grid[0];
-    EXPECT_EQ(rounds_of(*grid), 1);
-    const int64_t rounds = rounds_of(c);
+    EXPECT_EQ(BlockRounds(*grid), 1);
+    const int64_t rounds = BlockRounds(c);
     ASSERT_GT(rounds, 1);
     // As few tiles a round as take that many rounds: fewer than `rounds` slots past the tiles;
     // the grid is those blocks, rounded up to whole clusters.
@@ -324,7 +308,7 @@ TEST(BulkCopy, PersistentBlocksTakeTheTilesInRounds) {
       SamplesWhere(120, 100, [](const Candidate& c) { return IsBulkSample(c); });
   ASSERT_FALSE(small.empty());
   for (const Candidate& c : small) {
-    EXPECT_EQ(rounds_of(c), 1);
+    EXPECT_EQ(BlockRounds(c), 1);
   }
 }
 

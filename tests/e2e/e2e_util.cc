@@ -1,9 +1,12 @@
 #include "tests/e2e/e2e_util.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "costmodel/features.h"
 #include "schedules/codegen/cuda_codegen.h"
 #include "schedules/codegen/host_codegen.h"
 #include "schedules/ir/tensor_intrin.h"
@@ -119,6 +122,19 @@ std::vector<std::string> SplitKSpecs() {
       "conv2d(N=1, C=256, H=5, W=6, K=4, R=3, S=3, padding=1)",
       "conv2d_bias_relu(N=1, C=512, H=4, W=4, K=8, R=3, S=3, padding=1, layout=nhwc)",
   };
+}
+
+float FeatureOf(const schedules::Program& program, const schedules::Target& target,
+                const std::string& name) {
+  const std::vector<std::string>& names = costmodel::FeatureNames();
+  const auto at = std::find(names.begin(), names.end(), name);
+  EXPECT_NE(at, names.end()) << "no feature " << name;
+  if (at == names.end()) return 0;
+  return costmodel::ExtractFeatures(program, target)[at - names.begin()];
+}
+
+int64_t BlockRounds(const schedules::Candidate& c) {
+  return std::llround(std::exp2(FeatureOf(c.program, c.target, "log2_block_rounds"))) - 1;
 }
 
 int64_t SplitKFactor(const Trace& trace) {

@@ -55,6 +55,13 @@ std::vector<std::string> PaddedTileSpecs();
 int PaddedLoops(const schedules::Trace& trace);
 
 // Which samples a check takes (every valid one when empty).
+// The value of the cost-model feature `name` (costmodel::FeatureNames) for a lowered program.
+float FeatureOf(const schedules::Program& program, const schedules::Target& target,
+                const std::string& name);
+// The rounds of tiles each block of a candidate's persistent grid takes (log2_block_rounds;
+// 1: a tile a block).
+int64_t BlockRounds(const schedules::Candidate& c);
+
 using SampleFilter = std::function<bool(const schedules::Candidate&)>;
 // Verifies samples of `spec`'s design space on `target` against the reference on random inputs
 // (worker::RunAndVerify with `options`: the host, or the GPU `options.run.device`): the valid ones

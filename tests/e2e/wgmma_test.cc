@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <set>
 
-#include "costmodel/features.h"
 #include "schedules/ir/affine.h"
 #include "schedules/ir/tensor_intrin.h"
 #include "schedules/lower/check_limits.h"
@@ -25,6 +24,7 @@
 namespace tessel::schedules {
 namespace {
 
+using tessel::testing::FeatureOf;
 using test_workloads::BlockOf;
 using test_workloads::LoopsOf;
 using test_workloads::NewSchedule;
@@ -187,12 +187,7 @@ TEST(Wgmma, TheWriteBackStoresSixteenBytesALane) {
     }
     ExpectCompilesForSm90a(c->source);
     // The cost model counts the 16 bytes a lane writes to D, not a read of D.
-    const std::vector<std::string>& names = costmodel::FeatureNames();
-    const costmodel::Features f = costmodel::ExtractFeatures(c->program, c->target);
-    const auto at = [&](const std::string& n) {
-      return std::find(names.begin(), names.end(), n) - names.begin();
-    };
-    EXPECT_GT(f[at("log2_global_write_bytes")], 0);
+    EXPECT_GT(FeatureOf(c->program, c->target, "log2_global_write_bytes"), 0);
   }
 }
 
@@ -232,14 +227,10 @@ TEST(Wgmma, KernelsFenceCommitAndWaitAroundTheWarpgroupMma) {
 TEST(Wgmma, CostModelSeesWgmmaFlops) {
   auto c = WgmmaSample("matmul(M=512, N=512, K=512, dtype=f16)");
   ASSERT_TRUE(c.has_value());
-  const std::vector<std::string>& names = costmodel::FeatureNames();
-  auto at = [&](const std::string& n) {
-    return std::find(names.begin(), names.end(), n) - names.begin();
-  };
-  const costmodel::Features f = costmodel::ExtractFeatures(c->program, c->target);
-  EXPECT_GT(f[at("log2_wgmma_flops")], 0);
-  EXPECT_EQ(f[at("log2_wgmma_flops")], f[at("log2_tensor_core_flops")]);
-  EXPECT_GE(f[at("pipeline_stages")], 2);
+  auto feature = [&](const std::string& n) { return FeatureOf(c->program, c->target, n); };
+  EXPECT_GT(feature("log2_wgmma_flops"), 0);
+  EXPECT_EQ(feature("log2_wgmma_flops"), feature("log2_tensor_core_flops"));
+  EXPECT_GE(feature("pipeline_stages"), 2);
 }
 
 // wgmma's accumulators are its operands and cannot spill: a kernel whose accumulators leave no

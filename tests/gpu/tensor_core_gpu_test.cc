@@ -5,9 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-
-#include "costmodel/features.h"
 #include "schedules/codegen/cuda_codegen.h"
 #include "schedules/lower/lower.h"
 #include "schedules/space/space_generator.h"
@@ -261,12 +258,8 @@ TEST_P(PersistentSpaceGpu, PersistentSamplesMatchReference) {
   const int checked = VerifySamplesOnGpu(
       GetParam(), 300, 6,
       [](const schedules::Candidate& c) {
-        // Rounds of tiles: a serial loop around the block binding.
-        const std::vector<std::string>& names = costmodel::FeatureNames();
-        const size_t at =
-            std::find(names.begin(), names.end(), "log2_block_rounds") - names.begin();
         return c.source.code.find("cp.async.bulk.tensor") != std::string::npos &&
-               costmodel::ExtractFeatures(c.program, c.target).at(at) > 1.5f;
+               BlockRounds(c) > 1;
       },
       "sm_90a");
   EXPECT_GE(checked, 4);

@@ -18,7 +18,7 @@ bool Reads(const Stage& s, const Buffer* b) { return !CollectLoads(s.body, b).em
 Expr BufferReplacer::VisitLoad(const LoadNode& n, const Expr& self) {
   Expr e = ExprMutator::VisitLoad(n, self);
   const auto* l = As<LoadNode>(e);
-  if (l->buffer.get() == from_) return MakeLoad(to_, l->indices);
+  if (l->buffer.get() == from_) return MakeLoad(to_, reindex_ ? reindex_(l->indices) : l->indices);
   return e;
 }
 

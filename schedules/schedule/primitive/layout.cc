@@ -32,43 +32,6 @@ constexpr char kSetScope[] = "set_scope";
 constexpr char kPadAxis[] = "pad_axis";
 constexpr char kPermuteAxes[] = "permute_axes";
 
-// Rewrites loads of `from` into loads of `to` whose axis `axis` is split by `strides`/`factors`
-// (split_buffer_axis): index e becomes e / strides[0], (e / strides[1]) % factors[1], ...,
-// e % factors.back().
-class AxisSplitter : public ExprMutator {
- public:
-  AxisSplitter(const Buffer* from, BufferPtr to, int axis, const std::vector<int64_t>& factors,
-               const std::vector<int64_t>& strides)
-      : from_(from), to_(std::move(to)), axis_(axis), factors_(factors), strides_(strides) {}
-
-  std::vector<Expr> Split(const std::vector<Expr>& idx) const {
-    std::vector<Expr> out(idx.begin(), idx.begin() + axis_);
-    const Expr& e = idx[axis_];
-    for (size_t i = 0; i < factors_.size(); ++i) {
-      Expr q = strides_[i] == 1 ? e : e / MakeInt(strides_[i], e->dtype);
-      if (i > 0) q = q % MakeInt(factors_[i], e->dtype);
-      out.push_back(std::move(q));
-    }
-    out.insert(out.end(), idx.begin() + axis_ + 1, idx.end());
-    return out;
-  }
-
- protected:
-  Expr VisitLoad(const LoadNode& n, const Expr& self) override {
-    Expr e = ExprMutator::VisitLoad(n, self);
-    const auto* l = As<LoadNode>(e);
-    if (l->buffer.get() != from_) return e;
-    return MakeLoad(to_, Split(l->indices));
-  }
-
- private:
-  const Buffer* from_;
-  BufferPtr to_;
-  int axis_;
-  const std::vector<int64_t>& factors_;
-  const std::vector<int64_t>& strides_;
-};
-
 // Whether the stage's loops are its root iters, untouched: unsplit, in order, serial, unbound,
 // the stage itself at the root with no decomposed initialization.
 bool HasRootLoops(const Stage& s) {
@@ -102,64 +65,6 @@ absl::Status CheckUntouchedForLayout(const char* prim, const Stage& s, bool atta
   }
   return absl::OkStatus();
 }
-
-// Rewrites loads of `from` into loads of `to` whose axes `axes` are one, in the position of the
-// smallest of them, indexed by their row-major linearization in the listed order (fuse_axes).
-class AxisFuser : public ExprMutator {
- public:
-  AxisFuser(const Buffer* from, BufferPtr to, const std::vector<int>& axes,
-            const std::vector<int64_t>& strides)
-      : from_(from), to_(std::move(to)), axes_(axes), strides_(strides) {}
-
- protected:
-  Expr VisitLoad(const LoadNode& n, const Expr& self) override {
-    Expr e = ExprMutator::VisitLoad(n, self);
-    const auto* l = As<LoadNode>(e);
-    if (l->buffer.get() != from_) return e;
-    const int first = *std::min_element(axes_.begin(), axes_.end());
-    Expr fused;
-    for (size_t i = 0; i < axes_.size(); ++i) {
-      const Expr& x = l->indices[axes_[i]];
-      Expr term = strides_[i] == 1 ? x : x * strides_[i];
-      fused = fused ? fused + term : term;
-    }
-    std::vector<Expr> idx;
-    for (int d = 0; d < static_cast<int>(l->indices.size()); ++d) {
-      if (d == first) idx.push_back(fused);
-      if (std::find(axes_.begin(), axes_.end(), d) == axes_.end()) idx.push_back(l->indices[d]);
-    }
-    return MakeLoad(to_, idx);
-  }
-
- private:
-  const Buffer* from_;
-  BufferPtr to_;
-  const std::vector<int>& axes_;
-  const std::vector<int64_t>& strides_;
-};
-
-// Rewrites loads of `from` into loads of `to`, whose axis i is axis order[i] of `from`
-// (permute_axes).
-class AxisPermuter : public ExprMutator {
- public:
-  AxisPermuter(const Buffer* from, BufferPtr to, const std::vector<int>& order)
-      : from_(from), to_(std::move(to)), order_(order) {}
-
- protected:
-  Expr VisitLoad(const LoadNode& n, const Expr& self) override {
-    Expr e = ExprMutator::VisitLoad(n, self);
-    const auto* l = As<LoadNode>(e);
-    if (l->buffer.get() != from_) return e;
-    std::vector<Expr> idx;
-    for (int d : order_) idx.push_back(l->indices[d]);
-    return MakeLoad(to_, idx);
-  }
-
- private:
-  const Buffer* from_;
-  BufferPtr to_;
-  const std::vector<int>& order_;
-};
 
 }  // namespace
 
@@ -303,9 +208,19 @@ absl::Status Schedule::SplitBufferAxis(BlockRV block, int axis,
   std::iota(s->leaves.begin(), s->leaves.end(), 0);
   ++s->loop_generation;
 
-  AxisSplitter split(s->buffer.get(), nb, axis, fs, strides);
-  for (Stage& o : stages_) o.body = split.Visit(o.body);
-  s->buffer = nb;
+  // Readers' index e of the axis becomes e / strides[0], (e / strides[1]) % fs[1], ...,
+  // e % fs.back().
+  ReplaceBuffer(s->buffer, nb, [&](const std::vector<Expr>& idx) {
+    std::vector<Expr> out(idx.begin(), idx.begin() + axis);
+    const Expr& e = idx[axis];
+    for (size_t i = 0; i < fs.size(); ++i) {
+      Expr q = strides[i] == 1 ? e : e / MakeInt(strides[i], e->dtype);
+      if (i > 0) q = q % MakeInt(fs[i], e->dtype);
+      out.push_back(std::move(q));
+    }
+    out.insert(out.end(), idx.begin() + axis + 1, idx.end());
+    return out;
+  });
   Instruction inst{prim, {RVName(block.id)}, {{"axis", axis}}, {}, {}};
   RecordFactors(factor_args, &inst);
   Record(std::move(inst));
@@ -390,12 +305,22 @@ absl::Status Schedule::FuseAxes(BlockRV block, const std::vector<int>& axes) {
   std::iota(s->leaves.begin(), s->leaves.end(), 0);
   ++s->loop_generation;
   if (nb) {
-    AxisFuser fuse(s->buffer.get(), nb, axes, strides);
-    for (Stage& o : stages_) {
-      o.body = fuse.Visit(o.body);
-      for (Stage::TupleOutput& t : o.outputs) t.value = fuse.Visit(t.value);
-    }
-    s->buffer = nb;
+    // Readers' indices of the listed axes become one, sum of index_i * stride_i, in the position
+    // of the first.
+    ReplaceBuffer(s->buffer, nb, [&](const std::vector<Expr>& in) {
+      Expr one;
+      for (size_t i = 0; i < axes.size(); ++i) {
+        const Expr& x = in[axes[i]];
+        Expr term = strides[i] == 1 ? x : x * strides[i];
+        one = one ? one + term : term;
+      }
+      std::vector<Expr> idx;
+      for (int d = 0; d < static_cast<int>(in.size()); ++d) {
+        if (d == first) idx.push_back(one);
+        if (std::find(axes.begin(), axes.end(), d) == axes.end()) idx.push_back(in[d]);
+      }
+      return idx;
+    });
   }
   Record(Instruction{prim, {RVName(block.id)}, {{"axes", axes}}, {}, {}});
   return absl::OkStatus();
@@ -478,13 +403,13 @@ absl::Status Schedule::PermuteAxes(BlockRV block, const std::vector<int>& order)
     s->axes = std::move(axes);
     s->iters = std::move(iters);
     ++s->loop_generation;
-    BufferPtr nb = MakeBuffer(s->buffer->name, s->buffer->dtype, shape, s->buffer->scope);
-    AxisPermuter permute(s->buffer.get(), nb, order);
-    for (Stage& o : stages_) {
-      o.body = permute.Visit(o.body);
-      for (Stage::TupleOutput& t : o.outputs) t.value = permute.Visit(t.value);
-    }
-    s->buffer = nb;
+    // Readers' index i of the new buffer is their index order[i] of the old.
+    ReplaceBuffer(s->buffer, MakeBuffer(s->buffer->name, s->buffer->dtype, shape, s->buffer->scope),
+                  [&](const std::vector<Expr>& in) {
+                    std::vector<Expr> idx;
+                    for (int d : order) idx.push_back(in[d]);
+                    return idx;
+                  });
   }
   Record(Instruction{prim, {RVName(block.id)}, {{"order", order}}, {}, {}});
   return absl::OkStatus();
