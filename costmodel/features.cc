@@ -89,6 +89,8 @@ struct Totals {
          pipeline_fetch_spread = 0, bulk_copy_bytes = 0, pipeline_producer = 0, tma_multicast = 0;
   // Iterations of the serial loops around a block binding: a persistent block's rounds of tiles.
   double block_rounds = 1;
+  // Threads that take turns at shared memory (kPipelineTurns: a ping-pong kernel's warpgroups).
+  double pipeline_turns = 1;
   double max_depth = 0, loops = 0;
   double heaviest_store = -1, innermost_extent = 0;
   double max_shared_alloc = 0, max_local_alloc = 0;
@@ -238,6 +240,9 @@ class Walker {
           t_.pipeline_producer, static_cast<double>(schedules::PipelineProducer(n.annotations)));
     }
     const int64_t extent = ConstExtent(n.extent);
+    if (schedules::IsThreadTag(n.thread) && schedules::PipelineTurns(n.annotations) > 0) {
+      t_.pipeline_turns = std::max(t_.pipeline_turns, static_cast<double>(extent));
+    }
     if (n.thread == ThreadTag::kBlockX || n.thread == ThreadTag::kBlockY ||
         n.thread == ThreadTag::kBlockZ) {
       double rounds = 1;
@@ -692,6 +697,7 @@ const std::vector<std::string>& FeatureNames() {
         "log2_innermost_extent", "log2_tensor_core_flops", "log2_async_copy_bytes",
         "pipeline_stages", "pipeline_fetch_spread", "log2_wgmma_flops", "log2_bulk_copy_bytes",
         "pipeline_producer", "log2_cluster_ctas", "tma_multicast", "log2_block_rounds",
+        "log2_pipeline_turns",
         // Split reductions.
         "log2_workspace_per_output"};
     for (int b = 0; b < kTopBuffers; ++b) {
@@ -829,6 +835,7 @@ Features ExtractFeatures(const schedules::Program& program, const schedules::Tar
   log(static_cast<double>(launch.cluster));
   push(t.tma_multicast);
   log(t.block_rounds);
+  log(t.pipeline_turns);
   log(Ratio(workspace_elements, output_elements));
 
   // The global buffers by bytes touched (then program order): a fixed number of slots.

@@ -10,7 +10,8 @@ Usage:
       'base:4,8=8;8,16,24,32=32' 'grid:0,132,264=0' 'persist:0,132,264=132'
 Each variant is LABEL:SETTINGS, SETTINGS a ';'-separated list of CANDIDATES=VALUE, CANDIDATES
 the comma-separated candidate list of the instruction, with '#N' for its N-th instruction (from
-1; default the first), and VALUE the candidate to take. A variant's settings apply on top of the first variant's (the base), which writes nothing
+1; default the first), and VALUE the candidate to take; or tile#N=F1,F2,... for the factors of
+the N-th sample_perfect_tile (a decision that must follow a changed loop extent). A variant's settings apply on top of the first variant's (the base), which writes nothing
 when its label is 'base'.
 """
 import json
@@ -25,6 +26,12 @@ def apply(trace, settings):
         cands, value = item.split('=')
         cands, _, nth = cands.partition('#')
         nth = int(nth or 1)
+        if cands == 'tile':
+            tiles = [i for i in trace['insts'] if i['kind'] == 'sample_perfect_tile']
+            if nth > len(tiles):
+                sys.exit(f'no sample_perfect_tile #{nth}')
+            tiles[nth - 1]['decision'] = [int(x) for x in value.split(',')]
+            continue
         want = [int(x) for x in cands.split(',')]
         for inst in trace['insts']:
             if inst['kind'] == 'sample_categorical' and inst['attrs']['candidates'] == want:

@@ -88,6 +88,10 @@ int64_t BulkCopy(const std::vector<std::pair<std::string, int64_t>>& annotations
   return AnnotationValue(annotations, kBulkCopy);
 }
 
+int64_t PipelineTurns(const std::vector<std::pair<std::string, int64_t>>& annotations) {
+  return AnnotationValue(annotations, kPipelineTurns);
+}
+
 namespace {
 
 // The number after `prefix` + "_" in `name`, or -1.

@@ -108,6 +108,20 @@ inline constexpr char kPipelineProducer[] = "pipeline_producer";
 // Its value among a loop's annotations (0 when absent).
 int64_t PipelineProducer(const std::vector<std::pair<std::string, int64_t>>& annotations);
 
+// The loop annotation that makes the threads of a thread-bound loop take turns at the shared
+// memory computed inside it (1; 0 or absent: they share it at once), as the two computing
+// warpgroups of a ping-pong kernel do: while one runs its own tile's main loop, the other stores
+// its tile, so the epilogue's arithmetic overlaps the tensor cores' work. Region inference keeps
+// the loop's index fixed for the shared buffers inside it (each holds one turn's share). Every
+// software pipeline inside it must fetch with bulk copies only, and takes a producer plane
+// whatever its pipeline_producer: the plane fetches the turns' stages one turn after another
+// into one ring of slots (inject_software_pipeline), and a turn's computation starts once the
+// previous turn's has issued its last step. Lowering refuses anything else. A loop of one
+// iteration takes no turns.
+inline constexpr char kPipelineTurns[] = "pipeline_turns";
+// Its value among a loop's annotations (0 when absent).
+int64_t PipelineTurns(const std::vector<std::pair<std::string, int64_t>>& annotations);
+
 // ---- Calls left by lowering (CallNode names). Their arguments are Loads of the first element
 // of each operand (the printer passes its address) followed by plain values.
 inline constexpr char kCallMma[] = "tessel_mma_m16n8k16";   // (acc, a, b): types in name

@@ -47,7 +47,21 @@
 // thread arrives once done reading it, with no barrier in the loop, the copies issued by thread 0
 // (1) or by a plane of producer warps of their own (2; see BulkPipeline). The mbarriers are
 // initialized by thread 0 between two barriers before the prologue.
+//
+// Threads taking turns (kPipelineTurns on a thread loop around the pipeline, e.g. the z loop of
+// two computing warpgroups, each with its own tile): the plane fetches turn z's stages after turn
+// z - 1's into the same slots (the pipeline's steps counted over the turns as over the rounds of
+// a persistent block), and turn u's threads start once turn u - 1's have issued their last step:
+//
+//   [producer]  for round: for z < Z: for t < E: step = (round Z + z) E + t, as above
+//   [turn z]    for round: u = round Z + z; (u >= 1: wait turn[(u - 1) % Z], phase (u - 1) / Z)
+//                          for t < E: ...as above; arrive on turn[u % Z]; finish the last step
+//
+// so one warpgroup's epilogue runs while the other's main loop has the tensor cores. The order
+// also keeps the parity waits sound: without it, a turn could reach a slot one lap before the
+// producer has refilled it, whose phase has the same parity.
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <unordered_map>
@@ -368,11 +382,13 @@ Stmt MbarrierWait(const BufferPtr& bar, const Expr& slot, const Expr& phase) {
 // Thread 0 initializes every slot's mbarrier of each of `bars` (with its number of arrivals),
 // between two barriers: once every thread has left any earlier use of them, and before any uses
 // them.
-Stmt MbarrierSetup(const std::vector<std::pair<BufferPtr, int64_t>>& bars, DType index,
-                   int64_t stages) {
+Stmt MbarrierSetup(const std::vector<std::pair<BufferPtr, int64_t>>& bars, DType index) {
   std::vector<Stmt> init;
-  for (int64_t s = 0; s < stages; ++s) {
+  int64_t slots = 0;
+  for (const auto& bar : bars) slots = std::max(slots, bar.first->shape.at(0));
+  for (int64_t s = 0; s < slots; ++s) {
     for (const auto& [bar, arrivals] : bars) {
+      if (s >= bar->shape[0]) continue;
       init.push_back(TensorCallStmt(kCallMbarrierInit,
                                     {MakeLoad(bar, {MakeInt(s, index)}), MakeInt(arrivals)}));
     }
@@ -642,6 +658,14 @@ class BulkCopies : public StmtMutator {
 // The threads of a producer plane: one warpgroup.
 constexpr int64_t kPlaneThreads = 128;
 
+// Whether `f` is a thread loop whose threads take turns at shared memory (kPipelineTurns): two
+// or more of them.
+bool TakesTurns(const ForNode& f) {
+  int64_t extent = 0;
+  return IsThreadTag(f.thread) && PipelineTurns(f.annotations) > 0 &&
+         IsConstInt(f.extent, &extent) && extent > 1;
+}
+
 class Pipeliner : public StmtMutator {
  public:
   Pipeliner(const LoweringState& state, Kernel* kernel) : state_(state), kernel_(kernel) {}
@@ -649,8 +673,11 @@ class Pipeliner : public StmtMutator {
 
  protected:
   Stmt VisitFor(const ForNode& f, const Stmt& self) override {
-    const bool thread = IsThreadTag(f.thread);
-    const bool serial = f.thread == ThreadTag::kNone;
+    // A thread loop whose threads take turns (kPipelineTurns) counts the pipelines' runs as a
+    // serial loop does: its threads' stages follow one another in the same slots.
+    const bool turns = TakesTurns(f);
+    const bool thread = IsThreadTag(f.thread) && !turns;
+    const bool serial = f.thread == ThreadTag::kNone || turns;
     const bool cluster = f.thread == ThreadTag::kClusterX && IsConstInt(f.extent, &cluster_);
     if (thread) thread_vars_.push_back(f.var.get());
     if (serial) serial_loops_.push_back(&f);
@@ -670,6 +697,27 @@ class Pipeliner : public StmtMutator {
       status_ = absl::FailedPreconditionError(absl::StrCat(
           "loop ", f.var->name, " is annotated software_pipeline but ", why,
           "; pipeline a loop whose body fetches shared memory, waits at a barrier and computes"));
+    }
+    return MakeSeq({});
+  }
+
+  // The loop around the visit whose threads take turns (kPipelineTurns), or null.
+  const ForNode* TurnsLoop() const {
+    for (const ForNode* l : serial_loops_) {
+      if (IsThreadTag(l->thread)) return l;
+    }
+    return nullptr;
+  }
+
+  // Refuses pipeline `f` inside the turns loop `turns`: `why`.
+  Stmt FailTurns(const ForNode& f, const ForNode& turns, const std::string& why) {
+    if (status_.ok()) {
+      status_ = absl::FailedPreconditionError(absl::StrCat(
+          "loop ", f.var->name, " is a software pipeline inside loop ", turns.var->name,
+          ", whose threads take turns at shared memory (", kPipelineTurns, "), but ", why,
+          "; only a producer plane of bulk copies fetches the turns' stages one after another, "
+          "so fetch with bulk_copy from a block of at most two computing warpgroups or drop ",
+          kPipelineTurns));
     }
     return MakeSeq({});
   }
@@ -743,8 +791,11 @@ class Pipeliner : public StmtMutator {
                   absl::StrCat("its bulk_copy fetches need the tensor memory accelerator, which ",
                                state_.target.arch, " lacks (compile for sm_90 or sm_90a)"));
     }
-    if (bulk && PipelineProducer(f.annotations) > 0 && OnlyBulkCopies(fetches)) {
+    if (bulk && (PipelineProducer(f.annotations) > 0 || TurnsLoop()) && OnlyBulkCopies(fetches)) {
       return BulkPipeline(f, stages, extent, fetches, slotted, std::move(allocs), compute);
+    }
+    if (const ForNode* turns = TurnsLoop()) {
+      return FailTurns(f, *turns, "its fetches are not all bulk copies");
     }
     BufferPtr full = bulk ? MbarrierBuffer(*t, "full", stages) : nullptr;
     bool async = false;  // some fetch issues cp.async
@@ -772,7 +823,7 @@ class Pipeliner : public StmtMutator {
     // Registers: the next iterations' operands are loaded before this one's computation, so
     // their latency hides behind it; no copy is asynchronous, so nothing waits.
     std::vector<Stmt> prologue;
-    if (bulk) prologue = {MbarrierSetup({{full, 1}}, t->dtype, stages)};
+    if (bulk) prologue = {MbarrierSetup({{full, 1}}, t->dtype)};
     for (int64_t s = 0; s < distance; ++s) {
       Expr iter = MakeInt(s, t->dtype);
       prologue.push_back(MakeIf(iter < extent, fetch_at(iter)));
@@ -873,11 +924,31 @@ class Pipeliner : public StmtMutator {
     const int plane_axis = block[0] * block[1] == 128                         ? 2
                            : block[0] == 32 && block[1] == 8 && block[2] == 1 ? 1
                                                                               : 0;
-    const bool plane = PipelineProducer(f.annotations) == 2 && plane_allowed_ && !specialized_ &&
-                       plane_axis > 0 && consumers <= 256 && runs != nullptr;
+    // Threads taking turns (below) take a plane whatever the loop's producer form.
+    const ForNode* turns = TurnsLoop();
+    const bool plane = (PipelineProducer(f.annotations) == 2 || turns) && plane_allowed_ &&
+                       !specialized_ && plane_axis > 0 && consumers <= 256 && runs != nullptr;
+    // Threads taking turns (kPipelineTurns): the plane fetches turn after turn into the slots,
+    // the pipeline's runs counting the turns innermost; each turn's threads wait for the previous
+    // turn's last step to be issued (the "turn" mbarrier of its threads), so no turn's wait on a
+    // slot can see that slot's phase of one lap before (its parity alike).
+    int64_t num_turns = 1;
+    if (turns) {
+      if (!plane) {
+        return FailTurns(f, *turns,
+                         "no producer plane can be split off: that needs a kernel that "
+                         "synchronizes nowhere else, at most two computing warpgroups (a block "
+                         "(32, 4, z) or (32, 8, 1)), and loops of constant extents around the "
+                         "pipeline");
+      }
+      if (serial_loops_.back() != turns || !IsConstInt(turns->extent, &num_turns)) {
+        return FailTurns(f, *turns, "a serial loop runs between them");
+      }
+    }
     // The pipeline step of iteration t: t, or (where the plane's barriers outlive the loop) the
     // steps of the earlier runs plus t.
     const Expr step = plane ? state_.analyzer.Simplify(runs * extent) + it : it;
+    const BufferPtr turn = turns ? MbarrierBuffer(*t, "turn", num_turns) : nullptr;
     // Each iteration's copies: the plane's of step t, or thread 0's refill of t + S - 1.
     const Expr ahead = it + (stages - 1);
     const Stmt issued = plane ? issue(it, step) : issue(ahead, ahead);
@@ -915,6 +986,14 @@ class Pipeliner : public StmtMutator {
     }
     std::vector<Stmt> consumer = {
         MakeFor(f.var, f.min, f.extent, f.kind, f.thread, MakeSeq(body), f.annotations)};
+    if (turns) {
+      // Turn u = runs (the turns loop innermost) waits for turn u - 1 to have issued its steps,
+      // and says so of itself once it has.
+      const Expr u = state_.analyzer.Simplify(runs);
+      consumer.insert(consumer.begin(),
+                      MakeIf(u >= 1, MbarrierWait(turn, (u - 1) % num_turns, (u - 1) / num_turns)));
+      consumer.push_back(TensorCallStmt(kCallMbarrierArrive, {MakeLoad(turn, {u % num_turns})}));
+    }
     if (in_flight > 0) {
       consumer.push_back(TensorCallStmt(WgmmaWaitCall(0)));
       // The last step's slot, read to the end now: the plane's next run refills it.
@@ -924,10 +1003,14 @@ class Pipeliner : public StmtMutator {
       }
     }
 
-    const int64_t arrivals = !multicast ? consumers
-                             : per_warp ? consumers / 32 * cluster_
-                                        : consumers * cluster_;
-    Stmt setup = MbarrierSetup({{full, 1}, {empty, arrivals}}, t->dtype, stages);
+    // A slot's readers: the computing threads, those of one turn where they take turns.
+    const int64_t readers = consumers / num_turns;
+    const int64_t arrivals = !multicast ? readers
+                             : per_warp ? readers / 32 * cluster_
+                                        : readers * cluster_;
+    std::vector<std::pair<BufferPtr, int64_t>> bars = {{full, 1}, {empty, arrivals}};
+    if (turn) bars.emplace_back(turn, readers);
+    Stmt setup = MbarrierSetup(bars, t->dtype);
     if (multicast) {
       // The other CTAs' mbarriers are set up before any multicast or arrival reaches them, and
       // no CTA leaves while another may still write into it (the kernel's end,
@@ -937,6 +1020,7 @@ class Pipeliner : public StmtMutator {
     }
     allocs.push_back(full);
     allocs.push_back(empty);
+    if (turn) allocs.push_back(turn);
     if (!plane) {
       std::vector<Stmt> out = {setup};
       for (int64_t s = 0; s + 1 < stages; ++s) {
@@ -1104,7 +1188,12 @@ Stmt WayTo(const Stmt& s, const StmtNode* target, const Stmt& replacement) {
       const auto* f = As<ForNode>(s);
       Stmt b = WayTo(f->body, target, replacement);
       if (!b) return nullptr;
-      // The producer is none of a thread loop's threads; what it issues depends on none of them.
+      // The producer fetches every turn of threads that take turns (kPipelineTurns), one after
+      // another; it is none of another thread loop's threads, and what it issues depends on none
+      // of them.
+      if (TakesTurns(*f)) {
+        return MakeFor(f->var, f->min, f->extent, ForKind::kSerial, ThreadTag::kNone, b, {});
+      }
       if (IsThreadTag(f->thread)) return Substitute(b, {{f->var.get(), MakeInt(0, f->var->dtype)}});
       return MakeFor(f->var, f->min, f->extent, f->kind, f->thread, b, f->annotations);
     }

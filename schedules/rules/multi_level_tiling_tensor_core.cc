@@ -545,6 +545,18 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
                                                        /*sm_count=*/bulk ? target_.sm_count : 0));
     TESSEL_RETURN_IF_ERROR(s->Bind(mt[1], "threadIdx.y"));
     TESSEL_RETURN_IF_ERROR(s->Bind(nt[1], "threadIdx.z"));
+    if (bulk) {
+      // Warpgroups along n may take turns (kPipelineTurns: a ping-pong kernel), each at its own
+      // tile's main loop while the other stores its tile, so the epilogue overlaps the tensor
+      // cores' work; they take a producer plane, so only a block of one warpgroup along m can
+      // (with two, lowering refuses the sample). On an H100, same traces, 64 x 256 tiles a
+      // warpgroup in turns against 128 x 256 ones of two warpgroups at once: bias + GELU
+      // 8192 x 8192 x 512 and x 1024 1.07x faster (clusters of two), where the epilogue weighs;
+      // plain GEMMs and long k (4096 and more) 1.2-1.4x slower, the smaller tiles reading more
+      // operand bytes a flop. So the search decides, the prior against.
+      TESSEL_ASSIGN_OR_RETURN(IntRV turns, rules::SampleWeighted(s, {0, 1}, {3, 1}, 1, 0));
+      TESSEL_RETURN_IF_ERROR(s->Annotate(nt[1], kPipelineTurns, turns));
+    }
     TESSEL_RETURN_IF_ERROR(s->Tensorize(m_split[1], "mma_accumulator"));
     TESSEL_RETURN_IF_ERROR(s->ComputeAt(acc, nt[1]));
 

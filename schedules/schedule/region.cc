@@ -9,6 +9,7 @@
 #include "schedules/ir/expr_functor.h"
 #include "schedules/ir/simplify.h"
 #include "schedules/ir/substitute.h"
+#include "schedules/ir/tensor_intrin.h"
 
 namespace tessel::schedules {
 
@@ -167,9 +168,12 @@ std::optional<Interval> EvalIndex(IntervalEval& eval, const Expr& index) {
   return raw;
 }
 
-bool Relaxed(MemScope scope, ThreadTag tag) {
+// Whether a region attached inside loop `iv` spans all of its iterations: a thread loop's, in
+// memory its threads share, unless they take turns at it (kPipelineTurns: each turn's share).
+bool Relaxed(MemScope scope, const IterVar& iv) {
   if (scope == MemScope::kLocal || scope == MemScope::kFragment) return false;
-  return IsThreadTag(tag) || tag == ThreadTag::kVThread;
+  if (scope == MemScope::kShared && PipelineTurns(iv.annotations) > 0) return false;
+  return IsThreadTag(iv.thread) || iv.thread == ThreadTag::kVThread;
 }
 
 class Inferencer {
@@ -233,7 +237,7 @@ class Inferencer {
     const MemScope scope = s.attach.reverse ? t.buffer->scope : s.buffer->scope;
     for (auto [st, it] : EnclosingLoops(stages_, ti, s.attach.iter)) {
       const IterVar& iv = stages_[st].iters[it];
-      if (!Relaxed(scope, iv.thread)) fixed.insert(iv.var.get());
+      if (!Relaxed(scope, iv)) fixed.insert(iv.var.get());
     }
     // Every other leaf variable of every stage varies over its extent.
     std::unordered_map<const VarNode*, int64_t> varying;

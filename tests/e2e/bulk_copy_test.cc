@@ -431,6 +431,136 @@ TEST(BulkCopy, APlaneCountsStepsAcrossTheLoopsAroundIt) {
   ExpectCompiles(*source, "sm_90");
 }
 
+// Two thread groups taking turns (pipeline_turns on the z loop of C's two column halves): the
+// shared buffer holds one half's tile; a plane (the z slice past the two halves, although the
+// pipeline asks for no producer) fetches half 0's stages and then half 1's into the same three
+// slots (a serial loop over the halves), so the steps count over the rows and the halves; a
+// half's threads wait for the other's to have issued their steps (the turn mbarriers of 128
+// arrivals) and alone hand its slots back.
+TEST(BulkCopy, ThreadsTakingTurnsShareOneRingOfSlots) {
+  auto source = testing::Generate(testing::TurnsPipelineInsideALoop(testing::TurnsFetch::kBulk),
+                                  CudaTarget("sm_90"));
+  ASSERT_TRUE(source.ok()) << source.status();
+  const std::string& code = source->code;
+  const LaunchConfig& l = source->kernels.at(0).launch;
+  EXPECT_EQ(l.block, (std::array<int64_t, 3>{128, 1, 3}));
+  ASSERT_THAT(code, HasSubstr("if (threadIdx.z == 2) {")) << code;
+  // Three slots of one half's 64 x 128 tile, and the mbarriers.
+  EXPECT_THAT(code, HasSubstr("// 24576 elements")) << code;
+  EXPECT_THAT(code, HasSubstr("_empty[0], 128);"));
+  EXPECT_THAT(code, HasSubstr("_turn[0], 128);"));
+  EXPECT_THAT(code, HasSubstr("_turn[1], 128);"));
+  // The producer runs over both halves, the computing threads over their own.
+  const std::string producer =
+      code.substr(code.find("if (threadIdx.z == 2) {"),
+                  code.find("} else {", code.find("if (threadIdx.z == 2) {")) -
+                      code.find("if (threadIdx.z == 2) {"));
+  EXPECT_THAT(producer, HasSubstr("for (int n_0 = 0; n_0 < 2; ++n_0) {")) << producer;
+  EXPECT_THAT(producer, Not(HasSubstr("_turn[")));
+  EXPECT_THAT(code, HasSubstr("tessel_mbarrier_arrive(&tessel_k_0_turn["));
+  const size_t wait = code.find("tessel_mbarrier_wait(&tessel_k_0_turn[");
+  ASSERT_NE(wait, std::string::npos) << code;
+  ExpectCompiles(*source, "sm_90");
+}
+
+// The warpgroup sketch's ping-pong form: two warpgroups along n taking turns (pipeline_turns),
+// each at its own 64-row tile of N columns, block (32, 4, 2) and the plane's z slice; each shared
+// buffer holds one turn's tiles (the same trace without turns holds both warpgroups' columns of
+// B); the consumers wait for the turn before theirs; the cost model sees the turns. Where the
+// block has two warpgroups along m too (no plane fits), the sample is refused with the reason.
+TEST(BulkCopy, WarpgroupsAlongNTakeTurnsInTheWgmmaSketch) {
+  const std::string spec = "matmul_bias_gelu(M=512, N=1024, K=512, dtype=f16)";
+  const std::vector<Candidate> samples = SamplesWhere(
+      1500, 3, [](const Candidate& c) { return absl::StrContains(c.source.code, "_turn["); }, spec);
+  ASSERT_EQ(samples.size(), 3u) << "samples whose warpgroups take turns";
+  for (const Candidate& c : samples) {
+    const std::string& code = c.source.code;
+    const LaunchConfig& l = c.source.kernels.at(0).launch;
+    EXPECT_EQ(l.block, (std::array<int64_t, 3>{32, 4, 3}));
+    EXPECT_THAT(code, HasSubstr("if (threadIdx.z == 2) {"));
+    EXPECT_THAT(code, HasSubstr("_turn[1], 128);"));
+    EXPECT_THAT(code, HasSubstr("const int n_0_1 = threadIdx.z;  // pipeline_turns=1"));
+    EXPECT_THAT(code, HasSubstr("for (int n_0_1 = 0; n_0_1 < 2; ++n_0_1) {"));
+    EXPECT_NEAR(FeatureOf(c.program, c.target, "log2_pipeline_turns"), std::log2(3.0), 1e-6);
+    ExpectCompiles(c.source, "sm_90a");
+    // The same trace with the warpgroups sharing the buffers at once.
+    nlohmann::json j = c.trace->ToJson();
+    std::string turns_rv;
+    for (const nlohmann::json& inst : j["insts"]) {
+      if (inst["kind"] == "annotate_loop" && inst["attrs"]["key"] == kPipelineTurns) {
+        turns_rv = inst["inputs"][1].get<std::string>();
+      }
+    }
+    ASSERT_FALSE(turns_rv.empty());
+    // Two stages, so that both fit the shared memory.
+    for (nlohmann::json& inst : j["insts"]) {
+      if (inst["kind"] == "sample_categorical" &&
+          inst["attrs"]["candidates"] == nlohmann::json::array({2, 3, 4, 5})) {
+        inst["decision"] = 0;
+      }
+    }
+    auto in_turns = BuildCandidate(c.workload, c.target, Trace::FromJson(j).value());
+    ASSERT_TRUE(in_turns.ok()) << in_turns.status();
+    for (nlohmann::json& inst : j["insts"]) {
+      if (inst.value("outputs", nlohmann::json::array()) == nlohmann::json::array({turns_rv})) {
+        inst["decision"] = 0;
+      }
+    }
+    auto together = BuildCandidate(c.workload, c.target, Trace::FromJson(j).value());
+    ASSERT_TRUE(together.ok()) << together.status();
+    EXPECT_THAT(together->source.code, Not(HasSubstr("_turn[")));
+    EXPECT_GT(together->source.kernels.at(0).launch.dynamic_shared_bytes,
+              in_turns->source.kernels.at(0).launch.dynamic_shared_bytes);
+    EXPECT_NEAR(FeatureOf(together->program, together->target, "log2_pipeline_turns"), 1.0, 1e-6);
+    // With two warpgroups along m as well: four computing warpgroups, no plane. The block
+    // rasterization's tiling of the (half as many) m tiles follows.
+    for (nlohmann::json& inst : j["insts"]) {
+      if (inst["kind"] == "sample_categorical" &&
+          inst["attrs"]["candidates"] == nlohmann::json::array({4, 8})) {
+        inst["decision"] = 1;
+        break;
+      }
+    }
+    for (nlohmann::json& inst : j["insts"]) {
+      if (inst["kind"] == "sample_perfect_tile") {
+        std::vector<int64_t> f = inst["decision"].get<std::vector<int64_t>>();
+        f[f[0] % 2 == 0 ? 0 : 1] /= 2;
+        inst["decision"] = f;
+        break;
+      }
+    }
+    for (nlohmann::json& inst : j["insts"]) {
+      if (inst.value("outputs", nlohmann::json::array()) == nlohmann::json::array({turns_rv})) {
+        inst["decision"] = 1;
+      }
+    }
+    auto wide = BuildCandidate(c.workload, c.target, Trace::FromJson(j).value());
+    ASSERT_FALSE(wide.ok());
+    EXPECT_THAT(std::string(wide.status().message()),
+                HasSubstr("whose threads take turns at shared memory (pipeline_turns), but no "
+                          "producer plane can be split off: that needs a kernel that "
+                          "synchronizes nowhere else, at most two computing warpgroups"));
+  }
+}
+
+// Threads taking turns at shared memory need a producer plane of bulk copies.
+TEST(BulkCopy, TurnsWithoutAPlaneAreRefused) {
+  auto threads =
+      Lower(testing::TurnsPipelineInsideALoop(testing::TurnsFetch::kThreads), CudaTarget("sm_90"));
+  ASSERT_FALSE(threads.ok());
+  EXPECT_THAT(std::string(threads.status().message()),
+              HasSubstr("whose threads take turns at shared memory (pipeline_turns), but its "
+                        "fetches are not all bulk copies; only a producer plane of bulk copies "
+                        "fetches the turns' stages one after another, so fetch with bulk_copy "
+                        "from a block of at most two computing warpgroups or drop "
+                        "pipeline_turns"));
+  auto between = Lower(testing::TurnsPipelineInsideALoop(testing::TurnsFetch::kLoopBetween),
+                       CudaTarget("sm_90"));
+  ASSERT_FALSE(between.ok());
+  EXPECT_THAT(std::string(between.status().message()),
+              HasSubstr("but a serial loop runs between them"));
+}
+
 TEST(BulkCopy, ErrorsNameTheFix) {
   auto sm80 = Lower(HandPipelined(128, 2), CudaTarget("sm_80"));
   ASSERT_FALSE(sm80.ok());

@@ -376,28 +376,68 @@ void ExpectMatchesReference(const Schedule& s, const Target& t, uint64_t seed) {
   EXPECT_TRUE(v.ok()) << v << "\n" << cand->code;
 }
 
-schedules::Schedule PlanePipelineInsideALoop() {
-  using schedules::BlockRV;
-  using schedules::LoopRV;
-  auto created = schedules::Schedule::Create(LoadSpec("matmul(M=4, N=128, K=256, dtype=f16)"));
+namespace {
+
+// `spec` (a matmul) with B cached in 128-byte swizzled shared memory at C's k steps of 64, the
+// steps a 3-stage software pipeline (pipeline_producer `producer` where positive), after
+// `arrange` has ordered and bound C's loops (m, n, k). `bulk`: B's copy is a bulk copy; else the
+// threads' own, its inner loop on threadIdx.x.
+schedules::Schedule PipelinedSharedB(
+    const std::string& spec, bool bulk, int64_t producer,
+    const std::function<void(schedules::Schedule*, const std::vector<schedules::LoopRV>&)>&
+        arrange) {
+  auto created = schedules::Schedule::Create(LoadSpec(spec));
   EXPECT_TRUE(created.ok()) << created.status();
   schedules::Schedule sch = *std::move(created);
-  BlockRV c = BlockNamed(&sch, "C");
+  schedules::BlockRV c = BlockNamed(&sch, "C");
   auto sh = sch.CacheRead("B", "shared", {c});
   auto l = sch.GetLoops(c);
   EXPECT_TRUE(sh.ok() && l.ok());
-  EXPECT_TRUE(sch.Bind((*l)[1], "threadIdx.x").ok());
-  EXPECT_TRUE(sch.Reorder({(*l)[1], (*l)[0], (*l)[2]}).ok());
+  if (!sh.ok() || !l.ok()) return sch;
+  arrange(&sch, *l);
   auto k = sch.Split((*l)[2], {-1, 64});
   EXPECT_TRUE(k.ok());
   EXPECT_TRUE(sch.ComputeAt(*sh, (*k)[0]).ok());
   EXPECT_TRUE(sch.Annotate(*sh, schedules::kStorageSwizzle, 128).ok());
   auto sl = sch.GetLoops(*sh);
   EXPECT_TRUE(sl.ok());
-  EXPECT_TRUE(sch.Annotate(sl->front(), schedules::kBulkCopy, 1).ok());
+  if (bulk) {
+    EXPECT_TRUE(sch.Annotate(sl->front(), schedules::kBulkCopy, 1).ok());
+  } else {
+    EXPECT_TRUE(sch.Bind(sl->back(), "threadIdx.x").ok());
+  }
   EXPECT_TRUE(sch.Annotate((*k)[0], schedules::kSoftwarePipeline, 3).ok());
-  EXPECT_TRUE(sch.Annotate((*k)[0], schedules::kPipelineProducer, 2).ok());
+  if (producer > 0) {
+    EXPECT_TRUE(sch.Annotate((*k)[0], schedules::kPipelineProducer, producer).ok());
+  }
   return sch;
+}
+
+}  // namespace
+
+schedules::Schedule PlanePipelineInsideALoop() {
+  return PipelinedSharedB("matmul(M=4, N=128, K=256, dtype=f16)", /*bulk=*/true, /*producer=*/2,
+                          [](schedules::Schedule* sch, const std::vector<schedules::LoopRV>& l) {
+                            EXPECT_TRUE(sch->Bind(l[1], "threadIdx.x").ok());
+                            EXPECT_TRUE(sch->Reorder({l[1], l[0], l[2]}).ok());
+                          });
+}
+
+schedules::Schedule TurnsPipelineInsideALoop(TurnsFetch fetch) {
+  return PipelinedSharedB(
+      "matmul(M=4, N=256, K=256, dtype=f16)", fetch != TurnsFetch::kThreads, /*producer=*/0,
+      [fetch](schedules::Schedule* sch, const std::vector<schedules::LoopRV>& l) {
+        auto halves = sch->Split(l[1], {2, 128});
+        EXPECT_TRUE(halves.ok());
+        if (!halves.ok()) return;
+        const schedules::LoopRV m = l[0], half = (*halves)[0], column = (*halves)[1];
+        if (fetch == TurnsFetch::kLoopBetween) {
+          EXPECT_TRUE(sch->Reorder({half, column, m}).ok());
+        }
+        EXPECT_TRUE(sch->Bind(half, "threadIdx.z").ok());
+        EXPECT_TRUE(sch->Annotate(half, schedules::kPipelineTurns, 1).ok());
+        EXPECT_TRUE(sch->Bind(column, "threadIdx.x").ok());
+      });
 }
 
 }  // namespace tessel::testing

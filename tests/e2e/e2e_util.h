@@ -110,4 +110,17 @@ void ExpectMatchesReference(const schedules::Schedule& s, const schedules::Targe
 // loop over C's rows; n on threadIdx.x. A producer plane's pipeline that runs several times.
 schedules::Schedule PlanePipelineInsideALoop();
 
+// How TurnsPipelineInsideALoop builds its pipeline.
+enum class TurnsFetch {
+  kBulk,         // bulk copies, pipeline_producer 0 (the turns take a plane whatever it says)
+  kThreads,      // the threads' own copies (cp.async): refused inside a turns loop
+  kLoopBetween,  // bulk copies, the serial loop over C's rows inside the turns loop: refused
+};
+// matmul(M=4, N=256, K=256, f16) whose n is split in two halves of 128 columns: the halves on
+// threadIdx.z taking turns (kPipelineTurns), the columns of a half on threadIdx.x; B's k steps of
+// 64 fetched into 128-byte swizzled shared memory in a 3-stage pipeline inside the serial loop over
+// C's rows (or around it, kLoopBetween). A pipeline whose two thread groups take turns at one ring
+// of slots, run several times.
+schedules::Schedule TurnsPipelineInsideALoop(TurnsFetch fetch);
+
 }  // namespace tessel::testing
