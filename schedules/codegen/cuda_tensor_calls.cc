@@ -118,7 +118,8 @@ std::string CpAsyncHelper(const std::string& name, int64_t bytes) {
 
 // tessel_wgmma_m64n<N>k16_f32_<ab>_<ta><tb>(d, a, b, a_lbo, a_sbo, a_mode, b_lbo, b_sbo,
 // b_mode): the warpgroup's D (N / 2 f32 registers a thread) += A * B, both from shared memory
-// through matrix descriptors (start address, leading and stride byte offsets, swizzle mode).
+// through matrix descriptors (start address, leading and stride byte offsets, swizzle mode);
+// tessel_wgmma_..._r<tb>(d, a, b, b_lbo, b_sbo, b_mode): A from the warp's registers.
 std::string WgmmaHelper(const std::string& name) {
   const int64_t n = WgmmaCallN(name);
   if (n <= 0 || n % 8 != 0) return "";
@@ -129,6 +130,21 @@ std::string WgmmaHelper(const std::string& name) {
   for (int64_t i = 0; i < regs; ++i) {
     absl::StrAppend(&list, i ? ", " : "", "%", i);
     absl::StrAppend(&outs, i ? ", " : "", i % 8 == 0 ? "\n      " : "", "\"+f\"(d[", i, "])");
+  }
+  if (trans[0] == 'r') {
+    // A from the warp's registers: four 32-bit registers of 16 x 16 f16/bf16 (mma.sync's A).
+    return absl::StrCat(
+        "__device__ __forceinline__ void ", name,
+        "(float* d, const void* a, const void* b, unsigned b_lbo, unsigned b_sbo, unsigned "
+        "b_mode) {\n",
+        "  const unsigned* ar = static_cast<const unsigned*>(a);\n",
+        "  const unsigned long long db = tessel_wgmma_descriptor(b, b_lbo, b_sbo, b_mode);\n",
+        "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %", regs + 5, ", 0;\\n\"\n",
+        "               \"wgmma.mma_async.sync.aligned.m64n", n, "k16.f32.", ab, ".", ab, " {",
+        list, "}, {%", regs, ", %", regs + 1, ", %", regs + 2, ", %", regs + 3, "}, %", regs + 4,
+        ", p, 1, 1, ", trans.substr(1), ";\\n}\\n\"\n", "               : ", outs,
+        "\n               : \"r\"(ar[0]), \"r\"(ar[1]), \"r\"(ar[2]), \"r\"(ar[3]), "
+        "\"l\"(db), \"r\"(1));\n}\n");
   }
   return absl::StrCat(
       "__device__ __forceinline__ void ", name,

@@ -147,9 +147,13 @@ bool IsWgmmaCall(std::string_view name) {
          name != kCallWgmmaCommit && WgmmaWaitGroups(name) < 0;
 }
 
-std::string WgmmaCall(int64_t n, DType ab, bool a_mn_major, bool b_mn_major) {
-  return absl::StrCat(kCallWgmma, "_m64n", n, "k16_f32_", DTypeName(ab), "_", a_mn_major ? 1 : 0,
-                      b_mn_major ? 1 : 0);
+std::string WgmmaCall(int64_t n, DType ab, bool a_mn_major, bool b_mn_major, bool a_registers) {
+  return absl::StrCat(kCallWgmma, "_m64n", n, "k16_f32_", DTypeName(ab), "_",
+                      a_registers ? "r" : (a_mn_major ? "1" : "0"), b_mn_major ? 1 : 0);
+}
+
+bool WgmmaReadsRegisters(std::string_view name) {
+  return IsWgmmaCall(name) && name.size() >= 2 && name[name.size() - 2] == 'r';
 }
 
 int64_t WgmmaCallN(std::string_view name) {

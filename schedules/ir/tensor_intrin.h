@@ -131,7 +131,8 @@ inline constexpr char kCallCpAsyncCommit[] = "tessel_cp_async_commit";  // ()
 inline constexpr char kCallCpAsyncWait[] = "tessel_cp_async_wait";      // (groups in flight)
 // tessel_wgmma_m64n<N>k16_f32_<ab>_<trans a><trans b>(acc, a, b, a_lbo, a_sbo, a_mode, b_lbo,
 // b_sbo, b_mode): a and b the first elements of the warpgroup's A and B tiles in shared memory,
-// the descriptors' leading and stride byte offsets and swizzle modes (1: 128, 2: 64, 3: 32 bytes).
+// the descriptors' leading and stride byte offsets and swizzle modes (1: 128, 2: 64, 3: 32 bytes);
+// ..._r<trans b>(acc, a, b, b_lbo, b_sbo, b_mode): a the warp's A fragment registers.
 inline constexpr char kCallWgmma[] = "tessel_wgmma";
 inline constexpr char kCallWgmmaFence[] = "tessel_wgmma_fence";    // () before a run of wgmma
 inline constexpr char kCallWgmmaCommit[] = "tessel_wgmma_commit";  // () after it
@@ -196,8 +197,13 @@ int64_t WgmmaWaitGroups(std::string_view name);
 // Whether `name` is a wgmma.mma_async call (not its fence, commit or wait).
 bool IsWgmmaCall(std::string_view name);
 // The wgmma call of N columns, operands of `ab` (f16, bf16), A and B MN-major or not
-// (kCallWgmma's form), and the N such a name carries (-1 for any other name).
-std::string WgmmaCall(int64_t n, DType ab, bool a_mn_major, bool b_mn_major);
+// (kCallWgmma's form), and the N such a name carries (-1 for any other name). With
+// `a_registers`, A is the warp's fragment registers (mma.sync's A layout, loaded by ldmatrix)
+// instead of a shared tile: (acc, a, b, b_lbo, b_sbo, b_mode), the name ending "_r<tb>".
+std::string WgmmaCall(int64_t n, DType ab, bool a_mn_major, bool b_mn_major,
+                      bool a_registers = false);
+// Whether a wgmma call reads A from registers (WgmmaCall's `a_registers`).
+bool WgmmaReadsRegisters(std::string_view name);
 int64_t WgmmaCallN(std::string_view name);
 // Whether `s` makes a call (as a statement) whose name `pred` accepts; one that issues
 // wgmma.mma_async, one that issues cp.async.

@@ -655,6 +655,16 @@ class BulkCopies : public StmtMutator {
   bool multicast_ = false;
 };
 
+// `body` without the register buffers allocated in its leading allocations (appended to
+// `registers`, outermost first); the shared ones stay.
+Stmt WithoutRegisterAllocations(const Stmt& body, std::vector<BufferPtr>* registers) {
+  const auto* a = As<AllocateNode>(body);
+  if (!a) return body;
+  if (a->buffer->scope != MemScope::kShared) registers->push_back(a->buffer);
+  Stmt inner = WithoutRegisterAllocations(a->body, registers);
+  return a->buffer->scope == MemScope::kShared ? MakeAllocate(a->buffer, inner) : inner;
+}
+
 // The threads of a producer plane: one warpgroup.
 constexpr int64_t kPlaneThreads = 128;
 
@@ -723,6 +733,22 @@ class Pipeliner : public StmtMutator {
   }
 
   Stmt Pipeline(const ForNode& f, int64_t stages) {
+    // Register buffers allocated among the shared ones (fragments the computation loads from
+    // them) are allocated around the pipeline instead, so the body is its shared buffers and
+    // their fetch and computation.
+    const auto* first = As<AllocateNode>(f.body);
+    if (first && first->buffer->scope == MemScope::kShared) {
+      std::vector<BufferPtr> registers;
+      Stmt body = WithoutRegisterAllocations(f.body, &registers);
+      if (!registers.empty()) {
+        const Stmt loop = MakeFor(f.var, f.min, f.extent, f.kind, f.thread, body, f.annotations);
+        Stmt out = Pipeline(*As<ForNode>(loop), stages);
+        for (auto it = registers.rbegin(); it != registers.rend(); ++it) {
+          out = MakeAllocate(*it, out);
+        }
+        return out;
+      }
+    }
     int64_t extent = 0;
     if (!IsConstInt(f.extent, &extent) || !IsConstInt(f.min) || As<IntImmNode>(f.min)->value != 0) {
       return Fail(f, "its extent is not a constant");
@@ -817,7 +843,9 @@ class Pipeliner : public StmtMutator {
     // flight (waits until at most 1 is) and fetches one stage less far ahead, so the slot it
     // overwrites is that of t - 2, whose wgmma every warpgroup finished before the barrier.
     const bool wgmma = !registers && CallsWgmma(computed);
-    const int64_t in_flight = wgmma && stages >= 3 ? 1 : 0;
+    // Not where wgmma reads A from registers: the next step's fragments would overwrite them.
+    const int64_t in_flight =
+        wgmma && stages >= 3 && !CallsWhere(computed, WgmmaReadsRegisters) ? 1 : 0;
     const int64_t distance = stages - 1 - in_flight;
     if (in_flight > 0) computed = WgmmaWaitRewriter(in_flight).Visit(computed);
     // Registers: the next iterations' operands are loaded before this one's computation, so
@@ -953,7 +981,8 @@ class Pipeliner : public StmtMutator {
     const Expr ahead = it + (stages - 1);
     const Stmt issued = plane ? issue(it, step) : issue(ahead, ahead);
     Stmt computed = SlotRewriter(slotted, step % stages).Visit(MakeSeq(compute));
-    const int64_t in_flight = CallsWgmma(computed) ? 1 : 0;
+    const int64_t in_flight =
+        CallsWgmma(computed) && !CallsWhere(computed, WgmmaReadsRegisters) ? 1 : 0;
     // Where wgmma computes, a warp is done reading a slot once it has waited for its group (the
     // tensor cores read it; no thread does), so one lane a CTA of each warp arrives for it:
     // lane c on CTA c's empty mbarrier. Else every thread arrives on every CTA's.

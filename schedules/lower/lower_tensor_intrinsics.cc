@@ -332,19 +332,29 @@ class TensorLowering : public StmtMutator {
     return st;
   }
 
-  // A wgmma nest: acc = acc + A * B, acc an f32 fragment, A and B 16-bit shared buffers.
+  // A wgmma nest: acc = acc + A * B, acc an f32 fragment, B a 16-bit shared buffer, A one too
+  // or a fragment (the warp's registers, loaded by ldmatrix as mma.sync's A).
   absl::Status AddWgmma(const Nest& n) {
     auto m = MatchMmaStore(n);
     if (!m.ok()) return m.status();
     const VarNode* vm = n.loops[0]->var.get();
     const VarNode* vn = n.loops[1]->var.get();
     const VarNode* vk = n.loops[2]->var.get();
+    const bool a_registers = m->a->buffer->scope == MemScope::kFragment;
     for (const LoadNode* x : {m->a, m->b}) {
-      if (x->buffer->scope != MemScope::kShared) {
+      if (x->buffer->scope != MemScope::kShared && !(x == m->a && a_registers)) {
         return absl::FailedPreconditionError(absl::StrCat(
             NestDesc(n), " reads ", x->buffer->name, " in ", MemScopeName(x->buffer->scope),
-            " memory; wgmma reads its operands from shared memory (cache_read \"shared\")"));
+            " memory; wgmma reads B from shared memory (cache_read \"shared\") and A from shared "
+            "memory or a fragment (cache_read \"fragment\" of its shared copy)"));
       }
+    }
+    if (a_registers) {
+      Fragment fa{Fragment::Role::kA};
+      fa.tile_rows = 16, fa.tile_cols = 16, fa.regs_per_tile = 8;
+      TESSEL_RETURN_IF_ERROR(
+          TileAxes(n, *m->a->buffer, m->a->indices, vm, vk, vn, &fa.row_dim, &fa.col_dim));
+      TESSEL_RETURN_IF_ERROR(AddFragment(n, m->a->buffer, fa));
     }
     const Buffer& acc = *m->store->buffer;
     if (acc.scope != MemScope::kFragment || acc.dtype != DType::kFloat32) {
@@ -537,6 +547,7 @@ class TensorLowering : public StmtMutator {
     const VarNode* vk = n.loops[2]->var.get();
     int64_t cols = 0;
     IsConstInt(n.loops[1]->extent, &cols);
+    if (m.a->buffer->scope == MemScope::kFragment) return WgmmaFromRegisters(n, m, cols);
     // The warp loop along A's rows: threadIdx.y, 16 rows a warp, in groups of 4; the only warp
     // loop (threadIdx.y or z) A's rows depend on.
     std::vector<const ForNode*> warp_loops;
@@ -575,6 +586,38 @@ class TensorLowering : public StmtMutator {
     return MakeEvaluate(MakeCall(name,
                                  {acc, MakeLoad(m.a->buffer, a_idx), MakeLoad(m.b->buffer, b_idx),
                                   MakeInt(da->lbo), MakeInt(da->sbo), MakeInt(da->mode),
+                                  MakeInt(db->lbo), MakeInt(db->sbo), MakeInt(db->mode)},
+                                 DType::kInt32));
+  }
+
+  // A wgmma nest whose A is the warp's fragment: each warp passes its own registers (its 16 rows
+  // of the warpgroup's 64), B the warpgroup's tile through a descriptor, the same for its warps.
+  Stmt WgmmaFromRegisters(const Nest& n, const MmaAccess& m, int64_t cols) {
+    const VarNode* vn = n.loops[1]->var.get();
+    const VarNode* vk = n.loops[2]->var.get();
+    const Expr b_flat = FlatIndex(*m.b->buffer, m.b->indices);
+    const ForNode* warps = nullptr;
+    for (const ForNode* t : thread_loops_) {
+      if (t->thread == ThreadTag::kThreadY) warps = t;
+      if (t->thread == ThreadTag::kThreadY && UsesVar(b_flat, t->var.get())) warps = nullptr;
+    }
+    int64_t count = 0;
+    if (!warps || !IsConstInt(warps->extent, &count) || count % 4 != 0) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          NestDesc(n),
+          " reads A from registers; a warpgroup is the warps threadIdx.y = 4g .. "
+          "4g + 3, so the nest needs a threadIdx.y loop of a multiple of 4 warps that B's tile "
+          "does not depend on: bind the warps along m to threadIdx.y")));
+    }
+    const std::vector<Expr> b_idx = AtZero(n, m.b->indices);
+    auto db = DescriptorOf(n, *m.b, b_idx, vn, vk);
+    if (!db.ok()) return Fail(db.status());
+    const Fragment& fc = *FragmentOf(m.store->buffer.get());
+    Expr acc = MakeLoad(fc.flat, {TileRegister(fc, *m.store->buffer, AtZero(n, m.store->indices))});
+    const std::string name =
+        WgmmaCall(cols, m.a->buffer->dtype, false, db->mn_major, /*a_registers=*/true);
+    return MakeEvaluate(MakeCall(name,
+                                 {acc, RegisterOperand(n, *m.a), MakeLoad(m.b->buffer, b_idx),
                                   MakeInt(db->lbo), MakeInt(db->sbo), MakeInt(db->mode)},
                                  DType::kInt32));
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,7 @@
 #include "schedules/lower/check_limits.h"
 #include "schedules/lower/lower.h"
 #include "schedules/space/space_generator.h"
+#include "schedules/util/status_macros.h"
 #include "schedules/workload/builtins.h"
 #include "worker/backend.h"
 #ifdef TESSEL_HAVE_CUDA
@@ -421,6 +423,42 @@ schedules::Schedule PlanePipelineInsideALoop() {
                             EXPECT_TRUE(sch->Bind(l[1], "threadIdx.x").ok());
                             EXPECT_TRUE(sch->Reorder({l[1], l[0], l[2]}).ok());
                           });
+}
+
+absl::StatusOr<schedules::Schedule> WgmmaWithRegisterOperand(const schedules::Candidate& c,
+                                                             const std::string& operand) {
+  using schedules::BlockRV;
+  using schedules::LoopRV;
+  TESSEL_ASSIGN_OR_RETURN(schedules::Schedule s, schedules::Replay(c.workload, *c.trace));
+  // The stage that reads A's shared copy (the accumulator) and its pipelined k loop.
+  const schedules::Stage* acc_stage = nullptr;
+  for (const schedules::Stage& st : s.stages()) {
+    if (st.buffer && st.buffer->scope == schedules::MemScope::kFragment) acc_stage = &st;
+  }
+  if (!acc_stage) return absl::NotFoundError("no fragment stage in the sample");
+  const std::string acc_name = acc_stage->name;
+  TESSEL_ASSIGN_OR_RETURN(BlockRV acc, s.GetBlock(acc_name));
+  TESSEL_ASSIGN_OR_RETURN(BlockRV fr, s.CacheRead(operand + "_shared", "fragment", {acc}));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> al, s.GetLoops(acc));
+  std::optional<LoopRV> k0;
+  for (LoopRV l : al) {
+    const schedules::IterVar& iv = s.LoopStage(l).iters[s.LoopIter(l)];
+    if (!k0 && schedules::SoftwarePipelineStages(iv.annotations) >= 2) k0 = l;
+  }
+  if (!k0) return absl::NotFoundError("no software_pipeline loop in " + acc_name);
+  TESSEL_RETURN_IF_ERROR(s.Annotate(fr, schedules::kPadTile, 1));
+  TESSEL_RETURN_IF_ERROR(s.ComputeAt(fr, *k0));
+  // The fragment's rows (16 a tile) and k (16 a tile), the tiles outermost, ldmatrix's loop the
+  // tile's rows.
+  TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> fl, s.GetLoops(fr));
+  if (fl.size() < 2) return absl::InternalError("the fragment has fewer than two loops");
+  TESSEL_ASSIGN_OR_RETURN(auto rows, s.Split(fl[fl.size() - 2], {-1, 16}));
+  TESSEL_ASSIGN_OR_RETURN(auto ks, s.Split(fl.back(), {-1, 16}));
+  TESSEL_RETURN_IF_ERROR(s.Reorder({rows[0], ks[0], rows[1], ks[1]}));
+  TESSEL_RETURN_IF_ERROR(s.Unroll(rows[0]));
+  TESSEL_RETURN_IF_ERROR(s.Unroll(ks[0]));
+  TESSEL_RETURN_IF_ERROR(s.Tensorize(rows[1], "ldmatrix"));
+  return s;
 }
 
 schedules::Schedule TurnsPipelineInsideALoop(TurnsFetch fetch) {

@@ -110,6 +110,13 @@ void ExpectMatchesReference(const schedules::Schedule& s, const schedules::Targe
 // loop over C's rows; n on threadIdx.x. A producer plane's pipeline that runs several times.
 schedules::Schedule PlanePipelineInsideALoop();
 
+// A wgmma sample's schedule (`c`, cp.async operands) with an operand read from registers: the
+// shared copy of `operand` ("A" or "B") cached into a fragment at the pipelined k step (ldmatrix,
+// 16 x 16 tiles), which the warpgroup MMA then reads (for A: wgmma's register-A form; wgmma has
+// none for B).
+absl::StatusOr<schedules::Schedule> WgmmaWithRegisterOperand(const schedules::Candidate& c,
+                                                             const std::string& operand = "A");
+
 // How TurnsPipelineInsideALoop builds its pipeline.
 enum class TurnsFetch {
   kBulk,         // bulk copies, pipeline_producer 0 (the turns take a plane whatever it says)

@@ -248,6 +248,37 @@ TEST(Wgmma, AccumulatorsMustFitTheRegisterShare) {
                                       "smaller local buffers"));
 }
 
+// A from registers (wgmma's register-A form): A's shared copy loaded into each warp's fragment
+// by ldmatrix at the pipelined k step, the call passing the warp's four registers a 16 x 16 tile
+// and B's descriptor; the pipeline then leaves no wgmma group in flight across its steps (the
+// next step's ldmatrix would overwrite registers a group still reads); NVRTC compiles it.
+TEST(Wgmma, AFromRegisters) {
+  auto c = WgmmaSample("matmul(M=256, N=256, K=512, dtype=f16)", [](const Candidate& c) {
+    return c.source.code.find("cp.async.bulk") == std::string::npos &&
+           c.source.code.find("tessel_wgmma_wait_1();") != std::string::npos;
+  });
+  ASSERT_TRUE(c.has_value());
+  auto s = testing::WgmmaWithRegisterOperand(*c);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto source = testing::Generate(*s, CudaTarget("sm_90a"));
+  ASSERT_TRUE(source.ok()) << source.status();
+  const std::string& code = source->code;
+  EXPECT_THAT(code, HasSubstr("tessel_ldmatrix_x4(&A_shared_fragment["));
+  EXPECT_THAT(code, HasSubstr("const unsigned* ar = static_cast<const unsigned*>(a);"));
+  EXPECT_THAT(code, ::testing::ContainsRegex("tessel_wgmma_m64n[0-9]+k16_f32_f16_r[01]\\(&"));
+  EXPECT_THAT(code, ::testing::Not(HasSubstr("tessel_wgmma_wait_1();")));
+  EXPECT_THAT(code, HasSubstr("tessel_wgmma_fence();"));
+  ExpectCompilesForSm90a(*source);
+  // wgmma has no register form for B.
+  auto b = testing::WgmmaWithRegisterOperand(*c, "B");
+  ASSERT_TRUE(b.ok()) << b.status();
+  auto p = Lower(*b, CudaTarget("sm_90a"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              HasSubstr(" in fragment memory; wgmma reads B from shared memory (cache_read "
+                        "\"shared\") and A from shared memory or a fragment"));
+}
+
 TEST(Wgmma, ATargetWithoutWgmmaRefusesIt) {
   auto c = WgmmaSample("matmul(M=256, N=256, K=256, dtype=f16)");
   ASSERT_TRUE(c.has_value());

@@ -193,6 +193,48 @@ TEST(BulkCopyGpu, APlanePipelineInsideALoopMatchesTheReference) {
                                   "matmul(M=4, N=128, K=256, dtype=f16)", "if (threadIdx.z == 1)");
 }
 
+// sm_90a: wgmma reading A from registers (each warp's fragment loaded by ldmatrix at the
+// pipelined k step, WgmmaWithRegisterOperand) matches the reference: f16, bf16 with A
+// transposed, an epilogue, and tiles past the extents.
+TEST(WgmmaGpu, AFromRegistersMatchesTheReference) {
+  SKIP_WITHOUT_GPU();
+  auto device = worker::CudaDevice::Open(0);
+  ASSERT_TRUE(device.ok()) << device.status();
+  const schedules::Target target = schedules::CudaTarget("sm_90a");
+  worker::VerifyOptions vo;
+  vo.run.device = device->get();
+  vo.run.nvrtc.arch = "sm_90a";
+  for (const char* spec : {"matmul(M=256, N=256, K=512, dtype=f16)",
+                           "matmul(M=256, N=128, K=192, dtype=bf16, transpose_a=true)",
+                           "matmul_bias_gelu(M=256, N=256, K=128, dtype=f16)",
+                           "matmul(M=200, N=136, K=168, dtype=f16)"}) {
+    SCOPED_TRACE(spec);
+    auto space = schedules::SpaceGenerator::Create(LoadSpec(spec), target);
+    ASSERT_TRUE(space.ok()) << space.status();
+    auto ref = GenerateReference(LoadSpec(spec), target);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    int checked = 0;
+    for (uint64_t seed = 1; seed <= 300 && checked < 3; ++seed) {
+      auto c = space->Sample(seed);
+      if (!c.ok() || c->source.code.find("wgmma.mma_async") == std::string::npos ||
+          c->source.code.find("cp.async.bulk") != std::string::npos) {
+        continue;
+      }
+      auto sch = WgmmaWithRegisterOperand(*c);
+      ASSERT_TRUE(sch.ok()) << sch.status();
+      auto source = Generate(*sch, target);
+      ASSERT_TRUE(source.ok()) << source.status();
+      ASSERT_TRUE(source->code.find("_r0(&") != std::string::npos ||
+                  source->code.find("_r1(&") != std::string::npos)
+          << source->code;
+      absl::Status v = worker::RunAndVerify(*source, *ref, seed, vo);
+      EXPECT_TRUE(v.ok()) << v << "\n" << source->code;
+      ++checked;
+    }
+    EXPECT_GE(checked, 2);
+  }
+}
+
 // Two thread groups taking turns at one ring of slots (pipeline_turns), the pipeline run once a
 // row of C by each: C matches the reference on sm_90.
 TEST(BulkCopyGpu, ThreadsTakingTurnsMatchTheReference) {
