@@ -6,24 +6,14 @@ the L2 flushed by a 256 MiB write first, the median of the repeats).
 Usage: python3 bench/experiments/linear_gelu_parts.py [--repeats N] M,N,K...
 """
 import argparse
-import statistics
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
 
-
-def median_ms(fn, repeats):
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    times = []
-    for _ in range(repeats):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from torch_baselines import median_ms  # noqa: E402  (the baselines' timing, L2 flushed)
 
 
 def main():

@@ -665,6 +665,12 @@ Stmt WithoutRegisterAllocations(const Stmt& body, std::vector<BufferPtr>* regist
   return a->buffer->scope == MemScope::kShared ? MakeAllocate(a->buffer, inner) : inner;
 }
 
+// Whether the computation of a pipeline step runs wgmma that may stay in flight past the step:
+// not where one reads A from registers (the next step's fragments would overwrite them).
+bool WgmmaMayStayInFlight(const Stmt& computed) {
+  return CallsWgmma(computed) && !CallsWhere(computed, WgmmaReadsRegisters);
+}
+
 // The threads of a producer plane: one warpgroup.
 constexpr int64_t kPlaneThreads = 128;
 
@@ -843,9 +849,7 @@ class Pipeliner : public StmtMutator {
     // flight (waits until at most 1 is) and fetches one stage less far ahead, so the slot it
     // overwrites is that of t - 2, whose wgmma every warpgroup finished before the barrier.
     const bool wgmma = !registers && CallsWgmma(computed);
-    // Not where wgmma reads A from registers: the next step's fragments would overwrite them.
-    const int64_t in_flight =
-        wgmma && stages >= 3 && !CallsWhere(computed, WgmmaReadsRegisters) ? 1 : 0;
+    const int64_t in_flight = wgmma && stages >= 3 && WgmmaMayStayInFlight(computed) ? 1 : 0;
     const int64_t distance = stages - 1 - in_flight;
     if (in_flight > 0) computed = WgmmaWaitRewriter(in_flight).Visit(computed);
     // Registers: the next iterations' operands are loaded before this one's computation, so
@@ -969,9 +973,10 @@ class Pipeliner : public StmtMutator {
                          "(32, 4, z) or (32, 8, 1)), and loops of constant extents around the "
                          "pipeline");
       }
-      if (serial_loops_.back() != turns || !IsConstInt(turns->extent, &num_turns)) {
+      if (serial_loops_.back() != turns) {
         return FailTurns(f, *turns, "a serial loop runs between them");
       }
+      IsConstInt(turns->extent, &num_turns);  // constant: TakesTurns
     }
     // The pipeline step of iteration t: t, or (where the plane's barriers outlive the loop) the
     // steps of the earlier runs plus t.
@@ -981,8 +986,7 @@ class Pipeliner : public StmtMutator {
     const Expr ahead = it + (stages - 1);
     const Stmt issued = plane ? issue(it, step) : issue(ahead, ahead);
     Stmt computed = SlotRewriter(slotted, step % stages).Visit(MakeSeq(compute));
-    const int64_t in_flight =
-        CallsWgmma(computed) && !CallsWhere(computed, WgmmaReadsRegisters) ? 1 : 0;
+    const int64_t in_flight = WgmmaMayStayInFlight(computed) ? 1 : 0;
     // Where wgmma computes, a warp is done reading a slot once it has waited for its group (the
     // tensor cores read it; no thread does), so one lane a CTA of each warp arrives for it:
     // lane c on CTA c's empty mbarrier. Else every thread arrives on every CTA's.

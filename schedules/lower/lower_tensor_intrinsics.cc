@@ -56,6 +56,14 @@ struct Fragment {
   }
 };
 
+// mma.sync's A fragment, which wgmma's register-A form takes too: 16 x 16 tiles, 8 16-bit
+// elements a lane.
+Fragment AFragment() {
+  Fragment fa{Fragment::Role::kA};
+  fa.tile_rows = 16, fa.tile_cols = 16, fa.regs_per_tile = 8;
+  return fa;
+}
+
 const char* RoleName(Fragment::Role r) {
   switch (r) {
     case Fragment::Role::kA:
@@ -310,8 +318,7 @@ class TensorLowering : public StmtMutator {
     const LoadNode* a = m->a;
     const LoadNode* b = m->b;
     mmas_[n.loops[0]] = *m;
-    Fragment fa{Fragment::Role::kA}, fb{Fragment::Role::kB}, fc{Fragment::Role::kAcc};
-    fa.tile_rows = 16, fa.tile_cols = 16, fa.regs_per_tile = 8;
+    Fragment fa = AFragment(), fb{Fragment::Role::kB}, fc{Fragment::Role::kAcc};
     fb.tile_rows = 8, fb.tile_cols = 16, fb.regs_per_tile = 4;
     fc.tile_rows = 16, fc.tile_cols = 8, fc.regs_per_tile = 4;
     for (const Buffer* x : {a->buffer.get(), b->buffer.get(), m->store->buffer.get()}) {
@@ -350,8 +357,7 @@ class TensorLowering : public StmtMutator {
       }
     }
     if (a_registers) {
-      Fragment fa{Fragment::Role::kA};
-      fa.tile_rows = 16, fa.tile_cols = 16, fa.regs_per_tile = 8;
+      Fragment fa = AFragment();
       TESSEL_RETURN_IF_ERROR(
           TileAxes(n, *m->a->buffer, m->a->indices, vm, vk, vn, &fa.row_dim, &fa.col_dim));
       TESSEL_RETURN_IF_ERROR(AddFragment(n, m->a->buffer, fa));
@@ -392,6 +398,12 @@ class TensorLowering : public StmtMutator {
     return out;
   }
 
+  // The accumulator tile an mma or wgmma nest `m` updates: its first register.
+  Expr AccumulatorOperand(const Nest& n, const MmaAccess& m) const {
+    const Fragment& fc = *FragmentOf(m.store->buffer.get());
+    return MakeLoad(fc.flat, {TileRegister(fc, *m.store->buffer, AtZero(n, m.store->indices))});
+  }
+
   Expr RegisterOperand(const Nest& n, const LoadNode& l) const {
     const Fragment& f = *FragmentOf(l.buffer.get());
     return MakeLoad(f.flat, {TileRegister(f, *l.buffer, AtZero(n, l.indices))});
@@ -401,7 +413,7 @@ class TensorLowering : public StmtMutator {
   Stmt Mma(const Nest& n) {
     const MmaAccess& m = mmas_.at(n.loops[0]);
     const Fragment& fc = *FragmentOf(m.store->buffer.get());
-    Expr acc = MakeLoad(fc.flat, {TileRegister(fc, *m.store->buffer, AtZero(n, m.store->indices))});
+    const Expr acc = AccumulatorOperand(n, m);
     const std::string name =
         absl::StrCat(kCallMma, "_", DTypeName(fc.flat->dtype), "_", DTypeName(m.a->buffer->dtype));
     return MakeEvaluate(
@@ -541,7 +553,6 @@ class TensorLowering : public StmtMutator {
   // A wgmma nest FindFragments matched: one call in every warp of the warpgroup.
   Stmt Wgmma(const Nest& n) {
     const MmaAccess& m = mmas_.at(n.loops[0]);
-    const Fragment& fc = *FragmentOf(m.store->buffer.get());
     const VarNode* vm = n.loops[0]->var.get();
     const VarNode* vn = n.loops[1]->var.get();
     const VarNode* vk = n.loops[2]->var.get();
@@ -581,7 +592,7 @@ class TensorLowering : public StmtMutator {
     if (!da.ok()) return Fail(da.status());
     auto db = DescriptorOf(n, *m.b, b_idx, vn, vk);
     if (!db.ok()) return Fail(db.status());
-    Expr acc = MakeLoad(fc.flat, {TileRegister(fc, *m.store->buffer, AtZero(n, m.store->indices))});
+    const Expr acc = AccumulatorOperand(n, m);
     const std::string name = WgmmaCall(cols, m.a->buffer->dtype, da->mn_major, db->mn_major);
     return MakeEvaluate(MakeCall(name,
                                  {acc, MakeLoad(m.a->buffer, a_idx), MakeLoad(m.b->buffer, b_idx),
@@ -612,8 +623,7 @@ class TensorLowering : public StmtMutator {
     const std::vector<Expr> b_idx = AtZero(n, m.b->indices);
     auto db = DescriptorOf(n, *m.b, b_idx, vn, vk);
     if (!db.ok()) return Fail(db.status());
-    const Fragment& fc = *FragmentOf(m.store->buffer.get());
-    Expr acc = MakeLoad(fc.flat, {TileRegister(fc, *m.store->buffer, AtZero(n, m.store->indices))});
+    const Expr acc = AccumulatorOperand(n, m);
     const std::string name =
         WgmmaCall(cols, m.a->buffer->dtype, false, db->mn_major, /*a_registers=*/true);
     return MakeEvaluate(MakeCall(name,
