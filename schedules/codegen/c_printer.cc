@@ -475,6 +475,10 @@ std::string CodeGenC::PrintBinary(const BinaryNode& n, int* prec) {
   switch (n.op) {
     case BinaryOp::kAdd:
     case BinaryOp::kSub: {
+      if (std::string s = ErfComplement(n); !s.empty()) {
+        *prec = kPrecPrimary;
+        return s;
+      }
       *prec = kPrecAdd;
       // Integer addition is associative: a + (b + c) prints as a + b + c.
       const auto* rhs = As<BinaryNode>(n.b);
@@ -688,24 +692,32 @@ void CodeGenC::EmitStmt(const Stmt& s) {
   }
 }
 
-std::string CodeGenC::StoredValue(DType t, const Expr& value) {
-  // An element copied unchanged keeps its storage type (no round trip through float).
+std::string CodeGenC::StoredValue(const Buffer& dst, const Expr& value) {
+  const DType t = dst.dtype;
+  const bool outer_narrow = narrow_store_, outer_global = global_store_;
+  narrow_store_ = t == DType::kFloat16 || t == DType::kBFloat16;
+  global_store_ = dst.scope == MemScope::kGlobal;
+  std::string s;
   if (const auto* l = As<LoadNode>(value);
       l && l->dtype == t && load_override_.count(value.get()) == 0) {
-    return LoadAccess(*l);
+    // An element copied unchanged keeps its storage type (no round trip through float).
+    s = LoadAccess(*l);
+  } else if (const auto* c = As<CastNode>(value);
+             c && narrow_store_ && c->dtype == t &&
+             (c->value->dtype == DType::kFloat32 || c->value->dtype == DType::kFloat16 ||
+              c->value->dtype == DType::kBFloat16)) {
+    // A value cast to the half type it is stored as is converted once.
+    s = ComputeToStorage(t, Print(c->value));
+  } else {
+    s = ComputeToStorage(t, Print(value));
   }
-  // A value cast to the half type it is stored as is converted once.
-  if (const auto* c = As<CastNode>(value);
-      c && (t == DType::kFloat16 || t == DType::kBFloat16) && c->dtype == t &&
-      (c->value->dtype == DType::kFloat32 || c->value->dtype == DType::kFloat16 ||
-       c->value->dtype == DType::kBFloat16)) {
-    return ComputeToStorage(t, Print(c->value));
-  }
-  return ComputeToStorage(t, Print(value));
+  narrow_store_ = outer_narrow;
+  global_store_ = outer_global;
+  return s;
 }
 
 void CodeGenC::EmitStore(const StoreNode& n) {
-  Line(StoreStatement(n, Access(n.buffer, n.indices), StoredValue(n.buffer->dtype, n.value)));
+  Line(StoreStatement(n, Access(n.buffer, n.indices), StoredValue(*n.buffer, n.value)));
 }
 
 std::string CodeGenC::AnnotationComment(const ForNode& n) {

@@ -120,6 +120,9 @@ class CodeGenC {
   virtual std::string IntrinsicCall(const CallNode& n, int* prec) { return ""; }
   // The C type a let of `value` (of type `t`) is declared with.
   virtual std::string DeclaredType(DType t, const Expr& value) { return ComputeType(t); }
+  // `1 + erf(y)` or `1 - erf(y)` (`n`) printed another way, at the precision of the store it
+  // feeds (narrow_store_); empty: as written.
+  virtual std::string ErfComplement(const BinaryNode& n) { return ""; }
 
   // ---- Expressions.
   std::string Print(const Expr& e) {
@@ -166,8 +169,9 @@ class CodeGenC {
                                      bool full_needs_count);
   static std::string AnnotationComment(const ForNode& n);
   virtual void EmitStore(const StoreNode& n);
-  // `value` converted to the storage type of `t`, for a store.
-  std::string StoredValue(DType t, const Expr& value);
+  // `value` converted to the storage type of `dst`, for a store to it; printed with
+  // narrow_store_ set where `dst` holds f16 or bf16, and global_store_ where it is global.
+  std::string StoredValue(const Buffer& dst, const Expr& value);
 
   NameTable names_;
   bool int64_indices_;
@@ -179,6 +183,11 @@ class CodeGenC {
   bool uses_float_floormod_ = false;
   bool uses_f16_ = false;
   bool uses_bf16_ = false;
+  // While printing a value that is stored as f16 or bf16: its math may run at that precision
+  // (narrow_math.h).
+  bool narrow_store_ = false;
+  // While printing a value that is stored to global memory.
+  bool global_store_ = false;
   // Statements that may be emitted more than once keep the first name of each buffer.
   std::unordered_map<const Buffer*, std::string> buffer_names_;
 

@@ -403,7 +403,7 @@ void CudaCodeGen::EmitRegister(const AllocateNode& n) {
     DeclareInBlock(name);
   }
   if (init && !IsAsmIntrinsic(init->value)) {
-    Line(absl::StrCat(type, " ", name, " = ", StoredValue(b.dtype, init->value), ";"));
+    Line(absl::StrCat(type, " ", name, " = ", StoredValue(b, init->value), ";"));
     EmitStmt(MakeSeq(rest));
   } else {
     Line(absl::StrCat(type, " ", name, ";"));
@@ -679,7 +679,7 @@ void CudaCodeGen::EmitVectorChunk(const ForNode& n, const VectorLoop& plan,
   std::vector<std::string> lanes_out;
   for (int64_t k = 0; k < lanes; ++k) {
     OverrideLane(v, n.min + MakeInt(first + k), loads, lane_values, k);
-    lanes_out.push_back(StoredValue(store.buffer->dtype, store.value));
+    lanes_out.push_back(StoredValue(*store.buffer, store.value));
   }
   ClearLaneOverrides(v, loads);
   if (store_vec.natural) {
@@ -735,7 +735,7 @@ void CudaCodeGen::EmitLaneStores(const ForNode& n, const VectorLoop& plan) {
   Line(absl::StrCat("// vectorized ", v->name, ": ", width / plan.lanes, " x ", plan.lanes,
                     "-lane loads, stored lane by lane to registers", AnnotationComment(n)));
   EmitLanes(n, plan.loads, plan.lanes, [&](const Expr& lane) {
-    const std::string value = StoredValue(store.buffer->dtype, store.value);
+    const std::string value = StoredValue(*store.buffer, store.value);
     const Expr at =
         FoldTrailingConstants(Substitute(StorageIndex(*store.buffer, store.indices), {{v, lane}}));
     Line(absl::StrCat(BufferName(store.buffer.get()), "[", StorageOffset(*store.buffer, at),

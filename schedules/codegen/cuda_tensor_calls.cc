@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "schedules/codegen/cuda_printer.h"
+#include "schedules/codegen/narrow_math.h"
 #include "schedules/ir/tensor_intrin.h"
 
 namespace tessel::schedules::codegen {
@@ -26,12 +27,38 @@ std::string CudaCodeGen::TensorCall(const CallNode& n) {
       arg = "&" + Access(l->buffer, l->indices);
     } else if (i == 2 && TmaLoadRank(n.name) > 0) {
       arg = "&tessel_tmap_" + Print(a);  // the kernel's tensor map parameter
+    } else if (i >= 3 && IsQuadStoreCall(n.name)) {
+      // The values a quad store rounds to f16 or bf16 and writes to global memory.
+      const bool outer_narrow = narrow_store_, outer_global = global_store_;
+      narrow_store_ = global_store_ = true;
+      arg = Print(a);
+      narrow_store_ = outer_narrow;
+      global_store_ = outer_global;
     } else {
       arg = Print(a);
     }
     absl::StrAppend(&out, i ? ", " : "", arg);
   }
   return out + ")";
+}
+
+std::string CudaCodeGen::ErfComplement(const BinaryNode& n) {
+  if (!narrow_store_ || n.a->dtype != DType::kFloat32) return "";
+  auto one = [](const Expr& e) {
+    const auto* f = As<FloatImmNode>(e);
+    return f != nullptr && f->value == 1.0;
+  };
+  auto erf = [](const Expr& e) -> const CallNode* {
+    const auto* c = As<CallNode>(e);
+    return c != nullptr && c->name == "erf" && c->args.size() == 1 ? c : nullptr;
+  };
+  const bool plus = n.op == BinaryOp::kAdd;
+  const CallNode* call = one(n.a) ? erf(n.b) : plus && one(n.b) ? erf(n.a) : nullptr;
+  if (call == nullptr) return "";
+  tensor_calls_.insert(kErfcNarrowCall);
+  std::string arg = Print(call->args[0]);
+  if (plus) arg = absl::StrCat("-(", arg, ")");  // 1 + erf(y) = erfc(-y)
+  return absl::StrCat(kErfcNarrowCall, "(", arg, ")");
 }
 
 std::string CudaCodeGen::StorageOffset(const Buffer& buffer, const Expr& at) {
@@ -292,6 +319,8 @@ std::string TensorCallHelpers(const std::set<std::string>& calls) {
       absl::StrAppend(&out, WgmmaHelper(name));
     } else if (const int64_t rank = TmaLoadRank(name); rank > 0) {
       absl::StrAppend(&out, TmaLoadHelper(name, rank));
+    } else if (name == kErfcNarrowCall) {
+      absl::StrAppend(&out, ErfcNarrowHelper());
     } else if (IsQuadStoreCall(name)) {
       absl::StrAppend(&out, QuadStoreHelper(name, name == QuadStoreCall(DType::kBFloat16)));
     } else if (name == kCallMbarrierArriveCluster) {

@@ -215,7 +215,7 @@ TEST(CodegenCuda, VectorAddWithBlockAndThreadBindings) {
       << code;
   EXPECT_TRUE(Contains(code, "const int bx = blockIdx.x;")) << code;
   EXPECT_TRUE(Contains(code, "const int tx = threadIdx.x;")) << code;
-  EXPECT_TRUE(Contains(code, "expf(A[bx * 128 + tx])")) << code;
+  EXPECT_TRUE(Contains(code, "expf(__ldg(&A[bx * 128 + tx]))")) << code;
   EXPECT_FALSE(Contains(code, "cuda_fp16.h")) << code;
   ASSERT_EQ(src.kernels.size(), 1u);
   EXPECT_EQ(src.kernels[0].entry, "vadd_kernel0");
@@ -673,10 +673,53 @@ TEST(CodegenCuda, HalfAndBFloat16LoadsComputeInFloat) {
   EXPECT_TRUE(Contains(code, "#include <cuda_bf16.h>")) << code;
   EXPECT_TRUE(Contains(code, "const half* __restrict__ A")) << code;
   EXPECT_TRUE(Contains(code, "const __nv_bfloat16* __restrict__ B")) << code;
-  EXPECT_TRUE(Contains(code, "__half2float(A[bx * 128 + tx])")) << code;
-  EXPECT_TRUE(Contains(code, "__bfloat162float(B[bx * 128 + tx])")) << code;
+  EXPECT_TRUE(Contains(code, "__half2float(__ldg(&A[bx * 128 + tx]))")) << code;
+  EXPECT_TRUE(Contains(code, "__bfloat162float(__ldg(&B[bx * 128 + tx]))")) << code;
   EXPECT_TRUE(Contains(code, "D[bx * 128 + tx] = __float2half(")) << code;
   EXPECT_TRUE(Contains(code, "tanhf(")) << code;
+  EXPECT_NVRTC_COMPILES(src);
+}
+
+// A value stored as f16 or bf16 takes 1 + erf(y) and 1 - erf(y) as the narrow erfc
+// (narrow_math.h); one stored as f32 keeps erff. Inputs the kernel only reads go through __ldg,
+// but for bool.
+TEST(CodegenCuda, SixteenBitStoresTakeTheNarrowErfcAndReadOnlyInputsTheReadOnlyCache) {
+  constexpr int64_t n = 256;
+  BufferPtr x = MakeBuffer("X", DType::kFloat16, {n});
+  BufferPtr keep = MakeBuffer("Keep", DType::kBool, {n});
+  BufferPtr h = MakeBuffer("H", DType::kFloat16, {n});
+  BufferPtr b = MakeBuffer("Bf", DType::kBFloat16, {n});
+  BufferPtr f = MakeBuffer("F", DType::kFloat32, {n});
+  VarPtr tx = MakeVar("tx");
+  Expr v = MakeCast(DType::kFloat32, MakeLoad(x, {Expr(tx)}));
+  auto erf = [&](double c) { return MakeCall("erf", {v * MakeFloat(c)}, DType::kFloat32); };
+  Expr gelu = MakeFloat(0.5) * v * (MakeFloat(1.0) + erf(0.70710678118654752));
+  Expr kept = MakeSelect(MakeLoad(keep, {Expr(tx)}), gelu, MakeFloat(0.0));
+  Stmt body =
+      Bind(tx, ThreadTag::kThreadX, n,
+           MakeSeq({MakeStore(h, {Expr(tx)}, MakeCast(DType::kFloat16, kept)),
+                    MakeStore(b, {Expr(tx)}, MakeCast(DType::kBFloat16, MakeFloat(1.0) - erf(2.0))),
+                    MakeStore(f, {Expr(tx)}, gelu)}));
+  GeneratedSource src = Generate(OneKernel("narrow",
+                                           {{x, BufferRole::kInput},
+                                            {keep, BufferRole::kInput},
+                                            {h, BufferRole::kOutput},
+                                            {b, BufferRole::kOutput},
+                                            {f, BufferRole::kOutput}},
+                                           {1, 1, 1}, {n, 1, 1}, body));
+  const std::string& code = src.code;
+  EXPECT_TRUE(Contains(code, "__device__ __forceinline__ float tessel_erfc_narrow(float z)"))
+      << code;
+  EXPECT_TRUE(Contains(code,
+                       "H[tx] = __float2half(Keep[tx] ? 0.5f * __half2float(__ldg(&X[tx]))"
+                       " * tessel_erfc_narrow(-(__half2float(__ldg(&X[tx])) * "
+                       "0.707106781f)) : 0.0f);"))
+      << code;
+  EXPECT_TRUE(Contains(code,
+                       "Bf[tx] = __float2bfloat16(tessel_erfc_narrow("
+                       "__half2float(__ldg(&X[tx])) * 2.0f));"))
+      << code;
+  EXPECT_TRUE(Contains(code, "F[tx] = 0.5f * __half2float(__ldg(&X[tx])) * (1.0f + erff(")) << code;
   EXPECT_NVRTC_COMPILES(src);
 }
 

@@ -1,0 +1,31 @@
+#pragma once
+
+// Math at the precision of a 16-bit store (CUDA code generation). A value that is rounded to f16
+// or bf16 when stored keeps 11 or 8 significant bits, so the functions it goes through need not
+// be accurate to f32's last bit; where a cheaper form is accurate to well below half a unit of the
+// 16-bit result, the CUDA printer uses it (CudaCodeGen::ErfComplement).
+//
+// erfc, for 1 + erf(y) = erfc(-y) and 1 - erf(y) = erfc(y) (GELU's 0.5 x (1 + erf(x / sqrt 2))):
+// log2(erfc(s)) for s = min(|z|, 6) as one polynomial of degree 8, one exp2, and
+// erfc(z) = 2 - erfc(-z) for negative z. Relative error below 1.3e-5 for |z| <= 6 (f16's half
+// unit is 2.4e-4, bf16's 2e-3); beyond 6, erfc(z) < 2.2e-17 and the result is erfc(6) (or
+// 2 - erfc(6)), an absolute error below 2.2e-17. CUDA's erff evaluates two polynomials through
+// selects (about 22 instructions), this about 13. On an H100, same trace (a persistent 2048 x
+// 8192 x 2048 bias + GELU wgmma GEMM, f16, bias read through __ldg): 0.111-0.113 ms against
+// 0.117 with erff (bench/RESULTS.md, session 6). The value's error is that of its operations: an
+// expression that cancels after the erfc would amplify it, as it would any rounding.
+
+#include <string>
+
+namespace tessel::schedules::codegen {
+
+// The name of the device helper: float tessel_erfc_narrow(float z).
+inline constexpr char kErfcNarrowCall[] = "tessel_erfc_narrow";
+
+// The host twin of the device helper (the same polynomial and operations, in float), for tests.
+float ErfcNarrow(float z);
+
+// The CUDA source of the device helper.
+std::string ErfcNarrowHelper();
+
+}  // namespace tessel::schedules::codegen
