@@ -694,26 +694,20 @@ void CodeGenC::EmitStmt(const Stmt& s) {
 
 std::string CodeGenC::StoredValue(const Buffer& dst, const Expr& value) {
   const DType t = dst.dtype;
-  const bool outer_narrow = narrow_store_, outer_global = global_store_;
-  narrow_store_ = t == DType::kFloat16 || t == DType::kBFloat16;
-  global_store_ = dst.scope == MemScope::kGlobal;
-  std::string s;
+  const StoreTarget target(this, &dst);
+  // An element copied unchanged keeps its storage type (no round trip through float).
   if (const auto* l = As<LoadNode>(value);
       l && l->dtype == t && load_override_.count(value.get()) == 0) {
-    // An element copied unchanged keeps its storage type (no round trip through float).
-    s = LoadAccess(*l);
-  } else if (const auto* c = As<CastNode>(value);
-             c && narrow_store_ && c->dtype == t &&
-             (c->value->dtype == DType::kFloat32 || c->value->dtype == DType::kFloat16 ||
-              c->value->dtype == DType::kBFloat16)) {
-    // A value cast to the half type it is stored as is converted once.
-    s = ComputeToStorage(t, Print(c->value));
-  } else {
-    s = ComputeToStorage(t, Print(value));
+    return LoadAccess(*l);
   }
-  narrow_store_ = outer_narrow;
-  global_store_ = outer_global;
-  return s;
+  // A value cast to the half type it is stored as is converted once.
+  if (const auto* c = As<CastNode>(value);
+      c && NarrowStore() && c->dtype == t &&
+      (c->value->dtype == DType::kFloat32 || c->value->dtype == DType::kFloat16 ||
+       c->value->dtype == DType::kBFloat16)) {
+    return ComputeToStorage(t, Print(c->value));
+  }
+  return ComputeToStorage(t, Print(value));
 }
 
 void CodeGenC::EmitStore(const StoreNode& n) {

@@ -121,7 +121,7 @@ class CodeGenC {
   // The C type a let of `value` (of type `t`) is declared with.
   virtual std::string DeclaredType(DType t, const Expr& value) { return ComputeType(t); }
   // `1 + erf(y)` or `1 - erf(y)` (`n`) printed another way, at the precision of the store it
-  // feeds (narrow_store_); empty: as written.
+  // feeds (NarrowStore()); empty: as written.
   virtual std::string ErfComplement(const BinaryNode& n) { return ""; }
 
   // ---- Expressions.
@@ -169,9 +169,35 @@ class CodeGenC {
                                      bool full_needs_count);
   static std::string AnnotationComment(const ForNode& n);
   virtual void EmitStore(const StoreNode& n);
-  // `value` converted to the storage type of `dst`, for a store to it; printed with
-  // narrow_store_ set where `dst` holds f16 or bf16, and global_store_ where it is global.
+  // `value` converted to the storage type of `dst`, for a store to it (printed as stored to
+  // `dst`: StoreTarget).
   std::string StoredValue(const Buffer& dst, const Expr& value);
+
+  // While it lives, what is printed is a value stored to `dst` (nullptr: none), which decides how
+  // some of it prints: NarrowStore(), GlobalStore().
+  class StoreTarget {
+   public:
+    StoreTarget(CodeGenC* g, const Buffer* dst) : g_(g), outer_(g->store_target_) {
+      g->store_target_ = dst;
+    }
+    ~StoreTarget() { g_->store_target_ = outer_; }
+    StoreTarget(const StoreTarget&) = delete;
+    StoreTarget& operator=(const StoreTarget&) = delete;
+
+   private:
+    CodeGenC* g_;
+    const Buffer* outer_;
+  };
+  // The value printed is stored as f16 or bf16: its math may run at that precision
+  // (narrow_math.h).
+  bool NarrowStore() const {
+    return store_target_ != nullptr &&
+           (store_target_->dtype == DType::kFloat16 || store_target_->dtype == DType::kBFloat16);
+  }
+  // The value printed is stored to global memory.
+  bool GlobalStore() const {
+    return store_target_ != nullptr && store_target_->scope == MemScope::kGlobal;
+  }
 
   NameTable names_;
   bool int64_indices_;
@@ -183,16 +209,13 @@ class CodeGenC {
   bool uses_float_floormod_ = false;
   bool uses_f16_ = false;
   bool uses_bf16_ = false;
-  // While printing a value that is stored as f16 or bf16: its math may run at that precision
-  // (narrow_math.h).
-  bool narrow_store_ = false;
-  // While printing a value that is stored to global memory.
-  bool global_store_ = false;
   // Statements that may be emitted more than once keep the first name of each buffer.
   std::unordered_map<const Buffer*, std::string> buffer_names_;
 
  private:
   std::string PrintBinary(const BinaryNode& n, int* prec);
+
+  const Buffer* store_target_ = nullptr;  // StoreTarget's
 
   const StorageNames storage_;
 

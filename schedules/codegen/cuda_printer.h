@@ -101,11 +101,7 @@ class CudaCodeGen final : public CodeGenC {
   // products up to 2x slower.
   std::string LoadAccess(const LoadNode& n) override {
     const std::string a = Access(n.buffer, n.indices);
-    const char* f = LoadIntrinsic(n.buffer.get());
-    if (f == nullptr && global_store_ && n.dtype != DType::kBool &&
-        read_only_.count(n.buffer.get())) {
-      f = "__ldg";
-    }
+    const char* f = LoadIntrinsic(n.buffer.get(), GlobalStore() && n.dtype != DType::kBool);
     return f != nullptr ? absl::StrCat(f, "(&", a, ")") : a;
   }
   std::string StoreStatement(const StoreNode& n, const std::string& access,
@@ -114,10 +110,12 @@ class CudaCodeGen final : public CodeGenC {
                ? absl::StrCat("__stcs(&", access, ", ", value, ");")
                : CodeGenC::StoreStatement(n, access, value);
   }
-  // __ldcg, __ldcs, or nullptr for a plain load of buffer `b`.
-  const char* LoadIntrinsic(const Buffer* b) const {
+  // __ldcg, __ldcs, __ldg (with `read_only_cache`, for a parameter the kernel does not write),
+  // or nullptr for a plain load of buffer `b`.
+  const char* LoadIntrinsic(const Buffer* b, bool read_only_cache) const {
     if (cross_block_.count(b)) return "__ldcg";
     if (stream_loads_.count(b)) return "__ldcs";
+    if (read_only_cache && read_only_.count(b)) return "__ldg";
     return nullptr;
   }
   // A vector load from `ptr` (a `const vec*` expression) of buffer `b`. A parameter the kernel
@@ -125,8 +123,7 @@ class CudaCodeGen final : public CodeGenC {
   // its own once the alignment hint reassigns the parameter (0.63 against 0.67 of the copy
   // bandwidth for the grid layernorm on an H100, whose bias is read every row).
   std::string VectorLoad(const Buffer* b, const std::string& ptr) const {
-    const char* f = LoadIntrinsic(b);
-    if (f == nullptr && read_only_.count(b)) f = "__ldg";
+    const char* f = LoadIntrinsic(b, /*read_only_cache=*/true);
     return f != nullptr ? absl::StrCat(f, "(", ptr, ")") : absl::StrCat("*", ptr);
   }
   // In a value stored as f16 or bf16, 1 + erf(y) and 1 - erf(y) print as erfc(-y) and erfc(y)

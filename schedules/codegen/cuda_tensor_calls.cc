@@ -27,13 +27,11 @@ std::string CudaCodeGen::TensorCall(const CallNode& n) {
       arg = "&" + Access(l->buffer, l->indices);
     } else if (i == 2 && TmaLoadRank(n.name) > 0) {
       arg = "&tessel_tmap_" + Print(a);  // the kernel's tensor map parameter
-    } else if (i >= 3 && IsQuadStoreCall(n.name)) {
-      // The values a quad store rounds to f16 or bf16 and writes to global memory.
-      const bool outer_narrow = narrow_store_, outer_global = global_store_;
-      narrow_store_ = global_store_ = true;
+    } else if (const auto* dst = As<LoadNode>(n.args[0]);
+               i >= 3 && IsQuadStoreCall(n.name) && dst) {
+      // The values a quad store rounds to its destination's half type.
+      const StoreTarget target(this, dst->buffer.get());
       arg = Print(a);
-      narrow_store_ = outer_narrow;
-      global_store_ = outer_global;
     } else {
       arg = Print(a);
     }
@@ -43,7 +41,7 @@ std::string CudaCodeGen::TensorCall(const CallNode& n) {
 }
 
 std::string CudaCodeGen::ErfComplement(const BinaryNode& n) {
-  if (!narrow_store_ || n.a->dtype != DType::kFloat32) return "";
+  if (!NarrowStore() || n.a->dtype != DType::kFloat32) return "";
   auto one = [](const Expr& e) {
     const auto* f = As<FloatImmNode>(e);
     return f != nullptr && f->value == 1.0;
