@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "cli/allocator.h"
 #include "cli/best_command.h"
 #include "cli/check_command.h"
 #include "cli/costmodel_command.h"
@@ -49,7 +50,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   if (version || app.get_subcommands().empty()) {
-    std::cout << "tessel " << TESSEL_VERSION << "\n" << tessel::worker::BuildSummary() << "\n";
+    std::cout << "tessel " << TESSEL_VERSION << "\n"
+              << tessel::worker::BuildSummary() << "\n"
+              << tessel::cli::AllocatorSummary() << "\n";
     if (!version) std::cout << "\n" << app.help();
   }
   return tessel::cli::ExitCode();

@@ -10,7 +10,7 @@ packages=(
   libabsl-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libsqlite3-dev libxgboost-dev
+  libsqlite3-dev libxgboost-dev libjemalloc-dev
   libssl-dev openssl
   libcpp-httplib-dev python3-yaml
   clang-format

@@ -22,11 +22,9 @@ inline std::string TesselBinaryPath() {
   return std::string(TESSEL_BINARY_DIR) + "/cli/tessel";
 }
 
-// `tessel <args>` through /bin/sh (args are shell words, quoted as a user would).
-inline CliResult RunTessel(const std::string& args, bool with_stderr = true) {
-  const std::string cmd =
-      TesselBinaryPath() + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* pipe = popen(cmd.c_str(), "r");
+// A shell command (through /bin/sh), its stderr too unless left out.
+inline CliResult RunShell(const std::string& cmd, bool with_stderr = true) {
+  FILE* pipe = popen((cmd + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
   CliResult r{-1, ""};
   if (!pipe) return r;
   std::array<char, 4096> buf;
@@ -35,6 +33,11 @@ inline CliResult RunTessel(const std::string& args, bool with_stderr = true) {
   const int st = pclose(pipe);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+// `tessel <args>` through /bin/sh (args are shell words, quoted as a user would).
+inline CliResult RunTessel(const std::string& args, bool with_stderr = true) {
+  return RunShell(TesselBinaryPath() + " " + args, with_stderr);
 }
 
 }  // namespace tessel::testing
