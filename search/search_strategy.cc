@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<SearchStrategy>> MakeSearchStrategy(const std::st
 
 uint64_t CandidateIdOf(const std::string& trace_json) { return schedules::Fnv1a64(trace_json); }
 
-std::string TraceJsonOf(const schedules::Trace& trace) { return trace.ToJson().dump(); }
+std::string TraceJsonOf(const schedules::Trace& trace) { return trace.ToJsonString(-1); }
 
 std::string NormalizeTraceJson(const std::string& trace_json) {
   nlohmann::json j = nlohmann::json::parse(trace_json, nullptr, /*allow_exceptions=*/false);

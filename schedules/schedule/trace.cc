@@ -28,7 +28,69 @@ nlohmann::json Trace::ToJson() const {
   return nlohmann::json{{"version", kVersion}, {"insts", std::move(insts_json)}};
 }
 
-std::string Trace::ToJsonString(int indent) const { return ToJson().dump(indent); }
+namespace {
+
+// `s` as nlohmann::json dumps it: quoted as it is when every byte is printable ASCII other than
+// a quote or a backslash (names and kinds always are), else through the library's escaping.
+void AppendJsonString(const std::string& s, std::string* out) {
+  const bool plain = std::all_of(
+      s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+  if (!plain) {
+    *out += nlohmann::json(s).dump();
+    return;
+  }
+  *out += '"';
+  *out += s;
+  *out += '"';
+}
+
+void AppendJsonStrings(const std::vector<std::string>& v, std::string* out) {
+  *out += '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) *out += ',';
+    AppendJsonString(v[i], out);
+  }
+  *out += ']';
+}
+
+}  // namespace
+
+// Compact: the bytes of ToJson().dump() (keys in nlohmann's sorted order), written directly. A
+// search takes every candidate's id from this text, and building the JSON tree first (copying
+// each instruction's attributes and decision) cost more than the rest of the id.
+std::string Trace::ToJsonString(int indent) const {
+  if (indent >= 0) return ToJson().dump(indent);
+  std::string out = "{\"insts\":[";
+  for (size_t n = 0; n < insts.size(); ++n) {
+    const Instruction& i = insts[n];
+    if (n) out += ',';
+    out += '{';
+    if (!i.attrs.empty()) {
+      out += "\"attrs\":";
+      out += i.attrs.dump();
+      out += ',';
+    }
+    if (!i.decision.is_null()) {
+      out += "\"decision\":";
+      out += i.decision.dump();
+      out += ',';
+    }
+    if (!i.inputs.empty()) {
+      out += "\"inputs\":";
+      AppendJsonStrings(i.inputs, &out);
+      out += ',';
+    }
+    out += "\"kind\":";
+    AppendJsonString(i.kind, &out);
+    if (!i.outputs.empty()) {
+      out += ",\"outputs\":";
+      AppendJsonStrings(i.outputs, &out);
+    }
+    out += '}';
+  }
+  absl::StrAppend(&out, "],\"version\":", kVersion, "}");
+  return out;
+}
 
 namespace {
 

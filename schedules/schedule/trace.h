@@ -38,6 +38,7 @@ struct Trace {
   std::vector<Instruction> insts;
 
   nlohmann::json ToJson() const;
+  // dump(indent) of ToJson(); compact (indent < 0) written directly, byte-identical.
   std::string ToJsonString(int indent = 1) const;
   static absl::StatusOr<Trace> FromJson(const nlohmann::json& j);
   static absl::StatusOr<Trace> Parse(const std::string& text);

@@ -12,6 +12,9 @@
 
 #include "schedules/lower/lower.h"
 #include "schedules/schedule/schedule.h"
+#include "schedules/space/space_generator.h"
+#include "schedules/target/target.h"
+#include "schedules/workload/builtins.h"
 #include "tests/schedules/recorded_schedules.h"
 #include "tests/schedules/test_workloads.h"
 
@@ -543,6 +546,46 @@ TEST(TraceReplayErrors, AttrsNotAnObjectInMemory) {
   absl::Status st;
   EXPECT_NO_THROW(st = Replay(Matmul(8, 8, 8), t).status());
   ExpectError(st, kInvalid, "replaying instruction 0 (get_stage): \"attrs\" must be an object");
+}
+
+// The compact text (what candidate ids hash) is written without building the JSON tree; it is the
+// bytes nlohmann::json's dump gives, for recorded and sampled traces of every kind of sketch and
+// for names that need escaping.
+TEST(TraceJson, CompactTextIsTheLibrarysDumpByteForByte) {
+  int checked = 0;
+  for (const Recorded& r : AllRecorded()) {
+    const Trace t = r.make(1).trace();
+    EXPECT_EQ(t.ToJsonString(-1), t.ToJson().dump()) << r.name;
+    ++checked;
+  }
+  for (const auto& [spec, arch] : std::vector<std::pair<std::string, std::string>>{
+           {"matmul(M=4096, N=4096, K=4096, dtype=f16)", "sm_90a"},
+           {"matmul_bias_gelu(M=2048, N=8192, K=2048, dtype=f16)", "sm_80"},
+           {"matmul(M=1, N=8192, K=8192, dtype=f16)", "sm_90"},
+           {"softmax(rows=4096, cols=65536)", "sm_90"},
+           {"conv2d(N=8, C=3, H=64, W=64, K=16, R=3, S=3, padding=1)", "sm_90"}}) {
+    auto w = ParseWorkloadSpec(spec);
+    ASSERT_TRUE(w.ok()) << w.status();
+    auto g = SpaceGenerator::Create(*w, CudaTarget(arch));
+    ASSERT_TRUE(g.ok()) << g.status();
+    for (uint64_t seed = 0; seed < 24; ++seed) {
+      auto c = g->Sample(seed);
+      if (!c.ok() || !c->trace) continue;
+      EXPECT_EQ(c->trace->ToJsonString(-1), c->trace->ToJson().dump()) << spec << " " << seed;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 60);
+  Trace odd;
+  odd.insts.push_back({"get_block",
+                       {"a\"b", "c\\d", "tab\there", "\x01", "caf\xc3\xa9"},
+                       json{{"name", "q\"uote"}, {"x", 1.5}, {"list", {1, -2, 3}}},
+                       {"out\n"},
+                       json::array({4, 8})});
+  odd.insts.push_back({"split", {}, json::object(), {}, nullptr});
+  odd.insts.push_back({"fuse", {"x"}, nullptr, {"y"}, json(0.25)});
+  EXPECT_EQ(odd.ToJsonString(-1), odd.ToJson().dump());
+  EXPECT_EQ(Trace{}.ToJsonString(-1), Trace{}.ToJson().dump());
 }
 
 }  // namespace
