@@ -3,14 +3,18 @@
 
 For each candidate JSON of IN_DIR (`tessel sample --out`, trace_variants.py), writes OUT_DIR/
 VARIANT/<name>.json with the code changed by hand, for `tessel measure --candidate` (add
---skip-verify for the variants that change the result: no-erf, no-bias). Session 6 used it on
-codegen version 1 (erff, plain bias loads) to find what to change; bench/RESULTS.md has the table.
+--skip-verify for the variants that change the result: no-erf, no-bias, no-erfc, no-bias-erfc). Session 6 used it on
+codegen version 1 (erff, plain bias loads) to find what to change; bench/RESULTS.md has the table. The no-erfc, no-bias and no-bias-erfc variants also
+apply to codegen version 2's code (tessel_erfc_narrow, bias read through __ldg).
 
 Variants:
   erf-nr      1 + erf(y) as Numerical Recipes' erfcc(-y): one rcp, one exp, 10 FMAs (two MUFU)
   erf-fit     1 + erf(y) as 2 - exp2(P(|y|)) / exp2(P(|y|)), P of degree 10 on [0, 4] (one MUFU)
   no-erf      1 + erf(y) as 1 + y (a bound: what the erf costs)
-  no-bias     __half2float(bias[i]) as 0 (a bound: what the bias costs)
+  no-bias     __half2float(bias[i]) (v2: __half2float(__ldg(&bias[i]))) as 0 (a bound: what
+              the bias costs)
+  no-erfc     v2: tessel_erfc_narrow(z) as 1 - z (a bound: what the narrow erfc costs)
+  no-bias-erfc  v2: both of the above (a bound: the epilogue's stores and conversions alone)
   ldg-bias    bias[i] read through __ldg
   plain-loads scalar __ldg(&x[i]) back to x[i] (the code before codegen version 2)
 
@@ -66,7 +70,7 @@ def replace_bracketed(code, key, fn, closing=')'):
         while depth:
             depth += {'[': 1, ']': -1}.get(code[k], 0)
             k += 1
-        if closing and code[k] != closing:
+        if closing and code[k:k + len(closing)] != closing:
             sys.exit(f'unexpected code after {code[j:k]}')
         out.append(fn(code[j + len(key):k - 1]))
         i = k + len(closing)
@@ -94,7 +98,21 @@ def variant(code, v):
         code = code.replace('#include <cuda_fp16.h>\n', '#include <cuda_fp16.h>\n' + ONE_PLUS_ERF[v], 1)
         return code.replace('1.0f + erff(', 'tessel_one_plus_erf(')
     if v == 'no-bias':
+        if '__half2float(__ldg(&bias[' in code:
+            return replace_bracketed(code, '__half2float(__ldg(&bias[', lambda i: '0.0f', '))')
         return replace_bracketed(code, '__half2float(bias[', lambda i: '0.0f')
+    if v == 'no-erfc':
+        if 'tessel_erfc_narrow(' not in code:
+            return None
+        code = code.replace('__device__ __forceinline__ float tessel_erfc_narrow(float z) {',
+                            '__device__ __forceinline__ float tessel_erfc_bound(float z) { '
+                            'return 1.0f - z; }\n'
+                            '__device__ __forceinline__ float tessel_erfc_narrow(float z) {', 1)
+        head, sep, body = code.partition('extern "C" __global__')
+        return head + sep + body.replace('tessel_erfc_narrow(', 'tessel_erfc_bound(')
+    if v == 'no-bias-erfc':
+        code = variant(code, 'no-erfc')
+        return variant(code, 'no-bias') if code else None
     if v == 'ldg-bias':
         return replace_bracketed(code, '__half2float(bias[',
                                  lambda i: f'__half2float(__ldg(&bias[{i}]))')
