@@ -3,9 +3,10 @@
 
 For each candidate JSON of IN_DIR (`tessel sample --out`, trace_variants.py), writes OUT_DIR/
 VARIANT/<name>.json with the code changed by hand, for `tessel measure --candidate` (add
---skip-verify for the variants that change the result: no-erf, no-bias, no-erfc, no-bias-erfc). Session 6 used it on
-codegen version 1 (erff, plain bias loads) to find what to change; bench/RESULTS.md has the table. The no-erfc, no-bias and no-bias-erfc variants also
-apply to codegen version 2's code (tessel_erfc_narrow, bias read through __ldg).
+--skip-verify for the variants that change the result: no-erf, no-bias, no-erfc, no-bias-erfc).
+Session 6 used it on codegen version 1 (erff, plain bias loads) to find what to change; session 7
+on version 2 (tessel_erfc_narrow, bias read through __ldg), which no-bias, no-erfc and
+no-bias-erfc apply to. bench/RESULTS.md has both tables.
 
 Variants:
   erf-nr      1 + erf(y) as Numerical Recipes' erfcc(-y): one rcp, one exp, 10 FMAs (two MUFU)
