@@ -7,6 +7,6 @@
 
 namespace tessel::schedules {
 
-inline constexpr int kCodegenVersion = 2;
+inline constexpr int kCodegenVersion = 3;
 
 }  // namespace tessel::schedules

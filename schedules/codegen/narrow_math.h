@@ -6,7 +6,8 @@
 // 16-bit result, the CUDA printer uses it (CudaCodeGen::ErfComplement).
 //
 // erfc, for 1 + erf(y) = erfc(-y) and 1 - erf(y) = erfc(y) (GELU's 0.5 x (1 + erf(x / sqrt 2))):
-// log2(erfc(s)) for s = min(|z|, 6) as one polynomial of degree 8, one exp2, and
+// log2(erfc(s)) for s = min(|z|, 6) as one polynomial of degree 8, one exp2 (`ex2.approx.ftz`:
+// its argument is at least log2(erfc(6)), so its result is never subnormal), and
 // erfc(z) = 2 - erfc(-z) for negative z. Relative error below 1.3e-5 for |z| <= 6 (f16's half
 // unit is 2.4e-4, bf16's 2e-3); beyond 6, erfc(z) < 2.2e-17 and the result is erfc(6) (or
 // 2 - erfc(6)), an absolute error below 2.2e-17. CUDA's erff evaluates two polynomials through
