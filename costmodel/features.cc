@@ -91,6 +91,8 @@ struct Totals {
   double block_rounds = 1;
   // Threads that take turns at shared memory (kPipelineTurns: a ping-pong kernel's warpgroups).
   double pipeline_turns = 1;
+  // The widest XOR swizzle of a shared buffer, in bytes (0: none).
+  double shared_swizzle_bytes = 0;
   double max_depth = 0, loops = 0;
   double heaviest_store = -1, innermost_extent = 0;
   double max_shared_alloc = 0, max_local_alloc = 0;
@@ -157,6 +159,8 @@ class Walker {
         const double bytes = static_cast<double>(n.buffer->AllocatedBytes());
         if (n.buffer->scope == MemScope::kShared) {
           shared_alloc_ += bytes;
+          t_.shared_swizzle_bytes =
+              std::max(t_.shared_swizzle_bytes, static_cast<double>(n.buffer->swizzle_bytes));
         } else if (n.buffer->scope != MemScope::kGlobal) {
           local_alloc_ += bytes;
         }
@@ -697,7 +701,7 @@ const std::vector<std::string>& FeatureNames() {
         "log2_innermost_extent", "log2_tensor_core_flops", "log2_async_copy_bytes",
         "pipeline_stages", "pipeline_fetch_spread", "log2_wgmma_flops", "log2_bulk_copy_bytes",
         "pipeline_producer", "log2_cluster_ctas", "tma_multicast", "log2_block_rounds",
-        "log2_pipeline_turns",
+        "log2_pipeline_turns", "log2_shared_swizzle_bytes",
         // Split reductions.
         "log2_workspace_per_output"};
     for (int b = 0; b < kTopBuffers; ++b) {
@@ -836,6 +840,7 @@ Features ExtractFeatures(const schedules::Program& program, const schedules::Tar
   push(t.tma_multicast);
   log(t.block_rounds);
   log(t.pipeline_turns);
+  log(t.shared_swizzle_bytes);
   log(Ratio(workspace_elements, output_elements));
 
   // The global buffers by bytes touched (then program order): a fixed number of slots.

@@ -5,7 +5,8 @@ namespace tessel::schedules {
 
 namespace {
 
-// The swizzle width a stage annotated kStorageSwizzle gets, checked against its realized shape.
+// The swizzle width a stage annotated kStorageSwizzle gets, checked against its realized shape
+// (0: none; with kSwizzleWidest, where no width fits).
 absl::StatusOr<int64_t> SwizzleOf(const Stage& s, const std::vector<int64_t>& shape, bool cuda,
                                   int64_t bytes) {
   auto refuse = [&](const std::string& why) {
@@ -14,12 +15,20 @@ absl::StatusOr<int64_t> SwizzleOf(const Stage& s, const std::vector<int64_t>& sh
   };
   if (bytes == 0) return 0;
   if (!cuda) return refuse("the swizzle is a layout of CUDA shared memory; drop it on the host");
-  if (bytes != 32 && bytes != 64 && bytes != 128) {
-    return refuse("the tensor cores' swizzle widths are 32, 64 and 128 bytes");
+  if (bytes != 32 && bytes != 64 && bytes != 128 && bytes != kSwizzleWidest) {
+    return refuse(absl::StrCat("the tensor cores' swizzle widths are 32, 64 and 128 bytes (",
+                               kSwizzleWidest, ": the widest that fits)"));
   }
   if (s.buffer->scope != MemScope::kShared) {
     return refuse(absl::StrCat("it is in ", MemScopeName(s.buffer->scope),
                                " memory; only shared buffers are swizzled"));
+  }
+  if (bytes == kSwizzleWidest) {
+    for (int64_t w : {128, 64, 32}) {
+      const int64_t atom = w / DTypeBytes(s.buffer->dtype);
+      if (shape.size() >= 2 && atom > 0 && shape.back() % atom == 0) return w;
+    }
+    return 0;
   }
   if (!s.aligns.empty()) {
     return refuse("it is also padded with storage_align; a buffer is padded or swizzled");
@@ -53,8 +62,15 @@ absl::Status RealizeBuffers(LoweringState* state_ptr) {
     }
     const StageBound& b = state.bounds[i];
     std::vector<int64_t> shape(b.root_extent.begin(), b.root_extent.begin() + s.axes.size());
+    int64_t swizzle = 0;
+    if (auto it = s.annotations.find(kStorageSwizzle); it != s.annotations.end()) {
+      absl::StatusOr<int64_t> bytes = SwizzleOf(s, shape, state.target.is_cuda(), it->second);
+      if (!bytes.ok()) return bytes.status();
+      swizzle = *bytes;
+    }
+    // A swizzled buffer is compact (kSwizzleWidest replaces the padding).
     std::vector<int64_t> strides;
-    if (!s.aligns.empty()) {
+    if (!s.aligns.empty() && swizzle == 0) {
       strides.assign(shape.size(), 1);
       for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) {
         int64_t st = strides[d + 1] * shape[d + 1];
@@ -69,11 +85,9 @@ absl::Status RealizeBuffers(LoweringState* state_ptr) {
     }
     Realized r;
     r.buffer = MakeBuffer(s.buffer->name, s.buffer->dtype, shape, s.buffer->scope, strides);
-    if (auto it = s.annotations.find(kStorageSwizzle); it != s.annotations.end()) {
-      absl::StatusOr<int64_t> bytes = SwizzleOf(s, shape, state.target.is_cuda(), it->second);
-      if (!bytes.ok()) return bytes.status();
+    if (swizzle != 0) {
       auto b = std::make_shared<Buffer>(*r.buffer);
-      b->swizzle_bytes = *bytes;
+      b->swizzle_bytes = swizzle;
       r.buffer = b;
     }
     r.offset.assign(b.root_min.begin(), b.root_min.begin() + s.axes.size());

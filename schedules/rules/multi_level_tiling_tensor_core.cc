@@ -9,16 +9,17 @@
 // warp level: k is split into 16-element steps, ordered k0 (shared-memory step) k1 | fm fn | m16 n8
 // k16, the innermost three tensorized with mma_m16n8k16. Each operand goes through shared memory at
 // k0 (cooperative fetch over all the block's threads, vectors of a sampled width, rows padded for
-// conflict-free ldmatrix) and into fragments at k1 (ldmatrix, transposed where the operand's
-// contiguous axis is not k). The write-back, with the epilogue inlined (bias, GELU, casts), is
-// tensorized with mma_accumulator over 16 rows by the warp's fn * 8 columns (fn and n8 fused):
-// each lane stores the accumulator elements it holds, groups of four 8-column tiles of a 16-bit
-// output as one 16-byte vector a lane.
+// conflict-free ldmatrix, or XOR-swizzled) and into fragments at k1 (ldmatrix, transposed where the
+// operand's contiguous axis is not k). The write-back, with the epilogue inlined (bias, GELU,
+// casts), is tensorized with mma_accumulator over 16 rows by the warp's fn * 8 columns (fn and n8
+// fused): each lane stores the accumulator elements it holds, groups of four 8-column tiles of a
+// 16-bit output as one 16-byte vector a lane.
 //
 // Decisions: warps per block along m and n (up to 4 each), 16 x 8 tiles per warp along m and n
 // (up to 4 and 8), k steps per shared-memory stage (up to 8 steps of 16), the fetch width, and
 // the software pipeline's stages (annotation "software_pipeline" on k0: 1 = no pipeline), and
-// whether the fragments are double-buffered across k steps (the same annotation on k1).
+// whether the fragments are double-buffered across k steps (the same annotation on k1), and the
+// shared copies' layout (padded rows or the widest XOR swizzle the tiles allow).
 // Applies to any M, N and K (tiles past them are zero-padded, kPadTile); an operand whose
 // contiguous extent is not a multiple of 8 is first copied with that axis padded
 // (rules::AlignRows).
@@ -399,6 +400,13 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
 
     // Operands: shared memory at k0, fragments at k1.
     TESSEL_ASSIGN_OR_RETURN(IntRV vec, rules::SampleWeighted(s, {2, 4, 8}, {1, 1, 2}, 8));
+    // The shared copies' layout: rows padded (0) or XOR-swizzled at the widest width their tiles
+    // allow (kSwizzleWidest; the padding where none does). Both keep ldmatrix free of bank
+    // conflicts; the swizzle also keeps a copied row within the 128-byte lines cp.async writes
+    // (on an H100, 128 x 128 tiles of 4 warps ran 1.2x faster swizzled; 256 x 128 tiles of 8
+    // warps 4% slower: bench/RESULTS.md, session 8).
+    TESSEL_ASSIGN_OR_RETURN(
+        IntRV swizzle, rules::SampleWeighted(s, {0, kSwizzleWidest}, {1, 1}, kSwizzleWidest, 0));
     const size_t num_ops = reindex.empty() ? ops.size() : reindex.size();
     for (size_t o = 0; o < num_ops; ++o) {
       BlockRV sh;
@@ -443,6 +451,7 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       // an ldmatrix reads fall in distinct banks; the fetch spread over all the block's threads.
       const int ndim = static_cast<int>(s->GetStage(sh).axes.size());
       TESSEL_RETURN_IF_ERROR(s->StorageAlign(sh, ndim - 2, 32, 8));
+      TESSEL_RETURN_IF_ERROR(s->Annotate(sh, kStorageSwizzle, swizzle));
       TESSEL_RETURN_IF_ERROR(
           CooperativeFetch(s, sh, {wm, "threadIdx.z"}, {wn, "threadIdx.y"}, vec));
     }

@@ -25,8 +25,15 @@ namespace tessel::schedules {
 // tensor-core computation whose output stage keeps its guards.
 inline constexpr char kPadTile[] = "pad_tile";
 // Stage annotation: store the stage's shared buffer XOR-swizzled with this width in bytes (32, 64
-// or 128; Buffer::swizzle_bytes), as the tensor cores' matrix descriptors read it.
+// or 128; Buffer::swizzle_bytes), as the tensor cores' matrix descriptors read it; or
+// kSwizzleWidest.
 inline constexpr char kStorageSwizzle[] = "storage_swizzle";
+// kStorageSwizzle's value for the widest swizzle whose rows the realized buffer's contiguous
+// extent holds a whole number of (128, 64 or 32 bytes), in place of the stage's storage_align
+// padding; where none does, the buffer is not swizzled and keeps its padding. A design space
+// samples it against the padding alone (ldmatrix reads both without bank conflicts; which is
+// faster depends on the tiles), whatever width the sampled tiles leave.
+inline constexpr int64_t kSwizzleWidest = 1;
 
 struct IterVar {
   VarPtr var;      // the loop variable (root iters: the tensor's axis variables)

@@ -106,6 +106,27 @@ TEST(CostModelFeatures, PaddedTilesCountTheWorkPastTheExtents) {
   }
 }
 
+// log2_shared_swizzle_bytes is the widest XOR swizzle of a shared copy: the mma.sync sketch
+// samples its copies padded (0) or swizzled as widely as the tiles allow.
+TEST(CostModelFeatures, SharedSwizzleIsTheWidestSwizzledCopy) {
+  const int slot = Slot("log2_shared_swizzle_bytes");
+  const schedules::Target t = schedules::CudaTarget("sm_80");
+  int swizzled = 0, padded = 0;
+  for (const auto& c : SampleCandidates("matmul(M=256, N=256, K=256, dtype=f16)", t, 48)) {
+    if (c.source.code.find("tessel_mma_m16n8k16") == std::string::npos) continue;
+    int64_t widest = 0;
+    for (int64_t w : {32, 64, 128}) {
+      if (c.source.code.find("tessel_swizzle_" + std::to_string(w) + "_2(") != std::string::npos) {
+        widest = w;
+      }
+    }
+    EXPECT_EQ(ExtractFeatures(c.program, t)[slot], Log2p(static_cast<double>(widest)));
+    ++(widest > 0 ? swizzled : padded);
+  }
+  EXPECT_GT(swizzled, 0);
+  EXPECT_GT(padded, 0);
+}
+
 TEST(CostModelFeatures, HostFeaturesDoNotDependOnTheMachine) {
   schedules::Target small = schedules::HostTarget(), big = small;
   small.cores = 2;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "schedules/ir/affine.h"
 #include "schedules/ir/tensor_intrin.h"
 #include "schedules/lower/check_limits.h"
@@ -339,6 +340,64 @@ TEST(Wgmma, SwizzleNeedsWholeRowsOfTheWidth) {
   ASSERT_FALSE(host.ok());
   EXPECT_THAT(host.status().message(),
               HasSubstr("the swizzle is a layout of CUDA shared memory; drop it on the host"));
+}
+
+// kSwizzleWidest: the widest swizzle whose rows the copy's contiguous extent holds, in place of
+// its storage_align padding; where none fits, the padding stays. f16 copies of B 8, 16, 32, 64
+// and 192 columns wide (16 to 384 bytes a row).
+TEST(Wgmma, WidestSwizzleReplacesThePaddingWhereARowFits) {
+  const std::vector<std::pair<int64_t, int64_t>> width_of_columns = {
+      {8, 0}, {16, 32}, {32, 64}, {64, 128}, {192, 128}};
+  for (const auto& [n, want] : width_of_columns) {
+    SCOPED_TRACE(n);
+    Schedule sch =
+        NewSchedule(testing::LoadSpec(absl::StrCat("matmul(M=64, N=", n, ", K=64, dtype=f16)")));
+    BlockRV c = BlockOf(sch, "C");
+    BlockRV sh = ValueOrDie(sch.CacheRead("B", "shared", {c}));
+    std::vector<LoopRV> l = LoopsOf(sch, c);
+    ASSERT_TRUE(sch.Bind(l[0], "blockIdx.x").ok());
+    ASSERT_TRUE(sch.ComputeAt(sh, l[0]).ok());
+    ASSERT_TRUE(sch.StorageAlign(sh, 0, 32, 4).ok());
+    ASSERT_TRUE(sch.Annotate(sh, kStorageSwizzle, kSwizzleWidest).ok());
+    auto p = Lower(sch, CudaTarget("sm_80"));
+    ASSERT_TRUE(p.ok()) << p.status();
+    const AllocateNode* alloc = test_workloads::FindAllocate(p->kernels[0].body, "B_shared");
+    ASSERT_NE(alloc, nullptr);
+    EXPECT_EQ(alloc->buffer->swizzle_bytes, want);
+    if (want == 0) {
+      // Padded: rows of 8 elements at a stride of 4 past a multiple of 32.
+      EXPECT_EQ(alloc->buffer->Strides(), (std::vector<int64_t>{36, 1}));
+    } else {
+      EXPECT_TRUE(alloc->buffer->strides.empty());
+      EXPECT_EQ(alloc->buffer->AllocatedElements(), 64 * n);
+    }
+  }
+}
+
+// The widest swizzle is still a layout of CUDA shared memory.
+TEST(Wgmma, WidestSwizzleIsForSharedMemoryOnCuda) {
+  Schedule sch = NewSchedule(testing::LoadSpec("matmul(M=64, N=64, K=64, dtype=f16)"));
+  BlockRV c = BlockOf(sch, "C");
+  BlockRV loc = ValueOrDie(sch.CacheRead("B", "local", {c}));
+  std::vector<LoopRV> l = LoopsOf(sch, c);
+  ASSERT_TRUE(sch.Bind(l[0], "blockIdx.x").ok());
+  ASSERT_TRUE(sch.ComputeAt(loc, l[1]).ok());
+  ASSERT_TRUE(sch.Annotate(loc, kStorageSwizzle, kSwizzleWidest).ok());
+  auto p = Lower(sch, CudaTarget("sm_80"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("is annotated storage_swizzle = 1, but it is in local memory; only shared "
+                        "buffers are swizzled"));
+  Schedule on_host = NewSchedule(testing::LoadSpec("matmul(M=64, N=64, K=64, dtype=f16)"));
+  BlockRV hc = BlockOf(on_host, "C");
+  BlockRV hsh = ValueOrDie(on_host.CacheRead("B", "shared", {hc}));
+  ASSERT_TRUE(on_host.ComputeAt(hsh, LoopsOf(on_host, hc)[0]).ok());
+  ASSERT_TRUE(on_host.Annotate(hsh, kStorageSwizzle, kSwizzleWidest).ok());
+  auto host = Lower(on_host, HostTarget());
+  ASSERT_FALSE(host.ok());
+  EXPECT_THAT(host.status().message(),
+              HasSubstr("is annotated storage_swizzle = 1, but the swizzle is a layout of CUDA "
+                        "shared memory; drop it on the host"));
 }
 
 TEST(Wgmma, TensorizeChecksTheStage) {

@@ -61,6 +61,17 @@ TEST_P(TensorCoreSpaceGpu, TensorCoreSamplesMatchReference) {
   EXPECT_GE(checked, 8);
 }
 
+// The samples whose shared copies are XOR-swizzled (kSwizzleWidest: 32, 64 or 128 bytes, as the
+// tiles allow) rather than padded, read through ldmatrix.
+TEST_P(TensorCoreSpaceGpu, SwizzledSamplesMatchReference) {
+  SKIP_WITHOUT_GPU();
+  const int checked = VerifySamplesOnGpu(GetParam(), 96, 6, [](const schedules::Candidate& c) {
+    return c.source.code.find("tessel_mma_m16n8k16") != std::string::npos &&
+           c.source.code.find("tessel_swizzle_") != std::string::npos;
+  });
+  EXPECT_GE(checked, 3);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Families, TensorCoreSpaceGpu,
     ::testing::Values("matmul(M=128, N=128, K=128, dtype=f16)",
