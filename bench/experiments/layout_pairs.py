@@ -17,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 
+from trace_variants import lower
+
 
 def layout_decision(trace):
     """The sample_categorical whose value the storage_swizzle annotations take, or None."""
@@ -26,18 +28,6 @@ def layout_decision(trace):
     found = [i for i in trace['insts']
              if i['kind'] == 'sample_categorical' and fed & set(i.get('outputs', []))]
     return found[0] if len(found) == 1 else None
-
-
-def lower(tessel, cand, trace):
-    with tempfile.NamedTemporaryFile('w', suffix='.json', delete=False) as f:
-        json.dump(trace, f)
-    try:
-        out = subprocess.run([tessel, 'lower', '-w', cand['workload']['spec'], '-t', 'cuda',
-                              '--arch', cand['target']['arch'], '--trace', f.name, '--emit',
-                              'json'], capture_output=True, text=True)
-    finally:
-        os.unlink(f.name)
-    return out.stdout if out.returncode == 0 else None
 
 
 def main():
@@ -62,7 +52,8 @@ def main():
             pair = {}
             for label, index in (('pad', 0), ('swz', 1)):
                 decision['decision'] = index
-                text = lower(tessel, cand, trace)
+                out = lower(tessel, cand, trace)
+                text = out.stdout if out.returncode == 0 else None
                 if text is None or (label == 'swz') != ('tessel_swizzle_' in json.loads(text)['code']):
                     break  # no width fits (the swizzle falls back to the padding): no pair
                 pair[label] = text

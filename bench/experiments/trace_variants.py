@@ -44,11 +44,23 @@ def apply(trace, settings):
             sys.exit(f'no sample_categorical over {want}')
 
 
+def lower(tessel, cand, trace):
+    """`tessel lower` of `trace` for candidate `cand`'s workload and target: the completed process
+    (its stdout the re-lowered candidate JSON)."""
+    with tempfile.NamedTemporaryFile('w', suffix='.json', delete=False) as f:
+        json.dump(trace, f)
+    try:
+        return subprocess.run([tessel, 'lower', '-w', cand['workload']['spec'], '-t',
+                               cand['target']['kind'], '--arch', cand['target']['arch'], '--trace',
+                               f.name, '--emit', 'json'], capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+
+
 def main():
     tessel, cand, out_dir, name = sys.argv[1:5]
     variants = sys.argv[5:]
     c = json.load(open(cand))
-    target, spec = c['target'], c['workload']['spec']
     base = c['trace']
     if variants and variants[0].startswith('base:'):
         apply(base, variants[0].split(':', 1)[1])
@@ -57,13 +69,8 @@ def main():
         label, settings = v.split(':', 1)
         trace = json.loads(json.dumps(base))
         apply(trace, settings)
-        with tempfile.NamedTemporaryFile('w', suffix='.json', delete=False) as f:
-            json.dump(trace, f)
         os.makedirs(os.path.join(out_dir, label), exist_ok=True)
-        out = subprocess.run([tessel, 'lower', '-w', spec, '-t', target['kind'], '--arch',
-                              target['arch'], '--trace', f.name, '--emit', 'json'],
-                             capture_output=True, text=True)
-        os.unlink(f.name)
+        out = lower(tessel, c, trace)
         if out.returncode != 0:
             sys.exit(f'{label}: {out.stderr.strip()}')
         with open(os.path.join(out_dir, label, name + '.json'), 'w') as f:

@@ -24,9 +24,9 @@ absl::StatusOr<int64_t> SwizzleOf(const Stage& s, const std::vector<int64_t>& sh
                                " memory; only shared buffers are swizzled"));
   }
   if (bytes == kSwizzleWidest) {
+    if (shape.size() < 2) return 0;
     for (int64_t w : {128, 64, 32}) {
-      const int64_t atom = w / DTypeBytes(s.buffer->dtype);
-      if (shape.size() >= 2 && atom > 0 && shape.back() % atom == 0) return w;
+      if (shape.back() % (w / DTypeBytes(s.buffer->dtype)) == 0) return w;
     }
     return 0;
   }

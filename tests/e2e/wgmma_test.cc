@@ -16,6 +16,7 @@
 #include "schedules/lower/check_limits.h"
 #include "schedules/lower/lower.h"
 #include "schedules/space/space_generator.h"
+#include "schedules/util/status_macros.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/schedules/test_workloads.h"
 #ifdef TESSEL_HAVE_CUDA
@@ -316,27 +317,34 @@ TEST(Wgmma, SwizzleWidthsAreTheTensorCoresOnes) {
                         "are 32, 64 and 128 bytes"));
 }
 
+// B of `spec` cached into `scope` memory (computed at C's first loop, bound to blockIdx.x on
+// CUDA, or for "local" at its second), rows padded 4 past a multiple of 32 when `pad`, annotated
+// storage_swizzle = `swizzle`, lowered for `target`.
+absl::StatusOr<Program> LowerSwizzledCopyOfB(const std::string& spec, const std::string& scope,
+                                             int64_t swizzle, const Target& target,
+                                             bool pad = false) {
+  Schedule sch = NewSchedule(testing::LoadSpec(spec));
+  BlockRV c = BlockOf(sch, "C");
+  TESSEL_ASSIGN_OR_RETURN(BlockRV b, sch.CacheRead("B", scope, {c}));
+  std::vector<LoopRV> l = LoopsOf(sch, c);
+  if (target.is_cuda()) TESSEL_RETURN_IF_ERROR(sch.Bind(l[0], "blockIdx.x"));
+  TESSEL_RETURN_IF_ERROR(sch.ComputeAt(b, l[scope == "local" ? 1 : 0]));
+  if (pad) TESSEL_RETURN_IF_ERROR(sch.StorageAlign(b, 0, 32, 4));
+  TESSEL_RETURN_IF_ERROR(sch.Annotate(b, kStorageSwizzle, swizzle));
+  return Lower(sch, target);
+}
+
 TEST(Wgmma, SwizzleNeedsWholeRowsOfTheWidth) {
   // A shared copy 8 elements wide cannot hold 64-element (128-byte) swizzle rows.
-  Schedule sch = NewSchedule(testing::LoadSpec("matmul(M=64, N=8, K=64, dtype=f16)"));
-  BlockRV c = BlockOf(sch, "C");
-  BlockRV sh = ValueOrDie(sch.CacheRead("B", "shared", {c}));
-  std::vector<LoopRV> l = LoopsOf(sch, c);
-  ASSERT_TRUE(sch.Bind(l[0], "blockIdx.x").ok());
-  ASSERT_TRUE(sch.ComputeAt(sh, l[0]).ok());
-  ASSERT_TRUE(sch.Annotate(sh, kStorageSwizzle, 128).ok());
-  auto p = Lower(sch, CudaTarget("sm_90a"));
+  auto p = LowerSwizzledCopyOfB("matmul(M=64, N=8, K=64, dtype=f16)", "shared", 128,
+                                CudaTarget("sm_90a"));
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(p.status().message(),
               HasSubstr("its region's contiguous extent (8) is no multiple of the 64 elements of "
                         "a swizzle row"));
   // The host has no shared memory to swizzle.
-  Schedule on_host = NewSchedule(testing::LoadSpec("matmul(M=64, N=64, K=64, dtype=f16)"));
-  BlockRV hc = BlockOf(on_host, "C");
-  BlockRV hsh = ValueOrDie(on_host.CacheRead("B", "shared", {hc}));
-  ASSERT_TRUE(on_host.ComputeAt(hsh, LoopsOf(on_host, hc)[0]).ok());
-  ASSERT_TRUE(on_host.Annotate(hsh, kStorageSwizzle, 128).ok());
-  auto host = Lower(on_host, HostTarget());
+  auto host =
+      LowerSwizzledCopyOfB("matmul(M=64, N=64, K=64, dtype=f16)", "shared", 128, HostTarget());
   ASSERT_FALSE(host.ok());
   EXPECT_THAT(host.status().message(),
               HasSubstr("the swizzle is a layout of CUDA shared memory; drop it on the host"));
@@ -350,16 +358,8 @@ TEST(Wgmma, WidestSwizzleReplacesThePaddingWhereARowFits) {
       {8, 0}, {16, 32}, {32, 64}, {64, 128}, {192, 128}};
   for (const auto& [n, want] : width_of_columns) {
     SCOPED_TRACE(n);
-    Schedule sch =
-        NewSchedule(testing::LoadSpec(absl::StrCat("matmul(M=64, N=", n, ", K=64, dtype=f16)")));
-    BlockRV c = BlockOf(sch, "C");
-    BlockRV sh = ValueOrDie(sch.CacheRead("B", "shared", {c}));
-    std::vector<LoopRV> l = LoopsOf(sch, c);
-    ASSERT_TRUE(sch.Bind(l[0], "blockIdx.x").ok());
-    ASSERT_TRUE(sch.ComputeAt(sh, l[0]).ok());
-    ASSERT_TRUE(sch.StorageAlign(sh, 0, 32, 4).ok());
-    ASSERT_TRUE(sch.Annotate(sh, kStorageSwizzle, kSwizzleWidest).ok());
-    auto p = Lower(sch, CudaTarget("sm_80"));
+    auto p = LowerSwizzledCopyOfB(absl::StrCat("matmul(M=64, N=", n, ", K=64, dtype=f16)"),
+                                  "shared", kSwizzleWidest, CudaTarget("sm_80"), /*pad=*/true);
     ASSERT_TRUE(p.ok()) << p.status();
     const AllocateNode* alloc = test_workloads::FindAllocate(p->kernels[0].body, "B_shared");
     ASSERT_NE(alloc, nullptr);
@@ -376,24 +376,14 @@ TEST(Wgmma, WidestSwizzleReplacesThePaddingWhereARowFits) {
 
 // The widest swizzle is still a layout of CUDA shared memory.
 TEST(Wgmma, WidestSwizzleIsForSharedMemoryOnCuda) {
-  Schedule sch = NewSchedule(testing::LoadSpec("matmul(M=64, N=64, K=64, dtype=f16)"));
-  BlockRV c = BlockOf(sch, "C");
-  BlockRV loc = ValueOrDie(sch.CacheRead("B", "local", {c}));
-  std::vector<LoopRV> l = LoopsOf(sch, c);
-  ASSERT_TRUE(sch.Bind(l[0], "blockIdx.x").ok());
-  ASSERT_TRUE(sch.ComputeAt(loc, l[1]).ok());
-  ASSERT_TRUE(sch.Annotate(loc, kStorageSwizzle, kSwizzleWidest).ok());
-  auto p = Lower(sch, CudaTarget("sm_80"));
+  auto p = LowerSwizzledCopyOfB("matmul(M=64, N=64, K=64, dtype=f16)", "local", kSwizzleWidest,
+                                CudaTarget("sm_80"));
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(p.status().message(),
               HasSubstr("is annotated storage_swizzle = 1, but it is in local memory; only shared "
                         "buffers are swizzled"));
-  Schedule on_host = NewSchedule(testing::LoadSpec("matmul(M=64, N=64, K=64, dtype=f16)"));
-  BlockRV hc = BlockOf(on_host, "C");
-  BlockRV hsh = ValueOrDie(on_host.CacheRead("B", "shared", {hc}));
-  ASSERT_TRUE(on_host.ComputeAt(hsh, LoopsOf(on_host, hc)[0]).ok());
-  ASSERT_TRUE(on_host.Annotate(hsh, kStorageSwizzle, kSwizzleWidest).ok());
-  auto host = Lower(on_host, HostTarget());
+  auto host = LowerSwizzledCopyOfB("matmul(M=64, N=64, K=64, dtype=f16)", "shared", kSwizzleWidest,
+                                   HostTarget());
   ASSERT_FALSE(host.ok());
   EXPECT_THAT(host.status().message(),
               HasSubstr("is annotated storage_swizzle = 1, but the swizzle is a layout of CUDA "
