@@ -85,11 +85,13 @@ class Schedule {
   // n factors whose product is the loop's extent, the innermost at most max_innermost. With
   // `padded_extent` (a sampled value at least the loop's extent), factors of that extent instead:
   // a split by them covers the loop with a padded last tile (guarded, or computed whole where
-  // the stage is annotated kPadTile).
+  // the stage is annotated kPadTile). The innermost factor is drawn uniformly among the divisors
+  // within max_innermost, or, with `innermost_by_size`, in proportion to its size (recorded in the
+  // instruction, so that replays and fresh draws of the trace do the same).
   absl::StatusOr<std::vector<IntRV>> SamplePerfectTile(
       LoopRV loop, int n, int64_t max_innermost,
       std::optional<std::vector<int64_t>> decision = std::nullopt,
-      std::optional<IntRV> padded_extent = std::nullopt);
+      std::optional<IntRV> padded_extent = std::nullopt, bool innermost_by_size = false);
   // With `cap`, a candidate c stands for a count of the loop's iterations as it is when drawn or
   // replayed (extent E, whatever earlier decisions made it): the loop in P = ceil(E / c) equal
   // parts, the value is ceil(E / P), the fewest iterations a part that keep P parts (0 or c >= E:

@@ -247,6 +247,32 @@ TEST(TensorCore, BlocksRunInRasterizedGroups) {
   EXPECT_GT(grouped, 0) << "no sample drew a group of 2, 4 or 8 m tiles";
 }
 
+// The group G is drawn among the divisors of the m tiles up to 8 in proportion to G (small groups
+// read more operand bytes a k step: bench/RESULTS.md, session 9): the sketches' perfect tile of
+// the group says so, and on 4096^3 (16 or 32 m tiles) most samples draw 8.
+TEST(TensorCore, RasterGroupsAreDrawnInProportionToTheirSize) {
+  auto w = ParseWorkloadSpec("matmul(M=4096, N=4096, K=4096, dtype=f16)");
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto space = SpaceGenerator::Create(*w, CudaT());
+  ASSERT_TRUE(space.ok()) << space.status();
+  int tc = 0, eight = 0;
+  for (uint64_t seed = 1; seed <= 48; ++seed) {
+    auto c = space->Sample(seed);
+    if (!c.ok() || c->source.code.find("tessel_mma_m16n8k16") == std::string::npos) continue;
+    ++tc;
+    int groups = 0;
+    for (const schedules::Instruction& inst : c->trace->insts) {
+      if (inst.kind != "sample_perfect_tile" || !inst.attrs.contains("innermost_by_size")) continue;
+      ++groups;
+      eight += inst.decision.back().get<int64_t>() == 8;
+    }
+    EXPECT_EQ(groups, 1);
+  }
+  ASSERT_GE(tc, 8);
+  // Drawn uniformly among 1, 2, 4, 8, a quarter would be 8; in proportion, 8 of 15.
+  EXPECT_GT(eight, tc * 3 / 8) << eight << " of " << tc;
+}
+
 // Samples of a workload's design space on `arch`, seeds 1 to 24: how many are valid, how many run
 // on the tensor cores, and how many of those have an asynchronous copy matching `copy` (a zero
 // fill whose validity is a bound). The first `compile` tensor-core samples are compiled with NVRTC

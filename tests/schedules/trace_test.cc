@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -266,6 +267,35 @@ TEST(TraceReplay, ChangedPerfectTileDecisionIsApplied) {
   const AllocateNode* a = FindAllocate(prog->kernels[0].body, "A_shared");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->buffer->shape, (std::vector<int64_t>{8, 8}));
+}
+
+// With innermost_by_size, the innermost factor is drawn in proportion to its size (the block
+// rasterization's group: rules::BindBlocksRasterized), and the instruction says so, so that a
+// replay draws the same way.
+TEST(TraceReplay, PerfectTileDrawsItsInnermostFactorBySize) {
+  std::map<int64_t, int> counts;
+  constexpr int kDraws = 3000;
+  for (uint64_t seed = 0; seed < kDraws; ++seed) {
+    Schedule sch = NewSchedule(Matmul(64, 64, 64), seed);
+    const BlockRV c = ValueOrDie(sch.GetBlock("C"));
+    const std::vector<LoopRV> loops = ValueOrDie(sch.GetLoops(c));
+    const std::vector<IntRV> f =
+        ValueOrDie(sch.SamplePerfectTile(loops[0], 2, 8, std::nullopt, std::nullopt, true));
+    ++counts[sch.Value(f[1])];
+    if (seed == 0) {
+      const json tile = sch.trace().ToJson()["insts"][2];
+      EXPECT_EQ(tile["attrs"], json::parse(R"({"n": 2, "max_innermost": 8,
+                                               "innermost_by_size": 1})"));
+      auto rep = Replay(sch.workload(), sch.trace());
+      TESSEL_ASSERT_OK(rep);
+      EXPECT_EQ(rep->trace().ToJson()["insts"][2], tile);
+    }
+  }
+  ASSERT_EQ(counts.size(), 4u);  // 1, 2, 4, 8
+  for (const auto& [factor, n] : counts) {
+    EXPECT_NEAR(static_cast<double>(n) / kDraws, static_cast<double>(factor) / 15.0, 0.03)
+        << factor;
+  }
 }
 
 TEST(TraceReplay, ChangedCategoricalDecisionIsApplied) {

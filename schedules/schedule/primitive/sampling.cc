@@ -44,7 +44,7 @@ std::vector<int64_t> Divisors(int64_t n) {
 
 absl::StatusOr<std::vector<IntRV>> Schedule::SamplePerfectTile(
     LoopRV loop, int n, int64_t max_innermost, std::optional<std::vector<int64_t>> decision,
-    std::optional<IntRV> padded_extent) {
+    std::optional<IntRV> padded_extent, bool innermost_by_size) {
   const char* prim = kSamplePerfectTile;
   auto l = MutableLoop(loop, prim);
   if (!l.ok()) return l.status();
@@ -85,8 +85,9 @@ absl::StatusOr<std::vector<IntRV>> Schedule::SamplePerfectTile(
                                         LoopDesc(*s, iter), ", which exceeds max_innermost ",
                                         max_innermost, "; use n >= 2 or raise max_innermost"));
     }
-    // Innermost first: a divisor of the extent within max_innermost, then the others uniformly
-    // among the divisors of what is left; the outermost takes the rest.
+    // Innermost first: a divisor of the extent within max_innermost (uniformly, or in
+    // proportion to its size), then the others uniformly among the divisors of what is left;
+    // the outermost takes the rest.
     factors.assign(n, 1);
     int64_t rest = extent;
     for (int i = n - 1; i >= 1; --i) {
@@ -95,13 +96,23 @@ absl::StatusOr<std::vector<IntRV>> Schedule::SamplePerfectTile(
         d.erase(std::remove_if(d.begin(), d.end(), [&](int64_t x) { return x > max_innermost; }),
                 d.end());
       }
-      factors[i] = d[UniformInt(rng_, static_cast<int64_t>(d.size()))];
+      if (i == n - 1 && innermost_by_size) {
+        int64_t total = 0;
+        for (int64_t x : d) total += x;
+        int64_t u = UniformInt(rng_, total);
+        size_t k = 0;
+        while (u >= d[k]) u -= d[k++];
+        factors[i] = d[k];
+      } else {
+        factors[i] = d[UniformInt(rng_, static_cast<int64_t>(d.size()))];
+      }
       rest /= factors[i];
     }
     factors[0] = rest;
   }
   Instruction inst{
       prim, {RVName(loop.id)}, {{"n", n}, {"max_innermost", max_innermost}}, {}, factors};
+  if (innermost_by_size) inst.attrs["innermost_by_size"] = 1;
   if (padded_extent) inst.inputs.push_back(RVName(padded_extent->id));
   std::vector<IntRV> out;
   for (int64_t f : factors) {
@@ -277,8 +288,14 @@ absl::Status ApplySamplePerfectTile(InstructionReader& in) {
   if (in.num_inputs() > 1) {
     TESSEL_ASSIGN_OR_RETURN(padded, in.Value(1));
   }
-  TESSEL_ASSIGN_OR_RETURN(std::vector<IntRV> r, in.schedule().SamplePerfectTile(
-                                                    loop, n, max_innermost, decision, padded));
+  bool by_size = false;
+  if (in.attrs().contains("innermost_by_size")) {
+    TESSEL_ASSIGN_OR_RETURN(int64_t b, in.AttrInt("innermost_by_size"));
+    by_size = b != 0;
+  }
+  TESSEL_ASSIGN_OR_RETURN(
+      std::vector<IntRV> r,
+      in.schedule().SamplePerfectTile(loop, n, max_innermost, decision, padded, by_size));
   return in.BindOutputs(r);
 }
 
