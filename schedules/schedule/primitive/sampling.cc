@@ -3,6 +3,7 @@
 // sampling.
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <string>
@@ -27,6 +28,19 @@ constexpr char kSampleComputeLocation[] = "sample_compute_location";
 // Portable uniform integer in [0, n): std::mt19937_64 output is standardized, distributions are
 // not, so sampling does its own reduction.
 int64_t UniformInt(std::mt19937_64& rng, int64_t n) { return static_cast<int64_t>(rng() % n); }
+
+// An index drawn with probability weights[i] / (their sum), from 53 random bits (the weights
+// positive, their sum `total`).
+int64_t WeightedIndex(std::mt19937_64& rng, const std::vector<double>& weights, double total) {
+  // 53 random bits to a double in [0, total).
+  const double u = static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0) * total;
+  double acc = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    acc += weights[i];
+    if (u < acc) return static_cast<int64_t>(i);
+  }
+  return static_cast<int64_t>(weights.size()) - 1;
+}
 
 std::vector<int64_t> Divisors(int64_t n) {
   std::vector<int64_t> d;
@@ -97,12 +111,9 @@ absl::StatusOr<std::vector<IntRV>> Schedule::SamplePerfectTile(
                 d.end());
       }
       if (i == n - 1 && innermost_by_size) {
-        int64_t total = 0;
-        for (int64_t x : d) total += x;
-        int64_t u = UniformInt(rng_, total);
-        size_t k = 0;
-        while (u >= d[k]) u -= d[k++];
-        factors[i] = d[k];
+        const std::vector<double> sizes(d.begin(), d.end());
+        factors[i] =
+            d[WeightedIndex(rng_, sizes, std::accumulate(sizes.begin(), sizes.end(), 0.0))];
       } else {
         factors[i] = d[UniformInt(rng_, static_cast<int64_t>(d.size()))];
       }
@@ -155,17 +166,7 @@ absl::StatusOr<IntRV> Schedule::SampleCategorical(std::vector<int64_t> candidate
     }
     index = *decision;
   } else {
-    // 53 random bits to a double in [0, total).
-    const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0) * total;
-    double acc = 0;
-    index = static_cast<int64_t>(candidates.size()) - 1;
-    for (size_t i = 0; i < probs.size(); ++i) {
-      acc += probs[i];
-      if (u < acc) {
-        index = static_cast<int64_t>(i);
-        break;
-      }
-    }
+    index = WeightedIndex(rng_, probs, total);
   }
   IntRV out{static_cast<int>(rvs_.size())};
   RVEntry e;
