@@ -86,7 +86,8 @@ struct Totals {
   // Tensor cores: mma.sync and wgmma flops (and wgmma's alone), cp.async bytes, the deepest
   // software pipeline.
   double tensor_flops = 0, wgmma_flops = 0, async_copy_bytes = 0, pipeline_stages = 0,
-         pipeline_fetch_spread = 0, bulk_copy_bytes = 0, pipeline_producer = 0, tma_multicast = 0;
+         pipeline_fetch_spread = 0, pipeline_fragments_across = 0, bulk_copy_bytes = 0,
+         pipeline_producer = 0, tma_multicast = 0;
   // Iterations of the serial loops around a block binding: a persistent block's rounds of tiles.
   double block_rounds = 1;
   // Threads that take turns at shared memory (kPipelineTurns: a ping-pong kernel's warpgroups).
@@ -239,6 +240,7 @@ class Walker {
     t_.pipeline_stages = std::max(
         t_.pipeline_stages, static_cast<double>(schedules::SoftwarePipelineStages(n.annotations)));
     if (schedules::PipelineFetchSpread(n.annotations) > 0) t_.pipeline_fetch_spread = 1;
+    if (schedules::PipelineFragmentsAcross(n.annotations) > 0) t_.pipeline_fragments_across = 1;
     if (schedules::SoftwarePipelineStages(n.annotations) >= 2) {
       t_.pipeline_producer = std::max(
           t_.pipeline_producer, static_cast<double>(schedules::PipelineProducer(n.annotations)));
@@ -701,7 +703,7 @@ const std::vector<std::string>& FeatureNames() {
         "log2_innermost_extent", "log2_tensor_core_flops", "log2_async_copy_bytes",
         "pipeline_stages", "pipeline_fetch_spread", "log2_wgmma_flops", "log2_bulk_copy_bytes",
         "pipeline_producer", "log2_cluster_ctas", "tma_multicast", "log2_block_rounds",
-        "log2_pipeline_turns", "log2_shared_swizzle_bytes",
+        "log2_pipeline_turns", "log2_shared_swizzle_bytes", "pipeline_fragments_across",
         // Split reductions.
         "log2_workspace_per_output"};
     for (int b = 0; b < kTopBuffers; ++b) {
@@ -841,6 +843,7 @@ Features ExtractFeatures(const schedules::Program& program, const schedules::Tar
   log(t.block_rounds);
   log(t.pipeline_turns);
   log(t.shared_swizzle_bytes);
+  push(t.pipeline_fragments_across);
   log(Ratio(workspace_elements, output_elements));
 
   // The global buffers by bytes touched (then program order): a fixed number of slots.

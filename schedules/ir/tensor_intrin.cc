@@ -80,6 +80,10 @@ int64_t PipelineFetchSpread(const std::vector<std::pair<std::string, int64_t>>& 
   return AnnotationValue(annotations, kPipelineFetchSpread);
 }
 
+int64_t PipelineFragmentsAcross(const std::vector<std::pair<std::string, int64_t>>& annotations) {
+  return AnnotationValue(annotations, kPipelineFragmentsAcross);
+}
+
 int64_t PipelineProducer(const std::vector<std::pair<std::string, int64_t>>& annotations) {
   return AnnotationValue(annotations, kPipelineProducer);
 }

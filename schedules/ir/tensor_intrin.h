@@ -82,6 +82,16 @@ int64_t SoftwarePipelineStages(const std::vector<std::pair<std::string, int64_t>
 inline constexpr char kPipelineFetchSpread[] = "pipeline_fetch_spread";
 // Its value among a loop's annotations (0 when absent).
 int64_t PipelineFetchSpread(const std::vector<std::pair<std::string, int64_t>>& annotations);
+// The loop annotation that lets a register pipeline of two slots (the fragments' k steps, an even
+// number of them) inside a software pipeline of 3 or more stages load its first fragments across
+// the stages (1): the enclosing pipeline's wait and barrier move into this loop's last step,
+// which then loads the next stage's first fragments before its own math, so the math never waits
+// for fragments at a stage's start. 0 (or absent): each stage's first fragments are loaded after
+// its barrier. Honoured where every thread runs the loop (reached through allocations and
+// sequences only) and the pipeline copies with cp.async or plain stores and runs no wgmma.
+inline constexpr char kPipelineFragmentsAcross[] = "pipeline_fragments_across";
+// Its value among a loop's annotations (0 when absent).
+int64_t PipelineFragmentsAcross(const std::vector<std::pair<std::string, int64_t>>& annotations);
 
 // The loop annotation that makes a shared-memory copy nest, fetched by a software pipeline, one or
 // a few bulk tensor copies (the tensor memory accelerator, sm_90+: cp.async.bulk.tensor) issued

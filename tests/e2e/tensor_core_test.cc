@@ -143,6 +143,70 @@ TEST(TensorCore, SpreadFetchIssuesTheCopiesOverTheKSteps) {
   EXPECT_GT(spread_seen, 0) << "no seed drew two k steps";
 }
 
+// pipeline_fragments_across on the k-step loop (3 stages, two k steps): no barrier at the stage's
+// start; the last k step waits for the next stage, passes the barrier and loads that stage's
+// first fragments before its math; the first stage's fragments are loaded before the loop, and
+// the fragments live across it. Burst or spread copies alike. With 2 stages or one k step the
+// barrier stays at the stage's start.
+TEST(TensorCore, FragmentsAcrossTheStagesAreLoadedInTheLastKStep) {
+  const std::string spec = "matmul(M=64, N=64, K=256, dtype=f16)";
+  int across_seen = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    for (bool spread : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "seed " << seed << ", spread " << spread);
+      const std::string code = CudaOf(CudaTensorCoreMatmul(seed, 3, true, spec, spread, true));
+      const std::string two = CudaOf(CudaTensorCoreMatmul(seed, 2, true, spec, spread, true));
+      EXPECT_THAT(two, HasSubstr("tessel_cp_async_wait_0();\n    __syncthreads();")) << "2 stages";
+      const size_t inner = code.find("for (int k_1 = 0; k_1 < 2; ++k_1)");
+      if (inner == std::string::npos) {
+        EXPECT_THAT(code, HasSubstr("tessel_cp_async_wait_1();\n    __syncthreads();"))
+            << "one k step\n"
+            << code;
+        continue;
+      }
+      ++across_seen;
+      const size_t outer = code.find("for (int k_0 = 0; k_0 < 8; ++k_0)");
+      ASSERT_NE(outer, std::string::npos) << code;
+      // Before the loop: the first stage waited for, then its first fragments.
+      const size_t first_barrier = code.rfind("__syncthreads();", outer);
+      ASSERT_NE(first_barrier, std::string::npos) << code;
+      EXPECT_LT(code.find("tessel_ldmatrix_x", first_barrier), outer) << code;
+      EXPECT_LT(code.find("A_shared_fragment["), outer) << "fragments live across the stages";
+      // In the loop: the only barrier is in the last k step, before the next stage's fragments.
+      const size_t last_step = code.find("if (k_1 == 1) {", inner);
+      ASSERT_NE(last_step, std::string::npos) << code;
+      EXPECT_EQ(code.find("__syncthreads();", outer), code.find("__syncthreads();", last_step))
+          << code;
+      const size_t wait = code.find("tessel_cp_async_wait_1();", last_step);
+      const size_t barrier = code.find("__syncthreads();", last_step);
+      const size_t next = code.find("(k_0 + 1) % 3", last_step);
+      EXPECT_LT(wait, barrier) << code;
+      EXPECT_LT(barrier, next) << code;
+      EXPECT_NE(code.find("if (k_0 < 7)", barrier), std::string::npos) << "no stage after the last";
+      if (spread) {
+        // The copies spread over the steps before the last, committed there before the wait.
+        EXPECT_LT(code.find("tessel_cp_async_commit();", last_step), wait) << code;
+        EXPECT_EQ(code.find("tessel_cp_async_16(", last_step), std::string::npos) << code;
+      }
+#ifdef TESSEL_HAVE_CUDA
+      if (across_seen <= 2 && worker::FindCudaIncludeDir().ok()) {
+        for (const char* arch : {"sm_80", "sm_90"}) {
+          auto p = Lower(CudaTensorCoreMatmul(seed, 3, true, spec, spread, true), CudaTarget(arch));
+          ASSERT_TRUE(p.ok()) << p.status();
+          auto src = GenerateCuda(*p, CudaTarget(arch));
+          ASSERT_TRUE(src.ok()) << src.status();
+          worker::NvrtcOptions o;
+          o.arch = arch;
+          auto bin = worker::CompileCuda(*src, o);
+          EXPECT_TRUE(bin.ok()) << arch << ": " << bin.status() << "\n" << src->code;
+        }
+      }
+#endif
+    }
+  }
+  EXPECT_GT(across_seen, 0) << "no seed drew two k steps";
+}
+
 TEST(TensorCore, WriteBackIsVectorizedPerLane) {
   const std::string cuda = CudaOf(CudaTensorCoreMatmul(1, 1));
   EXPECT_THAT(cuda, HasSubstr(" % 4 * 2]) = "));
@@ -390,6 +454,7 @@ TEST(TensorCore, CostModelFeaturesSeeTensorCoresAndThePipeline) {
   EXPECT_GT(f3[at("log2_async_copy_bytes")], 0);
   EXPECT_EQ(f3[at("pipeline_stages")], 3);
   EXPECT_EQ(f3[at("pipeline_fetch_spread")], 0);
+  EXPECT_EQ(f3[at("pipeline_fragments_across")], 0);
   // Spread over two k steps (the seeds that draw them); nothing to spread over one.
   const std::string spec = "matmul(M=64, N=64, K=256, dtype=f16)";
   std::set<double> seen;
@@ -400,6 +465,11 @@ TEST(TensorCore, CostModelFeaturesSeeTensorCoresAndThePipeline) {
     EXPECT_EQ(costmodel::ExtractFeatures(*spread, CudaT())[at("pipeline_fetch_spread")],
               two_steps ? 1 : 0);
     seen.insert(two_steps);
+    // The next stage's first fragments loaded in the last k step: the same loop's annotation.
+    auto across = Lower(CudaTensorCoreMatmul(seed, 3, true, spec, false, true), CudaT());
+    ASSERT_TRUE(across.ok()) << across.status();
+    EXPECT_EQ(costmodel::ExtractFeatures(*across, CudaT())[at("pipeline_fragments_across")],
+              two_steps ? 1 : 0);
   }
   EXPECT_EQ(seen.size(), 2u);
 }

@@ -34,17 +34,20 @@ TEST(TensorCoreGpu, RecordedScheduleMatchesReferenceAtEveryPipelineDepth) {
     ASSERT_TRUE(ref.ok()) << ref.status();
     for (int64_t stages : {1, 2, 3, 4}) {
       for (bool spread : {false, true}) {  // the next stage's copies in one burst or spread
-        for (uint64_t seed : {uint64_t{1}, uint64_t{2}}) {  // one or two k steps
-          schedules::Schedule s = schedules::recorded_schedules::CudaTensorCoreMatmul(
-              seed + stages * 2, stages, true, spec, spread);
-          auto src = Generate(s, target);
-          ASSERT_TRUE(src.ok()) << src.status();
-          worker::VerifyOptions vo;
-          vo.run.device = device->get();
-          absl::Status v = worker::RunAndVerify(*src, *ref, stages, vo);
-          EXPECT_TRUE(v.ok()) << spec << ", " << stages << " stages, spread " << spread << ": " << v
-                              << "\n"
-                              << src->code;
+        // The next stage's first fragments loaded in the last k step (pipeline_fragments_across).
+        for (bool across : {false, true}) {
+          for (uint64_t seed : {uint64_t{1}, uint64_t{2}}) {  // one or two k steps
+            schedules::Schedule s = schedules::recorded_schedules::CudaTensorCoreMatmul(
+                seed + stages * 2, stages, true, spec, spread, across);
+            auto src = Generate(s, target);
+            ASSERT_TRUE(src.ok()) << src.status();
+            worker::VerifyOptions vo;
+            vo.run.device = device->get();
+            absl::Status v = worker::RunAndVerify(*src, *ref, stages, vo);
+            EXPECT_TRUE(v.ok()) << spec << ", " << stages << " stages, spread " << spread
+                                << ", across " << across << ": " << v << "\n"
+                                << src->code;
+          }
         }
       }
     }

@@ -203,11 +203,13 @@ inline void CopyWithTheWarps(Schedule& sch, const BlockRV& sh) {
 // factors: a fragment accumulator at the warp loop (mma_m16n8k16), operands through shared memory
 // (a `stages`-stage software pipeline) into fragments (ldmatrix), the write-back tensorized with
 // mma_accumulator (or left element-wise when `tensorize_store` is false, which lowering refuses).
+// `fragments_across`: the fragments double-buffered over the k steps, the next stage's first ones
+// loaded in the last step (pipeline_fragments_across).
 inline Schedule CudaTensorCoreMatmul(uint64_t seed, int64_t stages = 3, bool tensorize_store = true,
                                      const std::string& spec =
                                          "matmul(M=64, N=64, K=64, "
                                          "dtype=f16)",
-                                     bool spread_fetch = false) {
+                                     bool spread_fetch = false, bool fragments_across = false) {
   auto w = ParseWorkloadSpec(spec);
   if (!w.ok()) throw std::runtime_error(w.status().ToString());
   Schedule sch = NewSchedule(*w, seed);
@@ -244,6 +246,10 @@ inline Schedule CudaTensorCoreMatmul(uint64_t seed, int64_t stages = 3, bool ten
   check(sch.Unroll(cn[0]));
   check(sch.Annotate(ck[0], "software_pipeline", stages));
   if (spread_fetch) check(sch.Annotate(ck[1], "pipeline_fetch_spread", 1));
+  if (fragments_across) {
+    check(sch.Annotate(ck[1], "software_pipeline", 2));
+    check(sch.Annotate(ck[1], "pipeline_fragments_across", 1));
+  }
   for (const char* name : {"A", "B"}) {
     BlockRV sh = ValueOrDie(sch.CacheRead(name, "shared", {acc}));
     BlockRV fr = ValueOrDie(sch.CacheRead(sch.GetStage(sh).name, "fragment", {acc}));
