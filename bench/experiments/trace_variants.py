@@ -11,8 +11,10 @@ Usage:
 Each variant is LABEL:SETTINGS, SETTINGS a ';'-separated list of CANDIDATES=VALUE, CANDIDATES
 the comma-separated candidate list of the instruction, with '#N' for its N-th instruction (from
 1; default the first), and VALUE the candidate to take; or tile#N=F1,F2,... for the factors of
-the N-th sample_perfect_tile (a decision that must follow a changed loop extent). A variant's settings apply on top of the first variant's (the base), which writes nothing
-when its label is 'base'.
+the N-th sample_perfect_tile (a decision that must follow a changed loop extent; an innermost
+factor above the instruction's max_innermost raises that bound, so that a variant can try a
+factor the space does not draw). A variant's settings apply on top of the first variant's (the
+base), which writes nothing when its label is 'base'.
 """
 import json
 import os
@@ -30,7 +32,10 @@ def apply(trace, settings):
             tiles = [i for i in trace['insts'] if i['kind'] == 'sample_perfect_tile']
             if nth > len(tiles):
                 sys.exit(f'no sample_perfect_tile #{nth}')
-            tiles[nth - 1]['decision'] = [int(x) for x in value.split(',')]
+            factors = [int(x) for x in value.split(',')]
+            tiles[nth - 1]['decision'] = factors
+            attrs = tiles[nth - 1]['attrs']
+            attrs['max_innermost'] = max(attrs['max_innermost'], factors[-1])
             continue
         want = [int(x) for x in cands.split(',')]
         for inst in trace['insts']:
