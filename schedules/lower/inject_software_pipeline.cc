@@ -387,13 +387,19 @@ class Interleaver : public StmtMutator {
 // stages (see the top of the file): a loop of extent 1 with this annotation around it.
 constexpr char kCrossStagePrologue[] = "cross_stage_prologue";
 
-bool IsCrossStagePrologue(const Stmt& s) {
+// The marked loop `s`, or null.
+const ForNode* CrossStagePrologue(const Stmt& s) {
   const auto* f = As<ForNode>(s);
-  if (!f) return false;
+  if (!f) return nullptr;
   for (const auto& [key, value] : f->annotations) {
-    if (key == kCrossStagePrologue) return true;
+    if (key == kCrossStagePrologue) return f;
   }
-  return false;
+  return nullptr;
+}
+
+// The first fetch inside the mark (its one iteration).
+Stmt MarkedFetch(const ForNode& mark) {
+  return Substitute(mark.body, {{mark.var.get(), MakeInt(0, mark.var->dtype)}});
 }
 
 // The first fetches left where they were (the loop of extent 1 around each taken away).
@@ -401,9 +407,8 @@ class CrossStagePrologueUnwrapper : public StmtMutator {
  protected:
   Stmt VisitFor(const ForNode& f, const Stmt& self) override {
     Stmt out = StmtMutator::VisitFor(f, self);
-    if (!IsCrossStagePrologue(out)) return out;
-    const auto* g = As<ForNode>(out);
-    return Substitute(g->body, {{g->var.get(), MakeInt(0, g->var->dtype)}});
+    const ForNode* mark = CrossStagePrologue(out);
+    return mark ? MarkedFetch(*mark) : out;
   }
 };
 
@@ -429,10 +434,9 @@ class CrossStageFinder {
     std::vector<Stmt> out;
     for (size_t i = 0; i < seq->stmts.size(); ++i) {
       const Stmt& x = seq->stmts[i];
-      if (!loop_ && IsCrossStagePrologue(x) && i + 1 < seq->stmts.size() &&
-          TwoSlotRegisterPipeline(seq->stmts[i + 1])) {
-        const auto* marker = As<ForNode>(x);
-        fetch_ = Substitute(marker->body, {{marker->var.get(), MakeInt(0, marker->var->dtype)}});
+      const ForNode* mark = loop_ ? nullptr : CrossStagePrologue(x);
+      if (mark && i + 1 < seq->stmts.size() && TwoSlotRegisterPipeline(seq->stmts[i + 1])) {
+        fetch_ = MarkedFetch(*mark);
         loop_ = As<ForNode>(seq->stmts[i + 1]);
         continue;
       }
@@ -926,13 +930,11 @@ class Pipeliner : public StmtMutator {
       });
     }
     CrossStageFinder cross;
-    Stmt cross_compute;
     if (!registers && stages >= 3 && !bulk && !CallsWgmma(MakeSeq(compute))) {
-      cross_compute = cross.Take(MakeSeq(compute));
+      Stmt taken = cross.Take(MakeSeq(compute));
+      if (cross.loop()) compute = {taken};
     }
-    if (cross.loop()) {
-      compute = {cross_compute};
-    } else {
+    if (!cross.loop()) {
       for (Stmt& c : compute) c = CrossStagePrologueUnwrapper().Visit(c);
     }
     // S slots a buffer.
