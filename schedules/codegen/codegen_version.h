@@ -7,6 +7,6 @@
 
 namespace tessel::schedules {
 
-inline constexpr int kCodegenVersion = 3;
+inline constexpr int kCodegenVersion = 4;
 
 }  // namespace tessel::schedules

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "schedules/codegen/cuda_printer.h"
 #include "schedules/codegen/narrow_math.h"
+#include "schedules/ir/affine.h"
 #include "schedules/ir/tensor_intrin.h"
 
 namespace tessel::schedules::codegen {
@@ -64,7 +65,12 @@ std::string CudaCodeGen::StorageOffset(const Buffer& buffer, const Expr& at) {
   const std::string name =
       absl::StrCat(kCallSwizzle, "_", buffer.swizzle_bytes, "_", DTypeBytes(buffer.dtype));
   tensor_calls_.insert(name);
-  return absl::StrCat(name, "(", Print(at), ")");
+  // Terms that are multiples of the swizzle's period (a stage slot, a k step, a block of rows)
+  // stay outside the XOR, so the XOR of what is left is loop-invariant where it can be.
+  const auto [outer, inner] =
+      SplitByPeriod(at, SwizzlePeriodElements(buffer.swizzle_bytes, DTypeBytes(buffer.dtype)));
+  const std::string swizzled = absl::StrCat(name, "(", Print(inner), ")");
+  return outer ? absl::StrCat(Print(outer), " + ", swizzled) : swizzled;
 }
 
 namespace {

@@ -41,6 +41,31 @@ int64_t SwizzledOffset(int64_t o, int64_t swizzle_bytes, int64_t element_bytes) 
   return (byte ^ (phase * 16)) / element_bytes;
 }
 
+int64_t SwizzlePeriodElements(int64_t swizzle_bytes, int64_t element_bytes) {
+  return 8 * swizzle_bytes / element_bytes;
+}
+
+std::pair<Expr, Expr> SplitByPeriod(const Expr& o, int64_t period) {
+  TESSEL_CHECK(period > 0 && (period & (period - 1)) == 0) << "period " << period;
+  const AffineForm f = ToAffine(o);
+  Expr outer, inner;
+  const auto add = [&](Expr* sum, const Expr& t) { *sum = *sum ? *sum + t : t; };
+  for (const auto& [term, coeff] : f.terms) {
+    if (coeff == 0) continue;
+    Expr t = MakeCast(o->dtype, term);
+    if (coeff != 1) t = t * MakeInt(coeff, o->dtype);
+    add(coeff % period == 0 ? &outer : &inner, t);
+  }
+  const int64_t rest = (f.constant % period + period) % period;
+  if (f.constant > rest) add(&outer, MakeInt(f.constant - rest, o->dtype));
+  if (f.constant < rest) {
+    outer =
+        outer ? outer - MakeInt(rest - f.constant, o->dtype) : MakeInt(f.constant - rest, o->dtype);
+  }
+  if (rest != 0 || !inner) add(&inner, MakeInt(rest, o->dtype));
+  return {outer, inner};
+}
+
 namespace {
 
 class TrailingConstantFolder final : public ExprMutator {

@@ -24,6 +24,16 @@ Expr StorageIndex(const Buffer& buffer, const std::vector<Expr>& indices);
 // The swizzle's XOR on an element offset `o` of StorageIndex, for buffers of `element_bytes`:
 // o ^ (((o * element_bytes) / 128 % (W / 16)) * 16 / element_bytes).
 int64_t SwizzledOffset(int64_t o, int64_t swizzle_bytes, int64_t element_bytes);
+// The period of that XOR in elements, 8 * W / element_bytes: it reads and changes only the bits of
+// an offset below this power of two, so SwizzledOffset(o + q * period) ==
+// SwizzledOffset(o) + q * period for any integer q.
+int64_t SwizzlePeriodElements(int64_t swizzle_bytes, int64_t element_bytes);
+// Splits an element offset `o` into outer + inner: outer sums the affine terms whose coefficient
+// is a multiple of `period` (a power of two) and the constant's multiple of it; inner the rest.
+// So swizzle(o) == outer + swizzle(inner), and a code generator that prints it so leaves the XOR
+// on inner, often loop-invariant (a pipeline's stage slot, a k step, a row block are outer).
+// outer is null when no term is a multiple; inner is never null.
+std::pair<Expr, Expr> SplitByPeriod(const Expr& o, int64_t period);
 // Merges the integer constants at the ends of addition chains: (x + 2) + 2 -> x + 4.
 Expr FoldTrailingConstants(const Expr& e);
 

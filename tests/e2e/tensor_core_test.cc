@@ -110,6 +110,42 @@ TEST(TensorCore, PipelinedFetchOfPlainLoadsIsPredicatedNotBranched) {
   EXPECT_GT(padded_pipelines, 0);
 }
 
+// A swizzled shared copy's offset keeps the terms that are multiples of the swizzle's period (the
+// stage slot, the k step) outside the XOR: the pipelined loop's variable never occurs inside a
+// tessel_swizzle call, so the XOR of the rest is loop-invariant (affine.h, SplitByPeriod).
+TEST(TensorCore, SwizzledOffsetsKeepThePipelineSlotOutsideTheXor) {
+  auto w = ParseWorkloadSpec("matmul(M=512, N=512, K=512, dtype=f16)");
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto space = SpaceGenerator::Create(*w, CudaTarget("sm_90"));
+  ASSERT_TRUE(space.ok()) << space.status();
+  const std::regex pipelined(
+      R"(for \(int (\w+) = 0; \w+ < \d+; \+\+\w+\) \{  // software_pipeline=[2-9])");
+  const std::regex swizzle_call(R"(tessel_swizzle_\d+_\d+\(([^;]*?)\)\])");
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    auto c = space->Sample(seed);
+    if (!c.ok()) continue;
+    const std::string& code = c->source.code;
+    std::smatch loop;
+    if (code.find("tessel_swizzle_") == std::string::npos ||
+        !std::regex_search(code, loop, pipelined)) {
+      continue;
+    }
+    const std::regex var("\\b" + loop[1].str() + "\\b");
+    int slots_outside = 0;
+    for (std::sregex_iterator it(code.begin(), code.end(), swizzle_call), end; it != end; ++it) {
+      EXPECT_FALSE(std::regex_search((*it)[1].str(), var)) << (*it)[0] << "\n" << code;
+      // The slot term stands before the call: "... % <stages> * <slot elements> + tessel_swizzle".
+      const size_t at = static_cast<size_t>(it->position());
+      const size_t line = code.rfind('\n', at);
+      slots_outside += std::regex_search(code.substr(line, at - line), var) ? 1 : 0;
+    }
+    EXPECT_GT(slots_outside, 0) << code;
+    ++checked;
+  }
+  EXPECT_GT(checked, 2);
+}
+
 // pipeline_fetch_spread on the k-step loop: the next stage's copies issue a share per k step,
 // inside that loop, and the group is committed once after it.
 TEST(TensorCore, SpreadFetchIssuesTheCopiesOverTheKSteps) {
