@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Counts a cubin's SASS instructions by opcode, and those of each loop body, without cuobjdump.
+
+The build VM has nvcc and ptxas but no cuobjdump or nvdisasm; this reads the ELF's .text.<kernel>
+sections directly. sm_90 instructions are 16 bytes; the low 9 bits of the first 8 bytes name the
+opcode. The table below was read off `cuobjdump -sass` listings of mma.sync GEMMs (Tessel's and
+CUTLASS's) on the H100 host (session 11): 49 opcodes, no two mnemonics sharing a code. Opcodes it
+lacks (wgmma kernels' HGMMA, UTMALDG, ...) print as op_0xNNN; add them from a listing.
+A loop is a backward BRA: its body runs from the branch target to the branch (the offset, in
+4-byte units, is bits 16-23 and 34-63 of the first word, relative to the next instruction).
+
+Usage: nvcc -arch=sm_90 -cubin -O3 -o k.cubin k.cu && bench/experiments/sass_count.py k.cubin
+"""
+import collections
+import struct
+import sys
+
+OPCODES = {
+    0x2: 'MOV', 0x3: 'P2R', 0x5: 'CS2R', 0x7: 'SEL', 0xb: 'FSETP', 0xc: 'ISETP', 0x10: 'IADD3',
+    0x11: 'LEA', 0x12: 'LOP3', 0x16: 'PRMT', 0x19: 'SHF', 0x20: 'FMUL', 0x23: 'FFMA',
+    0x24: 'IMAD', 0x25: 'IMAD', 0x30: 'HADD2', 0x36: 'VIADD', 0x3b: 'LDSM', 0x3c: 'HMMA',
+    0x3e: 'F2FP', 0x48: 'VIMNMX', 0x82: 'UMOV', 0x87: 'USEL', 0x8c: 'UISETP', 0x90: 'UIADD3',
+    0x91: 'ULEA', 0x92: 'ULOP3', 0x99: 'USHF', 0xa4: 'UIMAD', 0xa5: 'UIMAD', 0xb9: 'ULDC',
+    0xca: 'R2UR', 0x106: 'I2F', 0x118: 'NOP', 0x119: 'S2R', 0x11a: 'DEPBAR', 0x11d: 'BAR',
+    0x147: 'BRA', 0x14d: 'EXIT', 0x180: 'LD', 0x181: 'LDG', 0x182: 'LDC', 0x184: 'LDS',
+    0x186: 'STG', 0x188: 'STS', 0x189: 'SHFL', 0x1ae: 'LDGSTS', 0x1af: 'LDGDEPBAR',
+    0x1c3: 'S2UR',
+}
+INTEGER = {'IMAD', 'LEA', 'LOP3', 'SHF', 'IADD3', 'VIADD', 'SEL', 'PRMT', 'MOV', 'UIADD3', 'ULEA',
+           'ULOP3', 'USHF', 'UIMAD', 'USEL', 'UMOV'}
+
+
+def text_sections(path):
+    """(kernel name, bytes) of each .text.<kernel> section of an ELF64 cubin."""
+    d = open(path, 'rb').read()
+    if d[:4] != b'\x7fELF' or d[4] != 2:
+        sys.exit(f'{path}: not a 64-bit ELF cubin (nvcc -cubin)')
+    shoff = struct.unpack_from('<Q', d, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from('<HHH', d, 0x3a)
+    secs = [struct.unpack_from('<IIQQQQIIQQ', d, shoff + i * shentsize) for i in range(shnum)]
+    names = secs[shstrndx][4]
+    for s in secs:
+        name = d[names + s[0]:d.index(b'\0', names + s[0])].decode()
+        if name.startswith('.text.'):
+            yield name[len('.text.'):], d[s[4]:s[4] + s[5]]
+
+
+def summary(ops):
+    c = collections.Counter(ops)
+    integer = sum(n for op, n in c.items() if op in INTEGER)
+    top = ' '.join(f'{op} {n}' for op, n in c.most_common(14))
+    return f'{len(ops)} instructions, {integer} integer arithmetic: {top}'
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    for path in sys.argv[1:]:
+        for kernel, text in text_sections(path):
+            words = [struct.unpack_from('<Q', text, i)[0] for i in range(0, len(text), 16)]
+            ops = [OPCODES.get(w & 0x1ff, f'op_{w & 0x1ff:#x}') for w in words]
+            print(f'{path} {kernel}: {summary(ops)}')
+            for i, (w, op) in enumerate(zip(words, ops)):
+                if op != 'BRA':
+                    continue
+                hi = w >> 34
+                if hi & (1 << 29):
+                    hi -= 1 << 30
+                target = i * 16 + 16 + 4 * ((hi << 8) | ((w >> 16) & 0xff))
+                if 0 <= target < i * 16:
+                    print(f'  loop {target:#x}..{i * 16:#x}: {summary(ops[target // 16:i + 1])}')
+
+
+if __name__ == '__main__':
+    main()
