@@ -56,11 +56,12 @@ std::pair<Expr, Expr> SplitByPeriod(const Expr& o, int64_t period) {
     if (coeff != 1) t = t * MakeInt(coeff, o->dtype);
     add(coeff % period == 0 ? &outer : &inner, t);
   }
-  const int64_t rest = (f.constant % period + period) % period;
-  if (f.constant > rest) add(&outer, MakeInt(f.constant - rest, o->dtype));
-  if (f.constant < rest) {
-    outer =
-        outer ? outer - MakeInt(rest - f.constant, o->dtype) : MakeInt(f.constant - rest, o->dtype);
+  // The constant's remainder (non-negative: period is a power of two) stays inside.
+  const int64_t rest = f.constant & (period - 1), multiple = f.constant - rest;
+  if (multiple != 0) {
+    outer = !outer         ? MakeInt(multiple, o->dtype)
+            : multiple > 0 ? outer + MakeInt(multiple, o->dtype)
+                           : outer - MakeInt(-multiple, o->dtype);
   }
   if (rest != 0 || !inner) add(&inner, MakeInt(rest, o->dtype));
   return {outer, inner};
