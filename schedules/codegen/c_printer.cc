@@ -475,10 +475,7 @@ std::string CodeGenC::PrintBinary(const BinaryNode& n, int* prec) {
   switch (n.op) {
     case BinaryOp::kAdd:
     case BinaryOp::kSub: {
-      if (std::string s = ErfComplement(n); !s.empty()) {
-        *prec = kPrecPrimary;
-        return s;
-      }
+      if (std::string s = NarrowMath(n, prec); !s.empty()) return s;
       *prec = kPrecAdd;
       // Integer addition is associative: a + (b + c) prints as a + b + c.
       const auto* rhs = As<BinaryNode>(n.b);
@@ -487,6 +484,7 @@ std::string CodeGenC::PrintBinary(const BinaryNode& n, int* prec) {
              Operand(n.b, flat ? kPrecAdd : kPrecAdd + 1);
     }
     case BinaryOp::kMul:
+      if (std::string s = NarrowMath(n, prec); !s.empty()) return s;
       *prec = kPrecMul;
       return Operand(n.a, kPrecMul) + " * " + Operand(n.b, kPrecMul + 1);
     case BinaryOp::kDiv:

@@ -120,9 +120,10 @@ class CodeGenC {
   virtual std::string IntrinsicCall(const CallNode& n, int* prec) { return ""; }
   // The C type a let of `value` (of type `t`) is declared with.
   virtual std::string DeclaredType(DType t, const Expr& value) { return ComputeType(t); }
-  // `1 + erf(y)` or `1 - erf(y)` (`n`) printed another way, at the precision of the store it
-  // feeds (NarrowStore()); empty: as written.
-  virtual std::string ErfComplement(const BinaryNode& n) { return ""; }
+  // `n` printed another way, at the precision of the store it feeds (NarrowStore()), with its
+  // precedence in *prec: `1 + erf(y)`, `1 - erf(y)`, GELU's `k * x * (1 + erf(x / sqrt 2))`
+  // (schedules/codegen/narrow_math.h); empty: as written.
+  virtual std::string NarrowMath(const BinaryNode& n, int* prec) { return ""; }
 
   // ---- Expressions.
   std::string Print(const Expr& e) {

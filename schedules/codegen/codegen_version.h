@@ -7,6 +7,6 @@
 
 namespace tessel::schedules {
 
-inline constexpr int kCodegenVersion = 4;
+inline constexpr int kCodegenVersion = 5;
 
 }  // namespace tessel::schedules

@@ -2,6 +2,7 @@
 // each call prints as a helper function with the operands' addresses, and the helpers the
 // program uses are defined once before its kernels, each a few lines of inline PTX.
 
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "schedules/codegen/cuda_printer.h"
 #include "schedules/codegen/narrow_math.h"
 #include "schedules/ir/affine.h"
+#include "schedules/ir/structural.h"
 #include "schedules/ir/tensor_intrin.h"
 
 namespace tessel::schedules::codegen {
@@ -41,21 +43,75 @@ std::string CudaCodeGen::TensorCall(const CallNode& n) {
   return out + ")";
 }
 
-std::string CudaCodeGen::ErfComplement(const BinaryNode& n) {
+namespace {
+
+bool IsFloatConstant(const Expr& e, double v) {
+  const auto* f = As<FloatImmNode>(e);
+  return f != nullptr && f->value == v;
+}
+
+// y of `erf(y)`; nullptr when `e` is not such a call.
+const Expr* ErfArgument(const Expr& e) {
+  const auto* c = As<CallNode>(e);
+  return c != nullptr && c->name == "erf" && c->args.size() == 1 ? &c->args[0] : nullptr;
+}
+
+// y of `1 + erf(y)` (either order) or `1 - erf(y)`; nullptr when `b` is neither.
+const Expr* ErfComplementArgument(const BinaryNode& b) {
+  if (b.op != BinaryOp::kAdd && b.op != BinaryOp::kSub) return nullptr;
+  if (IsFloatConstant(b.a, 1.0)) return ErfArgument(b.b);
+  return b.op == BinaryOp::kAdd && IsFloatConstant(b.b, 1.0) ? ErfArgument(b.a) : nullptr;
+}
+
+// `factor * (1 + erf(y))` is GELU's product when y is x * (1 / sqrt 2) (either order) and `factor`
+// is x or k * x (either order) for a constant k: 2k, or 2 where there is no k; 0 otherwise.
+double GeluMultiple(const Expr& factor, const Expr& y, const Expr** x) {
+  const auto* scaled = As<BinaryNode>(y);
+  if (scaled == nullptr || scaled->op != BinaryOp::kMul) return 0;
+  const auto* c = As<FloatImmNode>(scaled->b);
+  *x = &scaled->a;
+  if (c == nullptr) c = As<FloatImmNode>(scaled->a), *x = &scaled->b;
+  if (c == nullptr || std::fabs(c->value - codegen::kGeluScale) > 1e-7) return 0;
+  if (StructuralEqual(factor, **x)) return 2.0;
+  const auto* k = As<BinaryNode>(factor);
+  if (k == nullptr || k->op != BinaryOp::kMul) return 0;
+  if (const auto* f = As<FloatImmNode>(k->a); f != nullptr && StructuralEqual(k->b, **x)) {
+    return 2.0 * f->value;
+  }
+  if (const auto* f = As<FloatImmNode>(k->b); f != nullptr && StructuralEqual(k->a, **x)) {
+    return 2.0 * f->value;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string CudaCodeGen::NarrowMath(const BinaryNode& n, int* prec) {
   if (!NarrowStore() || n.a->dtype != DType::kFloat32) return "";
-  auto one = [](const Expr& e) {
-    const auto* f = As<FloatImmNode>(e);
-    return f != nullptr && f->value == 1.0;
-  };
-  auto erf = [](const Expr& e) -> const CallNode* {
-    const auto* c = As<CallNode>(e);
-    return c != nullptr && c->name == "erf" && c->args.size() == 1 ? c : nullptr;
-  };
+  if (n.op == BinaryOp::kMul) {
+    for (const auto& [factor, sum] : {std::pair(&n.a, &n.b), std::pair(&n.b, &n.a)}) {
+      const auto* b = As<BinaryNode>(*sum);
+      const Expr* y = b != nullptr && b->op == BinaryOp::kAdd ? ErfComplementArgument(*b) : nullptr;
+      const Expr* x = nullptr;
+      const double multiple = y == nullptr ? 0 : GeluMultiple(*factor, *y, &x);
+      if (multiple == 0) continue;
+      tensor_calls_.insert(kGeluNarrowCall);
+      const std::string gelu = absl::StrCat(kGeluNarrowCall, "(", Print(*x), ")");
+      if (multiple == 1.0) {
+        *prec = kPrecPrimary;
+        return gelu;
+      }
+      *prec = kPrecMul;
+      return absl::StrCat(FloatLiteral(multiple, DType::kFloat32), " * ", gelu);
+    }
+    return "";
+  }
+  const Expr* y = ErfComplementArgument(n);
+  if (y == nullptr) return "";
   const bool plus = n.op == BinaryOp::kAdd;
-  const CallNode* call = one(n.a) ? erf(n.b) : plus && one(n.b) ? erf(n.a) : nullptr;
-  if (call == nullptr) return "";
   tensor_calls_.insert(kErfcNarrowCall);
-  std::string arg = Print(call->args[0]);
+  *prec = kPrecPrimary;
+  std::string arg = Print(*y);
   if (plus) arg = absl::StrCat("-(", arg, ")");  // 1 + erf(y) = erfc(-y)
   return absl::StrCat(kErfcNarrowCall, "(", arg, ")");
 }
@@ -325,6 +381,8 @@ std::string TensorCallHelpers(const std::set<std::string>& calls) {
       absl::StrAppend(&out, TmaLoadHelper(name, rank));
     } else if (name == kErfcNarrowCall) {
       absl::StrAppend(&out, ErfcNarrowHelper());
+    } else if (name == kGeluNarrowCall) {
+      absl::StrAppend(&out, GeluNarrowHelper());
     } else if (IsQuadStoreCall(name)) {
       absl::StrAppend(&out, QuadStoreHelper(name, name == QuadStoreCall(DType::kBFloat16)));
     } else if (name == kCallMbarrierArriveCluster) {

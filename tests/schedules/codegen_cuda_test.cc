@@ -695,10 +695,17 @@ TEST(CodegenCuda, SixteenBitStoresTakeTheNarrowErfcAndReadOnlyInputsTheReadOnlyC
   auto erf = [&](double c) { return MakeCall("erf", {v * MakeFloat(c)}, DType::kFloat32); };
   Expr gelu = MakeFloat(0.5) * v * (MakeFloat(1.0) + erf(0.70710678118654752));
   Expr kept = MakeSelect(MakeLoad(keep, {Expr(tx)}), gelu, MakeFloat(0.0));
+  // GELU's product in other orders and multiples, and products that are not GELU's: another
+  // scale, another operand.
+  Expr w = MakeCast(DType::kFloat32, MakeLoad(h, {Expr(tx)}));
+  Expr others = (MakeFloat(1.0) + erf(0.70710678118654752)) * v +
+                MakeFloat(3.0) * v * (MakeFloat(1.0) + erf(2.0)) +
+                w * (MakeFloat(1.0) + erf(0.70710678118654752));
   Stmt body =
       Bind(tx, ThreadTag::kThreadX, n,
            MakeSeq({MakeStore(h, {Expr(tx)}, MakeCast(DType::kFloat16, kept)),
                     MakeStore(b, {Expr(tx)}, MakeCast(DType::kBFloat16, MakeFloat(1.0) - erf(2.0))),
+                    MakeStore(b, {Expr(tx)}, MakeCast(DType::kBFloat16, others)),
                     MakeStore(f, {Expr(tx)}, gelu)}));
   GeneratedSource src = Generate(OneKernel("narrow",
                                            {{x, BufferRole::kInput},
@@ -710,14 +717,21 @@ TEST(CodegenCuda, SixteenBitStoresTakeTheNarrowErfcAndReadOnlyInputsTheReadOnlyC
   const std::string& code = src.code;
   EXPECT_TRUE(Contains(code, "__device__ __forceinline__ float tessel_erfc_narrow(float z)"))
       << code;
+  EXPECT_TRUE(Contains(code, "__device__ __forceinline__ float tessel_gelu_narrow(float x)"))
+      << code;
   EXPECT_TRUE(Contains(code,
-                       "H[tx] = __float2half(Keep[tx] ? 0.5f * __half2float(__ldg(&X[tx]))"
-                       " * tessel_erfc_narrow(-(__half2float(__ldg(&X[tx])) * "
-                       "0.707106781f)) : 0.0f);"))
+                       "H[tx] = __float2half(Keep[tx] ? "
+                       "tessel_gelu_narrow(__half2float(__ldg(&X[tx]))) : 0.0f);"))
       << code;
   EXPECT_TRUE(Contains(code,
                        "Bf[tx] = __float2bfloat16(tessel_erfc_narrow("
                        "__half2float(__ldg(&X[tx])) * 2.0f));"))
+      << code;
+  EXPECT_TRUE(Contains(code,
+                       "Bf[tx] = __float2bfloat16(2.0f * tessel_gelu_narrow(__half2float(__ldg("
+                       "&X[tx]))) + 3.0f * __half2float(__ldg(&X[tx])) * tessel_erfc_narrow(-("
+                       "__half2float(__ldg(&X[tx])) * 2.0f)) + __half2float(H[tx]) * "
+                       "tessel_erfc_narrow(-(__half2float(__ldg(&X[tx])) * 0.707106781f)));"))
       << code;
   EXPECT_TRUE(Contains(code, "F[tx] = 0.5f * __half2float(__ldg(&X[tx])) * (1.0f + erff(")) << code;
   EXPECT_NVRTC_COMPILES(src);

@@ -33,6 +33,32 @@ TEST(NarrowMath, ErfcIsWithinATwentiethOfAHalfUnitOfF16) {
   EXPECT_GT(ErfcNarrow(6.0f), std::numeric_limits<float>::min());
 }
 
+// The narrow GELU (the host twin of its device helper) against 0.5 x (1 + erf(x / sqrt 2)) in
+// double: relative error below 1.3e-5 where |x| / sqrt 2 <= 6, as erfc's; beyond, an absolute
+// error below 2e-16 |x| (the clamped erfc's). Across zero it has no cancellation: both signs keep
+// the bound.
+TEST(NarrowMath, GeluIsWithinATwentiethOfAHalfUnitOfF16) {
+  double worst = 0, worst_at = 0;
+  for (int i = -1'500'000; i <= 1'500'000; ++i) {
+    const float x = static_cast<float>(i) * 1e-5f;
+    const double xd = x;
+    const double want = 0.5 * xd * std::erfc(-xd / std::sqrt(2.0));
+    const double got = GeluNarrow(x);
+    if (x == 0.0f) {
+      EXPECT_EQ(got, 0.0);
+    } else if (std::fabs(xd) / std::sqrt(2.0) <= 6.0) {
+      const double rel = std::fabs(got - want) / std::fabs(want);
+      if (rel > worst) worst = rel, worst_at = x;
+    } else {
+      EXPECT_LT(std::fabs(got - want), 2e-16 * std::fabs(xd)) << "x = " << x;
+    }
+  }
+  EXPECT_LT(worst, 1.3e-5) << "at x = " << worst_at;
+  EXPECT_EQ(GeluNarrow(1e30f), 1e30f);
+  EXPECT_LE(GeluNarrow(-1e30f), 0.0f);
+  EXPECT_GT(GeluNarrow(-1e30f), -1e30f * 1e-16f);
+}
+
 // The device helper's source is the same polynomial.
 TEST(NarrowMath, HelperSourceCarriesTheHostTwinsPolynomial) {
   const std::string src = ErfcNarrowHelper();
@@ -43,6 +69,15 @@ TEST(NarrowMath, HelperSourceCarriesTheHostTwinsPolynomial) {
   EXPECT_NE(src.find("p = fmaf(p, s, -1.6282208f);"), std::string::npos) << src;
   EXPECT_NE(src.find("ex2.approx.ftz.f32"), std::string::npos) << src;
   EXPECT_EQ(src.find("exp2f"), std::string::npos) << src;
+  // GELU's: erfc's polynomial in |x| / sqrt 2, less 1 (erfc / 2), clamped at 6 sqrt 2.
+  const std::string gelu = GeluNarrowHelper();
+  EXPECT_NE(gelu.find("__device__ __forceinline__ float tessel_gelu_narrow(float x)"),
+            std::string::npos)
+      << gelu;
+  EXPECT_NE(gelu.find("fminf(fabsf(x), 8.48528099f)"), std::string::npos) << gelu;
+  EXPECT_NE(gelu.find("p = fmaf(p, s, -0.999992073f);"), std::string::npos) << gelu;
+  EXPECT_NE(gelu.find("return fmaf(-fabsf(x), e, fmaxf(x, 0.0f));"), std::string::npos) << gelu;
+  EXPECT_EQ(gelu.find("exp2f"), std::string::npos) << gelu;
 }
 
 }  // namespace
