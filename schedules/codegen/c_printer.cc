@@ -492,6 +492,7 @@ std::string CodeGenC::PrintBinary(const BinaryNode& n, int* prec) {
       const bool div = n.op == BinaryOp::kDiv;
       if (IsFloat(t)) {
         if (div) {
+          if (std::string s = NarrowMath(n, prec); !s.empty()) return s;
           *prec = kPrecMul;
           return Operand(n.a, kPrecMul) + " / " + Operand(n.b, kPrecMul + 1);
         }

@@ -121,8 +121,8 @@ class CodeGenC {
   // The C type a let of `value` (of type `t`) is declared with.
   virtual std::string DeclaredType(DType t, const Expr& value) { return ComputeType(t); }
   // `n` printed another way, at the precision of the store it feeds (NarrowStore()), with its
-  // precedence in *prec: `1 + erf(y)`, `1 - erf(y)`, GELU's `k * x * (1 + erf(x / sqrt 2))`
-  // (schedules/codegen/narrow_math.h); empty: as written.
+  // precedence in *prec: `1 + erf(y)`, `1 - erf(y)`, GELU's `k * x * (1 + erf(x / sqrt 2))`,
+  // the logistic `1 / (1 + exp(y))` (schedules/codegen/narrow_math.h); empty: as written.
   virtual std::string NarrowMath(const BinaryNode& n, int* prec) { return ""; }
 
   // ---- Expressions.

@@ -127,8 +127,9 @@ class CudaCodeGen final : public CodeGenC {
     return f != nullptr ? absl::StrCat(f, "(", ptr, ")") : absl::StrCat("*", ptr);
   }
   // In a value stored as f16 or bf16, 1 + erf(y) and 1 - erf(y) print as erfc(-y) and erfc(y)
-  // of narrow_math.h (tessel_erfc_narrow), and GELU's k * x * (1 + erf(x / sqrt 2)) (k a constant,
-  // or none) as 2k gelu(x) (tessel_gelu_narrow).
+  // of narrow_math.h (tessel_erfc_narrow), GELU's k * x * (1 + erf(x / sqrt 2)) (k a constant,
+  // or none) as 2k gelu(x) (tessel_gelu_narrow), and the logistic 1 / (1 + exp(y)) (sigmoid's
+  // and SiLU's) with the hardware's exp2 and reciprocal (__expf, __fdividef).
   std::string NarrowMath(const BinaryNode& n, int* prec) override;
   // All-reduces are expanded by lowering (lower_all_reduce): one here is an error.
   void EmitAllReduce(const AllReduceNode& n) override;

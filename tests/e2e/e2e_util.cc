@@ -31,7 +31,7 @@ namespace {
 int ForEachSample(const std::string& spec, const Target& target, uint64_t seeds, int most,
                   const SampleFilter& keep,
                   const std::function<void(uint64_t seed, const Candidate&)>& check) {
-  absl::StatusOr<Workload> w = ParseWorkloadSpec(spec);
+  absl::StatusOr<Workload> w = ParseWorkloadText(spec);
   absl::StatusOr<SpaceGenerator> g =
       w.ok() ? SpaceGenerator::Create(*w, target) : absl::StatusOr<SpaceGenerator>(w.status());
   if (!g.ok()) {
@@ -52,7 +52,7 @@ int ForEachSample(const std::string& spec, const Target& target, uint64_t seeds,
 
 int VerifySamples(const std::string& spec, const Target& target, uint64_t seeds, int most,
                   const SampleFilter& keep, const worker::VerifyOptions& options) {
-  absl::StatusOr<Workload> w = ParseWorkloadSpec(spec);
+  absl::StatusOr<Workload> w = ParseWorkloadText(spec);
   absl::StatusOr<GeneratedSource> ref =
       w.ok() ? GenerateReference(*w, target) : absl::StatusOr<GeneratedSource>(w.status());
   if (!ref.ok()) {

@@ -63,7 +63,8 @@ float FeatureOf(const schedules::Program& program, const schedules::Target& targ
 int64_t BlockRounds(const schedules::Candidate& c);
 
 using SampleFilter = std::function<bool(const schedules::Candidate&)>;
-// Verifies samples of `spec`'s design space on `target` against the reference on random inputs
+// Verifies samples of `spec`'s design space (a spec or a definition: ParseWorkloadText) on
+// `target` against the reference on random inputs
 // (worker::RunAndVerify with `options`: the host, or the GPU `options.run.device`): the valid ones
 // among seeds 0 to `seeds` - 1 that `keep` accepts, at most `most`. A mismatch fails the test with
 // the seed, the trace and the source. Returns how many were checked (0, and a failure, when the

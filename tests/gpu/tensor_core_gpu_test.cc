@@ -134,6 +134,32 @@ INSTANTIATE_TEST_SUITE_P(
                       "conv2d(N=3, C=64, H=7, W=9, K=128, R=1, S=1, layout=nhwc, dtype=bf16)"),
     SpecTestName);
 
+// Sigmoid and SiLU epilogues stored as f16 or bf16 print their logistic with __expf and
+// __fdividef (schedules/codegen/narrow_math.h): samples on mma.sync (sm_90) and wgmma (sm_90a)
+// whose code has it match the reference, on tiles that divide the shape and on tiles that do not.
+TEST(NarrowEpilogueGpu, SigmoidAndSiluEpiloguesMatchReference) {
+  SKIP_WITHOUT_GPU();
+  const std::string kLogistic = "__fdividef(1.0f, 1.0f + __expf(";
+  for (const char* definition :
+       {"A = input(f16, [M, K])\nB = input(f16, [K, N])\n"
+        "C[m, n] = sum(k) f32(A[m, k]) * f32(B[k, n])\nD[m, n] = f16(silu(C[m, n]))\n"
+        "output D\nwith M = 256, N = 256, K = 128",
+        "A = input(bf16, [M, K])\nB = input(bf16, [K, N])\nbias = input(bf16, [N])\n"
+        "C[m, n] = sum(k) f32(A[m, k]) * f32(B[k, n])\n"
+        "D[m, n] = bf16(sigmoid(C[m, n] + f32(bias[n])))\noutput D\nwith M = 100, N = 72, K = "
+        "40"}) {
+    EXPECT_GE(VerifySamplesOnGpu(definition, 64, 6,
+                                 [&](const schedules::Candidate& c) {
+                                   return c.source.code.find(kLogistic) != std::string::npos &&
+                                          c.source.code.find("tessel_mma_m16n8k16") !=
+                                              std::string::npos;
+                                 }),
+              3)
+        << definition;
+    EXPECT_GE(VerifySm90aSamplesWith(definition, 64, "wgmma.mma_async"), 3) << definition;
+  }
+}
+
 // Operands whose rows are not whole 16-byte vectors (odd contiguous extents): samples whose
 // operands were first copied into zero-padded global buffers (pad_axis, kernels of their own)
 // match the reference, on the tensor cores (mma.sync on sm_90; wgmma with cp.async and with bulk

@@ -701,12 +701,17 @@ TEST(CodegenCuda, SixteenBitStoresTakeTheNarrowErfcAndReadOnlyInputsTheReadOnlyC
   Expr others = (MakeFloat(1.0) + erf(0.70710678118654752)) * v +
                 MakeFloat(3.0) * v * (MakeFloat(1.0) + erf(2.0)) +
                 w * (MakeFloat(1.0) + erf(0.70710678118654752));
+  // SiLU as the parser expands it, x / (1 + exp(-x)) as x * (1 / (1 + exp(-x))); a bare exp.
+  Expr exp = MakeCall("exp", {MakeUnary(UnaryOp::kNeg, v)}, DType::kFloat32);
+  Expr silu = v * (MakeFloat(1.0) / (MakeFloat(1.0) + exp));
+  Expr e1 = MakeCall("exp", {v}, DType::kFloat32) - MakeFloat(1.0);
   Stmt body =
       Bind(tx, ThreadTag::kThreadX, n,
            MakeSeq({MakeStore(h, {Expr(tx)}, MakeCast(DType::kFloat16, kept)),
                     MakeStore(b, {Expr(tx)}, MakeCast(DType::kBFloat16, MakeFloat(1.0) - erf(2.0))),
                     MakeStore(b, {Expr(tx)}, MakeCast(DType::kBFloat16, others)),
-                    MakeStore(f, {Expr(tx)}, gelu)}));
+                    MakeStore(h, {Expr(tx)}, MakeCast(DType::kFloat16, silu + e1)),
+                    MakeStore(f, {Expr(tx)}, gelu + silu)}));
   GeneratedSource src = Generate(OneKernel("narrow",
                                            {{x, BufferRole::kInput},
                                             {keep, BufferRole::kInput},
@@ -733,7 +738,13 @@ TEST(CodegenCuda, SixteenBitStoresTakeTheNarrowErfcAndReadOnlyInputsTheReadOnlyC
                        "__half2float(__ldg(&X[tx])) * 2.0f)) + __half2float(H[tx]) * "
                        "tessel_erfc_narrow(-(__half2float(__ldg(&X[tx])) * 0.707106781f)));"))
       << code;
+  EXPECT_TRUE(Contains(code,
+                       "H[tx] = __float2half(__half2float(__ldg(&X[tx])) * __fdividef(1.0f, 1.0f + "
+                       "__expf(-__half2float(__ldg(&X[tx])))) + (expf(__half2float(__ldg(&X[tx]))) "
+                       "- 1.0f));"))
+      << code;
   EXPECT_TRUE(Contains(code, "F[tx] = 0.5f * __half2float(__ldg(&X[tx])) * (1.0f + erff(")) << code;
+  EXPECT_TRUE(Contains(code, "(1.0f / (1.0f + expf(-__half2float(__ldg(&X[tx])))))")) << code;
   EXPECT_NVRTC_COMPILES(src);
 }
 
