@@ -29,7 +29,8 @@ OPCODES = {
     0x186: 'STG', 0x188: 'STS', 0x189: 'SHFL', 0x1ae: 'LDGSTS', 0x1af: 'LDGDEPBAR',
     0x1c3: 'S2UR',
 }
-# Differential compilation (nvcc -gencode arch=compute_90a,code=sm_90a -cubin -O3, CUDA 13.0):
+# Differential compilation (bench/experiments/sass_calibrate.py; nvcc -gencode
+# arch=compute_90a,code=sm_90a -cubin -O3, CUDA 13.0):
 # the PTX each was added by. BSSY/BSYNC/CALL/RET come from an IEEE division's slow path, FCHK from
 # its check.
 INFERRED = {
