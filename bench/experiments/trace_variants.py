@@ -13,8 +13,9 @@ the comma-separated candidate list of the instruction, with '#N' for its N-th in
 1; default the first), and VALUE the candidate to take; or tile#N=F1,F2,... for the factors of
 the N-th sample_perfect_tile (a decision that must follow a changed loop extent; an innermost
 factor above the instruction's max_innermost raises that bound, so that a variant can try a
-factor the space does not draw). A variant's settings apply on top of the first variant's (the
-base), which writes nothing when its label is 'base'.
+factor the space does not draw). Each variant starts from the candidate's trace; a first variant
+labelled 'base' is the exception: its settings apply under every other variant's, and it writes
+nothing itself.
 """
 import json
 import os
