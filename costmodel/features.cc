@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "schedules/ir/dtype.h"
@@ -705,7 +706,9 @@ const std::vector<std::string>& FeatureNames() {
         "pipeline_producer", "log2_cluster_ctas", "tma_multicast", "log2_block_rounds",
         "log2_pipeline_turns", "log2_shared_swizzle_bytes", "pipeline_fragments_across",
         // Split reductions.
-        "log2_workspace_per_output"};
+        "log2_workspace_per_output",
+        // Cache hints.
+        "global_frac_streamed"};
     for (int b = 0; b < kTopBuffers; ++b) {
       for (const char* f : kBufferFields) n.push_back("buf" + std::to_string(b) + "_" + f);
     }
@@ -845,6 +848,19 @@ Features ExtractFeatures(const schedules::Program& program, const schedules::Tar
   log(t.shared_swizzle_bytes);
   push(t.pipeline_fragments_across);
   log(Ratio(workspace_elements, output_elements));
+  // The global bytes read or written with evict-first hints (a kernel's stream_loads and
+  // stream_stores), of all the global bytes touched.
+  std::unordered_set<const Buffer*> streamed_loads, streamed_stores;
+  for (const schedules::Kernel& k : program.kernels) {
+    for (const schedules::BufferPtr& b : k.stream_loads) streamed_loads.insert(b.get());
+    for (const schedules::BufferPtr& b : k.stream_stores) streamed_stores.insert(b.get());
+  }
+  double streamed = 0;
+  for (const auto& [b, s] : buffers) {
+    if (streamed_loads.count(b)) streamed += s.read_bytes;
+    if (streamed_stores.count(b)) streamed += s.write_bytes;
+  }
+  push(Ratio(streamed, global_touched));
 
   // The global buffers by bytes touched (then program order): a fixed number of slots.
   std::vector<const BufferStats*> order;

@@ -4,12 +4,16 @@
 //   vec<U, TY, INBLOCK>: thread = 8 consecutive columns (16-byte loads) x one chunk of K/F rows,
 //   U rows unrolled; TY chunks a block along threadIdx.y, summed in shared memory first when
 //   INBLOCK (F/TY partials), else F partials; then a combine pass, one output a thread.
+//   whole<TX, TY, G, HINT>: one kernel, no combine pass: a block owns 8 * TX columns and all of
+//   K in TY chunks, summed in the block (skinny_contraction's BlockColumns sketch is this form).
+//   WHOLE_ONLY=1 runs the reads and these only.
 // Build and run (GPU host): nvcc -O3 -gencode arch=compute_90a,code=sm_90a matvec_columns.cu -o mv
 // && ./mv
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #define CHECK(x)                                                               \
@@ -75,6 +79,71 @@ __global__ void vec(const half* __restrict__ A, const half* __restrict__ B, floa
     float* out = P + static_cast<size_t>(f) * N + c;
     reinterpret_cast<float4*>(out)[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
     reinterpret_cast<float4*>(out)[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+  }
+}
+
+// One kernel, no combine pass: a block owns 8 * TX columns and all of K. Thread (tx, ty) reads
+// groups of 8 consecutive rows (x's 8 values in one 16-byte load), G groups a step in flight, the
+// groups interleaved over ty; the TY partial sums of a column are added inside the warp
+// (shuffles over the lanes of equal tx), then across warps in shared memory, in a fixed order.
+template <int TX, int TY, int G, int HINT>
+__global__ void __launch_bounds__(TX* TY)
+    whole(const half* __restrict__ A, const half* __restrict__ B, half* __restrict__ D) {
+  const int c = (blockIdx.x * TX + threadIdx.x) * 8;
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int g0 = threadIdx.y * G; g0 < K / 8; g0 += TY * G) {
+    uint4 v[G][8];
+    uint4 x[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      x[g] = __ldg(reinterpret_cast<const uint4*>(A) + g0 + g);
+#pragma unroll
+      for (int r = 0; r < 8; ++r) {
+        const uint4* p =
+            reinterpret_cast<const uint4*>(B + static_cast<size_t>((g0 + g) * 8 + r) * N + c);
+        if (HINT == 0) {
+          v[g][r] = __ldg(p);
+        } else if (HINT == 1) {
+          asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                       : "=r"(v[g][r].x), "=r"(v[g][r].y), "=r"(v[g][r].z), "=r"(v[g][r].w)
+                       : "l"(p));
+        } else {
+          v[g][r] = __ldcs(p);
+        }
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const half* xs = reinterpret_cast<const half*>(&x[g]);
+#pragma unroll
+      for (int r = 0; r < 8; ++r) {
+        const float a = __half2float(xs[r]);
+        const half* h = reinterpret_cast<const half*>(&v[g][r]);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[j] += a * __half2float(h[j]);
+      }
+    }
+  }
+  // Lanes of one warp with equal tx: lane = ty_in_warp * TX + tx.
+#pragma unroll
+  for (int off = TX; off < 32; off *= 2) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
+  }
+  constexpr int kWarps = TX * TY / 32;
+  __shared__ float red[kWarps][TX * 8];
+  const int lane = (threadIdx.y * TX + threadIdx.x) % 32;
+  const int warp = (threadIdx.y * TX + threadIdx.x) / 32;
+  if (lane < TX) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) red[warp][lane * 8 + j] = acc[j];
+  }
+  __syncthreads();
+  const int t = threadIdx.y * TX + threadIdx.x;
+  if (t < TX * 8) {
+    float s = 0;
+    for (int w = 0; w < kWarps; ++w) s += red[w][t];
+    D[blockIdx.x * TX * 8 + t] = __float2half(s);
   }
 }
 
@@ -196,6 +265,18 @@ struct Timer {
   }
 };
 
+// The relative L2 error of the product in D against the reference.
+double RelErr(const half* D, const std::vector<float>& ref) {
+  std::vector<half> d(N);
+  CHECK(cudaMemcpy(d.data(), D, N * 2, cudaMemcpyDeviceToHost));
+  double err = 0, nrm = 0;
+  for (int n = 0; n < N; ++n) {
+    err += (__half2float(d[n]) - ref[n]) * (__half2float(d[n]) - ref[n]);
+    nrm += ref[n] * ref[n];
+  }
+  return sqrt(err / nrm);
+}
+
 template <int U, int TY, bool INBLOCK, bool NOALLOC>
 void Try(Timer& tm, const half* A, const half* B, float* P, half* D, int F, int TX, double copy_ms,
          const std::vector<float>& ref) {
@@ -208,17 +289,19 @@ void Try(Timer& tm, const half* A, const half* B, float* P, half* D, int F, int 
     combine<<<N / 256, 256>>>(P, D, parts);
   };
   const float m = tm.Median(main_only), b = tm.Median(both);
-  std::vector<half> d(N);
-  CHECK(cudaMemcpy(d.data(), D, N * 2, cudaMemcpyDeviceToHost));
-  double err = 0, nrm = 0;
-  for (int n = 0; n < N; ++n) {
-    err += (__half2float(d[n]) - ref[n]) * (__half2float(d[n]) - ref[n]);
-    nrm += ref[n] * ref[n];
-  }
   printf(
       "F=%4d TX=%3d TY=%d U=%2d inblock=%d noalloc=%d  main %.4f ms  total %.4f ms  "
       "copy-ratio %.3f  relerr %.1e\n",
-      F, TX, TY, U, INBLOCK, NOALLOC, m, b, copy_ms / (2 * b), sqrt(err / nrm));
+      F, TX, TY, U, INBLOCK, NOALLOC, m, b, copy_ms / (2 * b), RelErr(D, ref));
+}
+
+template <int TX, int TY, int G, int HINT>
+void TryWhole(Timer& tm, const half* A, const half* B, half* D, double copy_ms,
+              const std::vector<float>& ref) {
+  const int blocks = N / 8 / TX;
+  const float m = tm.Median([&] { whole<TX, TY, G, HINT><<<blocks, dim3(TX, TY)>>>(A, B, D); });
+  printf("whole TX=%2d TY=%3d G=%d hint=%d blocks=%4d  %.4f ms  copy-ratio %.3f  relerr %.1e\n", TX,
+         TY, G, HINT, blocks, m, copy_ms / (2 * m), RelErr(D, ref));
 }
 
 int main() {
@@ -299,11 +382,28 @@ int main() {
       k3<<<264, 256, 8 * 8192>>>(reinterpret_cast<const char*>(B), bytes, sink);
     }));
   }
-  for (int F : {64, 128, 256}) {
-    for (int TX : {32, 64}) {
-      Try<8, 1, false, true>(tm, A, B, P, D, F, TX, copy, ref);
-      Try<8, 8, true, false>(tm, A, B, P, D, F, TX, copy, ref);
+  if (getenv("WHOLE_ONLY") == nullptr) {
+    for (int F : {64, 128, 256}) {
+      for (int TX : {32, 64}) {
+        Try<8, 1, false, true>(tm, A, B, P, D, F, TX, copy, ref);
+        Try<8, 8, true, false>(tm, A, B, P, D, F, TX, copy, ref);
+      }
     }
   }
+  TryWhole<8, 128, 1, 1>(tm, A, B, D, copy, ref);
+  TryWhole<8, 128, 2, 1>(tm, A, B, D, copy, ref);
+  TryWhole<8, 64, 2, 1>(tm, A, B, D, copy, ref);
+  TryWhole<8, 64, 4, 1>(tm, A, B, D, copy, ref);
+  TryWhole<8, 128, 1, 2>(tm, A, B, D, copy, ref);
+  TryWhole<8, 128, 2, 2>(tm, A, B, D, copy, ref);
+  TryWhole<8, 128, 2, 0>(tm, A, B, D, copy, ref);
+  TryWhole<4, 128, 1, 1>(tm, A, B, D, copy, ref);
+  TryWhole<4, 256, 1, 1>(tm, A, B, D, copy, ref);
+  TryWhole<4, 128, 2, 1>(tm, A, B, D, copy, ref);
+  TryWhole<16, 64, 1, 1>(tm, A, B, D, copy, ref);
+  TryWhole<16, 64, 2, 1>(tm, A, B, D, copy, ref);
+  TryWhole<16, 32, 2, 1>(tm, A, B, D, copy, ref);
+  TryWhole<2, 256, 1, 1>(tm, A, B, D, copy, ref);
+  TryWhole<2, 512, 1, 1>(tm, A, B, D, copy, ref);
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "schedules/ir/expr_functor.h"
 #include "schedules/ir/simplify.h"
+#include "schedules/ir/stmt_analysis.h"
 #include "schedules/ir/stmt_functor.h"
 #include "schedules/ir/substitute.h"
 #include "schedules/ir/tensor_intrin.h"
@@ -422,6 +423,20 @@ absl::Status NestBuilder::AttachedStages(int p, int iter, std::vector<Producer>*
     auto nest = NestBuilder(state_, launch_, static_cast<int>(ai)).Build();
     if (!nest.ok()) return nest.status();
     const bool shared = !IsRegisterScope(a.buffer->scope) && state_.target.is_cuda();
+    if (!shared && !ContainsSync(*nest)) {
+      // A thread's own values (registers) computed only by the threads that use them: the
+      // enclosing loops bound to fewer threads than the block has keep the others out, as they
+      // do at this stage's own stores (else those threads compute at indices past the loops'
+      // extents, reading past the buffers they index).
+      Expr in_range;
+      for (int q = 0; q <= p; ++q) {
+        const IterVar& iv = s_.iters[s_.leaves[q]];
+        if (IsThreadTag(iv.thread) && iv.extent < BlockDim(iv.thread)) {
+          in_range = MakeAnd(in_range, Expr(iv.var) < iv.extent);
+        }
+      }
+      if (in_range) nest = MakeIf(in_range, *nest);
+    }
     if (a.attach.reverse) {
       after->push_back(*nest);
     } else {

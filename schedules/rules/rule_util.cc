@@ -284,17 +284,20 @@ absl::StatusOr<std::string> SplitIntoPartials(Schedule* s, const std::string& ge
   return s->GetStage(rf).name;
 }
 
-absl::Status BindCombine(Schedule* s, const std::string& combine) {
-  std::string stage = combine, producer;
+absl::StatusOr<std::pair<std::string, std::string>> CombineWriter(Schedule* s,
+                                                                  const std::string& combine) {
   const std::string out = OutputOf(*s);
   if (out != combine && FusableReduction(*s, *s->FindStage(out)) == combine) {
-    stage = out;
-    producer = combine;
-  } else {
-    TESSEL_ASSIGN_OR_RETURN(BlockRV c, s->GetBlock(combine));
-    TESSEL_ASSIGN_OR_RETURN(BlockRV acc, s->CacheWrite(c, "local"));
-    producer = s->GetStage(acc).name;
+    return std::make_pair(out, combine);
   }
+  TESSEL_ASSIGN_OR_RETURN(BlockRV c, s->GetBlock(combine));
+  TESSEL_ASSIGN_OR_RETURN(BlockRV acc, s->CacheWrite(c, "local"));
+  return std::make_pair(combine, s->GetStage(acc).name);
+}
+
+absl::Status BindCombine(Schedule* s, const std::string& combine) {
+  TESSEL_ASSIGN_OR_RETURN(const auto writer, CombineWriter(s, combine));
+  const auto& [stage, producer] = writer;
   TESSEL_ASSIGN_OR_RETURN(BlockRV b, s->GetBlock(stage));
   TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> loops, s->GetLoops(b));
   std::vector<LoopRV> spatial;

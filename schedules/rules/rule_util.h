@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -123,6 +124,12 @@ std::vector<double> LogDistanceWeights(const std::vector<int64_t>& choices, doub
 absl::StatusOr<std::string> SplitIntoPartials(Schedule* s, const std::string& gemm, int k_loop,
                                               const std::vector<int64_t>& choices,
                                               const std::vector<double>& weights);
+// The stage that writes a combine's (SplitIntoPartials) results and the register stage its sums
+// are computed in: the combine's epilogue and the combine itself where the epilogue is the
+// output and reads it at its own indices (FusableReduction), else the combine (its write-back)
+// and a local cache_write of it.
+absl::StatusOr<std::pair<std::string, std::string>> CombineWriter(Schedule* s,
+                                                                  const std::string& combine);
 // CUDA: the combine of partials (SplitIntoPartials), a memory-bound pass with one output a
 // thread (BindOnePerThread), the sum of an output's partials in a register at its thread: the
 // thread of the epilogue where there is one, else of the combine's own write-back (cache_write

@@ -127,6 +127,30 @@ TEST(CostModelFeatures, SharedSwizzleIsTheWidestSwizzledCopy) {
   EXPECT_GT(padded, 0);
 }
 
+// global_frac_streamed is the share of global bytes with evict-first hints: skinny_contraction's
+// one-kernel "columns" sketch samples streaming loads of the matrix (__ldcs) or plain ones; the
+// square-GEMM sketches stream nothing.
+TEST(CostModelFeatures, StreamedFractionIsTheShareOfEvictFirstBytes) {
+  const int slot = Slot("global_frac_streamed");
+  const schedules::Target t = schedules::CudaTarget("sm_90");
+  int streamed = 0, plain = 0;
+  for (const auto& c : SampleCandidates("matmul(M=1, N=1024, K=2048, dtype=f16)", t, 96)) {
+    const float f = ExtractFeatures(c.program, t)[slot];
+    if (c.source.code.find("__ldcs(") == std::string::npos) {
+      ++plain;
+      EXPECT_EQ(f, 0.0f);
+      continue;
+    }
+    ++streamed;
+    // B's bytes: about half of those touched, since the vector's element is counted at each of
+    // the 8 lanes it multiplies (features count executed accesses).
+    EXPECT_GT(f, 0.45f);
+    EXPECT_LE(f, 1.0f);
+  }
+  EXPECT_GT(streamed, 0);
+  EXPECT_GT(plain, 0);
+}
+
 TEST(CostModelFeatures, HostFeaturesDoNotDependOnTheMachine) {
   schedules::Target small = schedules::HostTarget(), big = small;
   small.cores = 2;

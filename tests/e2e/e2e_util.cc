@@ -176,9 +176,17 @@ std::vector<std::string> SkinnySpecs() {
 
 bool IsSkinnySample(const Trace& trace) {
   for (const Instruction& inst : trace.insts) {
-    if (inst.kind == "cache_read") return false;
+    if (inst.kind == "cache_read" && inst.attrs.value("scope", "") == "shared") return false;
   }
   return true;
+}
+
+bool IsBlockColumnsSample(const Trace& trace) {
+  if (!IsSkinnySample(trace)) return false;
+  for (const Instruction& inst : trace.insts) {
+    if (inst.kind == "set_scope" && inst.attrs.value("scope", "") == "shared") return true;
+  }
+  return false;
 }
 
 std::vector<std::string> PaddedTileSpecs() {

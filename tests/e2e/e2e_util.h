@@ -42,9 +42,12 @@ int64_t SplitKFactor(const schedules::Trace& trace);
 // epilogue, a few columns (N = 3, M = 8), a K no vector width divides.
 std::vector<std::string> SkinnySpecs();
 // Whether a CUDA sample of a contraction comes from skinny_contraction's sketches: they read
-// their operands from global memory, so the trace caches none (cache_read), where every sketch of
-// the tiling rules caches both operands in shared memory.
+// their operands from global memory (at most a step's rows in registers), so the trace caches
+// none in shared memory (cache_read), where every sketch of the tiling rules caches both there.
 bool IsSkinnySample(const schedules::Trace& trace);
+// Whether it comes from the one-kernel "columns" sketch (BlockColumns): a skinny sample whose
+// partials are in shared memory (set_scope shared).
+bool IsBlockColumnsSample(const schedules::Trace& trace);
 
 // Contractions no CUDA-core tile divides (kPadTile: M, N and K prime or odd), small enough for a
 // host reference run: f32 and f16, transposed operands, batched, an epilogue, a convolution.

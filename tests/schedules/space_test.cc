@@ -807,11 +807,12 @@ TEST(Rules, SkinnyContractionPutsThreadsAlongTheColumns) {
   // M = 1 with B row-major: B is contiguous along n, not k. Sketch 0: n over threadIdx.x
   // (coalesced), k over threadIdx.y combined across them; sketch 1 splits k over blocks first;
   // sketch 2 computes the partials of sampled chunks of k one thread a chunk and V columns, with
-  // 16-byte vector loads of B's rows and no reduction across threads.
+  // 16-byte vector loads of B's rows and no reduction across threads; sketch 3 does the same
+  // with the chunks a block's threads, their partials summed in shared memory (one kernel).
   const std::string spec = "matmul(M=1, N=8192, K=8192, dtype=f16)";
   const Target t = CudaTarget("sm_90");
   std::vector<schedules::Schedule> sk = SkinnySketches(spec, t);
-  ASSERT_EQ(sk.size(), 4u);
+  ASSERT_EQ(sk.size(), 5u);
   // The f16 output D (the cast) takes the output's loops; C is computed at its thread, in a
   // register.
   EXPECT_THAT(NestTags(*sk[0].FindStage("D")), ::testing::ElementsAre("blockIdx.x", "threadIdx.x"));
@@ -822,7 +823,7 @@ TEST(Rules, SkinnyContractionPutsThreadsAlongTheColumns) {
       ::testing::ElementsAre("blockIdx.x", "threadIdx.x", "serial", "unrolled", "threadIdx.y"));
   EXPECT_THAT(NestTags(*sk[2].FindStage("C_rf")),
               ::testing::ElementsAre("blockIdx.x", "threadIdx.y", "threadIdx.x", "unrolled"));
-  EXPECT_TRUE(sk[3].trace().insts.empty());
+  EXPECT_TRUE(sk[4].trace().insts.empty());
   int vectors = 0;
   for (uint64_t seed = 0; seed < 16; ++seed) {
     const schedules::Candidate c = SampleOf(spec, sk[2], t, seed);
@@ -832,6 +833,39 @@ TEST(Rules, SkinnyContractionPutsThreadsAlongTheColumns) {
     vectors += c.source.code.find("reinterpret_cast<const uint4*>(&B[") != std::string::npos;
   }
   EXPECT_GT(vectors, 0);
+  // Sketch 3: the partials in shared memory at the output's block (its chunks the block's
+  // threadIdx.y, its columns threadIdx.x x V lanes), the output one thread a column.
+  const schedules::Stage& rf = *sk[3].FindStage("C_rf");
+  EXPECT_EQ(rf.buffer->scope, schedules::MemScope::kShared);
+  EXPECT_THAT(NestTags(rf),
+              ::testing::ElementsAre("threadIdx.y", "serial", "threadIdx.x", "unrolled"));
+  EXPECT_THAT(NestTags(*sk[3].FindStage("D")),
+              ::testing::ElementsAre("blockIdx.x", "threadIdx.y", "threadIdx.x"));
+  // The priors: 8 threads of 8 columns (128 blocks, about one an SM) and 128 chunks (1024
+  // threads) weigh most.
+  std::vector<const schedules::Instruction*> cats;
+  for (const schedules::Instruction& inst : sk[3].trace().insts) {
+    if (inst.kind == "sample_categorical") cats.push_back(&inst);
+  }
+  ASSERT_GE(cats.size(), 3u);
+  const auto most_likely = [](const schedules::Instruction& inst) {
+    const std::vector<double> p = inst.attrs["probs"].get<std::vector<double>>();
+    return inst.attrs["candidates"][std::max_element(p.begin(), p.end()) - p.begin()]
+        .get<int64_t>();
+  };
+  EXPECT_EQ(most_likely(*cats[0]), 128);  // chunks a block
+  EXPECT_EQ(most_likely(*cats[2]), 8);    // threads along the columns
+  int streamed = 0;
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    const schedules::Candidate c = SampleOf(spec, sk[3], t, seed);
+    ASSERT_EQ(c.source.kernels.size(), 1u);
+    EXPECT_THAT(c.source.code, HasSubstr("__shared__ __align__(16) float C_rf["));
+    EXPECT_THAT(c.source.code, HasSubstr("__syncthreads();"));
+    EXPECT_THAT(c.source.code, HasSubstr("half B_local["));  // a step's rows in registers
+    streamed +=
+        c.source.code.find("__ldcs(reinterpret_cast<const uint4*>(&B[") != std::string::npos;
+  }
+  EXPECT_GT(streamed, 0);
 }
 
 TEST(Rules, SkinnyContractionReadsTheLayoutFromTheStrides) {
