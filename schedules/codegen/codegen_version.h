@@ -7,6 +7,6 @@
 
 namespace tessel::schedules {
 
-inline constexpr int kCodegenVersion = 6;
+inline constexpr int kCodegenVersion = 7;
 
 }  // namespace tessel::schedules

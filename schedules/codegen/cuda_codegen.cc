@@ -284,9 +284,16 @@ absl::Status CudaCodeGen::EmitKernel(const Kernel& k, KernelSource* ks) {
       std::max(k.shared.dynamic ? k.shared.bytes : 0, k.launch.dynamic_shared_bytes);
 
   // Clusters have compile-time dimensions: a plain launch of a multiple of them works.
+  // A minimum of 1 block an SM where setmaxnreg needs the cap, and where the grid has no more
+  // blocks than the GPU has SMs: no second block would share an SM, so registers cost no
+  // occupancy. Without it ptxas keeps to the registers of two resident blocks: a matrix-vector
+  // product of 128 blocks of 512 threads got 2-3 of its 16 row loads a step in flight a thread
+  // (0.0479 ms on an H200); with it, all 16 (0.0405 ms).
+  const int64_t blocks = k.launch.grid[0] * k.launch.grid[1] * k.launch.grid[2];
+  const bool one_block_an_sm = SetsRegisters(k.body) || blocks <= target_.sm_count;
   const std::string attrs = absl::StrCat(
       k.launch.cluster > 1 ? absl::StrCat("__cluster_dims__(", k.launch.cluster, ", 1, 1) ") : "",
-      "__launch_bounds__(", threads, SetsRegisters(k.body) ? ", 1" : "", ") ");
+      "__launch_bounds__(", threads, one_block_an_sm ? ", 1" : "", ") ");
   std::string head = absl::StrCat("extern \"C\" __global__ void ", attrs, k.name, "(",
                                   absl::StrJoin(params, ", "), ")");
   if (head.size() + 2 > 100 && !params.empty()) {

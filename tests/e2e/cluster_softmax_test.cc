@@ -56,7 +56,7 @@ TEST(ClusterSoftmax, EachRowIsSplitOverAClusterAndHeldInRegisters) {
   auto src = Generate(*s, t);
   ASSERT_TRUE(src.ok()) << src.status();
   EXPECT_THAT(src->code, HasSubstr("__global__ void __cluster_dims__(4, 1, 1) "
-                                   "__launch_bounds__(64) tessel_softmax_Y("));
+                                   "__launch_bounds__(64, 1) tessel_softmax_Y("));
   EXPECT_THAT(src->code, HasSubstr("const int Y_i = (blockIdx.x / 4);"));
   EXPECT_THAT(src->code, HasSubstr("(blockIdx.x % 4)"));
   EXPECT_THAT(src->code, HasSubstr("mapa.shared::cluster.u32"));

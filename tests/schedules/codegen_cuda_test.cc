@@ -206,9 +206,10 @@ TEST(CodegenCuda, VectorAddWithBlockAndThreadBindings) {
       {8, 1, 1}, {128, 1, 1}, body);
   GeneratedSource src = Generate(p);
   const std::string& code = src.code;
-  // Lines longer than 100 columns put one parameter per line.
+  // Lines longer than 100 columns put one parameter per line. 8 blocks, fewer than the SMs: a
+  // minimum of one block an SM.
   EXPECT_TRUE(Contains(code,
-                       "extern \"C\" __global__ void __launch_bounds__(128) vadd_kernel0(\n"
+                       "extern \"C\" __global__ void __launch_bounds__(128, 1) vadd_kernel0(\n"
                        "    const float* __restrict__ A,\n"
                        "    const float* __restrict__ B,\n"
                        "    float* __restrict__ C) {"))
@@ -223,6 +224,28 @@ TEST(CodegenCuda, VectorAddWithBlockAndThreadBindings) {
   EXPECT_EQ(src.kernels[0].launch.block[0], 128);
   EXPECT_EQ(src.kernels[0].launch.dynamic_shared_bytes, 0);
   EXPECT_NVRTC_COMPILES(src);
+}
+
+TEST(CodegenCuda, GridsOfAtMostOneBlockAnSmAskForOneBlockAnSm) {
+  // __launch_bounds__(threads, 1) where the grid has no more blocks than the target has SMs
+  // (132 on sm_90), so that ptxas may use the registers of a block an SM; (threads) past that.
+  for (const int64_t blocks : {int64_t{1}, int64_t{132}, int64_t{133}, int64_t{4096}}) {
+    SCOPED_TRACE(blocks);
+    const int64_t n = blocks * 256;
+    BufferPtr x = MakeBuffer("X", DType::kFloat32, {n});
+    BufferPtr y = MakeBuffer("Y", DType::kFloat32, {n});
+    VarPtr bx = MakeVar("bx"), tx = MakeVar("tx");
+    const Expr i = Expr(bx) * 256 + Expr(tx);
+    Program p = OneKernel("scale", {{x, BufferRole::kInput}, {y, BufferRole::kOutput}},
+                          {blocks, 1, 1}, {256, 1, 1},
+                          Bind(bx, ThreadTag::kBlockX, blocks,
+                               Bind(tx, ThreadTag::kThreadX, 256,
+                                    MakeStore(y, {i}, MakeLoad(x, {i}) * MakeFloat(2.0)))));
+    const std::string code = Generate(p).code;
+    EXPECT_THAT(code,
+                ::testing::HasSubstr(blocks <= 132 ? "__launch_bounds__(256, 1) scale_kernel0("
+                                                   : "__launch_bounds__(256) scale_kernel0("));
+  }
 }
 
 TEST(CodegenCuda, KernelParamsFollowKernelOrderAndIndexProgramBuffers) {
