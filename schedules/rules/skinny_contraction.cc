@@ -38,7 +38,7 @@
 // shared memory and its threads then sum each column's Ty partials in order (V x Tx threads,
 // with the epilogue). No partials through global memory and no second kernel: for x^T B with
 // N = 8192 the columns alone make 128 blocks of 64, one an SM, each streaming its strip of B.
-// Its loads of the operands may be streaming (evict-first) loads, a sampled choice.
+// Its loads may be streaming (evict-first) loads, a sampled choice.
 //
 // An epilogue of the contraction's shape (bias, activation, cast) takes the output's loops; the
 // contraction is computed in a register at the epilogue's thread loop (local scope). The
@@ -83,8 +83,6 @@ struct SkinnyView {
   int64_t k = 0;         // the reduction's extent
   int64_t outputs = 0;   // the output's elements
   int64_t lanes = 1;     // elements of the large operand in 16 bytes
-  std::string large;     // the large operand's buffer
-  int contiguous = -1;   // its axis of stride 1
 };
 
 // The view of a skinny contraction (one reduction axis, two operands indexed by plain axis
@@ -135,8 +133,6 @@ std::optional<SkinnyView> SkinnyViewOf(const Stage& st) {
     v.stream = Stream::kColumns;
   }
   v.lanes = std::max<int64_t>(1, 16 / DTypeBytes(large->buffer->dtype));
-  v.large = large->buffer->name;
-  v.contiguous = contiguous;
   return v;
 }
 
@@ -400,18 +396,11 @@ class SkinnyContraction final : public ScheduleRule {
     TESSEL_RETURN_IF_ERROR(s->DecomposeReduction(acc, k[0]));
     TESSEL_RETURN_IF_ERROR(s->Unroll(k[1]));
     TESSEL_RETURN_IF_ERROR(s->Vectorize(acc_columns));
-    // A step's U rows of the large operand in registers before the arithmetic: all U vector
-    // loads in flight. Read in place, ptxas interleaves each load with its arithmetic and keeps
-    // about two in flight (32 registers, so that two blocks of 1024 threads would fit).
-    TESSEL_ASSIGN_OR_RETURN(BlockRV rows, s->CacheRead(v.large, "local", {acc}));
-    TESSEL_RETURN_IF_ERROR(s->ComputeAt(rows, k[0]));
-    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> rl, s->GetLoops(rows));
-    for (int d = 0; d < static_cast<int>(rl.size()); ++d) {
-      TESSEL_RETURN_IF_ERROR(d == v.contiguous ? s->Vectorize(rl[d]) : s->Unroll(rl[d]));
-    }
-    // Streaming (evict-first) loads of the large operand, or plain ones.
+    // Streaming (evict-first) loads of the operands, or plain ones. (ptxas issues a step's U row
+    // loads before their arithmetic when the kernel's launch bounds ask for one block an SM,
+    // which cuda_codegen does for grids of at most one block an SM.)
     TESSEL_ASSIGN_OR_RETURN(IntRV stream, SampleUniform(s, {0, 1}, 1));
-    return s->Annotate(rows, "stream_loads", stream);
+    return s->Annotate(acc, "stream_loads", stream);
   }
 
   // "rows": the output's loops fused, R to threadIdx.y (R sampled), the rest to blockIdx.x;
