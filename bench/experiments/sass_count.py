@@ -4,11 +4,12 @@
 The build VM has nvcc and ptxas but no cuobjdump or nvdisasm; this reads the ELF's .text.<kernel>
 sections directly. sm_90 instructions are 16 bytes; the low 9 bits of the first 8 bytes name the
 opcode. The table below was read off `cuobjdump -sass` listings of mma.sync GEMMs (Tessel's and
-CUTLASS's) on the H100 host (session 11): 49 opcodes, no two mnemonics sharing a code. INFERRED
-adds 22 more (session 12), found by differential compilation here: a kernel compiled with and
-without one PTX instruction (wgmma.mma_async, cp.async.bulk.tensor, mbarrier.arrive, ex2.approx,
-...), the opcode it adds named after that instruction's SASS counterpart (HGMMA, UTMALDG, SYNCS,
-MUFU, ...); not yet checked against a listing. Opcodes in neither print as op_0xNNN.
+CUTLASS's) on the H100 host (session 11): 49 opcodes, no two mnemonics sharing a code. Session
+12 inferred 22 more by differential compilation here (a kernel compiled with and without one PTX
+instruction: wgmma.mma_async, cp.async.bulk.tensor, mbarrier.arrive, ex2.approx, ...; the opcode
+it adds named after that instruction's SASS counterpart); session 13 confirmed 13 of them
+(HGMMA, UTMALDG, SYNCS, WARPGROUP, MUFU, ...) against cuobjdump listings and added 8 more seen
+there. INFERRED keeps the 9 not yet seen in a listing. Opcodes in neither print as op_0xNNN.
 A loop is a backward BRA: its body runs from the branch target to the branch (the offset, in
 4-byte units, is bits 16-23 and 34-63 of the first word, relative to the next instruction).
 
@@ -28,31 +29,27 @@ OPCODES = {
     0x147: 'BRA', 0x14d: 'EXIT', 0x180: 'LD', 0x181: 'LDG', 0x182: 'LDC', 0x184: 'LDS',
     0x186: 'STG', 0x188: 'STS', 0x189: 'SHFL', 0x1ae: 'LDGSTS', 0x1af: 'LDGDEPBAR',
     0x1c3: 'S2UR',
+    # Session 13: read off `cuobjdump -sass` listings of sm_90a wgmma, bulk-copy and mma.sync
+    # kernels (NVIDIA H200 host, CUDA 13.0), each line's mnemonic against its encoding's low 9
+    # bits. The first 13 were INFERRED below (session 12) and are now confirmed.
+    0x9: 'FMNMX', 0x1c: 'PLOP3', 0x21: 'FADD', 0x2f: 'ELECT', 0x108: 'MUFU', 0x141: 'BSYNC',
+    0x145: 'BSSY', 0x192: 'MEMBAR', 0x1a7: 'SYNCS', 0x1b4: 'UTMALDG', 0x1c5: 'WARPGROUP',
+    0x1c6: 'FENCE', 0x1f0: 'HGMMA',
+    0x4: 'R2P', 0x8: 'FSEL', 0x27: 'IMAD', 0x96: 'UPRMT', 0x146: 'YIELD', 0x148: 'WARPSYNC',
+    0x1b2: 'SYNCS', 0x1c8: 'USETMAXREG',
 }
 # Differential compilation (bench/experiments/sass_calibrate.py; nvcc -gencode
-# arch=compute_90a,code=sm_90a -cubin -O3, CUDA 13.0):
-# the PTX each was added by. BSSY/BSYNC/CALL/RET come from an IEEE division's slow path, FCHK from
-# its check.
+# arch=compute_90a,code=sm_90a -cubin -O3, CUDA 13.0), not yet seen in a listing: the PTX each
+# was added by. CALL/RET come from an IEEE division's slow path, FCHK from its check.
 INFERRED = {
-    0x9: 'FMNMX',  # min.f32
-    0x21: 'FADD',  # add.f32
-    0x2f: 'ELECT',  # elect.sync
-    0x1c: 'PLOP3',  # the predicate logic around elect.sync
     0x44: 'STSM',  # stmatrix.sync.aligned.m8n8.x4
     0x102: 'FCHK',
-    0x108: 'MUFU',  # ex2.approx, rcp.approx
-    0x141: 'BSYNC', 0x144: 'CALL', 0x145: 'BSSY', 0x150: 'RET',
+    0x144: 'CALL', 0x150: 'RET',
     0x18e: 'RED',  # red.release.gpu
-    0x1a7: 'SYNCS',  # mbarrier.arrive, mbarrier.try_wait
     0x1a8: 'ATOMG',  # atom.global.add
-    0x1b4: 'UTMALDG',  # cp.async.bulk.tensor (global to shared)
     0x1b5: 'UTMASTG',  # cp.async.bulk.tensor (shared to global)
     0x1b7: 'UTMACMDFLUSH',  # cp.async.bulk.commit_group
     0x1ba: 'UBLKCP',  # cp.async.bulk (one-dimensional)
-    0x1c5: 'WARPGROUP',  # wgmma.fence (ARRIVE), wgmma.wait_group (DEPBAR)
-    0x1c6: 'FENCE',  # fence.proxy.async
-    0x1f0: 'HGMMA',  # wgmma.mma_async: one each
-    0x192: 'MEMBAR',  # fence.acq_rel.gpu
 }
 assert not set(INFERRED) & set(OPCODES)
 OPCODES.update(INFERRED)
