@@ -297,6 +297,7 @@ void CodeGenC::ResetKernelState() {
   buffer_names_.clear();
   var_override_.clear();
   load_override_.clear();
+  load_storage_override_.clear();
   blocks_.assign(1, {});
   indent_ = 0;
 }
@@ -694,10 +695,13 @@ void CodeGenC::EmitStmt(const Stmt& s) {
 std::string CodeGenC::StoredValue(const Buffer& dst, const Expr& value) {
   const DType t = dst.dtype;
   const StoreTarget target(this, &dst);
-  // An element copied unchanged keeps its storage type (no round trip through float).
-  if (const auto* l = As<LoadNode>(value);
-      l && l->dtype == t && load_override_.count(value.get()) == 0) {
-    return LoadAccess(*l);
+  // An element copied unchanged keeps its storage type (no round trip through float), a lane of
+  // a vector load too.
+  if (const auto* l = As<LoadNode>(value); l && l->dtype == t) {
+    if (load_override_.count(value.get()) == 0) return LoadAccess(*l);
+    if (auto it = load_storage_override_.find(value.get()); it != load_storage_override_.end()) {
+      return it->second;
+    }
   }
   // A value cast to the half type it is stored as is converted once.
   if (const auto* c = As<CastNode>(value);

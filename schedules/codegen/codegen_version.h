@@ -7,6 +7,6 @@
 
 namespace tessel::schedules {
 
-inline constexpr int kCodegenVersion = 7;
+inline constexpr int kCodegenVersion = 8;
 
 }  // namespace tessel::schedules

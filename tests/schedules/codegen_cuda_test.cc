@@ -492,6 +492,40 @@ TEST(CodegenCuda, LocalArraysKeepScalarAccessesInVectorizedLoops) {
   EXPECT_NVRTC_COMPILES(src);
 }
 
+TEST(CodegenCuda, HalfLanesCopiedToRegistersKeepTheirStorageType) {
+  // r[v] = A[i] with A and r f16: each lane of the uint4 goes to r as it is stored (no
+  // __float2half(__half2float(...)) round trip, two instructions a lane); r[v] = A[i] * 2 still
+  // converts for the arithmetic.
+  for (const bool scaled : {false, true}) {
+    SCOPED_TRACE(scaled);
+    BufferPtr a = MakeBuffer("A", DType::kFloat16, {1024});
+    BufferPtr c = MakeBuffer("C", DType::kFloat16, {1024});
+    BufferPtr r = MakeBuffer("r", DType::kFloat16, {8}, MemScope::kLocal);
+    VarPtr tx = MakeVar("tx"), v = MakeVar("v"), w = MakeVar("w");
+    Expr i = Expr(tx) * 8 + Expr(v), j = Expr(tx) * 8 + Expr(w);
+    Expr value = MakeLoad(a, {i});
+    if (scaled)
+      value = MakeCast(DType::kFloat16, MakeCast(DType::kFloat32, value) * MakeFloat(2.0));
+    Stmt body =
+        Bind(tx, ThreadTag::kThreadX, 128,
+             MakeAllocate(
+                 r, MakeSeq({Loop(v, 8, MakeStore(r, {v}, value), ForKind::kVectorized),
+                             Loop(w, 8, MakeStore(c, {j}, MakeLoad(r, {w})), ForKind::kSerial)})));
+    GeneratedSource src =
+        Generate(OneKernel("hcopy", {{a, BufferRole::kInput}, {c, BufferRole::kOutput}}, {1, 1, 1},
+                           {128, 1, 1}, body));
+    EXPECT_TRUE(Contains(src.code, "8-lane loads, stored lane by lane to registers")) << src.code;
+    if (scaled) {
+      EXPECT_TRUE(Contains(src.code, "r[7] = __float2half(__half2float(tessel_vec[7]) * 2.0f);"))
+          << src.code;
+    } else {
+      EXPECT_TRUE(Contains(src.code, "r[7] = tessel_vec[7];")) << src.code;
+      EXPECT_FALSE(Contains(src.code, "__half2float")) << src.code;
+    }
+    EXPECT_NVRTC_COMPILES(src);
+  }
+}
+
 TEST(CodegenCuda, VectorizedReductionLoadsVectorsAndAccumulatesLanesInOrder) {
   // acc = max(acc, A[tx * 8 + v]) over a vectorized v of 8: two float4 loads, then the eight
   // lanes accumulated one after the other (the scalar loop's order).
