@@ -297,7 +297,6 @@ void CodeGenC::ResetKernelState() {
   buffer_names_.clear();
   var_override_.clear();
   load_override_.clear();
-  load_storage_override_.clear();
   blocks_.assign(1, {});
   indent_ = 0;
 }
@@ -619,8 +618,10 @@ std::string CodeGenC::Print(const Expr& e, int* prec) {
       return s;
     }
     case ExprKind::kLoad: {
-      if (auto it = load_override_.find(e.get()); it != load_override_.end()) return it->second;
       const auto& n = static_cast<const LoadNode&>(*e);
+      if (auto it = load_override_.find(e.get()); it != load_override_.end()) {
+        return StorageToCompute(n.dtype, it->second);
+      }
       std::string s = StorageToCompute(n.dtype, LoadAccess(n));
       if (n.dtype == DType::kInt64 && !int64_indices_) s = "static_cast<int>(" + s + ")";
       return s;
@@ -698,10 +699,8 @@ std::string CodeGenC::StoredValue(const Buffer& dst, const Expr& value) {
   // An element copied unchanged keeps its storage type (no round trip through float), a lane of
   // a vector load too.
   if (const auto* l = As<LoadNode>(value); l && l->dtype == t) {
-    if (load_override_.count(value.get()) == 0) return LoadAccess(*l);
-    if (auto it = load_storage_override_.find(value.get()); it != load_storage_override_.end()) {
-      return it->second;
-    }
+    const auto it = load_override_.find(value.get());
+    return it != load_override_.end() ? it->second : LoadAccess(*l);
   }
   // A value cast to the half type it is stored as is converted once.
   if (const auto* c = As<CastNode>(value);

@@ -204,10 +204,9 @@ class CodeGenC {
   bool int64_indices_;
   // Vectorization: a variable or a load printed as a given string (with its precedence).
   std::unordered_map<const VarNode*, std::pair<std::string, int>> var_override_;
+  // A load's value in its storage type (a lane of a vector of halves as it is stored): printed
+  // converted for arithmetic, as it is for an element copied unchanged (StoredValue).
   std::unordered_map<const ExprNode*, std::string> load_override_;
-  // The same loads' values in their storage type (a lane of a vector of halves as it is stored),
-  // for an element copied unchanged (StoredValue).
-  std::unordered_map<const ExprNode*, std::string> load_storage_override_;
   // What the prelude must define.
   bool uses_floordiv_ = false;
   bool uses_float_floormod_ = false;

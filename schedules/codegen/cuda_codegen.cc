@@ -725,18 +725,12 @@ void CudaCodeGen::OverrideLane(const VarNode* v, const Expr& value, const std::v
   int prec = 0;
   const std::string printed = Print(value, &prec);
   var_override_[v] = {printed, prec};
-  for (size_t i = 0; i < loads.size(); ++i) {
-    load_override_[loads[i].get()] = StorageToCompute(loads[i]->dtype, lane_values[i][k]);
-    load_storage_override_[loads[i].get()] = lane_values[i][k];
-  }
+  for (size_t i = 0; i < loads.size(); ++i) load_override_[loads[i].get()] = lane_values[i][k];
 }
 
 void CudaCodeGen::ClearLaneOverrides(const VarNode* v, const std::vector<Expr>& loads) {
   var_override_.erase(v);
-  for (const Expr& l : loads) {
-    load_override_.erase(l.get());
-    load_storage_override_.erase(l.get());
-  }
+  for (const Expr& l : loads) load_override_.erase(l.get());
 }
 
 void CudaCodeGen::EmitLaneStores(const ForNode& n, const VectorLoop& plan) {

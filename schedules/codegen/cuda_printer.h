@@ -181,7 +181,7 @@ class CudaCodeGen final : public CodeGenC {
                              const Expr& min, int64_t offset);
   // Reads each load's elements [first, first + lanes) of the loop variable `v` (bound at
   // `min`) as one vector; returns each load's per-lane expressions in its storage type (a half
-  // lane as stored; OverrideLane converts them for arithmetic).
+  // lane as stored; printing the overridden load converts it for arithmetic).
   std::vector<std::vector<std::string>> EmitLaneLoads(const VarNode* v, const Expr& min,
                                                       const std::vector<Expr>& loads, int64_t lanes,
                                                       int64_t first);

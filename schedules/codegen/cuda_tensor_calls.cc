@@ -63,25 +63,28 @@ const Expr* ErfComplementArgument(const BinaryNode& b) {
   return b.op == BinaryOp::kAdd && IsFloatConstant(b.b, 1.0) ? ErfArgument(b.a) : nullptr;
 }
 
+// The constant c of `c * v` or `v * c`, with v in *other; nullptr when `e` is not such a product.
+const FloatImmNode* ConstantFactor(const Expr& e, const Expr** other) {
+  const auto* m = As<BinaryNode>(e);
+  if (m == nullptr || m->op != BinaryOp::kMul) return nullptr;
+  for (const auto& [c, v] : {std::pair(&m->a, &m->b), std::pair(&m->b, &m->a)}) {
+    if (const auto* f = As<FloatImmNode>(*c)) {
+      *other = v;
+      return f;
+    }
+  }
+  return nullptr;
+}
+
 // `factor * (1 + erf(y))` is GELU's product when y is x * (1 / sqrt 2) (either order) and `factor`
 // is x or k * x (either order) for a constant k: 2k, or 2 where there is no k; 0 otherwise.
 double GeluMultiple(const Expr& factor, const Expr& y, const Expr** x) {
-  const auto* scaled = As<BinaryNode>(y);
-  if (scaled == nullptr || scaled->op != BinaryOp::kMul) return 0;
-  const auto* c = As<FloatImmNode>(scaled->b);
-  *x = &scaled->a;
-  if (c == nullptr) c = As<FloatImmNode>(scaled->a), *x = &scaled->b;
+  const FloatImmNode* c = ConstantFactor(y, x);
   if (c == nullptr || std::fabs(c->value - codegen::kGeluScale) > 1e-7) return 0;
   if (StructuralEqual(factor, **x)) return 2.0;
-  const auto* k = As<BinaryNode>(factor);
-  if (k == nullptr || k->op != BinaryOp::kMul) return 0;
-  if (const auto* f = As<FloatImmNode>(k->a); f != nullptr && StructuralEqual(k->b, **x)) {
-    return 2.0 * f->value;
-  }
-  if (const auto* f = As<FloatImmNode>(k->b); f != nullptr && StructuralEqual(k->a, **x)) {
-    return 2.0 * f->value;
-  }
-  return 0;
+  const Expr* kx = nullptr;
+  const FloatImmNode* k = ConstantFactor(factor, &kx);
+  return k != nullptr && StructuralEqual(*kx, **x) ? 2.0 * k->value : 0;
 }
 
 // y of `1 / (1 + exp(y))` (the sum in either order); nullptr when `n` is not such a quotient.

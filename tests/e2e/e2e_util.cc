@@ -176,7 +176,7 @@ std::vector<std::string> SkinnySpecs() {
 
 bool IsSkinnySample(const Trace& trace) {
   for (const Instruction& inst : trace.insts) {
-    if (inst.kind == "cache_read" && inst.attrs.value("scope", "") == "shared") return false;
+    if (inst.kind == "cache_read") return false;
   }
   return true;
 }

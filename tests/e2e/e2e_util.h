@@ -42,8 +42,8 @@ int64_t SplitKFactor(const schedules::Trace& trace);
 // epilogue, a few columns (N = 3, M = 8), a K no vector width divides.
 std::vector<std::string> SkinnySpecs();
 // Whether a CUDA sample of a contraction comes from skinny_contraction's sketches: they read
-// their operands from global memory, so the trace caches none in shared memory (cache_read),
-// where every sketch of the tiling rules caches both there.
+// their operands from global memory, so the trace caches none (cache_read), where every sketch of
+// the tiling rules caches both operands in shared memory.
 bool IsSkinnySample(const schedules::Trace& trace);
 // Whether it comes from the one-kernel "columns" sketch (BlockColumns): a skinny sample whose
 // partials are in shared memory (set_scope shared).
