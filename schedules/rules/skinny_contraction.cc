@@ -340,26 +340,13 @@ class SkinnyContraction final : public ScheduleRule {
     TESSEL_ASSIGN_OR_RETURN(IntRV tx,
                             rules::SampleWeighted(s, txs, rules::LogDistanceWeights(txs, tx_want),
                                                   v.outputs / v.lanes));
-    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> c, s->Split(yl[v.column_axis], {-1, lanes, tx}));
-    std::vector<LoopRV> outer;
-    for (int a = 0; a < static_cast<int>(yl.size()); ++a) {
-      if (a != v.column_axis) outer.push_back(yl[a]);
-    }
-    outer.push_back(c[0]);
-    std::vector<LoopRV> order = outer;
-    order.push_back(c[1]);
-    order.push_back(c[2]);
-    std::vector<LoopRV> now = yl;
-    now[v.column_axis] = c[0];
-    now.insert(now.begin() + v.column_axis + 1, {c[1], c[2]});
-    if (!rules::SameOrder(order, now)) TESSEL_RETURN_IF_ERROR(s->Reorder(order));
-    TESSEL_ASSIGN_OR_RETURN(LoopRV blocks, rules::FuseAll(s, outer));
-    TESSEL_RETURN_IF_ERROR(s->Bind(blocks, "blockIdx.x"));
-    TESSEL_RETURN_IF_ERROR(s->Bind(c[1], "threadIdx.y"));
-    TESSEL_RETURN_IF_ERROR(s->Bind(c[2], "threadIdx.x"));
+    TESSEL_ASSIGN_OR_RETURN(ColumnSplit c, BindColumnBlocks(s, yl, v.column_axis, {-1, lanes, tx}));
+    const LoopRV blocks = c.blocks;
+    TESSEL_RETURN_IF_ERROR(s->Bind(c.inner[0], "threadIdx.y"));
+    TESSEL_RETURN_IF_ERROR(s->Bind(c.inner[1], "threadIdx.x"));
     TESSEL_ASSIGN_OR_RETURN(BlockRV sum, s->GetBlock(producer));
     TESSEL_RETURN_IF_ERROR(s->SetScope(sum, "local"));
-    TESSEL_RETURN_IF_ERROR(s->ComputeAt(sum, c[2]));
+    TESSEL_RETURN_IF_ERROR(s->ComputeAt(sum, c.inner[1]));
     // The partials: the block's Ty chunks of its columns, in shared memory.
     TESSEL_ASSIGN_OR_RETURN(BlockRV p, s->GetBlock(partials));
     TESSEL_ASSIGN_OR_RETURN(BlockRV acc, s->CacheWrite(p, "local"));
@@ -422,23 +409,38 @@ class SkinnyContraction final : public ScheduleRule {
                                             const SkinnyView& v) {
     const LoopRV column = spatial[v.column_axis];
     TESSEL_ASSIGN_OR_RETURN(IntRV tx, SampleUniform(s, {32, 64, 128}, s->LoopExtent(column)));
-    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> c, s->Split(column, {-1, tx}));
+    TESSEL_ASSIGN_OR_RETURN(ColumnSplit c, BindColumnBlocks(s, spatial, v.column_axis, {-1, tx}));
+    TESSEL_RETURN_IF_ERROR(s->Bind(c.inner[0], "threadIdx.x"));
+    return c.inner[0];
+  }
+
+  // The column loop `spatial[column_axis]` split by `factors` (the rest first); the other loops
+  // and that rest, fused, bound to blockIdx.x; the split's inner loops innermost, in order.
+  struct ColumnSplit {
+    LoopRV blocks;
+    std::vector<LoopRV> inner;
+  };
+  static absl::StatusOr<ColumnSplit> BindColumnBlocks(Schedule* s,
+                                                      const std::vector<LoopRV>& spatial,
+                                                      int column_axis,
+                                                      const std::vector<Factor>& factors) {
+    TESSEL_ASSIGN_OR_RETURN(std::vector<LoopRV> c, s->Split(spatial[column_axis], factors));
     std::vector<LoopRV> outer;
-    for (size_t a = 0; a < spatial.size(); ++a) {
-      if (static_cast<int>(a) != v.column_axis) outer.push_back(spatial[a]);
+    for (int a = 0; a < static_cast<int>(spatial.size()); ++a) {
+      if (a != column_axis) outer.push_back(spatial[a]);
     }
     outer.push_back(c[0]);
+    const std::vector<LoopRV> inner(c.begin() + 1, c.end());
     std::vector<LoopRV> order = outer;
-    order.push_back(c[1]);
-    // In place, the loops are the others in order with the column's two where the column was.
+    order.insert(order.end(), inner.begin(), inner.end());
+    // In place, the loops are the others in order with the column's parts where the column was.
     std::vector<LoopRV> now = spatial;
-    now[v.column_axis] = c[0];
-    now.insert(now.begin() + v.column_axis + 1, c[1]);
+    now.erase(now.begin() + column_axis);
+    now.insert(now.begin() + column_axis, c.begin(), c.end());
     if (!rules::SameOrder(order, now)) TESSEL_RETURN_IF_ERROR(s->Reorder(order));
     TESSEL_ASSIGN_OR_RETURN(LoopRV blocks, rules::FuseAll(s, outer));
     TESSEL_RETURN_IF_ERROR(s->Bind(blocks, "blockIdx.x"));
-    TESSEL_RETURN_IF_ERROR(s->Bind(c[1], "threadIdx.x"));
-    return c[1];
+    return ColumnSplit{blocks, inner};
   }
 
   Target target_;
