@@ -88,7 +88,7 @@ struct Totals {
   // software pipeline.
   double tensor_flops = 0, wgmma_flops = 0, async_copy_bytes = 0, pipeline_stages = 0,
          pipeline_fetch_spread = 0, pipeline_fragments_across = 0, bulk_copy_bytes = 0,
-         pipeline_producer = 0, tma_multicast = 0;
+         pipeline_producer = 0, tma_multicast = 0, bulk_store_bytes = 0;
   // Iterations of the serial loops around a block binding: a persistent block's rounds of tiles.
   double block_rounds = 1;
   // Threads that take turns at shared memory (kPipelineTurns: a ping-pong kernel's warpgroups).
@@ -219,6 +219,20 @@ class Walker {
     if (name == schedules::kCallMbarrierExpectTx && call.args.size() == 2 &&
         schedules::IsConstInt(call.args[1], &tx)) {
       t_.bulk_copy_bytes += thread_mult_ * static_cast<double>(tx);
+      return;
+    }
+    if (const int64_t rank = schedules::TmaStoreRank(name); rank > 0 && call.args.size() > 1) {
+      // A warp's bulk tensor store (its first lane issues it): the box is the staging slot its
+      // source starts, the source buffer's `rank` innermost axes.
+      if (const auto* src = schedules::As<schedules::LoadNode>(call.args[1])) {
+        const std::vector<int64_t>& shape = src->buffer->shape;
+        double box = schedules::DTypeBytes(src->buffer->dtype);
+        for (size_t d = shape.size() - std::min<size_t>(shape.size(), rank); d < shape.size();
+             ++d) {
+          box *= static_cast<double>(shape[d]);
+        }
+        t_.bulk_store_bytes += thread_mult_ * box;
+      }
       return;
     }
     if (schedules::IsTmaMulticastCall(name)) t_.tma_multicast = 1;
@@ -708,7 +722,9 @@ const std::vector<std::string>& FeatureNames() {
         // Split reductions.
         "log2_workspace_per_output",
         // Cache hints.
-        "global_frac_streamed"};
+        "global_frac_streamed",
+        // Bulk tensor stores.
+        "log2_bulk_store_bytes"};
     for (int b = 0; b < kTopBuffers; ++b) {
       for (const char* f : kBufferFields) n.push_back("buf" + std::to_string(b) + "_" + f);
     }
@@ -861,6 +877,7 @@ Features ExtractFeatures(const schedules::Program& program, const schedules::Tar
     if (streamed_stores.count(b)) streamed += s.write_bytes;
   }
   push(Ratio(streamed, global_touched));
+  log(t.bulk_store_bytes);
 
   // The global buffers by bytes touched (then program order): a fixed number of slots.
   std::vector<const BufferStats*> order;

@@ -23,7 +23,7 @@ namespace tessel::costmodel {
 
 using Features = std::vector<float>;
 
-inline constexpr int kFeatureVersion = 12;
+inline constexpr int kFeatureVersion = 13;
 
 // One name per feature slot, in order; ExtractFeatures returns FeatureNames().size() values.
 const std::vector<std::string>& FeatureNames();

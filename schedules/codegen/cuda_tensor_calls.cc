@@ -28,7 +28,7 @@ std::string CudaCodeGen::TensorCall(const CallNode& n) {
     // destination.
     if (const auto* l = As<LoadNode>(a); l && !(i > 0 && IsQuadStoreCall(n.name))) {
       arg = "&" + Access(l->buffer, l->indices);
-    } else if (i == 2 && TmaLoadRank(n.name) > 0) {
+    } else if ((i == 2 && TmaLoadRank(n.name) > 0) || (i == 0 && TmaStoreRank(n.name) > 0)) {
       arg = "&tessel_tmap_" + Print(a);  // the kernel's tensor map parameter
     } else if (const auto* dst = As<LoadNode>(n.args[0]);
                i >= 3 && IsQuadStoreCall(n.name) && dst) {
@@ -311,6 +311,24 @@ std::string TmaLoadHelper(const std::string& name, int64_t rank) {
       "\n               : \"memory\");\n}\n");
 }
 
+// tessel_tma_store_<R>d(map, src, c0, ..): the box of `map` at c (innermost first) from shared
+// memory at src, in this thread's bulk async-group.
+std::string TmaStoreHelper(const std::string& name, int64_t rank) {
+  std::string params, coords, ins;
+  for (int64_t i = 0; i < rank; ++i) {
+    absl::StrAppend(&params, ", int c", i);
+    absl::StrAppend(&coords, i ? ", " : "", "%", i + 2);
+    absl::StrAppend(&ins, ", \"r\"(c", i, ")");
+  }
+  return absl::StrCat(
+      "__device__ __forceinline__ void ", name, "(const tessel_tensor_map* map, const void* src",
+      params, ") {\n", "  asm volatile(\"cp.async.bulk.tensor.", rank,
+      "d.global.shared::cta.bulk_group [%0, {", coords, "}], [%1];\"\n",
+      "               :: \"l\"(reinterpret_cast<unsigned long long>(map)),\n",
+      "                  \"r\"(static_cast<unsigned>(__cvta_generic_to_shared(src)))", ins,
+      "\n               : \"memory\");\n}\n");
+}
+
 // An arrival on the mbarrier at the same offset in another CTA of the cluster (mapa; release at
 // the CTA's scope, as any arrival).
 constexpr char kMbarrierArriveClusterHelper[] =
@@ -393,7 +411,7 @@ std::string TensorCallHelpers(const std::set<std::string>& calls) {
   bool mbarriers = false, maps = false;
   for (const std::string& name : calls) {
     mbarriers |= absl::StartsWith(name, "tessel_mbarrier_");
-    maps |= TmaLoadRank(name) > 0;
+    maps |= TmaLoadRank(name) > 0 || TmaStoreRank(name) > 0;
   }
   if (maps) absl::StrAppend(&out, kTensorMapType);
   if (mbarriers) absl::StrAppend(&out, kMbarrierHelpers);
@@ -402,6 +420,15 @@ std::string TensorCallHelpers(const std::set<std::string>& calls) {
       absl::StrAppend(&out, WgmmaHelper(name));
     } else if (const int64_t rank = TmaLoadRank(name); rank > 0) {
       absl::StrAppend(&out, TmaLoadHelper(name, rank));
+    } else if (const int64_t store_rank = TmaStoreRank(name); store_rank > 0) {
+      absl::StrAppend(&out, TmaStoreHelper(name, store_rank));
+    } else if (name == kCallBulkCommit) {
+      absl::StrAppend(&out, AsmHelper(name, "cp.async.bulk.commit_group"));
+    } else if (const int64_t reading = BulkWaitReadGroups(name); reading >= 0) {
+      absl::StrAppend(&out,
+                      AsmHelper(name, absl::StrCat("cp.async.bulk.wait_group.read ", reading)));
+    } else if (name == kCallSyncwarp) {
+      absl::StrAppend(&out, "__device__ __forceinline__ void ", name, "() { __syncwarp(); }\n");
     } else if (name == kErfcNarrowCall) {
       absl::StrAppend(&out, ErfcNarrowHelper());
     } else if (name == kGeluNarrowCall) {

@@ -96,6 +96,10 @@ int64_t PipelineTurns(const std::vector<std::pair<std::string, int64_t>>& annota
   return AnnotationValue(annotations, kPipelineTurns);
 }
 
+int64_t BulkStore(const std::vector<std::pair<std::string, int64_t>>& annotations) {
+  return AnnotationValue(annotations, kBulkStore);
+}
+
 namespace {
 
 // The number after `prefix` + "_" in `name`, or -1.
@@ -143,6 +147,12 @@ int64_t TmaLoadRank(std::string_view name) {
   const int64_t rank = RankAfter(name, kCallTmaLoad);
   return rank > 0 ? rank : RankAfter(name, kCallTmaMulticast);
 }
+std::string TmaStoreCall(int64_t rank) { return absl::StrCat(kCallTmaStore, "_", rank, "d"); }
+int64_t TmaStoreRank(std::string_view name) { return RankAfter(name, kCallTmaStore); }
+std::string BulkWaitReadCall(int64_t groups) {
+  return absl::StrCat(kCallBulkWaitRead, "_", groups);
+}
+int64_t BulkWaitReadGroups(std::string_view name) { return NumberAfter(name, kCallBulkWaitRead); }
 
 std::string WgmmaWaitCall(int64_t groups) { return absl::StrCat(kCallWgmmaWait, "_", groups); }
 int64_t WgmmaWaitGroups(std::string_view name) { return NumberAfter(name, kCallWgmmaWait); }

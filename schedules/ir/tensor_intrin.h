@@ -132,6 +132,20 @@ inline constexpr char kPipelineTurns[] = "pipeline_turns";
 // Its value among a loop's annotations (0 when absent).
 int64_t PipelineTurns(const std::vector<std::pair<std::string, int64_t>>& annotations);
 
+// The loop annotation that makes an accumulator write-back nest (mma_accumulator, the marked
+// loop) store through shared memory and the copy engine (1; 0 or absent: each lane stores its
+// elements, or quad stores, directly): each warp writes its 16 rows into a staging buffer of its
+// own, two 16 x 64 chunks, 128-byte swizzled, and one lane stores each chunk with a bulk tensor
+// store (cp.async.bulk.tensor, global <- shared) through a tensor map over the output
+// (lower_tensor_intrinsics). Honoured where the nest's body is one store of a 16-bit element to a
+// global buffer whose last two axes are the nest's columns and rows (coefficient 1, no other axis
+// using them), its columns a multiple of 64 and its rows whole 16-byte vectors, under conditions
+// that are the warp's as a whole or bounds of the buffer's extents (which the copy engine keeps),
+// on a target with bulk tensor copies; elsewhere it has no effect.
+inline constexpr char kBulkStore[] = "bulk_store";
+// Its value among a loop's annotations (0 when absent).
+int64_t BulkStore(const std::vector<std::pair<std::string, int64_t>>& annotations);
+
 // ---- Calls left by lowering (CallNode names). Their arguments are Loads of the first element
 // of each operand (the printer passes its address) followed by plain values.
 inline constexpr char kCallMma[] = "tessel_mma_m16n8k16";   // (acc, a, b): types in name
@@ -175,6 +189,18 @@ inline constexpr char kCallFenceMbarrierInit[] = "tessel_fence_mbarrier_init";
 // that lane q stores tile q's 8 columns, rounded to the element type, as one 16-byte vector at
 // dst where `pred` holds. Every lane of the warp calls it (shuffles).
 inline constexpr char kCallQuadStore[] = "tessel_quad_store";
+// tessel_tma_store_<rank>d(map, src, c0, ..., c<rank-1>): a bulk tensor store of the box of
+// tensor map `map` (an integer immediate, as for a load) at coordinates c (innermost first) from
+// shared memory at src (a Load of its first element), in this thread's bulk async-group; the copy
+// engine writes nothing past the global buffer's extents.
+inline constexpr char kCallTmaStore[] = "tessel_tma_store";
+// () closes this thread's bulk async-group of stores.
+inline constexpr char kCallBulkCommit[] = "tessel_bulk_commit";
+// tessel_bulk_wait_read_<groups>(): waits until at most `groups` of this thread's bulk groups
+// still read shared memory (their sources may be written again).
+inline constexpr char kCallBulkWaitRead[] = "tessel_bulk_wait_read";
+// () the warp's lanes meet, and their shared-memory writes are visible to each other (__syncwarp).
+inline constexpr char kCallSyncwarp[] = "tessel_syncwarp";
 // tessel_setmaxnreg_<inc|dec>_<registers>(): the warpgroup's registers a thread (sm_90a).
 inline constexpr char kCallSetmaxnreg[] = "tessel_setmaxnreg";
 // Not a call of the IR: the CUDA printer's helper for a swizzled buffer's offsets,
@@ -197,6 +223,12 @@ std::string TmaLoadCall(int64_t rank);
 // The quad store of elements of `t` (f16 or bf16), and whether `name` is one.
 std::string QuadStoreCall(DType t);
 bool IsQuadStoreCall(std::string_view name);
+// The bulk tensor store of a box of `rank` dimensions, and the rank such a name carries (-1 for
+// any other name); the wait for at most `groups` bulk groups reading, and the groups it names.
+std::string TmaStoreCall(int64_t rank);
+int64_t TmaStoreRank(std::string_view name);
+std::string BulkWaitReadCall(int64_t groups);
+int64_t BulkWaitReadGroups(std::string_view name);
 // Its multicast form (kCallTmaMulticast), whose rank TmaLoadRank gives too.
 std::string TmaMulticastCall(int64_t rank);
 bool IsTmaMulticastCall(std::string_view name);

@@ -23,6 +23,7 @@
 // Any other access of a fragment is an error naming it, and so is a tensorize mark on the host.
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -34,6 +35,7 @@
 #include "schedules/ir/affine.h"
 #include "schedules/ir/expr_functor.h"
 #include "schedules/ir/stmt_functor.h"
+#include "schedules/ir/structural.h"
 #include "schedules/ir/substitute.h"
 #include "schedules/ir/tensor_intrin.h"
 #include "schedules/lower/passes.h"
@@ -194,7 +196,11 @@ absl::Status TileAxes(const Nest& n, const Buffer& b, const std::vector<Expr>& i
 
 class TensorLowering : public StmtMutator {
  public:
-  TensorLowering(const Kernel& k, const Analyzer& analyzer) : kernel_(k), analyzer_(analyzer) {}
+  // `bulk_stores`: the target has bulk tensor copies, so write-backs annotated kBulkStore go
+  // through the copy engine; `buffers`: the program's, which tensor maps index.
+  TensorLowering(const Kernel& k, const Analyzer& analyzer, bool bulk_stores,
+                 const std::vector<ProgramBuffer>& buffers)
+      : kernel_(k), analyzer_(analyzer), bulk_stores_(bulk_stores), buffers_(buffers) {}
 
   // Phase 1: the roles of the kernel's fragments, from its mma nests.
   absl::Status FindFragments(const Stmt& body) {
@@ -211,6 +217,8 @@ class TensorLowering : public StmtMutator {
   }
 
   absl::Status status() const { return status_; }
+  // The tensor maps the bulk stores added, to append to the kernel's (in index order).
+  const std::vector<TensorMapSpec>& store_maps() const { return store_maps_; }
 
  protected:
   Stmt VisitFor(const ForNode& f, const Stmt& self) override {
@@ -702,6 +710,9 @@ class TensorLowering : public StmtMutator {
     } srw(rw);
     Stmt body = srw.Visit(n.body);
     if (!rw.status.ok()) return Fail(rw.status);
+    if (bulk_stores_ && BulkStore(n.loops[0]->annotations) > 0) {
+      if (Stmt bulk = BulkStores(body, u, v, lane, h, e, j, col_ext)) return LaneLoop(lane, bulk);
+    }
     if (Stmt quads = QuadStores(body, u, v, lane, h, e, j, col_ext)) return LaneLoop(lane, quads);
     Expr lv = MakeCast(kIndexType, lane);
     body = Substitute(body, {{u, lv / 4 + Expr(h) * 8}, {v, Expr(j) * 8 + lv % 4 * 2 + Expr(e)}});
@@ -815,8 +826,157 @@ class TensorLowering : public StmtMutator {
     return MakeFor(h, MakeInt(0), MakeInt(2), ForKind::kUnrolled, ThreadTag::kNone, out);
   }
 
+  // The accumulator's write-back through shared memory and bulk tensor stores (kBulkStore):
+  // where the nest's body is one store of a 16-bit element to a global buffer whose last axis is
+  // the nest's columns and second-last its rows (coefficient 1, no other axis using either), over
+  // whole 64-column chunks, rows of whole 16-byte vectors, under conditions of the warp as a
+  // whole (kept around its chunks) or bounds of the buffer's own extents on its indices (dropped:
+  // the copy engine writes nothing past them). The warp's lanes
+  // write each chunk's 16 x 64 elements (rounded to the element type, two adjacent columns a
+  // lane) into one of two 128-byte swizzled slots of a staging buffer of the warp's own, then its
+  // first lane stores the slot with one bulk tensor store (box 1 x ... x 16 x 64 of a tensor map
+  // over the buffer) and commits it as a bulk group. A slot is written again once at most one
+  // group still reads shared memory (the other slot's). Null where the body is of another form.
+  // `u`, `v`, `lane`, `h`, `e`, `j`: as for QuadStores.
+  Stmt BulkStores(const Stmt& body, const VarNode* u, const VarNode* v, const VarPtr& lane,
+                  const VarPtr& h, const VarPtr& e, const VarPtr& j, int64_t col_ext) {
+    constexpr int64_t kChunk = 64, kRows = 16, kSlots = 2, kSwizzle = 128;
+    std::vector<Expr> conds;
+    Stmt x = body;
+    while (const auto* i = As<IfThenElseNode>(x)) {
+      if (i->else_case) return nullptr;
+      conds.push_back(i->cond);
+      x = i->then_case;
+    }
+    const auto* st = As<StoreNode>(x);
+    if (col_ext % kChunk != 0 || !st || st->buffer->scope != MemScope::kGlobal ||
+        (st->buffer->dtype != DType::kFloat16 && st->buffer->dtype != DType::kBFloat16) ||
+        st->indices.size() < 2 || st->indices.size() > 5 || st->buffer->shape.back() % 8 != 0 ||
+        st->buffer->Strides().back() != 1) {
+      return nullptr;
+    }
+    const size_t rank = st->indices.size();
+    for (size_t d = 0; d < rank; ++d) {
+      const VarNode* own = d + 1 == rank ? v : d + 2 == rank ? u : nullptr;
+      const VarNode* other = own == v ? u : v;
+      int64_t coeff = 0;
+      AffineForm rest;
+      if (UsesVar(st->indices[d], other) ||
+          (own ? !SplitAffine(st->indices[d], own, &coeff, &rest) || coeff != 1
+               : UsesVar(st->indices[d], u))) {
+        return nullptr;
+      }
+    }
+    // The store's conditions: those of the warp as a whole (no lane's row or column in them)
+    // guard its chunks; a bound of the buffer's own extent on one of its indices is the copy
+    // engine's, which writes nothing past the extents; any other form keeps the lanes' stores.
+    std::vector<const VarNode*> lane_vars = {u, v};
+    for (const ForNode* f : thread_loops_) {
+      if (f->thread == ThreadTag::kThreadX) lane_vars.push_back(f->var.get());
+    }
+    Expr warp_cond;
+    std::function<bool(const Expr&)> take = [&](const Expr& cond) {
+      if (const auto* b = As<BinaryNode>(cond); b && b->op == BinaryOp::kAnd) {
+        return take(b->a) && take(b->b);
+      }
+      if (std::none_of(lane_vars.begin(), lane_vars.end(),
+                       [&](const VarNode* lv) { return UsesVar(cond, lv); })) {
+        warp_cond = MakeAnd(warp_cond, cond);
+        return true;
+      }
+      const auto* lt = As<BinaryNode>(cond);
+      int64_t bound = 0;
+      if (!lt || lt->op != BinaryOp::kLt || !IsConstInt(lt->b, &bound)) return false;
+      for (size_t d = 0; d < st->indices.size(); ++d) {
+        if (bound == st->buffer->shape[d] &&
+            StructuralEqual(analyzer_.Simplify(lt->a), analyzer_.Simplify(st->indices[d]))) {
+          return true;
+        }
+      }
+      return false;
+    };
+    for (const Expr& cond : conds) {
+      if (!take(cond)) return nullptr;
+    }
+    int buffer = -1;
+    for (size_t i = 0; i < buffers_.size(); ++i) {
+      if (buffers_[i].buffer.get() == st->buffer.get()) buffer = static_cast<int>(i);
+    }
+    // The warp among the block's (the enclosing thread loops but the lanes'), and how many.
+    Expr warp = MakeInt(0);
+    int64_t warps = 1;
+    for (const ForNode* f : thread_loops_) {
+      int64_t extent = 0;
+      if (!IsThreadTag(f->thread) || f->thread == ThreadTag::kThreadX) continue;
+      if (!IsConstInt(f->extent, &extent)) return nullptr;
+      warp = warp * extent + MakeCast(kIndexType, f->var) - f->min;
+      warps *= extent;
+    }
+    if (buffer < 0) return nullptr;
+    auto stage = std::make_shared<Buffer>();
+    stage->name = st->buffer->name + "_stage";
+    stage->dtype = st->buffer->dtype;
+    stage->shape = {warps, kSlots, kRows, kChunk};
+    stage->scope = MemScope::kShared;
+    stage->swizzle_bytes = kSwizzle;
+    std::vector<int64_t> box(rank, 1);
+    box[rank - 2] = kRows;
+    box[rank - 1] = kChunk;
+    const TensorMapSpec spec{buffer, box, kSwizzle};
+    int64_t map = 0;
+    while (map < static_cast<int64_t>(store_maps_.size()) && !(store_maps_[map] == spec)) ++map;
+    if (map == static_cast<int64_t>(store_maps_.size())) store_maps_.push_back(spec);
+    map += static_cast<int64_t>(kernel_.launch.tensor_maps.size());
+
+    VarPtr c = MakeVar(j->name + "_c");   // the chunk
+    VarPtr jc = MakeVar(j->name + "_i");  // the 8-column tile within it
+    const Expr lv = MakeCast(kIndexType, lane);
+    const Expr slot = Expr(c) % kSlots;
+    warp = analyzer_.Simplify(warp);
+    // The lane's element (rows l / 4 + 8 h, columns 8 j + 2 (l % 4) + e) of tile j = 8 c + jc.
+    const Expr row = lv / 4 + Expr(h) * 8, col = Expr(jc) * 8 + lv % 4 * 2 + Expr(e);
+    Expr value = Substitute(st->value, {{u, row}, {v, Expr(c) * kChunk + col}});
+    value = Substitute(value, {{j.get(), Expr(c) * (kChunk / 8) + Expr(jc)}});
+    Stmt write = MakeStore(stage, {warp, slot, row, col}, value);
+    Analyzer an = analyzer_;
+    an.Bind(lane, 0, kWarp);
+    an.Bind(h, 0, 2);
+    an.Bind(e, 0, 2);
+    an.Bind(jc, 0, kChunk / 8);
+    an.Bind(c, 0, col_ext / kChunk);
+    write = an.Simplify(write);
+    write = MakeFor(e, MakeInt(0), MakeInt(2), ForKind::kVectorized, ThreadTag::kNone, write);
+    write = MakeFor(h, MakeInt(0), MakeInt(2), ForKind::kUnrolled, ThreadTag::kNone, write);
+    write =
+        MakeFor(jc, MakeInt(0), MakeInt(kChunk / 8), ForKind::kUnrolled, ThreadTag::kNone, write);
+    // The box's coordinates, innermost first: the chunk's first column, the warp's first row,
+    // the outer axes' indices.
+    std::vector<Expr> at;
+    for (const Expr& i : st->indices) {
+      at.push_back(an.Simplify(Substitute(i, {{u, MakeInt(0)}, {v, Expr(c) * kChunk}})));
+    }
+    std::vector<Expr> args = {MakeInt(map), MakeLoad(stage, {warp, slot, MakeInt(0), MakeInt(0)})};
+    for (size_t i = rank; i-- > 0;) args.push_back(MakeCast(DType::kInt32, at[i]));
+    const Expr first = lv == int64_t{0};
+    Stmt chunk = MakeSeq({
+        MakeIf(first, TensorCallStmt(BulkWaitReadCall(kSlots - 1))),
+        TensorCallStmt(kCallSyncwarp),
+        write,
+        TensorCallStmt(kCallFenceProxyAsync),
+        TensorCallStmt(kCallSyncwarp),
+        MakeIf(first, MakeSeq({TensorCallStmt(TmaStoreCall(static_cast<int64_t>(rank)), args),
+                               TensorCallStmt(kCallBulkCommit)})),
+    });
+    Stmt chunks = MakeFor(c, MakeInt(0), MakeInt(col_ext / kChunk), ForKind::kUnrolled,
+                          ThreadTag::kNone, chunk);
+    return MakeAllocate(stage, warp_cond ? MakeIf(warp_cond, chunks) : chunks);
+  }
+
   const Kernel& kernel_;
   const Analyzer& analyzer_;
+  const bool bulk_stores_;
+  const std::vector<ProgramBuffer>& buffers_;
+  std::vector<TensorMapSpec> store_maps_;
   std::vector<const ForNode*> thread_loops_;  // the thread-bound loops around the visit
   std::map<const Buffer*, Fragment> fragments_;
   std::map<const ForNode*, MmaAccess> mmas_;  // by the nest's marked loop, A first (FindFragments)
@@ -924,10 +1084,18 @@ absl::Status LowerTensorIntrinsics(LoweringState* state) {
           absl::StrCat("kernel ", k.name, " tensorizes with wgmma_m64nNk16, which the target ",
                        state->target.ToString(), " does not have; wgmma needs cuda -arch=sm_90a"));
     }
-    TensorLowering t(k, state->analyzer);
+    TensorLowering t(k, state->analyzer, state->target.Supports(TargetFeature::kBulkTensorCopy),
+                     state->program.buffers);
     if (absl::Status st = t.FindFragments(k.body); !st.ok()) return st;
     Stmt body = t.Visit(k.body);
     if (!t.status().ok()) return t.status();
+    if (!t.store_maps().empty()) {
+      // Bulk stores read shared memory until their groups say otherwise: every thread waits for
+      // its own before the block leaves (and its shared memory goes to another).
+      body = MakeSeq({body, TensorCallStmt(BulkWaitReadCall(0))});
+      k.launch.tensor_maps.insert(k.launch.tensor_maps.end(), t.store_maps().begin(),
+                                  t.store_maps().end());
+    }
     k.body = wgmma ? FenceWgmma(body) : body;
   }
   return absl::OkStatus();

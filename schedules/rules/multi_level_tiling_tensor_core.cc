@@ -528,7 +528,7 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
   //
   // Decisions: warps along m (4, 8), warpgroups along n (1, 2), N (64, 128, 192, 256), k steps a
   // stage (4, 8: 64 or 128 elements, whole swizzle rows), stages; with bulk copies, the producer
-  // form and the cluster size.
+  // form, the cluster size and whether the write-back goes through bulk tensor stores.
   absl::Status Wgmma(Schedule* s, BlockRV acc, const std::vector<LoopRV>& ol,
                      const rules::GemmAxes& ga, const std::vector<Operand>& ops,
                      const std::vector<std::string>& reindex, bool bulk) const {
@@ -604,6 +604,15 @@ class MultiLevelTilingTensorCore final : public ScheduleRule {
       // shapes on an H100).
       TESSEL_ASSIGN_OR_RETURN(IntRV producer, rules::SampleWeighted(s, {0, 1, 2}, {1, 1, 2}, 2, 1));
       TESSEL_RETURN_IF_ERROR(s->Annotate(k01[0], kPipelineProducer, producer));
+      // The write-back through shared memory and bulk tensor stores (kBulkStore: each warp's rows
+      // in 64-column chunks, one store a chunk) or by the lanes' 16-byte stores. On an H200, same
+      // persistent 128 x 256 traces with and without (bench/RESULTS.md, session 14): bias + GELU
+      // f16 1.04-1.05x faster with k = 1024, where the epilogue weighs, 1.013-1.016x with k of
+      // 4096 and 8192; plain GEMMs 0.98-0.99x (their stores cost little either way, and the
+      // chunks' waits and fences do). It also takes 4 KB of shared memory a warp, which a deep
+      // pipeline of wide tiles may not have. So the search decides, an even draw.
+      TESSEL_ASSIGN_OR_RETURN(IntRV bulk_store, rules::SampleWeighted(s, {0, 1}, {1, 1}, 1, 1));
+      TESSEL_RETURN_IF_ERROR(s->Annotate(m_split[1], kBulkStore, bulk_store));
     }
 
     const size_t num_ops = reindex.empty() ? ops.size() : reindex.size();

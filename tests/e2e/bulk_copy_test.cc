@@ -4,8 +4,8 @@
 // kernel takes and their JSON forms (launch JSON, candidate files); NVRTC compiling the kernels
 // where the CUDA toolkit is installed; the cost model's view; and the errors: a target without
 // the copy engine, a bulk copy outside a pipeline, into an unswizzled buffer, of a box that
-// differs between threads, malformed tensor maps. GPU runs: tests/gpu/tensor_core_gpu_test.cc
-// (BulkCopySpaceGpu).
+// differs between threads, malformed tensor maps; and the write-back through bulk tensor stores.
+// GPU runs: tests/gpu/tensor_core_gpu_test.cc (BulkCopySpaceGpu).
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -128,8 +128,9 @@ TEST(BulkCopy, SamplesOfEachProducerForm) {
     ASSERT_EQ(c.source.kernels.size(), 1u);
     const LaunchConfig& l = c.source.kernels[0].launch;
     // A (512 x 512, row-major) and B: boxes of one 128-byte swizzle row a side (64 f16) by the
-    // tile's rows, both swizzled by 128 bytes.
-    ASSERT_EQ(l.tensor_maps.size(), 2u);
+    // tile's rows, both swizzled by 128 bytes; the output's too where bulk tensor stores write
+    // it back (BulkCopy.WriteBacksThroughBulkTensorStores).
+    ASSERT_EQ(l.tensor_maps.size(), absl::StrContains(code, "tessel_tma_store_2d(") ? 3u : 2u);
     for (const TensorMapSpec& m : l.tensor_maps) {
       ASSERT_EQ(m.box.size(), 2u);
       EXPECT_EQ(m.box[1], 64);
@@ -324,6 +325,111 @@ TEST(BulkCopy, OtherFamiliesTakeBulkCopies) {
     EXPECT_EQ(samples.size(), 3u);
     if (!samples.empty()) ExpectCompiles(samples.begin()->second.source, "sm_90a");
   }
+}
+
+// `c` with its write-back decision (the sample_categorical over {0, 1} after the producer form's)
+// set to `bulk_store`, rebuilt.
+Candidate WithBulkStore(const Candidate& c, int bulk_store) {
+  nlohmann::json j = c.trace->ToJson();
+  bool after_producer = false;
+  for (nlohmann::json& inst : j["insts"]) {
+    if (inst["kind"] != "sample_categorical") continue;
+    const std::vector<int64_t> cands = inst["attrs"]["candidates"];
+    if (cands == std::vector<int64_t>{0, 1, 2}) after_producer = true;
+    if (after_producer && cands == std::vector<int64_t>{0, 1}) {
+      inst["decision"] = bulk_store;
+      break;
+    }
+  }
+  EXPECT_TRUE(after_producer) << "no producer decision";
+  auto out = BuildCandidate(c.workload, c.target, Trace::FromJson(j).value());
+  EXPECT_TRUE(out.ok()) << out.status();
+  return *std::move(out);
+}
+
+// The write-back through bulk tensor stores (kBulkStore): each computing warp writes its 16 rows
+// into a 128-byte swizzled staging buffer of its own in 64-column chunks (two slots), its first
+// lane storing each chunk through a tensor map over the output (box 16 x 64; 1 x 16 x 64 for a
+// batched output) once at most one earlier store still reads the other slot; every thread waits
+// for its stores' reads before the block leaves. The same trace without the decision stores
+// through the lanes' quad stores. The cost model sees the bytes. Guards: the blocks past the
+// tiles of a persistent grid's last round skip their chunks as a warp, rows past the output's
+// extent are the copy engine's to drop, and a tile-count guard on the columns keeps the lanes'
+// stores.
+TEST(BulkCopy, WriteBacksThroughBulkTensorStores) {
+  for (const char* spec :
+       {"matmul(M=512, N=512, K=512, dtype=f16)",
+        "matmul(M=128, N=128, K=128, batch=3, dtype=bf16)",
+        "matmul(M=1664, N=2816, K=256, dtype=f16)", "matmul(M=200, N=256, K=168, dtype=f16)"}) {
+    SCOPED_TRACE(spec);
+    const std::vector<Candidate> samples = SamplesWhere(
+        200, 2,
+        [](const Candidate& c) {
+          return absl::StrContains(c.source.code, "cp.async.bulk.tensor.2d.global.shared::cta") ||
+                 absl::StrContains(c.source.code, "cp.async.bulk.tensor.3d.global.shared::cta");
+        },
+        spec);
+    ASSERT_EQ(samples.size(), 2u) << "samples with bulk tensor stores";
+    const bool batched = absl::StrContains(spec, "batch=");
+    for (const Candidate& c : samples) {
+      const std::string& code = c.source.code;
+      const LaunchConfig& l = c.source.kernels.at(0).launch;
+      const std::string out = c.program.buffers.back().buffer->name;
+      int maps_of_output = 0;
+      for (const TensorMapSpec& m : l.tensor_maps) {
+        if (c.program.buffers[m.buffer].buffer->name != out) continue;
+        ++maps_of_output;
+        EXPECT_EQ(m.box,
+                  batched ? std::vector<int64_t>({1, 16, 64}) : std::vector<int64_t>({16, 64}));
+        EXPECT_EQ(m.swizzle_bytes, 128);
+      }
+      EXPECT_EQ(maps_of_output, 1);
+      for (const char* part :
+           {"tessel_bulk_wait_read_1();", "tessel_syncwarp();", "tessel_fence_proxy_async();",
+            "tessel_bulk_commit();", "_stage = reinterpret_cast<"}) {
+        EXPECT_THAT(code, HasSubstr(part));
+      }
+      EXPECT_THAT(code, Not(HasSubstr("tessel_quad_store_")));
+      const size_t last_store = code.rfind("tessel_tma_store_");
+      ASSERT_NE(last_store, std::string::npos);
+      EXPECT_NE(code.find("tessel_bulk_wait_read_0();", last_store), std::string::npos)
+          << "the wait before the block leaves";
+      ExpectCompiles(c.source, "sm_90a");
+      const float bytes = FeatureOf(c.program, c.target, "log2_bulk_store_bytes");
+      // A warp's chunks of 16 x 64 f16 (2 KB) in each round of tiles: one at least.
+      EXPECT_GE(bytes, std::log2(1.0 + 16 * 64 * 2 * BlockRounds(c)) - 1e-3);
+
+      const Candidate lanes = WithBulkStore(c, 0);
+      EXPECT_THAT(lanes.source.code, Not(HasSubstr("tessel_tma_store_")));
+      EXPECT_THAT(lanes.source.code, Not(HasSubstr("_stage = reinterpret_cast<")));
+      EXPECT_EQ(lanes.source.kernels.at(0).launch.tensor_maps.size() + 1, l.tensor_maps.size());
+      EXPECT_EQ(FeatureOf(lanes.program, lanes.target, "log2_bulk_store_bytes"), 0);
+      if (absl::StrContains(spec, "M=200")) {
+        // The lanes' stores are guarded by the rows' extent; the bulk stores leave it to the copy
+        // engine.
+        EXPECT_THAT(lanes.source.code, HasSubstr(" < 200"));
+        EXPECT_THAT(code.substr(code.find("_stage = reinterpret_cast<")), Not(HasSubstr(" < 200")));
+      }
+      if (BlockRounds(c) > 1 && absl::StrContains(spec, "M=1664")) {
+        // Blocks past the tiles in the last round (no grid of whole rounds fits 1664 x 2816 in
+        // 128-row tiles): the warp's chunks are skipped as a whole, under a guard of no lane's.
+        const size_t chunks = code.find("tessel_bulk_wait_read_1();");
+        const size_t guard = code.rfind("if (", code.rfind("if (lane", chunks) - 1);
+        const size_t after_loop = code.rfind("tessel_wgmma_wait_0();", chunks);
+        ASSERT_NE(guard, std::string::npos);
+        EXPECT_GT(guard, after_loop);
+        const std::string cond = code.substr(guard, code.find('\n', guard) - guard);
+        EXPECT_THAT(cond, HasSubstr(" < "));
+        EXPECT_THAT(cond, Not(HasSubstr("lane")));
+      }
+    }
+  }
+  // Columns guarded by their 8-column tile count (136 columns of 17 tiles): the lanes' stores.
+  const std::vector<Candidate> odd = SamplesWhere(
+      200, 1, [](const Candidate& c) { return absl::StrContains(c.source.code, "cp.async.bulk"); },
+      "matmul(M=200, N=136, K=168, dtype=f16)");
+  ASSERT_EQ(odd.size(), 1u);
+  EXPECT_THAT(WithBulkStore(odd[0], 1).source.code, Not(HasSubstr("tessel_tma_store_")));
 }
 
 // A kernel's tensor maps in the launch JSON and in candidate files; malformed maps are refused

@@ -306,6 +306,28 @@ INSTANTIATE_TEST_SUITE_P(
                       "matmul(M=200, N=136, K=168, dtype=f16)"),
     SpecTestName);
 
+// sm_90a: samples whose write-back goes through shared memory and bulk tensor stores (each
+// warp's 16 rows in 64-column chunks, a tensor map over the output) match the reference: plain,
+// batched (3D boxes), transposed, an epilogue, persistent blocks whose last round has blocks
+// past the tiles (the warp's guard around its chunks), and rows past the extent (the copy engine
+// writes nothing there).
+class BulkStoreSpaceGpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BulkStoreSpaceGpu, BulkStoreSamplesMatchReference) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_GE(VerifySm90aSamplesWith(GetParam(), 200, "tessel_tma_store_"), 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, BulkStoreSpaceGpu,
+    ::testing::Values("matmul(M=256, N=256, K=256, dtype=f16)",
+                      "matmul(M=128, N=128, K=128, batch=3, dtype=bf16)",
+                      "matmul(M=128, N=512, K=192, dtype=bf16, transpose_a=true)",
+                      "matmul_bias_gelu(M=256, N=256, K=128, dtype=f16)",
+                      "matmul(M=1664, N=2816, K=256, dtype=f16)",
+                      "matmul(M=200, N=256, K=168, dtype=f16)"),
+    SpecTestName);
+
 // sm_90a: samples whose producer is a plane of four warps beside two computing warpgroups along
 // y (block (32, 12, 1), registers moved by setmaxnreg) match the reference: plain, transposed,
 // an epilogue, tiles past the extents.
