@@ -9,7 +9,8 @@ CUTLASS's) on the H100 host (session 11): 49 opcodes, no two mnemonics sharing a
 instruction: wgmma.mma_async, cp.async.bulk.tensor, mbarrier.arrive, ex2.approx, ...; the opcode
 it adds named after that instruction's SASS counterpart); session 13 confirmed 13 of them
 (HGMMA, UTMALDG, SYNCS, WARPGROUP, MUFU, ...) against cuobjdump listings and added 8 more seen
-there. INFERRED keeps the 9 not yet seen in a listing. Opcodes in neither print as op_0xNNN.
+there; session 14 UTMASTG (by counts against a listing). INFERRED keeps the 8 not yet seen in a
+listing. Opcodes in neither print as op_0xNNN.
 A loop is a backward BRA: its body runs from the branch target to the branch (the offset, in
 4-byte units, is bits 16-23 and 34-63 of the first word, relative to the next instruction).
 
@@ -38,6 +39,9 @@ OPCODES = {
     0x4: 'R2P', 0x8: 'FSEL', 0x27: 'IMAD', 0x96: 'UPRMT', 0x146: 'YIELD', 0x148: 'WARPSYNC',
     0x1b2: 'SYNCS', 0x1c8: 'USETMAXREG',
 }
+# Session 14: the bulk tensor store's code, 0x1b5, counted 4 in each of five tuned bests, as many as
+# `cuobjdump -sass` listed UTMASTG in the same cubins on the H200 host.
+OPCODES[0x1b5] = 'UTMASTG'
 # Differential compilation (bench/experiments/sass_calibrate.py; nvcc -gencode
 # arch=compute_90a,code=sm_90a -cubin -O3, CUDA 13.0), not yet seen in a listing: the PTX each
 # was added by. CALL/RET come from an IEEE division's slow path, FCHK from its check.
@@ -47,7 +51,6 @@ INFERRED = {
     0x144: 'CALL', 0x150: 'RET',
     0x18e: 'RED',  # red.release.gpu
     0x1a8: 'ATOMG',  # atom.global.add
-    0x1b5: 'UTMASTG',  # cp.async.bulk.tensor (shared to global)
     0x1b7: 'UTMACMDFLUSH',  # cp.async.bulk.commit_group
     0x1ba: 'UBLKCP',  # cp.async.bulk (one-dimensional)
 }
