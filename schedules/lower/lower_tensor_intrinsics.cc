@@ -194,6 +194,32 @@ absl::Status TileAxes(const Nest& n, const Buffer& b, const std::vector<Expr>& i
   return absl::OkStatus();
 }
 
+// A write-back nest's body that is one store, under conditions (none with an else), of a 16-bit
+// element to a global buffer whose rows are whole 16-byte vectors, contiguous: its conditions,
+// outermost first, and the store (null where the body is of another form).
+struct GuardedStore {
+  std::vector<Expr> conds;
+  const StoreNode* store = nullptr;
+};
+GuardedStore RowVectorStore(const Stmt& body) {
+  GuardedStore out;
+  Stmt x = body;
+  while (const auto* i = As<IfThenElseNode>(x)) {
+    if (i->else_case) return {};
+    out.conds.push_back(i->cond);
+    x = i->then_case;
+  }
+  const auto* st = As<StoreNode>(x);
+  if (!st || st->buffer->scope != MemScope::kGlobal ||
+      (st->buffer->dtype != DType::kFloat16 && st->buffer->dtype != DType::kBFloat16) ||
+      st->buffer->shape.empty() || st->buffer->shape.back() % 8 != 0 ||
+      st->buffer->Strides().back() != 1) {
+    return {};
+  }
+  out.store = st;
+  return out;
+}
+
 class TensorLowering : public StmtMutator {
  public:
   // `bulk_stores`: the target has bulk tensor copies, so write-backs annotated kBulkStore go
@@ -754,20 +780,8 @@ class TensorLowering : public StmtMutator {
   Stmt QuadStores(const Stmt& body, const VarNode* u, const VarNode* v, const VarPtr& lane,
                   const VarPtr& h, const VarPtr& e, const VarPtr& j, int64_t col_ext) {
     if (col_ext % 32 != 0) return nullptr;
-    std::vector<Expr> conds;
-    Stmt x = body;
-    while (const auto* i = As<IfThenElseNode>(x)) {
-      if (i->else_case) return nullptr;
-      conds.push_back(i->cond);
-      x = i->then_case;
-    }
-    const auto* st = As<StoreNode>(x);
-    if (!st || st->buffer->scope != MemScope::kGlobal ||
-        (st->buffer->dtype != DType::kFloat16 && st->buffer->dtype != DType::kBFloat16) ||
-        st->buffer->shape.empty() || st->buffer->shape.back() % 8 != 0 ||
-        st->buffer->Strides().back() != 1) {
-      return nullptr;
-    }
+    const auto [conds, st] = RowVectorStore(body);
+    if (!st) return nullptr;
     // Consecutive columns are consecutive elements of the buffer's last axis.
     for (size_t d = 0; d < st->indices.size(); ++d) {
       const bool last = d + 1 == st->indices.size();
@@ -841,18 +855,8 @@ class TensorLowering : public StmtMutator {
   Stmt BulkStores(const Stmt& body, const VarNode* u, const VarNode* v, const VarPtr& lane,
                   const VarPtr& h, const VarPtr& e, const VarPtr& j, int64_t col_ext) {
     constexpr int64_t kChunk = 64, kRows = 16, kSlots = 2, kSwizzle = 128;
-    std::vector<Expr> conds;
-    Stmt x = body;
-    while (const auto* i = As<IfThenElseNode>(x)) {
-      if (i->else_case) return nullptr;
-      conds.push_back(i->cond);
-      x = i->then_case;
-    }
-    const auto* st = As<StoreNode>(x);
-    if (col_ext % kChunk != 0 || !st || st->buffer->scope != MemScope::kGlobal ||
-        (st->buffer->dtype != DType::kFloat16 && st->buffer->dtype != DType::kBFloat16) ||
-        st->indices.size() < 2 || st->indices.size() > 5 || st->buffer->shape.back() % 8 != 0 ||
-        st->buffer->Strides().back() != 1) {
+    const auto [conds, st] = RowVectorStore(body);
+    if (col_ext % kChunk != 0 || !st || st->indices.size() < 2 || st->indices.size() > 5) {
       return nullptr;
     }
     const size_t rank = st->indices.size();
