@@ -110,11 +110,12 @@ struct KernelSummary {
 
 class Walker {
  public:
-  Walker(const schedules::Target& target, Totals* totals,
+  Walker(const schedules::Program& program, const schedules::Target& target, Totals* totals,
          std::unordered_map<const Buffer*, BufferStats>* buffers)
-      : target_(target), t_(*totals), buffers_(*buffers) {}
+      : program_(program), target_(target), t_(*totals), buffers_(*buffers) {}
 
   KernelSummary Kernel(const schedules::Kernel& k) {
+    kernel_ = &k;
     summary_ = KernelSummary{};
     stack_.clear();
     lets_.clear();
@@ -221,17 +222,23 @@ class Walker {
       t_.bulk_copy_bytes += thread_mult_ * static_cast<double>(tx);
       return;
     }
-    if (const int64_t rank = schedules::TmaStoreRank(name); rank > 0 && call.args.size() > 1) {
-      // A warp's bulk tensor store (its first lane issues it): the box is the staging slot its
-      // source starts, the source buffer's `rank` innermost axes.
-      if (const auto* src = schedules::As<schedules::LoadNode>(call.args[1])) {
-        const std::vector<int64_t>& shape = src->buffer->shape;
-        double box = schedules::DTypeBytes(src->buffer->dtype);
-        for (size_t d = shape.size() - std::min<size_t>(shape.size(), rank); d < shape.size();
-             ++d) {
-          box *= static_cast<double>(shape[d]);
-        }
+    if (schedules::TmaStoreRank(name) > 0) {
+      // A warp's bulk tensor store (its first lane issues it) of its tensor map's box, written to
+      // the global buffer the map is over: counted as the lanes' stores of it would be (mult_
+      // counts the warp's lanes).
+      int64_t map = -1;
+      const auto& maps = kernel_->launch.tensor_maps;
+      if (!call.args.empty() && schedules::IsConstInt(call.args[0], &map) && map >= 0 &&
+          map < static_cast<int64_t>(maps.size()) && maps[map].buffer >= 0 &&
+          maps[map].buffer < static_cast<int>(program_.buffers.size())) {
+        const Buffer& out = *program_.buffers[maps[map].buffer].buffer;
+        double box = schedules::DTypeBytes(out.dtype);
+        for (int64_t e : maps[map].box) box *= static_cast<double>(e);
         t_.bulk_store_bytes += thread_mult_ * box;
+        const double bytes =
+            box * mult_ / static_cast<double>(std::max<int64_t>(1, target_.warp_size));
+        t_.bytes[0][1] += bytes;
+        buffers_[&out].write_bytes += bytes;
       }
       return;
     }
@@ -668,9 +675,11 @@ class Walker {
     s.reuse_extent = reuse;
   }
 
+  const schedules::Program& program_;
   const schedules::Target& target_;
   Totals& t_;
   std::unordered_map<const Buffer*, BufferStats>& buffers_;
+  const schedules::Kernel* kernel_ = nullptr;
   KernelSummary summary_;
   std::vector<Frame> stack_;
   std::vector<std::pair<const VarNode*, const Expr*>> lets_;
@@ -754,7 +763,7 @@ Features ExtractFeatures(const schedules::Program& program, const schedules::Tar
       workspace_elements = std::max(workspace_elements, elements);
     }
   }
-  Walker walker(target, &t, &buffers);
+  Walker walker(program, target, &t, &buffers);
   const schedules::Kernel* dominant = nullptr;
   KernelSummary dom;
   for (const schedules::Kernel& k : program.kernels) {

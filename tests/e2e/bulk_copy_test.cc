@@ -404,6 +404,9 @@ TEST(BulkCopy, WriteBacksThroughBulkTensorStores) {
       EXPECT_THAT(lanes.source.code, Not(HasSubstr("_stage = reinterpret_cast<")));
       EXPECT_EQ(lanes.source.kernels.at(0).launch.tensor_maps.size() + 1, l.tensor_maps.size());
       EXPECT_EQ(FeatureOf(lanes.program, lanes.target, "log2_bulk_store_bytes"), 0);
+      // Both forms write the output's tiles once: the same global bytes written.
+      EXPECT_NEAR(FeatureOf(c.program, c.target, "log2_global_write_bytes"),
+                  FeatureOf(lanes.program, lanes.target, "log2_global_write_bytes"), 1e-3);
       if (absl::StrContains(spec, "M=200")) {
         // The lanes' stores are guarded by the rows' extent; the bulk stores leave it to the copy
         // engine.
