@@ -840,18 +840,71 @@ class TensorLowering : public StmtMutator {
     return MakeFor(h, MakeInt(0), MakeInt(2), ForKind::kUnrolled, ThreadTag::kNone, out);
   }
 
-  // The accumulator's write-back through shared memory and bulk tensor stores (kBulkStore):
+  // The guard of a bulk write-back (BulkStores) from the store `st`'s conditions: those of the
+  // warp as a whole (no lane's row or column in them, `u`, `v` or a threadIdx.x loop's variable)
+  // are kept, around its chunks; a bound of the buffer's own extent on one of its indices is the
+  // copy engine's, which writes nothing past the extents, so it is dropped. Null inside where
+  // nothing is kept; nullopt where a condition is of another form (the lanes' stores stay).
+  std::optional<Expr> WarpGuard(const std::vector<Expr>& conds, const StoreNode& st,
+                                const VarNode* u, const VarNode* v) const {
+    std::vector<const VarNode*> lane_vars = {u, v};
+    for (const ForNode* f : thread_loops_) {
+      if (f->thread == ThreadTag::kThreadX) lane_vars.push_back(f->var.get());
+    }
+    Expr guard;
+    std::function<bool(const Expr&)> take = [&](const Expr& cond) {
+      if (const auto* b = As<BinaryNode>(cond); b && b->op == BinaryOp::kAnd) {
+        return take(b->a) && take(b->b);
+      }
+      if (std::none_of(lane_vars.begin(), lane_vars.end(),
+                       [&](const VarNode* x) { return UsesVar(cond, x); })) {
+        guard = MakeAnd(guard, cond);
+        return true;
+      }
+      const auto* lt = As<BinaryNode>(cond);
+      int64_t bound = 0;
+      if (!lt || lt->op != BinaryOp::kLt || !IsConstInt(lt->b, &bound)) return false;
+      for (size_t d = 0; d < st.indices.size(); ++d) {
+        if (bound == st.buffer->shape[d] &&
+            StructuralEqual(analyzer_.Simplify(lt->a), analyzer_.Simplify(st.indices[d]))) {
+          return true;
+        }
+      }
+      return false;
+    };
+    for (const Expr& cond : conds) {
+      if (!take(cond)) return std::nullopt;
+    }
+    return guard;
+  }
+
+  // The visited warp's index among the block's computing warps (the enclosing threadIdx.y and
+  // .z loops, innermost fastest) and how many there are; false where a loop's extent is not
+  // constant.
+  bool WarpOfBlock(Expr* warp, int64_t* warps) const {
+    *warp = MakeInt(0);
+    *warps = 1;
+    for (const ForNode* f : thread_loops_) {
+      int64_t extent = 0;
+      if (!IsThreadTag(f->thread) || f->thread == ThreadTag::kThreadX) continue;
+      if (!IsConstInt(f->extent, &extent)) return false;
+      *warp = *warp * extent + MakeCast(kIndexType, f->var) - f->min;
+      *warps *= extent;
+    }
+    *warp = analyzer_.Simplify(*warp);
+    return true;
+  }
+
+  // The accumulator's write-back through shared memory and bulk tensor stores (kBulkStore),
   // where the nest's body is one store of a 16-bit element to a global buffer whose last axis is
   // the nest's columns and second-last its rows (coefficient 1, no other axis using either), over
-  // whole 64-column chunks, rows of whole 16-byte vectors, under conditions of the warp as a
-  // whole (kept around its chunks) or bounds of the buffer's own extents on its indices (dropped:
-  // the copy engine writes nothing past them). The warp's lanes
-  // write each chunk's 16 x 64 elements (rounded to the element type, two adjacent columns a
-  // lane) into one of two 128-byte swizzled slots of a staging buffer of the warp's own, then its
-  // first lane stores the slot with one bulk tensor store (box 1 x ... x 16 x 64 of a tensor map
-  // over the buffer) and commits it as a bulk group. A slot is written again once at most one
-  // group still reads shared memory (the other slot's). Null where the body is of another form.
-  // `u`, `v`, `lane`, `h`, `e`, `j`: as for QuadStores.
+  // whole 64-column chunks, rows of whole 16-byte vectors, under conditions WarpGuard takes. The
+  // warp's lanes write each chunk's 16 x 64 elements (rounded to the element type, two adjacent
+  // columns a lane) into one of two 128-byte swizzled slots of a staging buffer of the warp's
+  // own, then its first lane stores the slot with one bulk tensor store (box 1 x ... x 16 x 64 of
+  // a tensor map over the buffer) and commits it as a bulk group. A slot is written again once at
+  // most one group still reads shared memory (the other slot's). Null where the body is of
+  // another form. `u`, `v`, `lane`, `h`, `e`, `j`: as for QuadStores.
   Stmt BulkStores(const Stmt& body, const VarNode* u, const VarNode* v, const VarPtr& lane,
                   const VarPtr& h, const VarPtr& e, const VarPtr& j, int64_t col_ext) {
     constexpr int64_t kChunk = 64, kRows = 16, kSlots = 2, kSwizzle = 128;
@@ -871,52 +924,14 @@ class TensorLowering : public StmtMutator {
         return nullptr;
       }
     }
-    // The store's conditions: those of the warp as a whole (no lane's row or column in them)
-    // guard its chunks; a bound of the buffer's own extent on one of its indices is the copy
-    // engine's, which writes nothing past the extents; any other form keeps the lanes' stores.
-    std::vector<const VarNode*> lane_vars = {u, v};
-    for (const ForNode* f : thread_loops_) {
-      if (f->thread == ThreadTag::kThreadX) lane_vars.push_back(f->var.get());
-    }
-    Expr warp_cond;
-    std::function<bool(const Expr&)> take = [&](const Expr& cond) {
-      if (const auto* b = As<BinaryNode>(cond); b && b->op == BinaryOp::kAnd) {
-        return take(b->a) && take(b->b);
-      }
-      if (std::none_of(lane_vars.begin(), lane_vars.end(),
-                       [&](const VarNode* lv) { return UsesVar(cond, lv); })) {
-        warp_cond = MakeAnd(warp_cond, cond);
-        return true;
-      }
-      const auto* lt = As<BinaryNode>(cond);
-      int64_t bound = 0;
-      if (!lt || lt->op != BinaryOp::kLt || !IsConstInt(lt->b, &bound)) return false;
-      for (size_t d = 0; d < st->indices.size(); ++d) {
-        if (bound == st->buffer->shape[d] &&
-            StructuralEqual(analyzer_.Simplify(lt->a), analyzer_.Simplify(st->indices[d]))) {
-          return true;
-        }
-      }
-      return false;
-    };
-    for (const Expr& cond : conds) {
-      if (!take(cond)) return nullptr;
-    }
+    const std::optional<Expr> guard = WarpGuard(conds, *st, u, v);
+    Expr warp;
+    int64_t warps = 0;
     int buffer = -1;
     for (size_t i = 0; i < buffers_.size(); ++i) {
       if (buffers_[i].buffer.get() == st->buffer.get()) buffer = static_cast<int>(i);
     }
-    // The warp among the block's (the enclosing thread loops but the lanes'), and how many.
-    Expr warp = MakeInt(0);
-    int64_t warps = 1;
-    for (const ForNode* f : thread_loops_) {
-      int64_t extent = 0;
-      if (!IsThreadTag(f->thread) || f->thread == ThreadTag::kThreadX) continue;
-      if (!IsConstInt(f->extent, &extent)) return nullptr;
-      warp = warp * extent + MakeCast(kIndexType, f->var) - f->min;
-      warps *= extent;
-    }
-    if (buffer < 0) return nullptr;
+    if (!guard || !WarpOfBlock(&warp, &warps) || buffer < 0) return nullptr;
     auto stage = std::make_shared<Buffer>();
     stage->name = st->buffer->name + "_stage";
     stage->dtype = st->buffer->dtype;
@@ -936,7 +951,6 @@ class TensorLowering : public StmtMutator {
     VarPtr jc = MakeVar(j->name + "_i");  // the 8-column tile within it
     const Expr lv = MakeCast(kIndexType, lane);
     const Expr slot = Expr(c) % kSlots;
-    warp = analyzer_.Simplify(warp);
     // The lane's element (rows l / 4 + 8 h, columns 8 j + 2 (l % 4) + e) of tile j = 8 c + jc.
     const Expr row = lv / 4 + Expr(h) * 8, col = Expr(jc) * 8 + lv % 4 * 2 + Expr(e);
     Expr value = Substitute(st->value, {{u, row}, {v, Expr(c) * kChunk + col}});
@@ -973,7 +987,7 @@ class TensorLowering : public StmtMutator {
     });
     Stmt chunks = MakeFor(c, MakeInt(0), MakeInt(col_ext / kChunk), ForKind::kUnrolled,
                           ThreadTag::kNone, chunk);
-    return MakeAllocate(stage, warp_cond ? MakeIf(warp_cond, chunks) : chunks);
+    return MakeAllocate(stage, *guard ? MakeIf(*guard, chunks) : chunks);
   }
 
   const Kernel& kernel_;
