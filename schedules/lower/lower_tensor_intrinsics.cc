@@ -902,9 +902,9 @@ class TensorLowering : public StmtMutator {
   // warp's lanes write each chunk's 16 x 64 elements (rounded to the element type, two adjacent
   // columns a lane) into one of two 128-byte swizzled slots of a staging buffer of the warp's
   // own, then its first lane stores the slot with one bulk tensor store (box 1 x ... x 16 x 64 of
-  // a tensor map over the buffer) and commits it as a bulk group. A slot is written again once at
-  // most one group still reads shared memory (the other slot's). Null where the body is of
-  // another form. `u`, `v`, `lane`, `h`, `e`, `j`: as for QuadStores.
+  // a tensor map over the buffer) and commits it as a bulk group. A slot is written again once no
+  // group still reads it. Null where the body is of another form. `u`, `v`, `lane`, `h`, `e`,
+  // `j`: as for QuadStores.
   Stmt BulkStores(const Stmt& body, const VarNode* u, const VarNode* v, const VarPtr& lane,
                   const VarPtr& h, const VarPtr& e, const VarPtr& j, int64_t col_ext) {
     constexpr int64_t kChunk = 64, kRows = 16, kSlots = 2, kSwizzle = 128;
@@ -976,8 +976,19 @@ class TensorLowering : public StmtMutator {
     std::vector<Expr> args = {MakeInt(map), MakeLoad(stage, {warp, slot, MakeInt(0), MakeInt(0)})};
     for (size_t i = rank; i-- > 0;) args.push_back(MakeCast(DType::kInt32, at[i]));
     const Expr first = lv == int64_t{0};
+    // Before writing a slot, the group that last read it must be done: with an even number of
+    // chunks that is any but the latest group (the other slot's); with an odd number, a tile's
+    // first chunk takes the slot of the previous tile's last one (persistent blocks take tiles
+    // in rounds), so it waits for every group.
+    const int64_t chunk_count = col_ext / kChunk;
+    Stmt wait = TensorCallStmt(BulkWaitReadCall(kSlots - 1));
+    if (chunk_count % 2 == 1) {
+      wait = chunk_count == 1
+                 ? TensorCallStmt(BulkWaitReadCall(0))
+                 : MakeIf(Expr(c) == int64_t{0}, TensorCallStmt(BulkWaitReadCall(0)), wait);
+    }
     Stmt chunk = MakeSeq({
-        MakeIf(first, TensorCallStmt(BulkWaitReadCall(kSlots - 1))),
+        MakeIf(first, wait),
         TensorCallStmt(kCallSyncwarp),
         write,
         TensorCallStmt(kCallFenceProxyAsync),
@@ -985,8 +996,8 @@ class TensorLowering : public StmtMutator {
         MakeIf(first, MakeSeq({TensorCallStmt(TmaStoreCall(static_cast<int64_t>(rank)), args),
                                TensorCallStmt(kCallBulkCommit)})),
     });
-    Stmt chunks = MakeFor(c, MakeInt(0), MakeInt(col_ext / kChunk), ForKind::kUnrolled,
-                          ThreadTag::kNone, chunk);
+    Stmt chunks =
+        MakeFor(c, MakeInt(0), MakeInt(chunk_count), ForKind::kUnrolled, ThreadTag::kNone, chunk);
     return MakeAllocate(stage, *guard ? MakeIf(*guard, chunks) : chunks);
   }
 

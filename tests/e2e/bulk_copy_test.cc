@@ -384,12 +384,23 @@ TEST(BulkCopy, WriteBacksThroughBulkTensorStores) {
         EXPECT_EQ(m.swizzle_bytes, 128);
       }
       EXPECT_EQ(maps_of_output, 1);
-      for (const char* part :
-           {"tessel_bulk_wait_read_1();", "tessel_syncwarp();", "tessel_fence_proxy_async();",
-            "tessel_bulk_commit();", "_stage = reinterpret_cast<"}) {
+      for (const char* part : {"tessel_syncwarp();", "tessel_fence_proxy_async();",
+                               "tessel_bulk_commit();", "_stage = reinterpret_cast<"}) {
         EXPECT_THAT(code, HasSubstr(part));
       }
       EXPECT_THAT(code, Not(HasSubstr("tessel_quad_store_")));
+      // A slot is rewritten once no group reads it: with an odd number of chunks a warp (a tile's
+      // first chunk takes the slot of the previous tile's last), the first chunk waits for all.
+      const size_t chunk_loop = code.find("_j_c < ");
+      ASSERT_NE(chunk_loop, std::string::npos);
+      const int chunks = std::atoi(code.c_str() + chunk_loop + 7);
+      size_t waits_for_all = 0;
+      for (size_t at = code.find("tessel_bulk_wait_read_0();"); at != std::string::npos;
+           at = code.find("tessel_bulk_wait_read_0();", at + 1)) {
+        ++waits_for_all;
+      }
+      EXPECT_EQ(waits_for_all, chunks % 2 == 1 ? 2u : 1u) << chunks << " chunks";
+      EXPECT_EQ(absl::StrContains(code, "tessel_bulk_wait_read_1();"), chunks > 1) << chunks;
       const size_t last_store = code.rfind("tessel_tma_store_");
       ASSERT_NE(last_store, std::string::npos);
       EXPECT_NE(code.find("tessel_bulk_wait_read_0();", last_store), std::string::npos)
@@ -416,9 +427,8 @@ TEST(BulkCopy, WriteBacksThroughBulkTensorStores) {
       if (BlockRounds(c) > 1 && absl::StrContains(spec, "M=1664")) {
         // Blocks past the tiles in the last round (no grid of whole rounds fits 1664 x 2816 in
         // 128-row tiles): the warp's chunks are skipped as a whole, under a guard of no lane's.
-        const size_t chunks = code.find("tessel_bulk_wait_read_1();");
-        const size_t guard = code.rfind("if (", code.rfind("if (lane", chunks) - 1);
-        const size_t after_loop = code.rfind("tessel_wgmma_wait_0();", chunks);
+        const size_t guard = code.rfind("if (", chunk_loop);
+        const size_t after_loop = code.rfind("tessel_wgmma_wait_0();", chunk_loop);
         ASSERT_NE(guard, std::string::npos);
         EXPECT_GT(guard, after_loop);
         const std::string cond = code.substr(guard, code.find('\n', guard) - guard);
@@ -427,6 +437,19 @@ TEST(BulkCopy, WriteBacksThroughBulkTensorStores) {
       }
     }
   }
+  // Three chunks a warp (N = 192): the first waits for every group, the others for all but one.
+  const std::vector<Candidate> three = SamplesWhere(
+      300, 1, [](const Candidate& c) { return absl::StrContains(c.source.code, "_j_c < 3; "); },
+      "matmul(M=512, N=768, K=256, dtype=f16)");
+  ASSERT_EQ(three.size(), 1u);
+  const std::string& code3 = three[0].source.code;
+  const size_t first = code3.find("_j_c == 0) {");
+  ASSERT_NE(first, std::string::npos);
+  const size_t all = code3.find("tessel_bulk_wait_read_0();", first);
+  const size_t otherwise = code3.find("} else {", first);
+  EXPECT_LT(all, otherwise);
+  EXPECT_LT(otherwise, code3.find("tessel_bulk_wait_read_1();", first));
+  ExpectCompiles(three[0].source, "sm_90a");
   // Columns guarded by their 8-column tile count (136 columns of 17 tiles): the lanes' stores.
   const std::vector<Candidate> odd = SamplesWhere(
       200, 1, [](const Candidate& c) { return absl::StrContains(c.source.code, "cp.async.bulk"); },
