@@ -7,9 +7,11 @@
 #
 # Usage (on a GPU host, from the repository root, with the tessel bundle in .gpu/):
 #   bench/tune_vs_library.sh [-n TRIALS] [--warm TRIALS] SPEC...
-# With --warm W the specs share one tuning log: the first is tuned cold with TRIALS, each later one
-# with W trials and a cost model trained on the records of those before it (the server trains a
-# family's model from the log; issue 23 allows 128 trials so, against 512 cold).
+# With --warm W the specs share one tuning log, $WORK/shared.db: the first is tuned cold with
+# TRIALS, each later one with W trials and a cost model trained on the records of those before it
+# (the server trains a family's model from the log; issue 23 allows 128 trials so, against 512
+# cold). A shared.db already in WORK (an earlier call's, copied back) is continued: every spec
+# then takes W trials.
 # Logs and tune outputs stay in $WORK (default: a fresh temporary folder); the table also goes to
 # $OUT/library.tsv when OUT is set. Each best kernel's CUDA source is kept as $WORK/TAG.best.cu.
 # ARCH picks the CUDA architecture tuned for (default sm_90; sm_90a adds the wgmma sketch).
@@ -24,7 +26,6 @@ specs=("$@")
 out=${WORK:-$(mktemp -d)}
 mkdir -p "$out"
 shared="$out/shared.db"
-[[ $warm -gt 0 ]] && rm -f "$shared"
 tessel() { .gpu/run tessel "$@"; }
 median_ms() { sed -n 's/^median_ms: //p' "$1"; }
 min() { printf '%s\n' "$@" | grep -v '^$' | sort -g | head -1; }
@@ -35,7 +36,7 @@ for spec in "${specs[@]}"; do
   n=$trials db="$out/$tag.db"
   if [[ $warm -gt 0 ]]; then
     db=$shared
-    [[ $spec != "${specs[0]}" ]] && n=$warm
+    [[ -e $db ]] && n=$warm
   else
     rm -f "$db"
   fi
