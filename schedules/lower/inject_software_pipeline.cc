@@ -729,15 +729,9 @@ class BulkCopies : public StmtMutator {
     for (int64_t e : map_box) {
       if (e > 256) return Refuse(outer, "a side of its box is over 256 elements");
     }
-    int buffer = -1;
-    for (size_t i = 0; i < program_.buffers.size(); ++i) {
-      if (program_.buffers[i].buffer.get() == &g) buffer = static_cast<int>(i);
-    }
+    const int buffer = ProgramBufferIndex(program_.buffers, &g);
     if (buffer < 0) return Refuse(outer, g.name + " is not one of the program's buffers");
-    const TensorMapSpec spec{buffer, map_box, dst.swizzle_bytes};
-    int64_t map = 0;
-    while (map < static_cast<int64_t>(maps_->size()) && !((*maps_)[map] == spec)) ++map;
-    if (map == static_cast<int64_t>(maps_->size())) maps_->push_back(spec);
+    const int64_t map = TensorMapIndex(maps_, TensorMapSpec{buffer, map_box, dst.swizzle_bytes});
     for (int64_t c = 0; c < columns; ++c) {
       std::vector<Expr> at = dst0, from = src0;
       at[dst_axis.back()] = MakeInt(c * atom, at[dst_axis.back()]->dtype);

@@ -223,10 +223,15 @@ GuardedStore RowVectorStore(const Stmt& body) {
 class TensorLowering : public StmtMutator {
  public:
   // `bulk_stores`: the target has bulk tensor copies, so write-backs annotated kBulkStore go
-  // through the copy engine; `buffers`: the program's, which tensor maps index.
+  // through the copy engine, their tensor maps (over `buffers`, the program's) added to `maps`
+  // (the kernel's).
   TensorLowering(const Kernel& k, const Analyzer& analyzer, bool bulk_stores,
-                 const std::vector<ProgramBuffer>& buffers)
-      : kernel_(k), analyzer_(analyzer), bulk_stores_(bulk_stores), buffers_(buffers) {}
+                 const std::vector<ProgramBuffer>& buffers, std::vector<TensorMapSpec>* maps)
+      : kernel_(k),
+        analyzer_(analyzer),
+        bulk_stores_(bulk_stores),
+        buffers_(buffers),
+        maps_(maps) {}
 
   // Phase 1: the roles of the kernel's fragments, from its mma nests.
   absl::Status FindFragments(const Stmt& body) {
@@ -243,8 +248,8 @@ class TensorLowering : public StmtMutator {
   }
 
   absl::Status status() const { return status_; }
-  // The tensor maps the bulk stores added, to append to the kernel's (in index order).
-  const std::vector<TensorMapSpec>& store_maps() const { return store_maps_; }
+  // Whether a write-back went through bulk tensor stores.
+  bool stored_in_bulk() const { return stored_in_bulk_; }
 
  protected:
   Stmt VisitFor(const ForNode& f, const Stmt& self) override {
@@ -927,10 +932,7 @@ class TensorLowering : public StmtMutator {
     const std::optional<Expr> guard = WarpGuard(conds, *st, u, v);
     Expr warp;
     int64_t warps = 0;
-    int buffer = -1;
-    for (size_t i = 0; i < buffers_.size(); ++i) {
-      if (buffers_[i].buffer.get() == st->buffer.get()) buffer = static_cast<int>(i);
-    }
+    const int buffer = ProgramBufferIndex(buffers_, st->buffer.get());
     if (!guard || !WarpOfBlock(&warp, &warps) || buffer < 0) return nullptr;
     auto stage = std::make_shared<Buffer>();
     stage->name = st->buffer->name + "_stage";
@@ -941,11 +943,8 @@ class TensorLowering : public StmtMutator {
     std::vector<int64_t> box(rank, 1);
     box[rank - 2] = kRows;
     box[rank - 1] = kChunk;
-    const TensorMapSpec spec{buffer, box, kSwizzle};
-    int64_t map = 0;
-    while (map < static_cast<int64_t>(store_maps_.size()) && !(store_maps_[map] == spec)) ++map;
-    if (map == static_cast<int64_t>(store_maps_.size())) store_maps_.push_back(spec);
-    map += static_cast<int64_t>(kernel_.launch.tensor_maps.size());
+    const int64_t map = TensorMapIndex(maps_, TensorMapSpec{buffer, box, kSwizzle});
+    stored_in_bulk_ = true;
 
     VarPtr c = MakeVar(j->name + "_c");   // the chunk
     VarPtr jc = MakeVar(j->name + "_i");  // the 8-column tile within it
@@ -1005,7 +1004,8 @@ class TensorLowering : public StmtMutator {
   const Analyzer& analyzer_;
   const bool bulk_stores_;
   const std::vector<ProgramBuffer>& buffers_;
-  std::vector<TensorMapSpec> store_maps_;
+  std::vector<TensorMapSpec>* maps_;
+  bool stored_in_bulk_ = false;
   std::vector<const ForNode*> thread_loops_;  // the thread-bound loops around the visit
   std::map<const Buffer*, Fragment> fragments_;
   std::map<const ForNode*, MmaAccess> mmas_;  // by the nest's marked loop, A first (FindFragments)
@@ -1114,16 +1114,14 @@ absl::Status LowerTensorIntrinsics(LoweringState* state) {
                        state->target.ToString(), " does not have; wgmma needs cuda -arch=sm_90a"));
     }
     TensorLowering t(k, state->analyzer, state->target.Supports(TargetFeature::kBulkTensorCopy),
-                     state->program.buffers);
+                     state->program.buffers, &k.launch.tensor_maps);
     if (absl::Status st = t.FindFragments(k.body); !st.ok()) return st;
     Stmt body = t.Visit(k.body);
     if (!t.status().ok()) return t.status();
-    if (!t.store_maps().empty()) {
+    if (t.stored_in_bulk()) {
       // Bulk stores read shared memory until their groups say otherwise: every thread waits for
       // its own before the block leaves (and its shared memory goes to another).
       body = MakeSeq({body, TensorCallStmt(BulkWaitReadCall(0))});
-      k.launch.tensor_maps.insert(k.launch.tensor_maps.end(), t.store_maps().begin(),
-                                  t.store_maps().end());
     }
     k.body = wgmma ? FenceWgmma(body) : body;
   }

@@ -19,6 +19,21 @@ const char* BufferRoleName(BufferRole r) {
   return "?";
 }
 
+int ProgramBufferIndex(const std::vector<ProgramBuffer>& buffers, const Buffer* b) {
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].buffer.get() == b) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int64_t TensorMapIndex(std::vector<TensorMapSpec>* maps, const TensorMapSpec& spec) {
+  for (size_t i = 0; i < maps->size(); ++i) {
+    if ((*maps)[i] == spec) return static_cast<int64_t>(i);
+  }
+  maps->push_back(spec);
+  return static_cast<int64_t>(maps->size()) - 1;
+}
+
 std::string ToString(const LaunchConfig& l) {
   return absl::StrCat(
       "grid ", absl::StrJoin(l.grid, "x"), ", block ", absl::StrJoin(l.block, "x"),

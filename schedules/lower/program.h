@@ -135,6 +135,11 @@ struct Program {
   bool needs_int64_indices = false;
 };
 
+// The index of `b` among `buffers` (Program::buffers), or -1.
+int ProgramBufferIndex(const std::vector<ProgramBuffer>& buffers, const Buffer* b);
+// The index of `spec` among a kernel's tensor maps, appended where no equal map is there yet.
+int64_t TensorMapIndex(std::vector<TensorMapSpec>* maps, const TensorMapSpec& spec);
+
 // "grid 64x1x1, block 32x8x2, dynamic shared 98304 bytes[, cooperative][, 2 tensor maps]": a
 // launch, for messages.
 std::string ToString(const LaunchConfig& l);
